@@ -1,0 +1,64 @@
+"""Outcomes a handler can signal, and input errors.
+
+Handlers (the portal flows) raise these; the worker maps each to a queue transition.
+They carry no browser or service detail, so both sides can import them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+
+class PortalqError(Exception):
+    """Base class."""
+
+
+class InputError(PortalqError, ValueError):
+    """Bad input from a user or caller: nothing is written."""
+
+
+class IllegalTransition(PortalqError):
+    """The job is not in a state that allows the requested change."""
+
+
+class JobNotFound(InputError):
+    pass
+
+
+class HandlerOutcome(PortalqError):
+    """Base of the outcomes a handler raises instead of returning a result."""
+
+
+class RetryableError(HandlerOutcome):
+    """A technical failure (timeout, 5xx, "try again later"): retried with backoff."""
+
+
+class BusinessError(HandlerOutcome):
+    """A permanent failure (name rejected, not eligible): failed at once and escalated."""
+
+
+class UncertainOutcome(HandlerOutcome):
+    """The portal may or may not have accepted a submission: never retried blindly."""
+
+
+class PortalClosed(HandlerOutcome):
+    """The portal is closed or in maintenance: deferred, no attempt spent.
+
+    ``reopen_at`` is when to try again; ``None`` means "the portal's next opening".
+    ``outage`` marks signs of an outage (maintenance page, 5xx) as opposed to a closed
+    notice during normal closed hours.
+    """
+
+    def __init__(self, message: str = "portal closed", *, reopen_at: datetime | None = None,
+                 outage: bool = False) -> None:
+        super().__init__(message)
+        self.reopen_at = reopen_at
+        self.outage = outage
+
+
+class DeferUntil(HandlerOutcome):
+    """Not now, but not a failure either (e.g. IRS one-EIN-per-day limit): run at ``when``."""
+
+    def __init__(self, message: str, *, when: datetime) -> None:
+        super().__init__(message)
+        self.when = when

@@ -1,0 +1,38 @@
+"""What a flow gets from whoever runs it (the scheduler implements this protocol).
+
+Flows know nothing of the service: they see the job's data, a durable checkpoint store,
+a browser to open a fresh context in, a folder for evidence, and the base URLs of the
+portals. Outcomes other than success are signalled by raising the exceptions in
+:mod:`jobs.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class FlowContext(Protocol):
+    job_id: int
+    job_type: str
+    order_id: str
+    portal: str
+    attempt: int
+    payload: Mapping[str, Any]
+    #: checkpoints reached by earlier attempts (and this one), e.g.
+    #: {"nr_number": "NR 1234567", "stage": "submitting"}
+    checkpoints: Mapping[str, Any]
+    #: where this attempt's screenshots/traces go (created by the runner)
+    artifacts_dir: Path
+    #: base URL per portal code, e.g. {"irs_ein": "http://127.0.0.1:8765/irs"}
+    portal_urls: Mapping[str, str]
+
+    async def save_checkpoint(self, **data: Any) -> None:
+        """Merge ``data`` into the job's checkpoints, durably, before returning."""
+
+    async def new_browser_context(self) -> Any:
+        """A fresh Playwright ``BrowserContext`` (tracing per playwright.config)."""
+
+    def secrets(self) -> list[str]:
+        """Strings that must never appear in artifacts, logs or errors (SSNs, passwords)."""
