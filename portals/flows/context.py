@@ -36,3 +36,12 @@ class FlowContext(Protocol):
 
     def secrets(self) -> list[str]:
         """Strings that must never appear in artifacts, logs or errors (SSNs, passwords)."""
+
+    async def store_document(self, name: str, content_type: str, data: bytes) -> None:
+        """Keep an output document (CP 575 PDF, certificate) on the job, durably."""
+
+    async def documents_of(self, job_id: int) -> list[tuple[str, str, bytes]]:
+        """(name, content_type, bytes) of the documents another job stored (for ``deliver``)."""
+
+    async def send_mail(self, message: Any) -> None:
+        """Send an ``email.message.EmailMessage`` through the configured SMTP server."""

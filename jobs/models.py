@@ -1,0 +1,165 @@
+"""The schema as SQLAlchemy metadata: what the migrations must reproduce.
+
+``tests/integration/test_migrations.py`` compares the migrated database with this metadata
+(alembic autogenerate finds no difference).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    Table,
+    Text,
+    Time,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+
+JOB_STATUSES = ("pending", "deferred", "running", "completed", "failed", "cancelled")
+_status_check = "status IN ('pending','deferred','running','completed','failed','cancelled')"
+TZ = DateTime(timezone=True)
+
+portals = Table(
+    "portals", metadata,
+    Column("code", Text, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("timezone", Text, nullable=False),
+    Column("holiday_country", Text),
+    Column("holiday_subdiv", Text),
+    # NULL: no limit
+    Column("max_concurrent_sessions", Integer, server_default=text("1")),
+    Column("cutoff_minutes", Integer, nullable=False, server_default=text("0")),
+    Column("enabled", Boolean, nullable=False, server_default=text("true")),
+    Column("paused_at", TZ),
+    Column("pause_reason", Text),
+    Column("updated_at", TZ, nullable=False, server_default=text("now()")),
+    CheckConstraint("max_concurrent_sessions > 0", name="portals_max_sessions_positive"),
+    CheckConstraint("cutoff_minutes >= 0", name="portals_cutoff_nonnegative"),
+)
+
+portal_hours = Table(
+    "portal_hours", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("portal", Text, ForeignKey("portals.code", ondelete="CASCADE"), nullable=False),
+    Column("weekday", SmallInteger, nullable=False),
+    Column("opens", Time, nullable=False),
+    Column("closes", Time, nullable=False),
+    CheckConstraint("weekday BETWEEN 0 AND 6", name="portal_hours_weekday"),
+    Index("portal_hours_portal", "portal"),
+)
+
+portal_closures = Table(
+    "portal_closures", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("portal", Text, ForeignKey("portals.code", ondelete="CASCADE"), nullable=False),
+    Column("starts_at", TZ, nullable=False),
+    Column("ends_at", TZ, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_at", TZ, nullable=False, server_default=text("now()")),
+    CheckConstraint("ends_at > starts_at", name="portal_closures_order"),
+    Index("portal_closures_portal", "portal", "ends_at"),
+)
+
+job_queue = Table(
+    "job_queue", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("job_type", Text, nullable=False),
+    Column("order_id", Text, nullable=False),
+    Column("portal", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),
+    Column("status", Text, nullable=False, server_default=text("'pending'")),
+    Column("priority", SmallInteger, nullable=False, server_default=text("0")),
+    Column("run_at", TZ, nullable=False),
+    Column("attempts", SmallInteger, nullable=False, server_default=text("0")),
+    Column("max_attempts", SmallInteger, nullable=False, server_default=text("5")),
+    Column("idempotency_key", Text),
+    Column("rate_key", Text),
+    Column("lock_owner", Text),
+    Column("heartbeat_at", TZ),
+    Column("started_at", TZ),
+    Column("checkpoint", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("result", JSONB),
+    Column("last_error", Text),
+    Column("created_at", TZ, nullable=False),
+    Column("updated_at", TZ, nullable=False),
+    Column("finished_at", TZ),
+    CheckConstraint(_status_check, name="job_queue_status"),
+    CheckConstraint("max_attempts > 0", name="job_queue_max_attempts_positive"),
+    UniqueConstraint("idempotency_key", name="job_queue_idempotency_key"),
+    # the claim: due jobs of one portal by priority then run_at (see jobs/sql/queries.sql)
+    Index("job_queue_claim", "portal", text("priority DESC"), "run_at", "id",
+          postgresql_where=text("status IN ('pending','deferred')")),
+    Index("job_queue_running", "heartbeat_at", postgresql_where=text("status = 'running'")),
+    Index("job_queue_order", "order_id"),
+    Index("job_queue_finished", "finished_at",
+          postgresql_where=text("status IN ('completed','cancelled')")),
+    Index("job_queue_rate", "portal", "rate_key", "started_at",
+          postgresql_where=text("rate_key IS NOT NULL")),
+)
+
+job_events = Table(
+    "job_events", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("job_id", BigInteger, ForeignKey("job_queue.id", ondelete="CASCADE"), nullable=False),
+    Column("at", TZ, nullable=False),
+    Column("attempt", SmallInteger, nullable=False),
+    Column("from_status", Text),
+    Column("to_status", Text, nullable=False),
+    Column("error", Text),
+    Column("worker", Text),
+    Column("detail", JSONB),
+    Index("job_events_job", "job_id", "id"),
+)
+
+escalations = Table(
+    "escalations", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("job_id", BigInteger, ForeignKey("job_queue.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", SmallInteger, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_at", TZ, nullable=False),
+    Column("sent_at", TZ),
+    Column("send_attempts", Integer, nullable=False, server_default=text("0")),
+    Column("next_try_at", TZ, nullable=False),
+    Column("last_send_error", Text),
+    # one escalation per failure of a job (an admin retry that fails again makes a new one)
+    UniqueConstraint("job_id", "attempt", "kind", name="escalations_once"),
+    Index("escalations_unsent", "next_try_at", postgresql_where=text("sent_at IS NULL")),
+)
+
+job_documents = Table(
+    "job_documents", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("job_id", BigInteger, ForeignKey("job_queue.id", ondelete="CASCADE"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("content_type", Text, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", TZ, nullable=False),
+    UniqueConstraint("job_id", "name", name="job_documents_name"),
+)
+
+job_artifacts = Table(
+    "job_artifacts", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("job_id", BigInteger, ForeignKey("job_queue.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", SmallInteger, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("created_at", TZ, nullable=False),
+    Index("job_artifacts_job", "job_id", "attempt"),
+)

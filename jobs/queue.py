@@ -1,0 +1,245 @@
+"""The queue's synchronous API: enqueue (own or caller's transaction), inspect, cancel,
+admin retry, rescue, deferral, pruning. The worker's async side is :mod:`jobs.worker_api`.
+
+``conn`` may be a psycopg ``Connection``, a SQLAlchemy ``Connection`` or ``Session`` (the
+statement then runs inside *its* transaction: the job exists iff that commits), or
+``None`` (a connection of portalq's own, committed before returning).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from jobs import clock, sql, types
+from jobs.errors import IllegalTransition, InputError, JobNotFound
+
+ACTIVE = ("pending", "deferred", "running")
+
+
+@dataclass
+class NewJob:
+    job_type: str
+    order_id: str
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    run_at: datetime | None = None
+    priority: int = 0
+    max_attempts: int = 5
+    idempotency_key: str | None = None
+    portal: str | None = None
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    id: int
+    created: bool  # False: an existing job with the same idempotency key
+
+
+def raw_connection(conn: Any) -> psycopg.Connection[Any]:
+    """The psycopg connection behind a SQLAlchemy Session/Connection (same transaction)."""
+    if isinstance(conn, psycopg.Connection):
+        return conn
+    if hasattr(conn, "connection") and callable(getattr(conn, "get_bind", None)):
+        conn = conn.connection()  # Session -> its Connection (begins if needed)
+    dbapi = getattr(conn, "connection", None)  # SQLAlchemy Connection -> pool proxy
+    driver = getattr(dbapi, "driver_connection", None)
+    if isinstance(driver, psycopg.Connection):
+        return driver
+    raise TypeError(f"not a psycopg/SQLAlchemy connection: {type(conn).__name__}")
+
+
+@contextmanager
+def connect(url: str | None = None) -> Iterator[psycopg.Connection[Any]]:
+    """A connection of portalq's own; committed on success, rolled back on error."""
+    from jobs.database import database_url, libpq_dsn
+
+    with psycopg.connect(libpq_dsn(database_url(url))) as conn:
+        yield conn
+
+
+@contextmanager
+def _use(conn: Any) -> Iterator[psycopg.Connection[Any]]:
+    if conn is None:
+        with connect() as own:
+            yield own
+    else:
+        yield raw_connection(conn)
+
+
+def rate_key_for(jt: types.JobType, payload: Mapping[str, Any]) -> str | None:
+    """The per-key rate-limit key, hashed: it may be personal data (an SSN)."""
+    if jt.rate_limit is None:
+        return None
+    raw = jt.rate_limit.key(payload)
+    if not raw:
+        return None
+    return hashlib.sha256(f"{jt.name}:{raw}".encode()).hexdigest()[:32]
+
+
+def _validate(job: NewJob, known_portals: set[str] | None) -> dict[str, Any]:
+    if not job.order_id or not str(job.order_id).strip():
+        raise InputError("an order id is required")
+    if not 1 <= job.max_attempts <= 100:
+        raise InputError(f"max attempts must be 1..100, got {job.max_attempts}")
+    if not -100 <= job.priority <= 100:
+        raise InputError(f"priority must be -100..100, got {job.priority}")
+    if job.run_at is not None and job.run_at.tzinfo is None:
+        raise InputError("run_at needs a timezone")
+    jt, payload, portal = types.validate_payload(job.job_type, job.payload)
+    portal = job.portal or portal
+    if known_portals is not None and portal not in known_portals:
+        raise InputError(f"unknown portal {portal!r}")
+    return {
+        "job_type": jt.name, "order_id": str(job.order_id).strip(), "portal": portal,
+        "payload": json.dumps(payload), "status": "pending", "priority": job.priority,
+        "run_at": job.run_at, "max_attempts": job.max_attempts,
+        "idempotency_key": job.idempotency_key, "rate_key": rate_key_for(jt, payload),
+    }
+
+
+def _known_portals(conn: psycopg.Connection[Any]) -> set[str]:
+    return {row["code"] for row in sql.fetch(conn, "list_portals")}
+
+
+def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
+    """Enqueue ``jobs`` in one statement; all are validated first (nothing is written if
+    one is invalid). Returns one :class:`Enqueued` per input, in order."""
+    if not jobs:
+        return []
+    with _use(conn) as c:
+        portals = _known_portals(c)
+        rows = [_validate(job, portals) for job in jobs]
+        now = clock.now()
+        params: dict[str, Any] = {k: [r[k] for r in rows] for k in rows[0]}
+        params["run_at"] = [r or now for r in params["run_at"]]
+        params["now"] = now
+        inserted = sql.fetch(c, "enqueue_many", params)
+        out: list[Enqueued | None] = [None] * len(rows)
+        by_key: dict[str, int] = {}
+        pos = 0
+        # rows come back in insertion order; skipped ones (existing keys) are looked up
+        for i, r in enumerate(rows):
+            if pos < len(inserted) and inserted[pos]["idempotency_key"] == r["idempotency_key"]:
+                out[i] = Enqueued(inserted[pos]["id"], True)
+                if r["idempotency_key"]:
+                    by_key[r["idempotency_key"]] = inserted[pos]["id"]
+                pos += 1
+        missing = [r["idempotency_key"] for i, r in enumerate(rows) if out[i] is None]
+        if missing:
+            for row in sql.fetch(c, "ids_by_idempotency_key", {"keys": missing}):
+                by_key.setdefault(row["idempotency_key"], row["id"])
+            for i, r in enumerate(rows):
+                if out[i] is None:
+                    out[i] = Enqueued(by_key[r["idempotency_key"]], False)
+        return [e for e in out if e is not None]
+
+
+def enqueue(job_type: str, order_id: str, payload: Mapping[str, Any] | None = None, *,
+            conn: Any = None, **options: Any) -> Enqueued:
+    """Enqueue one job (see :class:`NewJob` for the options)."""
+    return enqueue_many([NewJob(job_type, order_id, payload or {}, **options)], conn)[0]
+
+
+# -- inspection ---------------------------------------------------------------------------
+def get_job(job_id: int, conn: Any = None) -> dict[str, Any]:
+    with _use(conn) as c:
+        row = sql.fetch_one(c, "get_job", {"id": job_id})
+        if row is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        return row
+
+
+def show_job(job_id: int, conn: Any = None) -> dict[str, Any]:
+    """The job with its events, artifacts and stored documents."""
+    with _use(conn) as c:
+        job = get_job(job_id, c)
+        job["events"] = sql.fetch(c, "job_events", {"id": job_id})
+        job["artifacts"] = sql.fetch(c, "job_artifacts", {"id": job_id})
+        job["documents"] = sql.fetch(c, "document_names", {"job_id": job_id})
+        return job
+
+
+def list_jobs(*, status: str | None = None, portal: str | None = None,
+              order_id: str | None = None, limit: int = 100, conn: Any = None,
+              ) -> list[dict[str, Any]]:
+    from jobs.models import JOB_STATUSES
+
+    if status is not None and status not in JOB_STATUSES:
+        raise InputError(f"unknown status {status!r} (one of {', '.join(JOB_STATUSES)})")
+    with _use(conn) as c:
+        return sql.fetch(c, "list_jobs", {"status": status, "portal": portal,
+                                          "order_id": order_id, "limit": limit})
+
+
+# -- admin transitions --------------------------------------------------------------------
+def cancel(job_id: int, *, actor: str = "admin", conn: Any = None) -> None:
+    with _use(conn) as c:
+        job = sql.fetch_one(c, "get_job_for_update", {"id": job_id})
+        if job is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        if not sql.fetch(c, "cancel", {"id": job_id, "now": clock.now(), "actor": actor,
+                                       "from": job["status"]}):
+            raise IllegalTransition(f"job {job_id} is {job['status']}: only pending, deferred "
+                                    "or failed jobs can be cancelled")
+
+
+def retry(job_id: int, *, payload_patch: Mapping[str, Any] | None = None,
+          checkpoint_patch: Mapping[str, Any] | None = None, actor: str = "admin",
+          note: str | None = None, extra_attempts: int = 5, conn: Any = None) -> None:
+    """Admin retry of a failed/cancelled job: back to pending, checkpoints kept.
+
+    ``payload_patch`` is merged into the payload (JSON merge, top level and nested
+    objects) and validated against the job type's schema before anything is written.
+    """
+    with _use(conn) as c:
+        job = sql.fetch_one(c, "get_job_for_update", {"id": job_id})
+        if job is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        if job["status"] not in ("failed", "cancelled"):
+            raise IllegalTransition(f"job {job_id} is {job['status']}: only failed or "
+                                    "cancelled jobs can be retried")
+        new_payload = None
+        detail: dict[str, Any] = {"event": "admin retry"}
+        if payload_patch:
+            merged = _merge(job["payload"], payload_patch)
+            _, normalised, _ = types.validate_payload(job["job_type"], merged)
+            new_payload = json.dumps(normalised)
+            detail["payload_changed"] = sorted(payload_patch)
+        if checkpoint_patch:
+            detail["checkpoint_changed"] = sorted(checkpoint_patch)
+        if note:
+            detail["note"] = note
+        sql.fetch(c, "admin_retry", {
+            "id": job_id, "now": clock.now(), "actor": actor, "from": job["status"],
+            "extra_attempts": extra_attempts, "payload": new_payload,
+            "checkpoint": Jsonb(dict(checkpoint_patch or {})), "detail": Jsonb(detail)})
+        sql.fetch(c, "notify", {"reason": "retry"})
+
+
+def _merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def escalate(c: psycopg.Connection[Any], job_id: int, attempt: int, kind: str,
+             reason: str) -> int | None:
+    """Record an escalation (in the caller's transaction); None if it already exists."""
+    row = sql.fetch_one(c, "insert_escalation", {"job_id": job_id, "attempt": attempt,
+                                                 "kind": kind, "reason": reason,
+                                                 "now": clock.now()})
+    return row["id"] if row else None

@@ -1,0 +1,53 @@
+"""The one home of portalq's SQL: named statements from ``queries.sql``, and the only
+functions that execute them (sync psycopg connections and async ones alike)."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from psycopg import AsyncConnection, Connection
+from psycopg.rows import dict_row
+
+
+@cache
+def queries() -> dict[str, str]:
+    text = resources.files(__package__).joinpath("queries.sql").read_text()
+    parts = re.split(r"^-- name: (\w+)\s*$", text, flags=re.M)
+    out: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        lines = [ln for ln in body.strip().splitlines() if not ln.lstrip().startswith("--")]
+        out[name] = "\n".join(lines).rstrip().rstrip(";")
+    return out
+
+
+def query(name: str) -> str:
+    return queries()[name]
+
+
+def fetch(conn: Connection[Any], name: str, params: dict[str, Any] | None = None,
+          ) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(query(name), params or {})
+        return cur.fetchall() if cur.description else []
+
+
+def fetch_one(conn: Connection[Any], name: str, params: dict[str, Any] | None = None,
+              ) -> dict[str, Any] | None:
+    rows = fetch(conn, name, params)
+    return rows[0] if rows else None
+
+
+async def afetch(conn: AsyncConnection[Any], name: str, params: dict[str, Any] | None = None,
+                 ) -> list[dict[str, Any]]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query(name), params or {})
+        return await cur.fetchall() if cur.description else []
+
+
+async def afetch_one(conn: AsyncConnection[Any], name: str,
+                     params: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    rows = await afetch(conn, name, params)
+    return rows[0] if rows else None

@@ -1,0 +1,303 @@
+-- Every statement portalq runs against its tables, by name. Loaded by jobs/sql/__init__.py.
+-- Parameters are psycopg named placeholders; the instant is always passed in (%(now)s),
+-- never taken from the server, so one clock rules everything (jobs/clock.py).
+
+-- name: enqueue_many
+-- Insert jobs (arrays, one element per job); an existing idempotency key inserts nothing.
+-- The enqueue event is written in the same statement.
+WITH new AS (
+    SELECT * FROM unnest(
+        %(job_type)s::text[], %(order_id)s::text[], %(portal)s::text[], %(payload)s::jsonb[],
+        %(status)s::text[], %(priority)s::smallint[], %(run_at)s::timestamptz[],
+        %(max_attempts)s::smallint[], %(idempotency_key)s::text[], %(rate_key)s::text[]
+    ) WITH ORDINALITY AS n(job_type, order_id, portal, payload, status, priority, run_at,
+                          max_attempts, idempotency_key, rate_key, ord)
+), ins AS (
+    INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+                           max_attempts, idempotency_key, rate_key, created_at, updated_at)
+    SELECT job_type, order_id, portal, payload, status, priority, run_at,
+           max_attempts, idempotency_key, rate_key, %(now)s, %(now)s
+    FROM new ORDER BY ord
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id, status, idempotency_key
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, detail)
+    SELECT id, %(now)s, 0, NULL, status, '{"event": "enqueued"}'::jsonb FROM ins
+)
+SELECT id, idempotency_key, true AS created FROM ins;
+
+-- name: ids_by_idempotency_key
+SELECT id, idempotency_key FROM job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
+
+-- name: running_by_portal
+SELECT portal, count(*)::int AS running FROM job_queue
+WHERE status = 'running' AND portal = ANY(%(portals)s::text[])
+GROUP BY portal;
+
+-- name: lock_portals
+-- Serialises claims of the listed (concurrency-limited) portals across nodes.
+SELECT pg_advisory_xact_lock(7262010100, hashtext(p)) FROM unnest(%(portals)s::text[]) AS p
+ORDER BY p;
+
+-- name: claim
+-- Claim due jobs: per open portal at most its capacity, by priority then run_at.
+WITH caps AS (
+    SELECT * FROM unnest(%(portals)s::text[], %(caps)s::int[]) AS c(portal, cap)
+), picked AS (
+    SELECT j.id, j.status FROM caps CROSS JOIN LATERAL (
+        SELECT q.id, q.status FROM job_queue q
+        WHERE q.portal = caps.portal
+          AND q.status IN ('pending', 'deferred')
+          AND q.run_at <= %(now)s
+        ORDER BY q.priority DESC, q.run_at, q.id
+        LIMIT caps.cap
+        FOR UPDATE SKIP LOCKED
+    ) j
+    LIMIT %(limit)s
+), upd AS (
+    UPDATE job_queue q
+    SET status = 'running', attempts = q.attempts + 1, lock_owner = %(worker)s,
+        heartbeat_at = %(now)s, started_at = %(now)s, updated_at = %(now)s
+    FROM picked WHERE q.id = picked.id
+    RETURNING q.id, q.job_type, q.order_id, q.portal, q.payload, q.priority, q.run_at,
+              q.attempts, q.max_attempts, q.checkpoint, q.created_at, picked.status AS from_status
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
+    SELECT id, %(now)s, attempts, from_status, 'running', %(worker)s FROM upd
+)
+SELECT * FROM upd;
+
+-- name: complete_many
+WITH done AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(results)s::jsonb[]) AS d(id, result)
+), upd AS (
+    UPDATE job_queue q
+    SET status = 'completed', result = done.result, finished_at = %(now)s,
+        updated_at = %(now)s, lock_owner = NULL, heartbeat_at = NULL, last_error = NULL
+    FROM done
+    WHERE q.id = done.id AND q.status = 'running' AND q.lock_owner = %(worker)s
+    RETURNING q.id, q.attempts
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
+    SELECT id, %(now)s, attempts, 'running', 'completed', %(worker)s FROM upd
+)
+SELECT id FROM upd;
+
+-- name: finish_unsuccessful
+-- Retry (pending at %(run_at)s), defer (no attempt spent) or fail one running job.
+WITH upd AS (
+    UPDATE job_queue q
+    SET status = %(status)s, run_at = coalesce(%(run_at)s, q.run_at),
+        attempts = q.attempts - %(refund)s::int,
+        last_error = %(error)s, updated_at = %(now)s, lock_owner = NULL, heartbeat_at = NULL,
+        finished_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END
+    WHERE q.id = %(id)s AND q.status = 'running' AND q.lock_owner = %(worker)s
+    RETURNING q.id, q.attempts
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, error, worker, detail)
+    SELECT id, %(now)s, attempts, 'running', %(status)s, %(error)s, %(worker)s, %(detail)s::jsonb
+    FROM upd
+)
+SELECT id, attempts FROM upd;
+
+-- name: insert_escalation
+INSERT INTO escalations (job_id, attempt, kind, reason, created_at, next_try_at)
+VALUES (%(job_id)s, %(attempt)s, %(kind)s, %(reason)s, %(now)s, %(now)s)
+ON CONFLICT ON CONSTRAINT escalations_once DO NOTHING
+RETURNING id;
+
+-- name: heartbeat
+UPDATE job_queue SET heartbeat_at = %(now)s
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running' AND lock_owner = %(worker)s
+RETURNING id;
+
+-- name: save_checkpoint
+UPDATE job_queue SET checkpoint = checkpoint || %(data)s::jsonb, heartbeat_at = %(now)s,
+                     updated_at = %(now)s
+WHERE id = %(id)s AND status = 'running' AND lock_owner = %(worker)s
+RETURNING checkpoint;
+
+-- name: release
+-- Graceful shutdown: unfinished jobs go back to the queue, the attempt refunded.
+WITH upd AS (
+    UPDATE job_queue SET status = 'pending', attempts = attempts - 1, lock_owner = NULL,
+                         heartbeat_at = NULL, updated_at = %(now)s
+    WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running' AND lock_owner = %(worker)s
+    RETURNING id, attempts
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    SELECT id, %(now)s, attempts, 'running', 'pending', %(worker)s,
+           '{"event": "released at shutdown"}'::jsonb FROM upd
+)
+SELECT id FROM upd;
+
+-- name: stale_running
+-- Running jobs whose worker stopped heart-beating; locked so one rescuer handles each.
+SELECT id, job_type, attempts, max_attempts, checkpoint, lock_owner FROM job_queue
+WHERE status = 'running' AND heartbeat_at < %(stale_before)s
+ORDER BY heartbeat_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: rescue
+WITH upd AS (
+    UPDATE job_queue SET status = %(status)s, lock_owner = NULL, heartbeat_at = NULL,
+        last_error = %(error)s, updated_at = %(now)s,
+        finished_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END
+    WHERE id = %(id)s AND status = 'running'
+    RETURNING id, attempts
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, error, worker, detail)
+    SELECT id, %(now)s, attempts, 'running', %(status)s, %(error)s, %(worker)s,
+           '{"event": "rescued"}'::jsonb FROM upd
+)
+SELECT id, attempts FROM upd;
+
+-- name: defer_portal
+-- Bulk deferral of one closed portal's due jobs to its next opening (no attempt spent).
+WITH upd AS (
+    UPDATE job_queue SET status = 'deferred', run_at = %(next_open)s, updated_at = %(now)s
+    WHERE portal = %(portal)s AND status IN ('pending', 'deferred') AND run_at < %(next_open)s
+      AND run_at <= %(now)s
+    RETURNING id, attempts
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, detail)
+    SELECT id, %(now)s, attempts, 'pending', 'deferred', %(detail)s::jsonb FROM upd
+)
+SELECT count(*)::int AS deferred FROM upd;
+
+-- name: cancel
+WITH upd AS (
+    UPDATE job_queue SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s
+    WHERE id = %(id)s AND status IN ('pending', 'deferred', 'failed')
+    RETURNING id, attempts, %(from)s::text AS from_status
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    SELECT id, %(now)s, attempts, from_status, 'cancelled', %(actor)s,
+           '{"event": "admin cancel"}'::jsonb FROM upd
+)
+SELECT id FROM upd;
+
+-- name: admin_retry
+-- A failed (or cancelled) job back to the queue with a fresh attempt budget; checkpoints kept.
+WITH upd AS (
+    UPDATE job_queue SET status = 'pending', run_at = %(now)s, updated_at = %(now)s,
+        max_attempts = attempts + %(extra_attempts)s, finished_at = NULL,
+        payload = coalesce(%(payload)s::jsonb, payload),
+        checkpoint = checkpoint || %(checkpoint)s::jsonb
+    WHERE id = %(id)s AND status IN ('failed', 'cancelled')
+    RETURNING id, attempts, %(from)s::text AS from_status
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    SELECT id, %(now)s, attempts, from_status, 'pending', %(actor)s, %(detail)s::jsonb FROM upd
+)
+SELECT id FROM upd;
+
+-- name: notify
+SELECT pg_notify('portalq_jobs', %(reason)s);
+
+-- name: get_job
+SELECT * FROM job_queue WHERE id = %(id)s;
+
+-- name: get_job_for_update
+SELECT * FROM job_queue WHERE id = %(id)s FOR UPDATE;
+
+-- name: job_events
+SELECT at, attempt, from_status, to_status, error, worker, detail FROM job_events
+WHERE job_id = %(id)s ORDER BY id;
+
+-- name: job_artifacts
+SELECT attempt, kind, path, created_at FROM job_artifacts WHERE job_id = %(id)s ORDER BY id;
+
+-- name: add_artifact
+INSERT INTO job_artifacts (job_id, attempt, kind, path, created_at)
+VALUES (%(job_id)s, %(attempt)s, %(kind)s, %(path)s, %(now)s);
+
+-- name: list_jobs
+SELECT id, job_type, order_id, portal, status, priority, run_at, attempts, max_attempts,
+       last_error, created_at, updated_at
+FROM job_queue
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(portal)s::text IS NULL OR portal = %(portal)s)
+  AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: count_by_portal_status
+SELECT portal, status, count(*)::int AS n FROM job_queue GROUP BY portal, status
+ORDER BY portal, status;
+
+-- name: store_document
+INSERT INTO job_documents (job_id, name, content_type, data, created_at)
+VALUES (%(job_id)s, %(name)s, %(content_type)s, %(data)s, %(now)s)
+ON CONFLICT ON CONSTRAINT job_documents_name
+DO UPDATE SET content_type = EXCLUDED.content_type, data = EXCLUDED.data;
+
+-- name: documents_of
+SELECT name, content_type, data FROM job_documents WHERE job_id = %(job_id)s ORDER BY id;
+
+-- name: document_names
+SELECT name, content_type, length(data) AS size FROM job_documents
+WHERE job_id = %(job_id)s ORDER BY id;
+
+-- name: due_escalations
+SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.send_attempts,
+       j.job_type, j.order_id, j.portal, j.attempts, j.max_attempts, j.last_error,
+       j.checkpoint, j.status
+FROM escalations e JOIN job_queue j ON j.id = e.job_id
+WHERE e.sent_at IS NULL AND e.next_try_at <= %(now)s
+ORDER BY e.id
+LIMIT %(limit)s
+FOR UPDATE OF e SKIP LOCKED;
+
+-- name: escalation_sent
+UPDATE escalations SET sent_at = %(now)s, send_attempts = send_attempts + 1
+WHERE id = %(id)s;
+
+-- name: escalation_send_failed
+UPDATE escalations SET send_attempts = send_attempts + 1, last_send_error = %(error)s,
+                       next_try_at = %(next_try_at)s
+WHERE id = %(id)s;
+
+-- name: prune_finished
+WITH gone AS (
+    DELETE FROM job_queue WHERE id IN (
+        SELECT id FROM job_queue
+        WHERE status IN ('completed', 'cancelled') AND finished_at < %(before)s
+        LIMIT %(limit)s)
+    RETURNING id
+)
+SELECT count(*)::int AS pruned FROM gone;
+
+-- name: list_portals
+SELECT code, name, timezone, holiday_country, holiday_subdiv, max_concurrent_sessions,
+       cutoff_minutes, enabled, paused_at, pause_reason
+FROM portals ORDER BY code;
+
+-- name: portal_hours
+SELECT portal, weekday, opens, closes FROM portal_hours ORDER BY portal, weekday, opens;
+
+-- name: portal_closures
+SELECT portal, starts_at, ends_at, reason FROM portal_closures
+WHERE ends_at > %(after)s ORDER BY portal, starts_at;
+
+-- name: delete_portal_hours
+DELETE FROM portal_hours WHERE portal = %(portal)s AND (%(weekday)s::int IS NULL OR weekday = %(weekday)s);
+
+-- name: insert_portal_hours
+INSERT INTO portal_hours (portal, weekday, opens, closes)
+SELECT %(portal)s, w, o, c FROM unnest(%(weekdays)s::int[], %(opens)s::time[], %(closes)s::time[])
+AS h(w, o, c);
+
+-- name: insert_closure
+INSERT INTO portal_closures (portal, starts_at, ends_at, reason, created_at)
+VALUES (%(portal)s, %(starts_at)s, %(ends_at)s, %(reason)s, %(now)s) RETURNING id;
+
+-- name: touch_portal
+UPDATE portals SET updated_at = %(now)s WHERE code = %(portal)s;
+
+-- name: try_leader_lock
+SELECT pg_try_advisory_lock(7262010200) AS leader;
+
+-- name: unlock_leader
+SELECT pg_advisory_unlock(7262010200);

@@ -1,0 +1,185 @@
+"""The queue as the worker and the maintenance tick see it (async psycopg).
+
+Every change of a running job is guarded by ``lock_owner``: a worker whose job was
+rescued and handed to someone else can no longer touch it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+
+from jobs import clock, sql, types
+
+AConn = AsyncConnection[Any]
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """How many jobs of ``portal`` this claim may take (None: no portal-wide limit)."""
+
+    portal: str
+    limit: int | None
+
+
+async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], limit: int,
+                now: datetime | None = None) -> list[dict[str, Any]]:
+    """Claim up to ``limit`` due jobs of the given (open) portals, in one transaction.
+
+    Portal-wide session limits hold across nodes: claims of limited portals are
+    serialised with an advisory lock and count the jobs already running everywhere.
+    """
+    now = now or clock.now()
+    async with conn.transaction():
+        limited = sorted(c.portal for c in capacities if c.limit is not None)
+        running: dict[str, int] = {}
+        if limited:
+            await sql.afetch(conn, "lock_portals", {"portals": limited})
+            running = {r["portal"]: r["running"]
+                       for r in await sql.afetch(conn, "running_by_portal", {"portals": limited})}
+        portals, caps = [], []
+        for c in capacities:
+            cap = limit if c.limit is None else min(limit, c.limit - running.get(c.portal, 0))
+            if cap > 0:
+                portals.append(c.portal)
+                caps.append(cap)
+        if not portals:
+            return []
+        return await sql.afetch(conn, "claim", {"portals": portals, "caps": caps,
+                                                "limit": limit, "worker": worker, "now": now})
+
+
+async def complete_many(conn: AConn, *, worker: str,
+                        results: Sequence[tuple[int, Mapping[str, Any] | None]]) -> set[int]:
+    """Mark jobs completed with their results; returns the ids this worker still owned."""
+    if not results:
+        return set()
+    rows = await sql.afetch(conn, "complete_many", {
+        "ids": [r[0] for r in results],
+        "results": [json.dumps(r[1]) if r[1] is not None else None for r in results],
+        "worker": worker, "now": clock.now()})
+    return {r["id"] for r in rows}
+
+
+async def finish_unsuccessful(conn: AConn, *, job: Mapping[str, Any], worker: str, status: str,
+                              error: str, run_at: datetime | None = None,
+                              refund_attempt: bool = False,
+                              escalation: tuple[str, str] | None = None,
+                              detail: Mapping[str, Any] | None = None) -> bool:
+    """Retry (status pending), defer (deferred, attempt refunded) or fail one job; a
+    failure's escalation record is written in the same transaction."""
+    async with conn.transaction():
+        row = await sql.afetch_one(conn, "finish_unsuccessful", {
+            "id": job["id"], "worker": worker, "status": status, "error": error,
+            "run_at": run_at, "refund": 1 if refund_attempt else 0, "now": clock.now(),
+            "detail": Jsonb(dict(detail)) if detail else None})
+        if row is None:
+            return False
+        if escalation is not None:
+            kind, reason = escalation
+            await sql.afetch(conn, "insert_escalation", {
+                "job_id": job["id"], "attempt": row["attempts"], "kind": kind,
+                "reason": reason, "now": clock.now()})
+        return True
+
+
+async def heartbeat(conn: AConn, *, worker: str, ids: Sequence[int]) -> set[int]:
+    """Refresh heartbeats; returns the ids still held (a missing one was taken away)."""
+    if not ids:
+        return set()
+    rows = await sql.afetch(conn, "heartbeat", {"ids": list(ids), "worker": worker,
+                                                "now": clock.now()})
+    return {r["id"] for r in rows}
+
+
+async def save_checkpoint(conn: AConn, *, job_id: int, worker: str,
+                          data: Mapping[str, Any]) -> dict[str, Any] | None:
+    row = await sql.afetch_one(conn, "save_checkpoint", {
+        "id": job_id, "worker": worker, "data": Jsonb(dict(data)), "now": clock.now()})
+    return row["checkpoint"] if row else None
+
+
+async def release(conn: AConn, *, worker: str, ids: Sequence[int]) -> set[int]:
+    if not ids:
+        return set()
+    rows = await sql.afetch(conn, "release", {"ids": list(ids), "worker": worker,
+                                              "now": clock.now()})
+    return {r["id"] for r in rows}
+
+
+async def store_document(conn: AConn, *, job_id: int, name: str, content_type: str,
+                         data: bytes) -> None:
+    await sql.afetch(conn, "store_document", {"job_id": job_id, "name": name,
+                                              "content_type": content_type, "data": data,
+                                              "now": clock.now()})
+
+
+async def documents_of(conn: AConn, job_id: int) -> list[tuple[str, str, bytes]]:
+    rows = await sql.afetch(conn, "documents_of", {"job_id": job_id})
+    return [(r["name"], r["content_type"], bytes(r["data"])) for r in rows]
+
+
+async def add_artifact(conn: AConn, *, job_id: int, attempt: int, kind: str, path: str) -> None:
+    await sql.afetch(conn, "add_artifact", {"job_id": job_id, "attempt": attempt, "kind": kind,
+                                            "path": path, "now": clock.now()})
+
+
+# -- maintenance (run by one node at a time) ----------------------------------------------
+def _past_point_of_no_return(row: Mapping[str, Any]) -> bool:
+    checkpoint = row["checkpoint"] or {}
+    return checkpoint.get("stage") == "submitting"
+
+
+async def rescue_stale(conn: AConn, *, stale_after: timedelta, worker: str = "rescuer",
+                       limit: int = 500) -> list[tuple[int, str]]:
+    """Jobs whose worker died: back to the queue, or to ``failed`` (and a human) when the
+    attempts are spent or the job crashed past a point of no return that its portal cannot
+    reconcile. Returns (id, new status) pairs."""
+    now = clock.now()
+    out: list[tuple[int, str]] = []
+    async with conn.transaction():
+        stale = await sql.afetch(conn, "stale_running", {"stale_before": now - stale_after,
+                                                         "limit": limit})
+        for row in stale:
+            error = f"worker {row['lock_owner']} stopped heart-beating"
+            escalation = None
+            status = "pending"
+            try:
+                reconcilable = types.get(row["job_type"]).reconcilable
+            except Exception:  # noqa: BLE001 - an unknown (removed) type: a human decides
+                reconcilable = False
+            if _past_point_of_no_return(row) and not reconcilable:
+                status = "failed"
+                escalation = ("uncertain", "worker lost after submitting; the portal offers "
+                              "no lookup: check the portal before retrying")
+            elif row["attempts"] >= row["max_attempts"]:
+                status = "failed"
+                escalation = ("attempts", f"{row['attempts']} attempts spent; last: {error}")
+            upd = await sql.afetch_one(conn, "rescue", {"id": row["id"], "status": status,
+                                                        "error": error, "worker": worker,
+                                                        "now": now})
+            if upd and escalation:
+                await sql.afetch(conn, "insert_escalation", {
+                    "job_id": row["id"], "attempt": upd["attempts"], "kind": escalation[0],
+                    "reason": escalation[1], "now": now})
+            out.append((row["id"], status))
+    return out
+
+
+async def defer_portal(conn: AConn, *, portal: str, next_open: datetime, reason: str) -> int:
+    row = await sql.afetch_one(conn, "defer_portal", {
+        "portal": portal, "next_open": next_open, "now": clock.now(),
+        "detail": Jsonb({"event": "portal closed", "reason": reason})})
+    return int(row["deferred"]) if row else 0
+
+
+async def prune_finished(conn: AConn, *, older_than: timedelta, limit: int = 10_000) -> int:
+    row = await sql.afetch_one(conn, "prune_finished", {"before": clock.now() - older_than,
+                                                        "limit": limit})
+    return int(row["pruned"]) if row else 0

@@ -1,0 +1,1 @@
+"""Local stand-ins for the government portals, faithful to ../shared/portal-facts.md."""

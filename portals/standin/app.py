@@ -1,0 +1,130 @@
+"""One ASGI app serving every stand-in portal under its own prefix, plus the control API.
+
+    /bc/...        BC Registries (name request, incorporation)    portal bc_corporate_online
+    /irs/...       IRS EIN Assistant                              portal irs_ein
+    /delaware/...  Delaware ICIS                                  portal delaware_icis
+    /crtc/...      CRTC registration                              portal crtc
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import threading
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+from portals.standin.common import StandinState
+
+# prefix -> (module, portal code); each module exposes ``create_app(state: PortalState)``
+PORTALS: dict[str, tuple[str, str]] = {
+    "bc": ("portals.standin.bc", "bc_corporate_online"),
+    "irs": ("portals.standin.irs", "irs_ein"),
+    "delaware": ("portals.standin.delaware", "delaware_icis"),
+    "crtc": ("portals.standin.crtc", "crtc"),
+}
+
+
+def create_app(state: StandinState | None = None) -> Starlette:
+    state = state or StandinState([code for _, code in PORTALS.values()])
+
+    async def control(request: Request) -> JSONResponse:
+        code = request.path_params["portal"]
+        if code not in state.portals:
+            return JSONResponse({"error": f"unknown portal {code}"}, status_code=404)
+        try:
+            state[code].faults.update(await request.json())
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse(state[code].snapshot())
+
+    async def ledger(request: Request) -> JSONResponse:
+        code = request.path_params["portal"]
+        if code not in state.portals:
+            return JSONResponse({"error": f"unknown portal {code}"}, status_code=404)
+        return JSONResponse(list(state[code].ledger))
+
+    async def reset(request: Request) -> JSONResponse:
+        for portal in state.portals.values():
+            portal.reset()
+        return JSONResponse({"ok": True})
+
+    routes: list[Any] = [
+        Route("/_control/{portal}", control, methods=["POST"]),
+        Route("/_ledger/{portal}", ledger),
+        Route("/_reset", reset, methods=["POST"]),
+    ]
+    for prefix, (module_name, code) in PORTALS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue  # portal not built yet
+        routes.append(Mount(f"/{prefix}", app=module.create_app(state[code])))
+    app = Starlette(routes=routes)
+    app.state.standin = state
+    return app
+
+
+class StandinServer:
+    """Runs the stand-ins with uvicorn in a background thread (tests, demo).
+
+    ``with StandinServer() as server: server.url("irs")``
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        import uvicorn
+
+        self.app = create_app()
+        self.state: StandinState = self.app.state.standin
+        config = uvicorn.Config(self.app, host=host, port=port, log_level="warning",
+                                lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._run, name="standin", daemon=True)
+        self.host = host
+        self.port = port
+
+    def _run(self) -> None:
+        asyncio.run(self._server.serve())
+
+    def start(self) -> StandinServer:
+        self._thread.start()
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("stand-in server failed to start")
+            threading.Event().wait(0.01)
+        sock = self._server.servers[0].sockets[0]
+        self.port = sock.getsockname()[1]
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def url(self, prefix: str) -> str:
+        return f"{self.base_url}/{prefix}"
+
+    def portal_urls(self) -> dict[str, str]:
+        return {code: self.url(prefix) for prefix, (_, code) in PORTALS.items()}
+
+    def __enter__(self) -> StandinServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Serve the stand-ins in the foreground (``portalq standin``)."""
+    import uvicorn
+
+    uvicorn.run(create_app(), host=host, port=port, log_level="info")

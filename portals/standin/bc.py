@@ -1,0 +1,284 @@
+"""BC Registries stand-in: Name Request and incorporation (BC Corporate Online).
+
+Follows ../shared/portal-facts.md (BC section):
+
+* **Name Request** ``/nr`` (2 steps): up to 3 names in order of preference, then the
+  applicant and the $30 fee. The answer is an NR number ``NR 1234567`` whose state is
+  decided at once and deterministically (:func:`examine`): a name with a restricted word
+  or the same as a live name is rejected; "Bank"/"Trust" names are CONDITIONAL (consent
+  letter needed); the first name not rejected decides. Approved and conditional names are
+  reserved 56 days. ``/nr/status`` finds a request by NR number — or by the applicant's
+  optional reference [I, a stand-in liberty so an unanswered request can be reconciled] —
+  plus the applicant's phone or email.
+* **Incorporation** ``/inc``: Define Your Company → Add People and Roles → Create Share
+  Structure → Incorporation Agreement → Review and Confirm, with the registry's rules and
+  NR checks (expired, already used/CONSUMED, rejected, type mismatch, consent); a numbered
+  company when no NR is given. Success: ``BC`` + 7 digits and a certificate PDF.
+  ``/filings?reference=`` finds filings by the Folio/Reference Number given on review.
+
+The ledger is the registry's memory: every accepted Name Request and filing is an entry,
+and NR states (EXPIRED, CONSUMED) are derived from it and from :func:`jobs.clock.now`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from datetime import date, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from jobs import clock
+from portals.standin import bc_crtc_common as ui
+from portals.standin.bc_crtc_common import alert, esc, field
+from portals.standin.common import PortalState
+
+BRAND = "BC Registries and Online Services"
+HOURS = ("Hours: Monday to Saturday 6:00 a.m. to 10:00 p.m., Sunday 1:00 p.m. to "
+         "10:00 p.m. Pacific Time.")
+TZ = ZoneInfo("America/Vancouver")
+RESERVATION_DAYS = 56
+NR_FEE, FEES = "$30.00", {"BC": "$350.00", "ULC": "$1,000.00"}
+ENTITY_LABELS = {"BC": "BC Limited Company", "ULC": "BC Unlimited Liability Company"}
+RESTRICTED = {"ROYAL", "CROWN", "PARLIAMENT", "GOVERNMENT", "POLICE", "RCMP", "UNIVERSITY",
+              "OLYMPIC"}
+CONSENT_WORDS = {"BANK", "BANKING", "TRUST", "TRUSTS"}
+DESIGNATIONS = {"BC": ("LTD.", "LIMITED", "INC.", "INCORPORATED", "CORP.", "CORPORATION"),
+                "ULC": ("ULC", "UNLIMITED LIABILITY COMPANY")}
+STEPS = ("Define Your Company", "Add People and Roles", "Create Share Structure",
+         "Incorporation Agreement", "Review and Confirm")
+ROLES = {"completing_party": "Completing Party", "incorporator": "Incorporator",
+         "director": "Director"}
+CERTIFY = (
+    "I have relevant knowledge of the company and I am authorized to make this filing.",
+    "All incorporators have signed the incorporation agreement, which includes the articles.",
+    "The information in this filing is true, and the registered and records offices are in "
+    "British Columbia.",
+)
+
+
+def today() -> date:
+    return clock.now().astimezone(TZ).date()
+
+
+def _key(contact: str) -> str:
+    text = contact.strip().lower()
+    norm = text if "@" in text else re.sub(r"\D", "", text)[-10:]
+    return hashlib.sha256(norm.encode()).hexdigest()[:16] if norm else ""
+
+
+def _norm_nr(text: str) -> str:
+    digits = re.sub(r"\D", "", text or "")
+    return f"NR {digits}" if len(digits) == 7 else ""
+
+
+def _norm_name(name: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", name.upper()).split())
+
+
+class Registry:
+    """Queries over the ledger (the registry's records)."""
+
+    def __init__(self, state: PortalState) -> None:
+        self.state = state
+
+    def entries(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in list(self.state.ledger) if e.get("kind") == kind]
+
+    def nr(self, number: str) -> dict[str, Any] | None:
+        number = _norm_nr(number)
+        return next((e for e in self.entries("name_request") if e["nr_number"] == number), None)
+
+    def nr_state(self, entry: dict[str, Any]) -> str:
+        if any(f.get("nr_number") == entry["nr_number"] for f in self.entries("incorporation")):
+            return "CONSUMED"
+        if entry["state"] in ("APPROVED", "CONDITIONAL") and today() > date.fromisoformat(
+                entry["expires_on"]):
+            return "EXPIRED"
+        return str(entry["state"])
+
+    def names_in_use(self) -> set[str]:
+        used = {_norm_name(f["legal_name"]) for f in self.entries("incorporation")}
+        used |= {_norm_name(e["approved_name"]) for e in self.entries("name_request")
+                 if self.nr_state(e) in ("APPROVED", "CONDITIONAL")}
+        return used
+
+    def unique(self, make: Any, kind: str, key: str) -> str:
+        taken = {e[key] for e in self.entries(kind)}
+        while (value := make()) in taken:
+            pass
+        return str(value)
+
+
+def examine(names: list[str], entity: str, in_use: set[str]) -> list[tuple[str, str, str]]:
+    """(name, decision, reason) per name, in order; the registry examiner's rules."""
+    out = []
+    for name in names:
+        norm = _norm_name(name)
+        words = set(norm.split())
+        if not any(norm.endswith(_norm_name(d)) for d in DESIGNATIONS[entity]):
+            name = f"{name} {DESIGNATIONS[entity][0].title() if entity == 'BC' else 'ULC'}"
+            norm = _norm_name(name)
+        if words & RESTRICTED:
+            out.append((name, "REJECTED", f"restricted word: {sorted(words & RESTRICTED)[0]}"))
+        elif norm in in_use:
+            out.append((name, "REJECTED", "conflicts with an existing name"))
+        elif words & CONSENT_WORDS:
+            out.append((name, "CONDITIONAL", "consent letter required"))
+        else:
+            out.append((name, "APPROVED", ""))
+    return out
+
+
+def nr_problem(reg: Registry, number: str, entity: str, consent: bool) -> tuple[str, str] | None:
+    """Why an NR cannot be used for this incorporation, as (code, message), or None."""
+    entry = reg.nr(number)
+    label = _norm_nr(number) or number
+    if entry is None:
+        return "NR_NOT_FOUND", f"Name Request {label} was not found."
+    status = reg.nr_state(entry)
+    if status == "EXPIRED":
+        return "NR_EXPIRED", f"Name Request {label} expired on {entry['expires_on']}."
+    if status == "CONSUMED":
+        return "NR_USED", f"Name Request {label} has already been used."
+    if status == "REJECTED":
+        return "NR_REJECTED", f"Name Request {label} was rejected."
+    if entry["entity_type"] != entity:
+        return "NR_TYPE_MISMATCH", (f"Name Request {label} is for a {ENTITY_LABELS[entry['entity_type']]}"
+                                    f"; it cannot be used for a {ENTITY_LABELS[entity]}.")
+    if status == "CONDITIONAL" and not consent:
+        return "NR_CONSENT_REQUIRED", (f"Name Request {label} is conditional: a consent letter "
+                                       "is required.")
+    return None
+
+
+def _nr_details(reg: Registry, e: dict[str, Any]) -> str:
+    rows = "".join(f"<tr><td>{esc(n)}</td><td>{esc(d)}</td><td>{esc(r)}</td></tr>"
+                   for n, d, r in e["decisions"])
+    return (f'<dl><dt>NR Number</dt><dd id="nr-number">{esc(e["nr_number"])}</dd>'
+            f'<dt>Status</dt><dd id="nr-state">{esc(reg.nr_state(e))}</dd>'
+            f'<dt>Name</dt><dd id="nr-name">{esc(e["approved_name"] or "")}</dd>'
+            f'<dt>Expires</dt><dd id="nr-expires">{esc(e["expires_on"] or "")}</dd>'
+            f'<dt>Type</dt><dd id="nr-type">{esc(e["entity_type"])}</dd></dl>'
+            f"<table><tr><th>Name</th><th>Decision</th><th>Reason</th></tr>{rows}</table>")
+
+
+def create_app(state: PortalState) -> Starlette:
+    from portals.standin.bc_incorporation import incorporation_routes  # needs this module
+
+    guard = ui.guard(state, BRAND, HOURS)
+    reg = Registry(state)
+    nr_sessions, inc_sessions = ui.Sessions(state, "nr_session"), ui.Sessions(state, "bc_session")
+
+    def show(title: str, body: str, **kw: Any) -> Response:
+        return ui.page(BRAND, title, body, **kw)
+
+    def form(action: str, inner: str, button: str, renamed: str = "Next") -> str:
+        return ui.form(action, inner, button, state, renamed=renamed)
+
+    @guard
+    async def home(request: Request) -> Response:
+        return show("BC Registries", (
+            '<ul><li><a href="nr">Request a Name</a></li><li><a href="nr/status">Check a Name '
+            'Request</a></li><li><a href="inc">Incorporate a Company</a></li><li><a href='
+            '"filings">Find a Filing</a></li></ul>'))
+
+    # ---- Name Request -----------------------------------------------------------------
+    def nr_names_page(error: str = "", values: dict[str, Any] | None = None) -> Response:
+        v = values or {}
+        opts = "".join(f'<option value="{k}">{esc(label)}</option>'
+                       for k, label in ENTITY_LABELS.items())
+        inner = (f'<label>Entity type <select name="entity_type">{opts}</select></label>'
+                 + "".join(field(f"Name choice {i}", f"name{i}", v.get(f"name{i}", ""))
+                           for i in (1, 2, 3)))
+        return show("Name Request", error + "<p>Enter up to three names in order of "
+                    "preference.</p>" + form("nr", inner, "Continue"))
+
+    @guard
+    async def nr_start(request: Request) -> Response:
+        if request.method == "GET":
+            return nr_names_page()
+        data = await request.form()
+        names = [str(data.get(f"name{i}", "")).strip() for i in (1, 2, 3)]
+        names = [n for n in names if n]
+        entity = str(data.get("entity_type", ""))
+        if not names or entity not in ENTITY_LABELS:
+            return nr_names_page(alert("NAMES_REQUIRED", "Enter at least one name."), dict(data))
+        sid, session = nr_sessions.new(names=names, entity_type=entity)
+        session["steps"] = 1
+        response = RedirectResponse("nr/applicant", status_code=303)
+        response.set_cookie("nr_session", sid, httponly=True, samesite="lax")
+        return response
+
+    @guard
+    async def nr_applicant(request: Request) -> Response:
+        session = nr_sessions.get(request)
+        if session is None:
+            return ui.session_expired(BRAND, "../nr")
+        if request.method == "GET":
+            inner = (field("Applicant name", "applicant_name") + field("Phone", "phone")
+                     + field("Email", "email", kind="email")
+                     + field("Your reference (optional)", "reference"))
+            names = "".join(f"<li>{esc(n)}</li>" for n in session["names"])
+            return show("Applicant and Payment", (
+                f"<ol>{names}</ol><p id='fee'>Fee: {NR_FEE}</p>"
+                + form("applicant", inner, "Submit and Pay", "Send")))
+        if nr_sessions.expire_due(request, session):
+            return ui.session_expired(BRAND, "../nr")
+        data = await request.form()
+        name, phone, email = (str(data.get(k, "")).strip() for k in ("applicant_name", "phone",
+                                                                     "email"))
+        if not (name and phone and "@" in email):
+            return show("Applicant and Payment", alert(
+                "APPLICANT_REQUIRED", "Applicant name, phone and email are required."))
+        if (code := state.take_error()) is not None:
+            return ui.system_error(BRAND, code)
+        entity = session["entity_type"]
+        decisions = examine(session["names"], entity, reg.names_in_use())
+        chosen = next(((n, d) for n, d, _ in decisions if d != "REJECTED"), None)
+        number = reg.unique(lambda: f"NR {secrets.randbelow(9_000_000) + 1_000_000}",
+                            "name_request", "nr_number")
+        entry = state.record({
+            "kind": "name_request", "nr_number": number, "entity_type": entity,
+            "names": session["names"], "decisions": decisions,
+            "state": chosen[1] if chosen else "REJECTED",
+            "approved_name": chosen[0] if chosen else None,
+            "expires_on": (today() + timedelta(days=RESERVATION_DAYS)).isoformat()
+            if chosen else None,
+            "applicant": name, "reference": str(data.get("reference", "")).strip(),
+            "contact_keys": [_key(phone), _key(email)], "fee": NR_FEE})
+        with state.lock:
+            state.sessions.pop(request.cookies.get("nr_session", ""), None)
+        if state.faults.drop_after_submit:
+            return ui.drop_connection(request)
+        return show("Name Request Submitted", _nr_details(reg, entry))
+
+    @guard
+    async def nr_status(request: Request) -> Response:
+        q = request.query_params
+        inner = (field("NR number", "nr", q.get("nr", "")) + field(
+            "or your reference", "reference", q.get("reference", ""))
+                 + field("Applicant phone or email", "contact", q.get("contact", "")))
+        search = ('<form method="get" action="status">' + inner
+                  + '<button type="submit">Search</button></form>')
+        if "contact" not in q:
+            return show("Check a Name Request", search)
+        key, ref = _key(q.get("contact", "")), q.get("reference", "").strip()
+        found = [e for e in reg.entries("name_request") if key and key in e["contact_keys"]
+                 and ((q.get("nr") and e["nr_number"] == _norm_nr(q["nr"]))
+                      or (not q.get("nr") and ref and e["reference"] == ref))]
+        body = "".join(_nr_details(reg, e) for e in found[-1:]) or (
+            '<p id="no-results">No Name Request matches these details.</p>')
+        return show("Check a Name Request", search + body)
+
+    routes = [Route("/", home), Route("/nr", nr_start, methods=["GET", "POST"]),
+              Route("/nr/applicant", nr_applicant, methods=["GET", "POST"]),
+              Route("/nr/status", nr_status)]
+    routes += incorporation_routes(state, reg, inc_sessions, guard, show, form)
+    return Starlette(routes=routes)

@@ -1,0 +1,98 @@
+"""Shared machinery of the stand-in portals: opening hours, faults, ledger, sessions.
+
+Every stand-in keeps a **ledger** of the submissions it accepted (what tests read to prove
+"filed exactly once") and a set of **faults** tests switch on through the control API:
+
+    POST /_control/<portal>   JSON merged into that portal's Faults
+    POST /_reset              all portals back to normal, ledgers emptied
+    GET  /_ledger/<portal>    the ledger, a JSON list
+
+Faults: ``maintenance`` (maintenance page), ``slow_ms`` (delay every page), ``error_code``
+(e.g. "109": a system error page) for the next ``error_times`` submissions (-1 = always),
+``expire_session`` (the next step after the first answers "session expired"),
+``dialog`` (an unexpected alert on the form pages), ``changed_selector`` (the Continue
+control renamed, as after a portal redesign), ``hours`` ("always" | "closed" | "calendar").
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from jobs import clock
+
+
+@dataclass
+class Faults:
+    maintenance: bool = False
+    slow_ms: int = 0
+    error_code: str | None = None
+    error_times: int = 0
+    expire_session: bool = False
+    dialog: bool = False
+    changed_selector: bool = False
+    hours: str = "always"  # "always" | "closed" | "calendar"
+    # crash the connection right after recording a submission (response never arrives)
+    drop_after_submit: bool = False
+
+    def update(self, data: dict[str, Any]) -> None:
+        for key, value in data.items():
+            if not hasattr(self, key):
+                raise ValueError(f"unknown fault {key!r}")
+            setattr(self, key, value)
+
+
+@dataclass
+class PortalState:
+    code: str
+    faults: Faults = field(default_factory=Faults)
+    ledger: list[dict[str, Any]] = field(default_factory=list)
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def is_open(self) -> bool:
+        mode = self.faults.hours
+        if mode == "always":
+            return True
+        if mode == "closed":
+            return False
+        from portals.calendar import is_open
+        from portals.presets import calendar_from_preset
+
+        return is_open(calendar_from_preset(self.code), clock.now())
+
+    def take_error(self) -> str | None:
+        """The configured error code if one is due for this submission, else None."""
+        with self.lock:
+            f = self.faults
+            if f.error_code and f.error_times != 0:
+                if f.error_times > 0:
+                    f.error_times -= 1
+                return f.error_code
+            return None
+
+    def record(self, entry: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            entry = {"seq": len(self.ledger) + 1, "at": clock.now().isoformat(), **entry}
+            self.ledger.append(entry)
+            return entry
+
+    def reset(self) -> None:
+        with self.lock:
+            self.faults = Faults()
+            self.ledger.clear()
+            self.sessions.clear()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"code": self.code, "faults": asdict(self.faults), "submissions": len(self.ledger)}
+
+
+class StandinState:
+    """All stand-in portals of one server."""
+
+    def __init__(self, codes: list[str]) -> None:
+        self.portals = {code: PortalState(code) for code in codes}
+
+    def __getitem__(self, code: str) -> PortalState:
+        return self.portals[code]

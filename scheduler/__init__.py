@@ -1,0 +1,1 @@
+"""The portalq service: CLI, scheduler tick, workers, escalation mail, metrics."""

@@ -1,0 +1,310 @@
+"""The ``portalq`` command line. Every option can also come from a ``PORTALQ_*`` variable.
+
+Errors are one line on stderr (``portalq: error: ...``) and a non-zero exit; a command that
+fails on bad input writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+try:  # typer >= 0.20 vendors click
+    from typer._click import exceptions as click_exc
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_exc  # type: ignore[no-redef]
+
+from jobs.errors import IllegalTransition, InputError, PortalqError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, help="portalq: portal-automation job scheduler")
+jobs_app = typer.Typer(no_args_is_help=True, help="Inspect and manage jobs.")
+db_app = typer.Typer(no_args_is_help=True, help="The embedded database server.")
+app.add_typer(jobs_app, name="jobs")
+app.add_typer(db_app, name="db")
+
+EXIT_INPUT = 2
+EXIT_STATE = 3
+
+
+def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:
+    typer.echo(f"portalq: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bytes | memoryview):
+        return f"<{len(value)} bytes>"
+    return str(value)
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, default=_json_default, indent=2, sort_keys=True))
+
+
+def _parse_instant(value: str | None, what: str) -> datetime | None:
+    if value is None:
+        return None
+    from jobs.clock import parse_instant
+
+    try:
+        return parse_instant(value)
+    except ValueError as exc:
+        fail(f"{what}: {exc}")
+
+
+def _load_payload(payload: str | None, payload_file: Path | None) -> dict[str, Any]:
+    if payload is not None and payload_file is not None:
+        fail("give --payload or --payload-file, not both")
+    text = payload
+    if payload_file is not None:
+        try:
+            text = payload_file.read_text()
+        except OSError as exc:
+            fail(f"cannot read payload file {payload_file}: {exc.strerror}")
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"payload is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+    if not isinstance(value, dict):
+        fail("payload must be a JSON object")
+    return value
+
+
+DbUrl = Annotated[str | None, typer.Option("--database-url", envvar="PORTALQ_DATABASE_URL",
+                                           help="PostgreSQL URL (default: embedded server)")]
+
+
+def _use_url(url: str | None) -> None:
+    import os
+
+    if url:
+        os.environ["PORTALQ_DATABASE_URL"] = url
+
+
+@app.command()
+def migrate(database_url: DbUrl = None,
+            sql: Annotated[bool, typer.Option("--sql", help="print the SQL, run nothing")] = False,
+            ) -> None:
+    """Apply schema migrations (idempotent)."""
+    from jobs import migrate as m
+
+    if sql:
+        typer.echo(m.offline_sql())
+        return
+    from jobs.database import database_url as resolve
+
+    url = resolve(database_url)
+    before = m.current(url)
+    m.upgrade(url)
+    after = m.current(url)
+    typer.echo(f"schema at {after}" + ("" if before == after else f" (was {before or 'empty'})"))
+
+
+@app.command()
+def enqueue(
+    job_type: Annotated[str, typer.Argument(help="file_entity, obtain_ein, name_search, ...")],
+    order: Annotated[str, typer.Option("--order", envvar="PORTALQ_ORDER", help="order id")],
+    payload: Annotated[str | None, typer.Option(help="payload as JSON")] = None,
+    payload_file: Annotated[Path | None, typer.Option(help="payload JSON file")] = None,
+    portal: Annotated[str | None, typer.Option(help="portal code (default: by type)")] = None,
+    run_at: Annotated[str | None, typer.Option(help="ISO 8601 instant")] = None,
+    priority: Annotated[int, typer.Option(envvar="PORTALQ_PRIORITY")] = 0,
+    max_attempts: Annotated[int, typer.Option(envvar="PORTALQ_MAX_ATTEMPTS")] = 5,
+    idempotency_key: Annotated[str | None, typer.Option()] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the job row")] = False,
+    database_url: DbUrl = None,
+) -> None:
+    """Enqueue one job; prints its id."""
+    import jobs.types  # noqa: F401  (registers the built-in types)
+    from jobs import queue
+
+    data = _load_payload(payload, payload_file)
+    when = _parse_instant(run_at, "--run-at")
+    _use_url(database_url)
+    result = queue.enqueue(job_type, order, data, run_at=when, priority=priority,
+                           max_attempts=max_attempts, idempotency_key=idempotency_key,
+                           portal=portal)
+    if as_json:
+        row = queue.get_job(result.id)
+        row["created"] = result.created
+        print_json(_public(row))
+    else:
+        typer.echo(result.id)
+
+
+def _public(job: dict[str, Any]) -> dict[str, Any]:
+    """A job for display: secret payload fields masked."""
+    from jobs.types import get
+
+    out = dict(job)
+    try:
+        secret_fields = get(job["job_type"]).secret_fields
+    except InputError:
+        secret_fields = ()
+    payload = json.loads(json.dumps(out.get("payload") or {}))
+    for path in secret_fields:
+        node = payload
+        *parents, leaf = path.split(".")
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(leaf):
+            node[leaf] = "***-**-" + str(node[leaf])[-4:]
+    out["payload"] = payload
+    out.pop("rate_key", None)
+    return out
+
+
+@jobs_app.command("list")
+def jobs_list(
+    status: Annotated[str | None, typer.Option()] = None,
+    portal: Annotated[str | None, typer.Option()] = None,
+    order: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option()] = 100,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    database_url: DbUrl = None,
+) -> None:
+    """List jobs, newest first."""
+    from jobs import queue
+
+    _use_url(database_url)
+    rows = queue.list_jobs(status=status, portal=portal, order_id=order, limit=limit)
+    if as_json:
+        print_json(rows)
+        return
+    typer.echo(f"{'ID':>7}  {'TYPE':<13} {'ORDER':<12} {'PORTAL':<20} {'STATUS':<10} "
+               f"{'TRY':>5}  RUN AT")
+    for r in rows:
+        typer.echo(f"{r['id']:>7}  {r['job_type']:<13} {r['order_id']:<12} {r['portal']:<20} "
+                   f"{r['status']:<10} {r['attempts']:>2}/{r['max_attempts']:<2}  "
+                   f"{r['run_at']:%Y-%m-%d %H:%M:%SZ}")
+
+
+@jobs_app.command("show")
+def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = False,
+              database_url: DbUrl = None) -> None:
+    """A job with its events, artifacts and documents."""
+    from jobs import queue
+
+    _use_url(database_url)
+    job = _public(queue.show_job(job_id))
+    if as_json:
+        print_json(job)
+        return
+    for key in ("id", "job_type", "order_id", "portal", "status", "priority", "attempts",
+                "max_attempts", "run_at", "last_error", "created_at", "finished_at"):
+        typer.echo(f"{key:>13}: {job[key]}")
+    typer.echo(f"{'payload':>13}: {json.dumps(job['payload'], sort_keys=True)}")
+    typer.echo(f"{'checkpoint':>13}: {json.dumps(job['checkpoint'], sort_keys=True)}")
+    typer.echo(f"{'result':>13}: {json.dumps(job['result'], sort_keys=True)}")
+    typer.echo("events:")
+    for e in job["events"]:
+        err = f"  error: {e['error']}" if e["error"] else ""
+        typer.echo(f"  {e['at']:%Y-%m-%d %H:%M:%S}Z #{e['attempt']} {e['from_status'] or '-'}"
+                   f" -> {e['to_status']} {e['worker'] or ''}{err}")
+    if job["artifacts"]:
+        typer.echo("artifacts:")
+        for a in job["artifacts"]:
+            typer.echo(f"  attempt {a['attempt']} {a['kind']}: {a['path']}")
+    if job["documents"]:
+        typer.echo("documents:")
+        for d in job["documents"]:
+            typer.echo(f"  {d['name']} ({d['content_type']}, {d['size']} bytes)")
+
+
+@jobs_app.command("retry")
+def jobs_retry(
+    job_id: int,
+    payload_patch: Annotated[str | None, typer.Option(help="JSON merged into the payload")] = None,
+    note: Annotated[str | None, typer.Option(help="why (kept in the job's events)")] = None,
+    database_url: DbUrl = None,
+) -> None:
+    """Put a failed or cancelled job back in the queue (checkpoints kept)."""
+    from jobs import queue
+
+    patch = _load_payload(payload_patch, None) if payload_patch is not None else None
+    _use_url(database_url)
+    queue.retry(job_id, payload_patch=patch, note=note, actor=_actor())
+    typer.echo(f"job {job_id} queued again")
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(job_id: int, database_url: DbUrl = None) -> None:
+    """Cancel a pending, deferred or failed job."""
+    from jobs import queue
+
+    _use_url(database_url)
+    queue.cancel(job_id, actor=_actor())
+    typer.echo(f"job {job_id} cancelled")
+
+
+def _actor() -> str:
+    import getpass
+    import socket
+
+    try:
+        return f"cli:{getpass.getuser()}@{socket.gethostname()}"
+    except Exception:  # noqa: BLE001
+        return "cli"
+
+
+@db_app.command("start")
+def db_start() -> None:
+    """Start the embedded PostgreSQL server (if not running); print its URL."""
+    from jobs.database import embedded
+
+    typer.echo(embedded().ensure_running())
+
+
+@db_app.command("stop")
+def db_stop() -> None:
+    """Stop the embedded PostgreSQL server."""
+    from jobs.database import embedded
+
+    embedded().stop()
+    typer.echo("stopped")
+
+
+@db_app.command("url")
+def db_url(database_url: DbUrl = None) -> None:
+    """Print the database URL portalq uses (starting the embedded server if needed)."""
+    from jobs.database import database_url as resolve
+
+    typer.echo(resolve(database_url))
+
+
+def main(argv: list[str] | None = None) -> None:
+    import psycopg
+
+    try:
+        app(args=argv, standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click_exc.NoArgsIsHelpError as exc:
+        typer.echo(exc.format_message() if hasattr(exc, "format_message") else str(exc))
+        sys.exit(EXIT_INPUT)
+    except click_exc.UsageError as exc:
+        typer.echo(f"portalq: error: {exc.format_message()}", err=True)
+        sys.exit(EXIT_INPUT)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("portalq: aborted", err=True)
+        sys.exit(130)
+    except IllegalTransition as exc:
+        typer.echo(f"portalq: error: {exc}", err=True)
+        sys.exit(EXIT_STATE)
+    except (InputError, PortalqError) as exc:
+        typer.echo(f"portalq: error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
+    except psycopg.OperationalError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        typer.echo(f"portalq: error: database unavailable: {first}", err=True)
+        sys.exit(4)
