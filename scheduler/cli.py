@@ -308,3 +308,32 @@ def main(argv: list[str] | None = None) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         typer.echo(f"portalq: error: database unavailable: {first}", err=True)
         sys.exit(4)
+
+
+@app.command("run")
+def run_service(
+    workers: Annotated[int | None, typer.Option(help="concurrent jobs in this process "
+                                                "[env PORTALQ_WORKERS, default 4]")] = None,
+    tick: Annotated[float | None, typer.Option(help="tick period in seconds "
+                                               "[env PORTALQ_TICK_SECONDS, default 60]")] = None,
+    database_url: DbUrl = None,
+) -> None:
+    """Run the scheduler service (until SIGTERM/SIGINT)."""
+    from pydantic import ValidationError
+
+    from scheduler.config import Settings
+    from scheduler.service import run
+
+    overrides: dict[str, Any] = {}
+    if workers is not None:
+        overrides["workers"] = workers
+    if tick is not None:
+        overrides["tick_seconds"] = tick
+    if database_url:
+        overrides["database_url"] = database_url
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
+    run(settings)

@@ -36,7 +36,7 @@ GROUP BY portal;
 
 -- name: lock_portals
 -- Serialises claims of the listed (concurrency-limited) portals across nodes.
-SELECT pg_advisory_xact_lock(7262010100, hashtext(p)) FROM unnest(%(portals)s::text[]) AS p
+SELECT pg_advisory_xact_lock(726201, hashtext(p)) FROM unnest(%(portals)s::text[]) AS p
 ORDER BY p;
 
 -- name: claim

@@ -1,0 +1,56 @@
+"""Portal calendars as the service sees them: loaded from the database, cached, refreshed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobs import clock, sql
+from portals.calendar import Closure, PortalCalendar, Window, can_start, next_start
+
+
+@dataclass(frozen=True)
+class Portal:
+    calendar: PortalCalendar
+    max_sessions: int | None
+    enabled: bool
+    paused: bool
+
+    @property
+    def code(self) -> str:
+        return self.calendar.code
+
+
+def build(portals: list[Mapping[str, Any]], hours: list[Mapping[str, Any]],
+          closures: list[Mapping[str, Any]]) -> dict[str, Portal]:
+    out: dict[str, Portal] = {}
+    for p in portals:
+        code = p["code"]
+        cal = PortalCalendar(
+            code=code, timezone=p["timezone"],
+            windows=tuple(Window(h["weekday"], h["opens"], h["closes"])
+                          for h in hours if h["portal"] == code),
+            holiday_country=p["holiday_country"], holiday_subdiv=p["holiday_subdiv"],
+            closures=tuple(Closure(c["starts_at"], c["ends_at"], c["reason"])
+                           for c in closures if c["portal"] == code),
+            cutoff_minutes=p["cutoff_minutes"])
+        out[code] = Portal(cal, p["max_concurrent_sessions"], p["enabled"],
+                           p["paused_at"] is not None)
+    return out
+
+
+async def load(conn: Any) -> dict[str, Portal]:
+    now = clock.now()
+    return build(await sql.afetch(conn, "list_portals"), await sql.afetch(conn, "portal_hours"),
+                 await sql.afetch(conn, "portal_closures", {"after": now - timedelta(days=1)}))
+
+
+def startable(portal: Portal, now: datetime) -> bool:
+    """May a flow start on this portal now (open, not within its cut-off, not paused)?"""
+    return portal.enabled and not portal.paused and can_start(portal.calendar, now)
+
+
+def next_startable(portal: Portal, after: datetime) -> datetime | None:
+    return next_start(portal.calendar, after)

@@ -1,0 +1,82 @@
+"""The FlowContext a running job gets (see portals/flows/context.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobs import types, worker_api
+
+if TYPE_CHECKING:
+    from scheduler.worker import Worker
+
+
+def secret_values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
+    """The payload's secret field values (SSNs, ITINs) for redaction."""
+    try:
+        paths = types.get(job_type).secret_fields
+    except Exception:  # noqa: BLE001 - unknown type: nothing declared
+        return []
+    out = []
+    for path in paths:
+        node: Any = payload
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, str) and node:
+            out.append(node)
+    return out
+
+
+class JobContext:
+    def __init__(self, worker: Worker, job: Mapping[str, Any], artifacts_dir: Path) -> None:
+        self._worker = worker
+        self.job_id: int = job["id"]
+        self.job_type: str = job["job_type"]
+        self.order_id: str = job["order_id"]
+        self.portal: str = job["portal"]
+        self.attempt: int = job["attempts"]
+        self.payload: Mapping[str, Any] = job["payload"]
+        self.checkpoints: dict[str, Any] = dict(job["checkpoint"] or {})
+        self.artifacts_dir = artifacts_dir
+        self.portal_urls = worker.settings.portal_urls()
+        self._browser_contexts: list[Any] = []
+        self.failed = False
+
+    async def save_checkpoint(self, **data: Any) -> None:
+        async with self._worker.pool.connection() as conn:
+            saved = await worker_api.save_checkpoint(conn, job_id=self.job_id,
+                                                     worker=self._worker.node, data=data)
+        if saved is None:
+            raise LostJob(f"job {self.job_id} is no longer held by this worker")
+        self.checkpoints = saved
+
+    async def new_browser_context(self) -> Any:
+        from portals.flows import browser
+
+        b = await self._worker.browser()
+        self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        context = await browser.new_context(b, self._worker.browser_config, self.artifacts_dir)
+        self._browser_contexts.append(context)
+        return context
+
+    def secrets(self) -> list[str]:
+        return secret_values(self.job_type, self.payload)
+
+    async def store_document(self, name: str, content_type: str, data: bytes) -> None:
+        async with self._worker.pool.connection() as conn:
+            await worker_api.store_document(conn, job_id=self.job_id, name=name,
+                                            content_type=content_type, data=data)
+
+    async def documents_of(self, job_id: int) -> list[tuple[str, str, bytes]]:
+        async with self._worker.pool.connection() as conn:
+            return await worker_api.documents_of(conn, job_id)
+
+    async def send_mail(self, message: Any) -> None:
+        from scheduler.mailer import send
+
+        await send(self._worker.settings, message)
+
+
+class LostJob(Exception):
+    """The job was rescued and handed to another worker while this one ran it."""

@@ -1,0 +1,52 @@
+"""Prometheus metrics and a health endpoint, served on PORTALQ_METRICS_PORT."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+REGISTRY = CollectorRegistry()
+JOBS = Gauge("portalq_jobs", "Jobs by portal and status", ["portal", "status"],
+             registry=REGISTRY)
+FINISHED = Counter("portalq_job_outcomes_total", "Attempts finished, by outcome",
+                   ["job_type", "portal", "outcome"], registry=REGISTRY)
+DURATION = Histogram("portalq_job_duration_seconds", "Handler run time", ["job_type"],
+                     registry=REGISTRY, buckets=(.01, .05, .1, .5, 1, 5, 15, 30, 60, 120, 300,
+                                                 900))
+LATENCY = Histogram("portalq_queue_latency_seconds", "Due time to start", ["portal"],
+                    registry=REGISTRY, buckets=(.005, .01, .05, .1, .5, 1, 5, 30, 60, 300))
+DEFERRALS = Counter("portalq_deferrals_total", "Jobs deferred (closed portal, limits)",
+                    ["portal"], registry=REGISTRY)
+ESCALATIONS = Counter("portalq_escalations_sent_total", "Escalation emails sent",
+                      registry=REGISTRY)
+RESCUED = Counter("portalq_rescued_total", "Stale running jobs rescued", registry=REGISTRY)
+
+
+async def serve(host: str, port: int, health: Callable[[], dict[str, Any]]) -> asyncio.Server:
+    """A tiny HTTP server: GET /metrics (Prometheus text), GET /health (JSON)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await reader.readline()
+            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                pass
+            path = request.split()[1].decode() if len(request.split()) > 1 else "/"
+            if path.startswith("/metrics"):
+                body, ctype, status = generate_latest(REGISTRY), "text/plain; version=0.0.4", 200
+            elif path.startswith("/health"):
+                state = health()
+                body = json.dumps(state).encode()
+                ctype, status = "application/json", 200 if state.get("ok") else 503
+            else:
+                body, ctype, status = b"not found\n", "text/plain", 404
+            writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: "
+                         f"{len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, host, port)

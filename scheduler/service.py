@@ -1,0 +1,90 @@
+"""``portalq run``: the scheduler service (APScheduler tick + workers), one process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from psycopg_pool import AsyncConnectionPool
+
+from jobs import clock
+from jobs.database import database_url, libpq_dsn
+from jobs.migrate import upgrade
+from scheduler import logs, metrics
+from scheduler.config import Settings
+from scheduler.tick import Tick
+from scheduler.worker import Worker
+
+log = logging.getLogger("portalq.service")
+
+
+async def serve(settings: Settings, *, ready: asyncio.Event | None = None) -> None:
+    url = database_url(settings.database_url)
+    await asyncio.to_thread(upgrade, url)
+    dsn = libpq_dsn(url)
+    pool = AsyncConnectionPool(dsn, min_size=2, max_size=settings.workers + 4, open=False,
+                               kwargs={"autocommit": True}, reconnect_timeout=3600,
+                               check=AsyncConnectionPool.check_connection)
+    await pool.open(wait=True, timeout=60)
+    worker = Worker(settings, pool, dsn)
+    tick = Tick(settings, worker, dsn)
+    await worker.refresh_portals()
+
+    scheduler = AsyncIOScheduler(timezone="UTC")
+    scheduler.add_job(tick.run, "interval", seconds=settings.tick_seconds, id="tick",
+                      max_instances=1, coalesce=True, next_run_time=clock.now())
+    scheduler.start()
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    def health() -> dict[str, Any]:
+        return {"ok": worker.healthy, "node": settings.node_id, "running": len(worker.running),
+                "last_tick": tick.last_ok, "last_tick_summary": tick.last_summary}
+
+    server = None
+    if settings.metrics_port:
+        server = await metrics.serve(settings.metrics_host, settings.metrics_port, health)
+    tasks = [asyncio.create_task(worker.listen(), name="listen"),
+             asyncio.create_task(worker.claim_loop(), name="claim"),
+             asyncio.create_task(worker.flush_loop(), name="flush"),
+             asyncio.create_task(worker.heartbeat_loop(), name="heartbeat")]
+    log.info("portalq running: node=%s workers=%d tick=%ss", settings.node_id,
+             settings.workers, settings.tick_seconds)
+    if ready is not None:
+        ready.set()
+    print(f"portalq ready node={settings.node_id}", flush=True)
+    await stop.wait()
+    log.info("stopping: no new jobs are claimed")
+    scheduler.shutdown(wait=False)
+    await worker.drain(settings.grace_seconds)
+    for t in tasks:
+        if t.get_name() != "flush":
+            t.cancel()
+    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=10)
+    if server is not None:
+        server.close()
+    await tick.close()
+    await worker.close_browser()
+    await pool.close()
+    log.info("stopped")
+
+
+def load_plugins(settings: Settings) -> None:
+    import importlib
+
+    for name in filter(None, (m.strip() for m in settings.plugins.split(","))):
+        importlib.import_module(name)
+
+
+def run(settings: Settings) -> None:
+    logs.setup(settings.log_format, settings.log_level)
+    load_plugins(settings)
+    asyncio.run(serve(settings))

@@ -1,0 +1,95 @@
+"""The periodic duties, run by one node at a time (a session advisory lock elects it):
+defer due jobs of closed portals, rescue stale running jobs, send escalations, prune."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from jobs import clock, sql, worker_api
+from scheduler import calendars, mailer, metrics
+from scheduler.config import Settings
+
+log = logging.getLogger("portalq.tick")
+
+
+class Tick:
+    def __init__(self, settings: Settings, worker: Any, dsn: str) -> None:
+        self.settings = settings
+        self.worker = worker
+        self.dsn = dsn
+        self._leader_conn: psycopg.AsyncConnection[Any] | None = None
+        self.last_ok: float | None = None
+        self.last_summary: dict[str, int] = {}
+
+    async def _is_leader(self) -> bool:
+        conn = self._leader_conn
+        if conn is not None and not conn.closed:
+            try:
+                await conn.execute("SELECT 1")
+                return True
+            except psycopg.Error:
+                await conn.close()
+        self._leader_conn = None
+        conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+        row = await sql.afetch_one(conn, "try_leader_lock")
+        if row and row["leader"]:
+            self._leader_conn = conn
+            log.info("this node runs the maintenance tick")
+            return True
+        await conn.close()
+        return False
+
+    async def run(self) -> dict[str, int]:
+        """One tick. Every node refreshes its calendars and wakes its workers; the leader
+        also does the shared duties."""
+        summary: dict[str, int] = {}
+        try:
+            await self.worker.refresh_portals()
+            if await self._is_leader():
+                summary = await self.duties()
+            self.worker.wake.set()
+            self.last_ok = clock.now().timestamp()
+            self.last_summary = summary
+        except (psycopg.OperationalError, OSError) as exc:
+            log.warning("tick skipped: database unavailable (%s)", str(exc).splitlines()[0]
+                        if str(exc) else type(exc).__name__)
+        return summary
+
+    async def duties(self) -> dict[str, int]:
+        s = self.settings
+        out = {"deferred": 0, "rescued": 0, "escalations_sent": 0, "pruned": 0}
+        now = clock.now()
+        async with self.worker.pool.connection() as conn:
+            for portal in self.worker.portals.values():
+                if calendars.startable(portal, now):
+                    continue
+                when = calendars.next_startable(portal, now)
+                if when is None or portal.paused:
+                    continue
+                n = await worker_api.defer_portal(conn, portal=portal.code, next_open=when,
+                                                  reason="closed" if portal.enabled else
+                                                  "disabled")
+                if n:
+                    metrics.DEFERRALS.labels(portal.code).inc(n)
+                    log.info("deferred %d job(s) of %s to %s", n, portal.code, when.isoformat())
+                out["deferred"] += n
+            rescued = await worker_api.rescue_stale(
+                conn, stale_after=timedelta(seconds=s.stale_after_seconds), worker=s.node_id)
+            for job_id, status in rescued:
+                log.warning("rescued stale job %s -> %s", job_id, status)
+            metrics.RESCUED.inc(len(rescued))
+            out["rescued"] = len(rescued)
+            out["escalations_sent"] = await mailer.send_due_escalations(s, conn)
+            out["pruned"] = await worker_api.prune_finished(
+                conn, older_than=timedelta(days=s.retention_days))
+            for row in await sql.afetch(conn, "count_by_portal_status"):
+                metrics.JOBS.labels(row["portal"], row["status"]).set(row["n"])
+        return out
+
+    async def close(self) -> None:
+        if self._leader_conn is not None:
+            await self._leader_conn.close()

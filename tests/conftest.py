@@ -1,0 +1,130 @@
+"""Test databases: a real PostgreSQL server, one fresh database per test.
+
+By default the same embedded server portalq uses (its own data dir, under
+``PORTALQ_TEST_HOME``, default /tmp/portalq-test-<uid>); with ``PORTALQ_TEST_DATABASE_URL``
+(a server URL with a superuser-ish role able to CREATE DATABASE) that server instead.
+Each test gets a database cloned from a migrated template (CREATE DATABASE ... TEMPLATE).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from jobs import clock
+
+ROOT = Path(__file__).resolve().parent.parent
+_counter = itertools.count()
+
+
+def _migrations_digest() -> str:
+    h = hashlib.sha256()
+    for p in sorted((ROOT / "migrations").rglob("*.py")):
+        h.update(p.read_bytes())
+    return h.hexdigest()[:10]
+
+
+class TestServer:
+    def __init__(self) -> None:
+        url = os.environ.get("PORTALQ_TEST_DATABASE_URL")
+        if url:
+            self.base = make_url(url).set(drivername="postgresql+psycopg")
+        else:
+            from jobs.embedded import EmbeddedPostgres
+
+            home = Path(os.environ.get("PORTALQ_TEST_HOME", f"/tmp/portalq-test-{os.getuid()}"))
+            pg = EmbeddedPostgres(home, settings={"fsync": "off", "synchronous_commit": "off",
+                                                  "full_page_writes": "off"})
+            self.embedded = pg
+            self.base = make_url(pg.ensure_running())
+        self.template = f"portalq_tpl_{_migrations_digest()}"
+
+    def url(self, database: str) -> str:
+        return self.base.set(database=database).render_as_string(hide_password=False)
+
+    def dsn(self, database: str) -> str:
+        return self.base.set(drivername="postgresql", database=database).render_as_string(
+            hide_password=False)
+
+    def admin(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.dsn("postgres"), autocommit=True)
+
+    def ensure_template(self) -> None:
+        with self.admin() as conn:
+            # one pytest process at a time builds the template
+            conn.execute("SELECT pg_advisory_lock(7262019999)")
+            try:
+                if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                (self.template,)).fetchone():
+                    return
+                conn.execute(f'CREATE DATABASE "{self.template}"')
+                from jobs.migrate import upgrade
+
+                upgrade(self.url(self.template))
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(7262019999)")
+
+    def create(self) -> str:
+        name = f"t_{os.getpid()}_{next(_counter)}"
+        with self.admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+        return name
+
+    def drop(self, name: str) -> None:
+        with self.admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> TestServer:
+    server = TestServer()
+    server.ensure_template()
+    return server
+
+
+@pytest.fixture
+def db(pg_server: TestServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh migrated database; its SQLAlchemy URL (also in PORTALQ_DATABASE_URL)."""
+    name = pg_server.create()
+    url = pg_server.url(name)
+    monkeypatch.setenv("PORTALQ_DATABASE_URL", url)
+    yield url
+    pg_server.drop(name)
+
+
+@pytest.fixture
+def dsn(db: str) -> str:
+    from jobs.database import libpq_dsn
+
+    return libpq_dsn(db)
+
+
+@pytest.fixture
+def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def _restore_clock() -> Iterator[None]:
+    yield
+    clock.set_clock(None)
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real ``portalq`` CLI in a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "scheduler", *args], capture_output=True,
+                          text=True, env=full_env, timeout=timeout, input=input, cwd=ROOT)

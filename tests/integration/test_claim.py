@@ -1,0 +1,248 @@
+"""Claim / finish / heartbeat / rescue / admin transitions on the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from jobs import clock, queue, retry, worker_api
+from jobs.errors import IllegalTransition, JobNotFound
+from jobs.worker_api import Capacity
+from tests import payloads
+
+T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)  # a Tuesday: every seeded portal open
+
+
+@pytest.fixture
+def frozen() -> clock.FrozenClock:
+    c = clock.FrozenClock(T0)
+    clock.set_clock(c)
+    return c
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _aconn(dsn: str) -> psycopg.AsyncConnection:
+    return await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+
+
+def claim(dsn, worker="w1", portals=("bc_corporate_online",), limit=10, caps=None):
+    async def go():
+        async with await _aconn(dsn) as c:
+            return await worker_api.claim(c, worker=worker, limit=limit, capacities=[
+                Capacity(p, (caps or {}).get(p)) for p in portals])
+    return run(go())
+
+
+def test_claim_orders_by_priority_then_run_at_and_skips_future(dsn, frozen):
+    a = queue.enqueue("name_search", "A", payloads.NAME_SEARCH, run_at=T0 - timedelta(minutes=5))
+    b = queue.enqueue("name_search", "B", payloads.NAME_SEARCH, run_at=T0 - timedelta(minutes=9))
+    c = queue.enqueue("name_search", "C", payloads.NAME_SEARCH, priority=5,
+                      run_at=T0 - timedelta(minutes=1))
+    queue.enqueue("name_search", "D", payloads.NAME_SEARCH, run_at=T0 + timedelta(minutes=1))
+    got = claim(dsn, limit=10)
+    assert [j["id"] for j in got] == [c.id, b.id, a.id]
+    assert all(j["attempts"] == 1 for j in got)
+    assert claim(dsn) == []  # D is not due yet
+    frozen.advance(minutes=2)
+    assert [j["order_id"] for j in claim(dsn)] == ["D"]
+
+
+def test_concurrent_claims_are_disjoint(dsn, frozen):
+    queue.enqueue_many([queue.NewJob("deliver", f"O{i}", payloads.DELIVER) for i in range(200)])
+
+    async def go():
+        conns = [await _aconn(dsn) for _ in range(4)]
+        try:
+            batches = await asyncio.gather(*(
+                worker_api.claim(c, worker=f"w{i}", limit=60,
+                                 capacities=[Capacity("email", None)])
+                for i, c in enumerate(conns)))
+        finally:
+            for c in conns:
+                await c.close()
+        return batches
+
+    batches = run(go())
+    ids = [j["id"] for b in batches for j in b]
+    assert len(ids) == len(set(ids)) == 200
+
+
+def test_portal_limit_holds_across_claimers(dsn, frozen, conn):
+    queue.enqueue_many([queue.NewJob("obtain_ein", f"O{i}", {**payloads.OBTAIN_EIN,
+                        "responsible_party": {**payloads.OBTAIN_EIN["responsible_party"],
+                                              "ssn": f"123-45-{i:04d}"}}) for i in range(5)])
+    got = [claim(dsn, worker=f"w{i}", portals=("irs_ein",), caps={"irs_ein": 2})
+           for i in range(3)]
+    assert [len(g) for g in got] == [2, 0, 0]
+    running = conn.execute("SELECT count(*) FROM job_queue WHERE status='running'").fetchone()[0]
+    assert running == 2
+
+
+def test_complete_records_result_and_event(dsn, frozen, conn):
+    job = queue.enqueue("name_search", "A", payloads.NAME_SEARCH)
+    [j] = claim(dsn)
+
+    async def go():
+        async with await _aconn(dsn) as c:
+            return await worker_api.complete_many(c, worker="w1",
+                                                  results=[(j["id"], {"nr_number": "NR 1"})])
+    assert run(go()) == {job.id}
+    row = queue.get_job(job.id)
+    assert (row["status"], row["result"], row["lock_owner"]) == ("completed", {"nr_number": "NR 1"}, None)
+    events = [(e["from_status"], e["to_status"]) for e in queue.show_job(job.id)["events"]]
+    assert events == [(None, "pending"), ("pending", "running"), ("running", "completed")]
+
+
+def test_backoff_grows_with_jitter_and_is_capped():
+    rng = random.Random(7)
+    for attempt in range(1, 12):
+        ceiling = min(retry.CAP_S, retry.BASE_S * 2 ** (attempt - 1))
+        values = [retry.backoff(attempt, rng=rng).total_seconds() for _ in range(200)]
+        assert all(ceiling / 2 <= v <= ceiling for v in values)
+        assert max(values) - min(values) > ceiling / 4  # jitter really spreads retries
+    assert retry.decide(attempt=5, max_attempts=5, kind="retryable", now=T0).action == "fail"
+    d = retry.decide(attempt=4, max_attempts=5, kind="retryable", now=T0, rng=rng)
+    assert d.action == "retry" and T0 + timedelta(seconds=120) <= d.run_at <= T0 + timedelta(seconds=240)
+    assert retry.decide(attempt=1, max_attempts=5, kind="permanent", now=T0).action == "fail"
+
+
+def _fail_once(dsn, frozen, job_id, *, kind="retryable"):
+    [j] = claim(dsn)
+    assert j["id"] == job_id
+    decision = retry.decide(attempt=j["attempts"], max_attempts=j["max_attempts"], kind=kind,
+                            now=clock.now())
+
+    async def go():
+        async with await _aconn(dsn) as c:
+            if decision.action == "retry":
+                return await worker_api.finish_unsuccessful(
+                    c, job=j, worker="w1", status="pending", error="timeout",
+                    run_at=decision.run_at)
+            return await worker_api.finish_unsuccessful(
+                c, job=j, worker="w1", status="failed", error="timeout",
+                escalation=("attempts" if kind == "retryable" else "business", "boom"))
+    assert run(go())
+    return decision
+
+
+def test_five_attempts_then_failed_with_one_escalation(dsn, frozen, conn):
+    job = queue.enqueue("name_search", "A", payloads.NAME_SEARCH)
+    for attempt in range(1, 6):
+        decision = _fail_once(dsn, frozen, job.id)
+        row = queue.get_job(job.id)
+        assert row["attempts"] == attempt
+        if attempt < 5:
+            assert row["status"] == "pending" and row["run_at"] == decision.run_at
+            frozen.set(decision.run_at)
+    assert queue.get_job(job.id)["status"] == "failed"
+    assert conn.execute("SELECT job_id, attempt, kind FROM escalations").fetchall() == [
+        (job.id, 5, "attempts")]
+    assert claim(dsn) == []
+
+
+def test_permanent_error_fails_at_once(dsn, frozen, conn):
+    job = queue.enqueue("name_search", "A", payloads.NAME_SEARCH)
+    _fail_once(dsn, frozen, job.id, kind="permanent")
+    row = queue.get_job(job.id)
+    assert (row["status"], row["attempts"]) == ("failed", 1)
+    assert conn.execute("SELECT count(*) FROM escalations").fetchone()[0] == 1
+
+
+def test_escalation_written_once_per_failure(dsn, frozen, conn):
+    job = queue.enqueue("name_search", "A", payloads.NAME_SEARCH)
+    _fail_once(dsn, frozen, job.id, kind="permanent")
+    c = conn
+    assert queue.escalate(c, job.id, 1, "business", "again") is None  # same failure: no 2nd
+    queue.retry(job.id)
+    _fail_once(dsn, frozen, job.id, kind="permanent")  # a new failure after admin retry
+    assert conn.execute("SELECT attempt FROM escalations ORDER BY id").fetchall() == [(1,), (2,)]
+
+
+def test_defer_refunds_the_attempt(dsn, frozen):
+    job = queue.enqueue("name_search", "A", payloads.NAME_SEARCH)
+    [j] = claim(dsn)
+
+    async def go():
+        async with await _aconn(dsn) as c:
+            return await worker_api.finish_unsuccessful(
+                c, job=j, worker="w1", status="deferred", error="portal closed",
+                run_at=T0 + timedelta(hours=3), refund_attempt=True)
+    assert run(go())
+    row = queue.get_job(job.id)
+    assert (row["status"], row["attempts"], row["run_at"]) == ("deferred", 0, T0 + timedelta(hours=3))
+
+
+def test_heartbeat_checkpoint_and_rescue(dsn, frozen, conn):
+    a = queue.enqueue("name_search", "A", payloads.NAME_SEARCH)
+    b = queue.enqueue("obtain_ein", "B", payloads.OBTAIN_EIN)
+    c_ = queue.enqueue("name_search", "C", payloads.NAME_SEARCH)
+    claimed = claim(dsn, portals=("bc_corporate_online", "irs_ein"), limit=10)
+    assert {j["id"] for j in claimed} == {a.id, b.id, c_.id}
+
+    async def go():
+        async with await _aconn(dsn) as c:
+            cp = await worker_api.save_checkpoint(c, job_id=b.id, worker="w1",
+                                                  data={"stage": "submitting", "ref": "X1"})
+            assert cp == {"stage": "submitting", "ref": "X1"}
+            # another worker cannot write to w1's job
+            assert await worker_api.save_checkpoint(c, job_id=b.id, worker="w2",
+                                                    data={"stage": "x"}) is None
+            frozen.advance(seconds=50)
+            assert await worker_api.heartbeat(c, worker="w1", ids=[c_.id]) == {c_.id}
+            frozen.advance(seconds=20)
+            return await worker_api.rescue_stale(c, stale_after=timedelta(seconds=60))
+
+    rescued = dict(run(go()))
+    # a: stale, back to the queue; b: stale past the IRS point of no return -> a human;
+    # c: heart-beating, left alone
+    assert rescued == {a.id: "pending", b.id: "failed"}
+    assert queue.get_job(c_.id)["status"] == "running"
+    assert conn.execute("SELECT job_id, kind FROM escalations").fetchall() == [(b.id, "uncertain")]
+
+    async def late():
+        async with await _aconn(dsn) as c:
+            # the lost worker finishing late cannot overwrite the rescued job
+            return await worker_api.complete_many(c, worker="w1", results=[(a.id, {})])
+    assert run(late()) == set()
+    assert queue.get_job(a.id)["status"] == "pending"
+
+
+def test_cancel_and_admin_retry_transitions(dsn, frozen):
+    job = queue.enqueue("name_search", "A", payloads.NAME_SEARCH)
+    with pytest.raises(IllegalTransition):
+        queue.retry(job.id)  # pending: nothing to retry
+    claim(dsn)
+    with pytest.raises(IllegalTransition):
+        queue.cancel(job.id)  # running jobs are not cancelled under a worker
+    with pytest.raises(JobNotFound):
+        queue.cancel(999_999)
+
+
+def test_admin_retry_keeps_checkpoints_and_validates_patch(dsn, frozen):
+    job = queue.enqueue("name_search", "A", payloads.NAME_SEARCH)
+    [j] = claim(dsn)
+
+    async def go():
+        async with await _aconn(dsn) as c:
+            await worker_api.save_checkpoint(c, job_id=j["id"], worker="w1", data={"nr": "NR 1"})
+            await worker_api.finish_unsuccessful(c, job=j, worker="w1", status="failed",
+                                                 error="name rejected",
+                                                 escalation=("business", "rejected"))
+    run(go())
+    from jobs.errors import InputError
+    with pytest.raises(InputError):
+        queue.retry(job.id, payload_patch={"names": []})
+    assert queue.get_job(job.id)["status"] == "failed"
+    queue.retry(job.id, payload_patch={"names": ["Other Name Ltd."]}, note="new name")
+    row = queue.show_job(job.id)
+    assert row["status"] == "pending" and row["checkpoint"] == {"nr": "NR 1"}
+    assert row["payload"]["names"] == ["Other Name Ltd."]
+    assert row["max_attempts"] == 1 + 5
+    assert row["events"][-1]["detail"]["payload_changed"] == ["names"]

@@ -1,0 +1,147 @@
+"""Enqueue: atomic with the caller's transaction, idempotent under races, validated."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.orm import Session
+
+from jobs import queue
+from jobs.errors import InputError
+from tests import payloads
+
+
+def count_jobs(conn: psycopg.Connection) -> int:
+    return conn.execute("SELECT count(*) FROM job_queue").fetchone()[0]
+
+
+def test_enqueue_in_rolled_back_session_leaves_no_job(db, conn):
+    engine = create_engine(db)
+    with Session(engine) as session:
+        session.execute(text("CREATE TABLE orders (id text primary key)"))
+        session.commit()
+        session.execute(text("INSERT INTO orders VALUES ('ORD-1')"))
+        queue.enqueue("name_search", "ORD-1", payloads.NAME_SEARCH, conn=session)
+        # visible inside the caller's transaction ...
+        assert session.execute(text("SELECT count(*) FROM job_queue")).scalar() == 1
+        session.rollback()
+    # ... gone with it, together with the business write
+    assert count_jobs(conn) == 0
+    assert conn.execute("SELECT count(*) FROM orders").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM job_events").fetchone()[0] == 0
+    engine.dispose()
+
+
+def test_enqueue_in_committed_connection_creates_exactly_one(db, conn):
+    engine = create_engine(db)
+    with engine.begin() as c:
+        c.execute(text("CREATE TABLE orders (id text primary key)"))
+    with engine.begin() as c:
+        c.execute(text("INSERT INTO orders VALUES ('ORD-2')"))
+        job = queue.enqueue("name_search", "ORD-2", payloads.NAME_SEARCH, conn=c)
+    row = conn.execute("SELECT id, status, order_id, portal, attempts, max_attempts "
+                       "FROM job_queue").fetchall()
+    assert row == [(job.id, "pending", "ORD-2", "bc_corporate_online", 0, 5)]
+    events = conn.execute("SELECT from_status, to_status FROM job_events").fetchall()
+    assert events == [(None, "pending")]
+    engine.dispose()
+
+
+def test_notification_only_on_commit(dsn, conn):
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute("LISTEN portalq_jobs")
+        with psycopg.connect(dsn) as writer:
+            queue.enqueue("name_search", "ORD-3", payloads.NAME_SEARCH, conn=writer)
+            writer.rollback()
+        assert list(listener.notifies(timeout=0.2, stop_after=1)) == []
+        with psycopg.connect(dsn) as writer:
+            queue.enqueue("name_search", "ORD-3", payloads.NAME_SEARCH, conn=writer)
+            writer.commit()
+        got = list(listener.notifies(timeout=5, stop_after=1))
+        assert [n.channel for n in got] == ["portalq_jobs"]
+
+
+def test_concurrent_enqueues_with_one_idempotency_key_create_one_job(dsn, conn):
+    barrier = threading.Barrier(8)
+    results: list[queue.Enqueued] = []
+    errors: list[BaseException] = []
+
+    def racer() -> None:
+        try:
+            with psycopg.connect(dsn) as c:
+                barrier.wait(timeout=10)
+                results.append(queue.enqueue("name_search", "ORD-4", payloads.NAME_SEARCH,
+                                             idempotency_key="order-4-name", conn=c))
+                c.commit()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=racer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors
+    assert count_jobs(conn) == 1
+    assert len({r.id for r in results}) == 1
+    assert sorted(r.created for r in results) == [False] * 7 + [True]
+
+
+def test_batch_enqueue_keeps_order_and_dedupes(conn, db):
+    existing = queue.enqueue("name_search", "ORD-5", payloads.NAME_SEARCH, idempotency_key="k1")
+    jobs = [queue.NewJob("name_search", f"ORD-{i}", payloads.NAME_SEARCH,
+                         idempotency_key=("k1" if i == 3 else None), priority=i % 3)
+            for i in range(10)]
+    out = queue.enqueue_many(jobs)
+    assert len(out) == 10
+    assert out[3] == queue.Enqueued(existing.id, False)
+    assert all(o.created for i, o in enumerate(out) if i != 3)
+    orders = dict(conn.execute("SELECT id, order_id FROM job_queue").fetchall())
+    assert [orders[o.id] for i, o in enumerate(out) if i != 3] == [
+        f"ORD-{i}" for i in range(10) if i != 3]
+
+
+@pytest.mark.parametrize("job_type, payload, message", [
+    ("nope", {}, "unknown job type 'nope'"),
+    ("name_search", {"names": []}, "invalid name_search payload: names"),
+    ("obtain_ein", {**payloads.OBTAIN_EIN, "start_month": 13},
+     "invalid obtain_ein payload: start_month"),
+    ("file_entity", {**payloads.FILE_ENTITY_BC, "jurisdiction": "ZZ"},
+     "invalid file_entity payload: jurisdiction"),
+])
+def test_invalid_input_writes_nothing(conn, db, job_type, payload, message):
+    batch = [queue.NewJob("name_search", "ORD-OK", payloads.NAME_SEARCH),
+             queue.NewJob(job_type, "ORD-BAD", payload)]
+    with pytest.raises(InputError, match=message):
+        queue.enqueue_many(batch)
+    assert count_jobs(conn) == 0
+
+
+def test_unknown_portal_and_naive_run_at_rejected(conn, db):
+    with pytest.raises(InputError, match="unknown portal 'moon'"):
+        queue.enqueue("name_search", "O", payloads.NAME_SEARCH, portal="moon")
+    with pytest.raises(InputError, match="timezone"):
+        queue.enqueue("name_search", "O", payloads.NAME_SEARCH, run_at=datetime(2026, 1, 1))
+    assert count_jobs(conn) == 0
+
+
+def test_every_builtin_type_routes_to_its_portal(conn, db):
+    expected = {"name_search": "bc_corporate_online", "obtain_ein": "irs_ein",
+                "file_entity": "bc_corporate_online", "process_crtc": "crtc",
+                "deliver": "email"}
+    for job_type, payload in payloads.ALL.items():
+        job = queue.enqueue(job_type, "ORD-R", payload)
+        assert queue.get_job(job.id)["portal"] == expected[job_type]
+    de = queue.enqueue("file_entity", "ORD-DE", payloads.FILE_ENTITY_DE)
+    assert queue.get_job(de.id)["portal"] == "delaware_icis"
+
+
+def test_rate_key_is_hashed_not_the_ssn(conn, db):
+    job = queue.enqueue("obtain_ein", "ORD-E", payloads.OBTAIN_EIN,
+                        run_at=datetime(2026, 12, 1, tzinfo=UTC))
+    key = conn.execute("SELECT rate_key FROM job_queue WHERE id = %s", (job.id,)).fetchone()[0]
+    assert key and "6789" not in key

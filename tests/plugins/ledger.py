@@ -1,0 +1,73 @@
+"""A test plugin: job type ``ledger_job`` whose handler records each run in a ledger table.
+
+Payload: {"sleep_ms": int, "fail_times": int, "hang": bool, "permanent": bool}.
+The ledger (job_id, node, attempt, started, ended) proves "each job ran exactly once" and
+"never more than N at a time per portal".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import psycopg
+from pydantic import BaseModel
+
+from jobs import types
+from jobs.errors import BusinessError, RetryableError
+from scheduler.handlers import register_handler
+
+LEDGER_DDL = """
+CREATE TABLE IF NOT EXISTS ledger (
+    id bigserial PRIMARY KEY, job_id bigint NOT NULL, node text NOT NULL, attempt int NOT NULL,
+    started timestamptz NOT NULL DEFAULT clock_timestamp(), ended timestamptz)
+"""
+
+
+class LedgerPayload(BaseModel):
+    sleep_ms: int = 0
+    fail_times: int = 0
+    hang: bool = False
+    permanent: bool = False
+    portal: str = "local"
+
+
+types.register(types.JobType("ledger_job", LedgerPayload, lambda p: p.portal))  # type: ignore[attr-defined]
+
+_conn: psycopg.AsyncConnection[Any] | None = None
+_lock = asyncio.Lock()
+
+
+async def _db() -> psycopg.AsyncConnection[Any]:
+    global _conn
+    if _conn is None or _conn.closed:
+        from jobs.database import database_url, libpq_dsn
+
+        _conn = await psycopg.AsyncConnection.connect(libpq_dsn(database_url()), autocommit=True)
+    return _conn
+
+
+async def handler(ctx: Any) -> dict[str, Any]:
+    p = ctx.payload
+    node = os.environ.get("PORTALQ_NODE_ID", str(os.getpid()))
+    async with _lock:
+        conn = await _db()
+        row = await (await conn.execute(
+            "INSERT INTO ledger (job_id, node, attempt) VALUES (%s, %s, %s) RETURNING id",
+            (ctx.job_id, node, ctx.attempt))).fetchone()
+    if p.get("hang"):
+        await asyncio.Event().wait()
+    if p.get("sleep_ms"):
+        await asyncio.sleep(p["sleep_ms"] / 1000)
+    async with _lock:
+        await conn.execute("UPDATE ledger SET ended = clock_timestamp() WHERE id = %s",
+                           (row[0],))
+    if p.get("permanent"):
+        raise BusinessError("not eligible for online filing")
+    if ctx.attempt <= p.get("fail_times", 0):
+        raise RetryableError(f"system error 109 on attempt {ctx.attempt}")
+    return {"attempt": ctx.attempt}
+
+
+register_handler("ledger_job", handler)

@@ -1,0 +1,87 @@
+"""Running real ``portalq run`` processes in tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.conftest import ROOT
+from tests.plugins.ledger import LEDGER_DDL
+
+
+def add_local_portal(dsn: str, code: str = "local", max_sessions: int | None = None) -> None:
+    """A 24/7 portal for queue tests (optionally with a session limit)."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
+                  "VALUES (%s, %s, 'UTC', %s)", (code, code, max_sessions))
+        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
+                  "SELECT %s, d, '00:00', '00:00' FROM generate_series(0, 6) d", (code,))
+        c.execute(LEDGER_DDL)
+
+
+class Service:
+    """A ``portalq run`` subprocess with the ledger plugin loaded."""
+
+    def __init__(self, db_url: str, tmp: Path, name: str = "n1", **env: Any) -> None:
+        self.name = name
+        self.log_path = tmp / f"{name}.log"
+        self.env = {**os.environ, "PORTALQ_DATABASE_URL": db_url, "PORTALQ_NODE_ID": name,
+                    "PORTALQ_PLUGINS": "tests.plugins.ledger", "PORTALQ_HOME": str(tmp),
+                    "PORTALQ_TICK_SECONDS": "1", "PORTALQ_HEARTBEAT_SECONDS": "0.5",
+                    "PORTALQ_STALE_AFTER_SECONDS": "3", "PORTALQ_POLL_SECONDS": "0.2",
+                    "PYTHONPATH": str(ROOT), **{k: str(v) for k, v in env.items()}}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60) -> Service:
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "scheduler", "run"], env=self.env,
+                                     stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT)
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = self.proc.stdout.readline()  # blocks until "portalq ready" (or exit)
+        if b"portalq ready" not in line or time.monotonic() > deadline:
+            raise RuntimeError(f"service {self.name} did not start:\n{self.log()}")
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        if hasattr(self, "_log"):
+            self._log.close()
+
+
+def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Poll a database condition until true (a deadline, not a sleep-and-hope)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
