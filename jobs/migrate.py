@@ -13,8 +13,8 @@ import migrations
 MIGRATIONS_DIR = Path(migrations.__file__).parent
 
 
-def alembic_config(url: str | None = None, *, stdout: io.TextIOBase | None = None) -> Config:
-    cfg = Config(stdout=stdout) if stdout is not None else Config()
+def alembic_config(url: str | None = None, *, output: io.StringIO | None = None) -> Config:
+    cfg = Config(output_buffer=output) if output is not None else Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     if url:
         cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -38,7 +38,7 @@ def upgrade(url: str, revision: str = "head") -> None:
 def offline_sql(revision: str = "head") -> str:
     """The SQL that ``upgrade`` would run, for DBAs."""
     buf = io.StringIO()
-    cfg = alembic_config("postgresql+psycopg://offline/portalq", stdout=buf)
+    cfg = alembic_config("postgresql+psycopg://offline/portalq", output=buf)
     command.upgrade(cfg, revision, sql=True)
     return buf.getvalue()
 

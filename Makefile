@@ -1,0 +1,44 @@
+# portalq — `make demo` runs the product, `make test` runs the tests. Both set up
+# everything they need (virtualenv, packages, a browser) on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: help venv browser demo test test-fast lint bench clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed  ## create the virtualenv and install portalq with test tools
+
+browser: venv  ## make sure a Chromium exists (Playwright download, else system package)
+	@tools/ensure-browser.sh $(PY)
+
+demo: venv browser  ## run the demo: embedded Postgres, stand-in portals, mailbox, service
+	$(VENV)/bin/portalq demo
+
+test: venv browser  ## run the whole test suite (unit, integration, browser, acceptance)
+	$(VENV)/bin/ruff check jobs scheduler portals tests
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: venv  ## the tests without the slow soak/chaos runs
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+lint: venv  ## ruff + import-layer contracts
+	$(VENV)/bin/ruff check jobs scheduler portals tests
+	$(VENV)/bin/lint-imports
+
+bench: venv  ## portalq vs PGQueuer vs Procrastinate, same run (../shared/bench/peers)
+	DRIVER_DIRS=bench EXTRA_PIP="-e ." LIBS="portalq pgqueuer procrastinate" \
+	  ../shared/bench/peers/run.sh
+
+clean:  ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
