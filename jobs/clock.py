@@ -33,9 +33,6 @@ def _from_env() -> Callable[[], datetime]:
     return _system_now
 
 
-_now: Callable[[], datetime] = _from_env()
-
-
 def now() -> datetime:
     """The current instant, timezone-aware UTC."""
     return _now()
@@ -74,3 +71,6 @@ def parse_instant(text: str) -> datetime:
     if value.tzinfo is None:
         raise ValueError(f"instant needs a UTC offset (e.g. 2026-12-01T09:00:00Z): {text!r}")
     return value.astimezone(UTC)
+
+
+_now: Callable[[], datetime] = _from_env()

@@ -6,12 +6,12 @@ import asyncio
 import contextlib
 import logging
 import signal
+from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from psycopg_pool import AsyncConnectionPool
 
-from jobs import clock
 from jobs.database import database_url, libpq_dsn
 from jobs.migrate import upgrade
 from scheduler import logs, metrics
@@ -36,7 +36,9 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None) -> No
 
     scheduler = AsyncIOScheduler(timezone="UTC")
     scheduler.add_job(tick.run, "interval", seconds=settings.tick_seconds, id="tick",
-                      max_instances=1, coalesce=True, next_run_time=clock.now())
+                      max_instances=1, coalesce=True,
+                      # APScheduler paces real seconds; "now" inside the tick is the clock's
+                      next_run_time=datetime.now(UTC))
     scheduler.start()
 
     stop = asyncio.Event()

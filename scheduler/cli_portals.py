@@ -1,0 +1,172 @@
+"""``portalq portals ...``: opening hours, closures, next opening, pause/resume."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from jobs import clock, queue, sql
+from portals import calendar as cal
+from scheduler import calendars
+from scheduler.cli_common import DbUrl, _parse_instant, _use_url, fail, print_json
+
+app = typer.Typer(no_args_is_help=True, help="Portals: hours, closures, next opening.")
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def _load(c: Any) -> dict[str, calendars.Portal]:
+    now = clock.now()
+    from datetime import timedelta
+
+    return calendars.build(sql.fetch(c, "list_portals"), sql.fetch(c, "portal_hours"),
+                           sql.fetch(c, "portal_closures", {"after": now - timedelta(days=1)}))
+
+
+def _portal(portals: dict[str, calendars.Portal], code: str) -> calendars.Portal:
+    if code not in portals:
+        fail(f"unknown portal {code!r} (known: {', '.join(sorted(portals))})")
+    return portals[code]
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _state(p: calendars.Portal, now: datetime) -> dict[str, Any]:
+    is_open = cal.is_open(p.calendar, now)
+    change = cal.closes_at(p.calendar, now) if is_open else cal.next_open(p.calendar, now)
+    return {"code": p.code, "timezone": p.calendar.timezone, "open": is_open,
+            "startable": calendars.startable(p, now), "paused": p.paused,
+            "enabled": p.enabled, "max_sessions": p.max_sessions,
+            "cutoff_minutes": p.calendar.cutoff_minutes,
+            "next_change": _iso(change), "next_change_is": "close" if is_open else "open"}
+
+
+@app.command("list")
+def list_portals(as_json: Annotated[bool, typer.Option("--json")] = False,
+                 database_url: DbUrl = None) -> None:
+    """Every portal: timezone, open now, next opening or closing."""
+    _use_url(database_url)
+    with queue.connect() as c:
+        portals = _load(c)
+    now = clock.now()
+    rows = [_state(p, now) for p in portals.values()]
+    if as_json:
+        print_json(rows)
+        return
+    typer.echo(f"{'CODE':<20} {'TIMEZONE':<18} {'NOW':<8} {'NEXT CHANGE (UTC)':<28} SESSIONS")
+    for r in rows:
+        now_s = "paused" if r["paused"] else ("open" if r["open"] else "closed")
+        change = f"{r['next_change_is']}s {r['next_change']}" if r["next_change"] else "-"
+        typer.echo(f"{r['code']:<20} {r['timezone']:<18} {now_s:<8} {change:<28} "
+                   f"{r['max_sessions'] or 'no limit'}")
+
+
+@app.command("hours")
+def hours(code: str, as_json: Annotated[bool, typer.Option("--json")] = False,
+          database_url: DbUrl = None) -> None:
+    """Weekly hours (portal's local time), holidays this year, upcoming closures."""
+    _use_url(database_url)
+    with queue.connect() as c:
+        p = _portal(_load(c), code)
+    k = p.calendar
+    now = clock.now()
+    windows = [cal.format_window(w) for w in sorted(k.windows, key=lambda w: (w.weekday, w.opens))]
+    holidays = sorted(cal.holiday_dates(k, now.year)) if k.holiday_country else []
+    closures = [{"from": _iso(x.starts_at), "to": _iso(x.ends_at), "reason": x.reason}
+                for x in k.closures if x.ends_at > now]
+    if as_json:
+        print_json({"code": code, "timezone": k.timezone, "windows": windows,
+                    "holidays": [d.isoformat() for d in holidays], "closures": closures,
+                    "cutoff_minutes": k.cutoff_minutes})
+        return
+    typer.echo(f"{code} ({k.timezone}, cut-off {k.cutoff_minutes} min)")
+    for w in windows:
+        typer.echo(f"  {w}")
+    if k.holiday_country:
+        region = k.holiday_country + (f"/{k.holiday_subdiv}" if k.holiday_subdiv else "")
+        typer.echo(f"  closed on {region} holidays ({len(holidays)} in {now.year})")
+    for x in closures:
+        typer.echo(f"  closure {x['from']} .. {x['to']}: {x['reason']}")
+
+
+@app.command("next-open")
+def next_open(code: str,
+              at: Annotated[str | None, typer.Option("--at", help="ISO 8601 instant")] = None,
+              as_json: Annotated[bool, typer.Option("--json")] = False,
+              database_url: DbUrl = None) -> None:
+    """The instant (UTC, ISO 8601) the portal is next open: --at itself when open then."""
+    when = _parse_instant(at, "--at") or clock.now()
+    _use_url(database_url)
+    with queue.connect() as c:
+        p = _portal(_load(c), code)
+    result = cal.next_open(p.calendar, when)
+    if as_json:
+        print_json({"code": code, "at": _iso(when), "next_open": _iso(result),
+                    "open_at_instant": result == when})
+    elif result is None:
+        fail(f"{code} does not open within the next 400 days", code=3)
+    else:
+        typer.echo(_iso(result))
+
+
+@app.command("set-hours")
+def set_hours(
+    code: str,
+    windows: Annotated[list[str] | None, typer.Argument(
+        help='windows like "Mon-Fri 07:00-22:00" "Sat 06:00-21:00" (closes <= opens: '
+             'crosses midnight)')] = None,
+    preset: Annotated[str | None, typer.Option(
+        help="a named preset, e.g. irs_ein_extended")] = None,
+    database_url: DbUrl = None,
+) -> None:
+    """Replace a portal's weekly hours."""
+    from portals.presets import HOURS_PRESETS
+
+    if bool(windows) == bool(preset):
+        fail("give either windows or --preset")
+    if preset:
+        if preset not in HOURS_PRESETS:
+            fail(f"unknown preset {preset!r} (known: {', '.join(sorted(HOURS_PRESETS))})")
+        parsed = tuple(HOURS_PRESETS[preset])
+    else:
+        try:
+            parsed = tuple(w for spec in windows or [] for w in cal.parse_window(spec))
+        except ValueError as exc:
+            fail(str(exc))
+    _use_url(database_url)
+    with queue.connect() as c:
+        _portal(_load(c), code)
+        sql.fetch(c, "delete_portal_hours", {"portal": code, "weekday": None})
+        sql.fetch(c, "insert_portal_hours", {
+            "portal": code, "weekdays": [w.weekday for w in parsed],
+            "opens": [w.opens for w in parsed], "closes": [w.closes for w in parsed]})
+        sql.fetch(c, "touch_portal", {"portal": code, "now": clock.now()})
+    typer.echo(f"{code}: {len(parsed)} window(s) set")
+
+
+@app.command("close")
+def close(code: str,
+          start: Annotated[str, typer.Option("--from", help="ISO 8601 instant")],
+          end: Annotated[str, typer.Option("--to", help="ISO 8601 instant")],
+          reason: Annotated[str, typer.Option(help="why (shown to operators)")],
+          database_url: DbUrl = None) -> None:
+    """Record a one-off closure (maintenance, system conversion)."""
+    starts, ends = _parse_instant(start, "--from"), _parse_instant(end, "--to")
+    assert starts is not None and ends is not None
+    if ends <= starts:
+        fail("--to must be after --from")
+    if not reason.strip():
+        fail("--reason must not be empty")
+    _use_url(database_url)
+    with queue.connect() as c:
+        _portal(_load(c), code)
+        row = sql.fetch_one(c, "insert_closure", {"portal": code, "starts_at": starts,
+                                                  "ends_at": ends, "reason": reason.strip(),
+                                                  "now": clock.now()})
+    assert row is not None
+    typer.echo(f"closure {row['id']} recorded for {code}")

@@ -1,0 +1,98 @@
+"""Deferral: closed portals' jobs move to their next opening in bulk, no attempt spent,
+claimable exactly from the opening; the service never starts a flow inside the cut-off."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+
+from jobs import clock, queue, worker_api
+from jobs.worker_api import Capacity
+from scheduler import calendars
+from tests import payloads
+from tests.service_helpers import Service, add_local_portal, wait_until
+
+# Saturday 2026-12-05 12:00 UTC = 07:00 ET: the IRS EIN Assistant is closed on weekends
+SAT = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+MON_OPEN = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)  # Monday 07:00 ET
+
+
+async def _load(dsn):
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        return await calendars.load(c)
+
+
+def test_bulk_deferral_of_100k_due_jobs(dsn, conn):
+    clock.set_clock(clock.FrozenClock(SAT))
+    conn.execute("""
+        INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+                               created_at, updated_at)
+        SELECT 'obtain_ein', 'O' || g, 'irs_ein', '{}', 'pending',
+               %s - (g || ' seconds')::interval, %s, %s
+        FROM generate_series(1, 100000) g""", (SAT, SAT, SAT))
+    conn.execute("ANALYZE job_queue")
+    portals = asyncio.run(_load(dsn))
+    irs = portals["irs_ein"]
+    assert not calendars.startable(irs, SAT)
+    when = calendars.next_startable(irs, SAT)
+    assert when == MON_OPEN
+
+    async def defer():
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            return await worker_api.defer_portal(c, portal="irs_ein", next_open=when,
+                                                 reason="closed")
+    assert asyncio.run(defer()) == 100_000
+    rows = conn.execute("SELECT status, run_at, max(attempts), count(*) FROM job_queue "
+                        "GROUP BY 1, 2").fetchall()
+    assert rows == [("deferred", MON_OPEN, 0, 100_000)]
+    assert conn.execute("SELECT count(*) FROM job_events WHERE to_status = 'deferred'"
+                        ).fetchone()[0] == 100_000
+    # a second tick finds nothing to do
+    assert asyncio.run(defer()) == 0
+
+
+def _claim(dsn, now):
+    async def go():
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            return await worker_api.claim(c, worker="w", limit=10, now=now,
+                                          capacities=[Capacity("irs_ein", 1)])
+    return asyncio.run(go())
+
+
+def test_deferred_job_claimable_at_the_opening_not_before(dsn):
+    clock.set_clock(clock.FrozenClock(SAT))
+    job = queue.enqueue("obtain_ein", "O", payloads.OBTAIN_EIN)
+
+    async def defer():
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            return await worker_api.defer_portal(c, portal="irs_ein", next_open=MON_OPEN,
+                                                 reason="closed")
+    assert asyncio.run(defer()) == 1
+    assert _claim(dsn, MON_OPEN - timedelta(microseconds=1)) == []
+    [claimed] = _claim(dsn, MON_OPEN)
+    assert claimed["id"] == job.id and claimed["attempts"] == 1
+    assert claimed["from_status"] == "deferred"
+
+
+def test_service_defers_closed_portal_and_respects_cutoff(db, dsn, tmp_path):
+    add_local_portal(dsn)
+    # Tuesday 2026-12-01 21:50 ET: the IRS portal is open for 10 more minutes, but its
+    # cut-off is 15 minutes: a flow must not start; the job waits for Wednesday 07:00 ET.
+    now = datetime(2026, 12, 2, 2, 50, tzinfo=UTC)
+    clock.set_clock(clock.FrozenClock(now))
+    irs = queue.enqueue("ledger_job", "O-IRS", {"portal": "irs_ein"})
+    local = queue.enqueue("ledger_job", "O-LOCAL", {})
+    svc = Service(db, tmp_path, "n", PORTALQ_FROZEN_NOW=now.isoformat()).start()
+    try:
+        wait_until(lambda: queue.get_job(irs.id)["status"] == "deferred", 30, "deferral")
+        wait_until(lambda: queue.get_job(local.id)["status"] == "completed", 30, "local job")
+    finally:
+        svc.stop()
+    row = queue.get_job(irs.id)
+    assert row["run_at"] == datetime(2026, 12, 2, 12, 0, tzinfo=UTC)  # Wed 07:00 ET
+    assert row["attempts"] == 0
+    with psycopg.connect(dsn) as c:
+        ran = [r[0] for r in c.execute("SELECT job_id FROM ledger").fetchall()]
+    assert ran == [local.id]  # the IRS flow never started
