@@ -30,10 +30,11 @@ def backoff(attempt: int, *, base: float = BASE_S, cap: float = CAP_S,
 
 
 def decide(*, attempt: int, max_attempts: int, kind: Literal["retryable", "permanent"],
-           now: datetime, rng: random.Random | None = None) -> Decision:
+           now: datetime, rng: random.Random | None = None, base: float = BASE_S,
+           cap: float = CAP_S) -> Decision:
     """What to do after attempt number ``attempt`` (1-based) failed."""
     if kind == "permanent":
         return Decision("fail", reason="permanent")
     if attempt >= max_attempts:
         return Decision("fail", reason="attempts exhausted")
-    return Decision("retry", run_at=now + backoff(attempt, rng=rng))
+    return Decision("retry", run_at=now + backoff(attempt, base=base, cap=cap, rng=rng))

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
                                        "long is rescued")
     job_timeout_seconds: float = Field(900.0, gt=0, description="a handler running longer "
                                        "is cancelled and retried")
+    retry_base_seconds: float = Field(30.0, gt=0, description="first retry backoff (doubles "
+                                      "per attempt, with jitter)")
+    retry_cap_seconds: float = Field(3600.0, gt=0, description="longest retry backoff")
     grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time running jobs get to "
                                  "finish before they are released")
     retention_days: float = Field(30.0, gt=0, description="finished jobs and artifacts kept")

@@ -236,7 +236,9 @@ class Worker:
                 message = f"{type(exc).__name__}: {message}"
                 kw["error"] = message
             decision = retry.decide(attempt=job["attempts"], max_attempts=job["max_attempts"],
-                                    kind="retryable", now=now)
+                                    kind="retryable", now=now,
+                                    base=self.settings.retry_base_seconds,
+                                    cap=self.settings.retry_cap_seconds)
             if decision.action == "retry":
                 run_at = decision.run_at
                 if portal is not None and run_at is not None:

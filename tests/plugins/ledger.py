@@ -30,6 +30,7 @@ class LedgerPayload(BaseModel):
     fail_times: int = 0
     hang: bool = False
     permanent: bool = False
+    screenshot: bool = False
     portal: str = "local"
 
 
@@ -63,11 +64,27 @@ async def handler(ctx: Any) -> dict[str, Any]:
     async with _lock:
         await conn.execute("UPDATE ledger SET ended = clock_timestamp() WHERE id = %s",
                            (row[0],))
+    if p.get("screenshot"):
+        # evidence like a flow leaves it (a real PNG), for the escalation mail
+        ctx.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        (ctx.artifacts_dir / "01-failure.png").write_bytes(tiny_png())
     if p.get("permanent"):
         raise BusinessError("not eligible for online filing")
     if ctx.attempt <= p.get("fail_times", 0):
         raise RetryableError(f"system error 109 on attempt {ctx.attempt}")
     return {"attempt": ctx.attempt}
+
+
+def tiny_png() -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    raw = b"".join(b"\x00" + b"\xff\x00\x00" * 4 for _ in range(4))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
 register_handler("ledger_job", handler)
