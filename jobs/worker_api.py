@@ -22,10 +22,12 @@ AConn = AsyncConnection[Any]
 
 @dataclass(frozen=True)
 class Capacity:
-    """How many jobs of ``portal`` this claim may take (None: no portal-wide limit)."""
+    """How many jobs of ``portal`` this claim may take (None: no portal-wide limit), and
+    the portal's current day (its own calendar day, for per-key rate limits)."""
 
     portal: str
     limit: int | None
+    day: tuple[datetime, datetime] | None = None
 
 
 async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], limit: int,
@@ -51,8 +53,36 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
                 caps.append(cap)
         if not portals:
             return []
-        return await sql.afetch(conn, "claim", {"portals": portals, "caps": caps,
+        jobs = await sql.afetch(conn, "claim", {"portals": portals, "caps": caps,
                                                 "limit": limit, "worker": worker, "now": now})
+        if any(j["rate_key"] for j in jobs):
+            days = {c.portal: c.day for c in capacities}
+            jobs = [j for j in jobs if not await _over_rate_limit(conn, j, days, worker, now)]
+        return jobs
+
+
+async def _over_rate_limit(conn: AConn, job: dict[str, Any],
+                           days: Mapping[str, tuple[datetime, datetime] | None], worker: str,
+                           now: datetime) -> bool:
+    """Per-key limits (e.g. one EIN per responsible party per IRS day), counted from the
+    database under a per-key lock, so they hold across nodes and restarts. A job over its
+    limit is deferred to the next portal day, never started."""
+    day = days.get(job["portal"])
+    try:
+        rate = types.get(job["job_type"]).rate_limit
+    except Exception:  # noqa: BLE001 - an unregistered type: no limit known
+        rate = None
+    if not job["rate_key"] or day is None or rate is None:
+        return False
+    await sql.afetch(conn, "lock_rate_key", {"rate_key": job["rate_key"]})
+    row = await sql.afetch_one(conn, "rate_count", {
+        "portal": job["portal"], "rate_key": job["rate_key"], "id": job["id"],
+        "day_start": day[0], "day_end": day[1]})
+    if row is None or row["n"] < rate.limit:
+        return False
+    await sql.afetch(conn, "rate_defer", {"id": job["id"], "run_at": day[1], "now": now,
+                                          "worker": worker})
+    return True
 
 
 async def complete_many(conn: AConn, *, worker: str,

@@ -52,5 +52,19 @@ def startable(portal: Portal, now: datetime) -> bool:
     return portal.enabled and not portal.paused and can_start(portal.calendar, now)
 
 
+def portal_day(portal: Portal, now: datetime) -> tuple[datetime, datetime]:
+    """[start, end) of the portal's calendar day containing ``now`` (in UTC)."""
+    from datetime import UTC
+    from datetime import datetime as dt
+
+    from portals.calendar import zone
+
+    tz = zone(portal.calendar.timezone)
+    local = now.astimezone(tz).date()
+    start = dt.combine(local, dt.min.time(), tz).astimezone(UTC)
+    end = dt.combine(local + timedelta(days=1), dt.min.time(), tz).astimezone(UTC)
+    return start, end
+
+
 def next_startable(portal: Portal, after: datetime) -> datetime | None:
     return next_start(portal.calendar, after)

@@ -80,7 +80,7 @@ class Worker:
 
     def capacities(self) -> list[worker_api.Capacity]:
         now = clock.now()
-        return [worker_api.Capacity(p.code, p.max_sessions)
+        return [worker_api.Capacity(p.code, p.max_sessions, calendars.portal_day(p, now))
                 for p in self.portals.values() if calendars.startable(p, now)]
 
     # -- loops ---------------------------------------------------------------------------

@@ -60,12 +60,36 @@ WITH caps AS (
         heartbeat_at = %(now)s, started_at = %(now)s, updated_at = %(now)s
     FROM picked WHERE q.id = picked.id
     RETURNING q.id, q.job_type, q.order_id, q.portal, q.payload, q.priority, q.run_at,
-              q.attempts, q.max_attempts, q.checkpoint, q.created_at, picked.status AS from_status
+              q.attempts, q.max_attempts, q.checkpoint, q.created_at, q.rate_key,
+              picked.status AS from_status
 ), ev AS (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
     SELECT id, %(now)s, attempts, from_status, 'running', %(worker)s FROM upd
 )
 SELECT * FROM upd;
+
+-- name: lock_rate_key
+SELECT pg_advisory_xact_lock(726202, hashtext(%(rate_key)s));
+
+-- name: rate_count
+-- Other jobs with this key that reached the portal during this portal day.
+SELECT count(*)::int AS n FROM job_queue
+WHERE portal = %(portal)s AND rate_key = %(rate_key)s AND id <> %(id)s
+  AND started_at >= %(day_start)s AND started_at < %(day_end)s;
+
+-- name: rate_defer
+-- Over its per-key limit: back to deferred until the limit allows, attempt refunded.
+WITH upd AS (
+    UPDATE job_queue SET status = 'deferred', run_at = %(run_at)s, attempts = attempts - 1,
+        started_at = NULL, lock_owner = NULL, heartbeat_at = NULL, updated_at = %(now)s
+    WHERE id = %(id)s AND lock_owner = %(worker)s AND status = 'running'
+    RETURNING id, attempts
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    SELECT id, %(now)s, attempts, 'running', 'deferred', %(worker)s,
+           '{"event": "rate limit: one per key per portal day"}'::jsonb FROM upd
+)
+SELECT id FROM upd;
 
 -- name: complete_many
 WITH done AS (
