@@ -192,7 +192,8 @@ def cancel(job_id: int, *, actor: str = "admin", conn: Any = None) -> None:
 
 
 def retry(job_id: int, *, payload_patch: Mapping[str, Any] | None = None,
-          checkpoint_patch: Mapping[str, Any] | None = None, actor: str = "admin",
+          checkpoint_patch: Mapping[str, Any] | None = None,
+          drop_checkpoints: Sequence[str] = (), actor: str = "admin",
           note: str | None = None, extra_attempts: int = 5, conn: Any = None) -> None:
     """Admin retry of a failed/cancelled job: back to pending, checkpoints kept.
 
@@ -213,15 +214,46 @@ def retry(job_id: int, *, payload_patch: Mapping[str, Any] | None = None,
             _, normalised, _ = types.validate_payload(job["job_type"], merged)
             new_payload = json.dumps(normalised)
             detail["payload_changed"] = sorted(payload_patch)
-        if checkpoint_patch:
-            detail["checkpoint_changed"] = sorted(checkpoint_patch)
+        if checkpoint_patch or drop_checkpoints:
+            detail["checkpoint_changed"] = sorted({*(checkpoint_patch or {}), *drop_checkpoints})
         if note:
             detail["note"] = note
         sql.fetch(c, "admin_retry", {
             "id": job_id, "now": clock.now(), "actor": actor, "from": job["status"],
             "extra_attempts": extra_attempts, "payload": new_payload,
-            "checkpoint": Jsonb(dict(checkpoint_patch or {})), "detail": Jsonb(detail)})
+            "checkpoint": Jsonb(dict(checkpoint_patch or {})),
+            "drop_checkpoint": list(drop_checkpoints), "detail": Jsonb(detail)})
         sql.fetch(c, "notify", {"reason": "retry"})
+
+
+def resolve_not_filed(job_id: int, *, actor: str = "admin", note: str | None = None,
+                      conn: Any = None) -> None:
+    """An admin checked the portal: the uncertain submission did NOT arrive. The job
+    resumes from just before its point of no return (earlier checkpoints kept)."""
+    job = get_job(job_id, conn)
+    if (job["checkpoint"] or {}).get("stage") != "submitting":
+        raise IllegalTransition(f"job {job_id} has no unconfirmed submission to resolve")
+    retry(job_id, drop_checkpoints=["stage"], checkpoint_patch={"resolved": "not_filed"},
+          actor=actor, note=note or "admin: not filed", conn=conn)
+
+
+def resolve_filed(job_id: int, confirmation: str, *, actor: str = "admin",
+                  note: str | None = None, conn: Any = None) -> None:
+    """An admin found the uncertain submission on the portal: completed with its number."""
+    if not confirmation.strip():
+        raise InputError("a confirmation number is required")
+    with _use(conn) as c:
+        job = sql.fetch_one(c, "get_job_for_update", {"id": job_id})
+        if job is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        if job["status"] != "failed":
+            raise IllegalTransition(f"job {job_id} is {job['status']}: only failed jobs can "
+                                    "be confirmed as filed")
+        result = {**(job["result"] or {}), "confirmation": confirmation.strip(),
+                  "confirmed_by": actor}
+        sql.fetch(c, "admin_complete", {
+            "id": job_id, "result": Jsonb(result), "now": clock.now(), "actor": actor,
+            "detail": Jsonb({"event": "admin confirmed filed", "note": note or ""})})
 
 
 def _merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:

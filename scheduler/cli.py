@@ -174,13 +174,30 @@ def jobs_retry(
     job_id: int,
     payload_patch: Annotated[str | None, typer.Option(help="JSON merged into the payload")] = None,
     note: Annotated[str | None, typer.Option(help="why (kept in the job's events)")] = None,
+    confirmed_filed: Annotated[str | None, typer.Option(
+        help="the portal did accept it: complete the job with this confirmation")] = None,
+    not_filed: Annotated[bool, typer.Option(
+        help="the portal did not get it: resume from before the submission")] = False,
     database_url: DbUrl = None,
 ) -> None:
-    """Put a failed or cancelled job back in the queue (checkpoints kept)."""
+    """Put a failed or cancelled job back in the queue (checkpoints kept), or resolve an
+    uncertain outcome (--confirmed-filed / --not-filed)."""
     from jobs import queue
 
+    if confirmed_filed is not None and not_filed:
+        fail("give --confirmed-filed or --not-filed, not both")
+    if payload_patch is not None and (confirmed_filed is not None or not_filed):
+        fail("--payload-patch does not go with --confirmed-filed or --not-filed")
     patch = _load_payload(payload_patch, None) if payload_patch is not None else None
     _use_url(database_url)
+    if confirmed_filed is not None:
+        queue.resolve_filed(job_id, confirmed_filed, actor=_actor(), note=note)
+        typer.echo(f"job {job_id} completed as filed ({confirmed_filed.strip()})")
+        return
+    if not_filed:
+        queue.resolve_not_filed(job_id, actor=_actor(), note=note)
+        typer.echo(f"job {job_id} resumes from before its submission")
+        return
     queue.retry(job_id, payload_patch=patch, note=note, actor=_actor())
     typer.echo(f"job {job_id} queued again")
 

@@ -208,12 +208,25 @@ WITH upd AS (
     UPDATE job_queue SET status = 'pending', run_at = %(now)s, updated_at = %(now)s,
         max_attempts = attempts + %(extra_attempts)s, finished_at = NULL,
         payload = coalesce(%(payload)s::jsonb, payload),
-        checkpoint = checkpoint || %(checkpoint)s::jsonb
+        checkpoint = (checkpoint - %(drop_checkpoint)s::text[]) || %(checkpoint)s::jsonb
     WHERE id = %(id)s AND status IN ('failed', 'cancelled')
     RETURNING id, attempts, %(from)s::text AS from_status
 ), ev AS (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
     SELECT id, %(now)s, attempts, from_status, 'pending', %(actor)s, %(detail)s::jsonb FROM upd
+)
+SELECT id FROM upd;
+
+-- name: admin_complete
+-- An admin confirms a failed (uncertain) job did reach the portal: completed with that output.
+WITH upd AS (
+    UPDATE job_queue SET status = 'completed', result = %(result)s::jsonb,
+        finished_at = %(now)s, updated_at = %(now)s
+    WHERE id = %(id)s AND status = 'failed'
+    RETURNING id, attempts
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    SELECT id, %(now)s, attempts, 'failed', 'completed', %(actor)s, %(detail)s::jsonb FROM upd
 )
 SELECT id FROM upd;
 
