@@ -46,6 +46,10 @@ portals = Table(
     Column("enabled", Boolean, nullable=False, server_default=text("true")),
     Column("paused_at", TZ),
     Column("pause_reason", Text),
+    # "breaker" (resumes by itself when a probe passes) or "operator" (until resumed)
+    Column("paused_by", Text),
+    Column("probe_at", TZ),
+    Column("outage_streak", Integer, nullable=False, server_default=text("0")),
     Column("updated_at", TZ, nullable=False, server_default=text("now()")),
     CheckConstraint("max_concurrent_sessions > 0", name="portals_max_sessions_positive"),
     CheckConstraint("cutoff_minutes >= 0", name="portals_cutoff_nonnegative"),
@@ -140,6 +144,21 @@ escalations = Table(
     # one escalation per failure of a job (an admin retry that fails again makes a new one)
     UniqueConstraint("job_id", "attempt", "kind", name="escalations_once"),
     Index("escalations_unsent", "next_try_at", postgresql_where=text("sent_at IS NULL")),
+)
+
+portal_notices = Table(
+    "portal_notices", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("portal", Text, ForeignKey("portals.code", ondelete="CASCADE"), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_at", TZ, nullable=False),
+    Column("sent_at", TZ),
+    Column("send_attempts", Integer, nullable=False, server_default=text("0")),
+    Column("next_try_at", TZ, nullable=False),
+    Column("last_send_error", Text),
+    CheckConstraint("kind IN ('paused','resumed')", name="portal_notices_kind"),
+    Index("portal_notices_unsent", "next_try_at", postgresql_where=text("sent_at IS NULL")),
 )
 
 job_documents = Table(

@@ -275,3 +275,26 @@ def escalate(c: psycopg.Connection[Any], job_id: int, attempt: int, kind: str,
                                                  "kind": kind, "reason": reason,
                                                  "now": clock.now()})
     return row["id"] if row else None
+
+
+# -- operator pause / resume of a portal ----------------------------------------------------
+def pause_portal(portal: str, *, reason: str, conn: Any = None) -> bool:
+    """Pause a portal until an operator resumes it; False if it was already paused."""
+    with _use(conn) as c:
+        if portal not in _known_portals(c):
+            raise InputError(f"unknown portal {portal!r}")
+        now = clock.now()
+        rows = sql.fetch(c, "breaker_pause", {"portal": portal, "by": "operator",
+                                               "reason": reason, "probe_at": None,
+                                               "now": now, "notify": True})
+        sql.fetch(c, "notify_portals", {"portal": portal})
+        return bool(rows)
+
+
+def resume_portal(portal: str, *, conn: Any = None) -> bool:
+    with _use(conn) as c:
+        if portal not in _known_portals(c):
+            raise InputError(f"unknown portal {portal!r}")
+        row = sql.fetch_one(c, "operator_resume", {"portal": portal, "now": clock.now()})
+        sql.fetch(c, "notify_portals", {"portal": portal})
+        return bool(row and row["resumed"])

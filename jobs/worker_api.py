@@ -87,7 +87,8 @@ async def _over_rate_limit(conn: AConn, job: dict[str, Any],
 
 async def complete_many(conn: AConn, *, worker: str,
                         results: Sequence[tuple[int, Mapping[str, Any] | None]]) -> set[int]:
-    """Mark jobs completed with their results; returns the ids this worker still owned."""
+    """Mark jobs completed with their results; returns the ids this worker still owned.
+    A success also ends its portal's outage streak (and a breaker pause)."""
     if not results:
         return set()
     rows = await sql.afetch(conn, "complete_many", {
@@ -95,6 +96,45 @@ async def complete_many(conn: AConn, *, worker: str,
         "results": [json.dumps(r[1]) if r[1] is not None else None for r in results],
         "worker": worker, "now": clock.now()})
     return {r["id"] for r in rows}
+
+
+@dataclass(frozen=True)
+class OutageState:
+    streak: int
+    paused_by: str | None
+    just_paused: bool
+
+
+async def record_outage(conn: AConn, *, portal: str, threshold: int, probe_after: timedelta,
+                        reason: str) -> OutageState:
+    """Count one more outage sign on ``portal``; pause it (circuit breaker) when the streak
+    reaches ``threshold`` -- one "paused" notice, however many nodes see the outage. A
+    failing probe of a paused portal pushes the next probe back."""
+    now = clock.now()
+    async with conn.transaction():
+        row = await sql.afetch_one(conn, "outage_seen", {"portal": portal, "now": now})
+        if row is None:
+            return OutageState(0, None, False)
+        if row["paused_at"] is not None:
+            if row["paused_by"] == "breaker":
+                await sql.afetch(conn, "probe_failed", {"portal": portal, "now": now,
+                                                        "probe_at": now + probe_after})
+            return OutageState(row["outage_streak"], row["paused_by"], False)
+        if row["outage_streak"] < threshold:
+            return OutageState(row["outage_streak"], None, False)
+        paused = await pause_portal(conn, portal=portal, by="breaker", reason=reason,
+                                    probe_at=now + probe_after)
+        return OutageState(row["outage_streak"], "breaker", paused)
+
+
+async def pause_portal(conn: AConn, *, portal: str, by: str, reason: str,
+                       probe_at: datetime | None) -> bool:
+    now = clock.now()
+    rows = await sql.afetch(conn, "breaker_pause", {
+        "portal": portal, "by": by, "reason": reason, "probe_at": probe_at, "now": now,
+        "notify": by == "breaker"})
+    await sql.afetch(conn, "notify_portals", {"portal": portal})
+    return bool(rows)
 
 
 async def finish_unsuccessful(conn: AConn, *, job: Mapping[str, Any], worker: str, status: str,

@@ -17,6 +17,9 @@ class Portal:
     max_sessions: int | None
     enabled: bool
     paused: bool
+    paused_by: str | None = None
+    probe_at: datetime | None = None
+    pause_reason: str | None = None
 
     @property
     def code(self) -> str:
@@ -37,7 +40,8 @@ def build(portals: list[Mapping[str, Any]], hours: list[Mapping[str, Any]],
                            for c in closures if c["portal"] == code),
             cutoff_minutes=p["cutoff_minutes"])
         out[code] = Portal(cal, p["max_concurrent_sessions"], p["enabled"],
-                           p["paused_at"] is not None)
+                           p["paused_at"] is not None, p.get("paused_by"), p.get("probe_at"),
+                           p.get("pause_reason"))
     return out
 
 
@@ -50,6 +54,18 @@ async def load(conn: Any) -> dict[str, Portal]:
 def startable(portal: Portal, now: datetime) -> bool:
     """May a flow start on this portal now (open, not within its cut-off, not paused)?"""
     return portal.enabled and not portal.paused and can_start(portal.calendar, now)
+
+
+def capacity(portal: Portal, now: datetime) -> int | None | bool:
+    """How many sessions a claim may open now: False (none), None (no limit) or a number.
+    A portal paused by the circuit breaker gets one probe session once its probe is due."""
+    if not portal.enabled or not can_start(portal.calendar, now):
+        return False
+    if portal.paused:
+        probe_due = portal.paused_by == "breaker" and portal.probe_at is not None \
+            and portal.probe_at <= now
+        return 1 if probe_due else False
+    return portal.max_sessions
 
 
 def portal_day(portal: Portal, now: datetime) -> tuple[datetime, datetime]:

@@ -42,6 +42,8 @@ def _state(p: calendars.Portal, now: datetime) -> dict[str, Any]:
     return {"code": p.code, "timezone": p.calendar.timezone, "open": is_open,
             "startable": calendars.startable(p, now), "paused": p.paused,
             "enabled": p.enabled, "max_sessions": p.max_sessions,
+            "paused_by": p.paused_by, "pause_reason": p.pause_reason,
+            "probe_at": _iso(p.probe_at),
             "cutoff_minutes": p.calendar.cutoff_minutes,
             "next_change": _iso(change), "next_change_is": "close" if is_open else "open"}
 
@@ -170,3 +172,23 @@ def close(code: str,
                                                   "now": clock.now()})
     assert row is not None
     typer.echo(f"closure {row['id']} recorded for {code}")
+
+
+@app.command("pause")
+def pause(code: str,
+          reason: Annotated[str, typer.Option(help="why (shown in portals list)")] = "operator",
+          database_url: DbUrl = None) -> None:
+    """Pause a portal by hand: its jobs wait (no attempts spent) until `resume`."""
+    _use_url(database_url)
+    if not queue.pause_portal(code, reason=reason):
+        fail(f"{code} is already paused", code=3)
+    typer.echo(f"{code} paused")
+
+
+@app.command("resume")
+def resume(code: str, database_url: DbUrl = None) -> None:
+    """Resume a paused portal."""
+    _use_url(database_url)
+    if not queue.resume_portal(code):
+        fail(f"{code} is not paused", code=3)
+    typer.echo(f"{code} resumed")

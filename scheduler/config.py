@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     retry_base_seconds: float = Field(30.0, gt=0, description="first retry backoff (doubles "
                                       "per attempt, with jitter)")
     retry_cap_seconds: float = Field(3600.0, gt=0, description="longest retry backoff")
+    breaker_threshold: int = Field(3, ge=1, description="outage signs in a row (maintenance "
+                                   "page, 5xx, timeouts) that pause a portal")
+    breaker_probe_seconds: float = Field(300.0, gt=0, description="a paused portal is probed "
+                                         "with one job this often")
     grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time running jobs get to "
                                  "finish before they are released")
     retention_days: float = Field(30.0, gt=0, description="finished jobs and artifacts kept")

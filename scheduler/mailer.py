@@ -114,3 +114,34 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
             metrics.ESCALATIONS.inc()
             sent += 1
     return sent
+
+
+async def send_due_notices(settings: Settings, conn: Any, limit: int = 20) -> int:
+    """Portal paused/resumed notices (one each per breaker trip), same durability."""
+    if not settings.admins():
+        return 0
+    sent = 0
+    async with conn.transaction():
+        for note in await sql.afetch(conn, "due_notices", {"now": clock.now(), "limit": limit}):
+            msg = EmailMessage()
+            msg["Subject"] = f"[portalq] portal {note['portal']} {note['kind']}"
+            msg["To"] = ", ".join(settings.admins())
+            msg["Message-ID"] = f"<portal-notice-{note['id']}@portalq>"
+            action = ("Its jobs are deferred (no attempts spent) and one probe job tests it "
+                      "periodically; it resumes by itself when a probe passes."
+                      if note["kind"] == "paused" else "Its deferred jobs run again.")
+            msg.set_content(f"Portal {note['portal']} was {note['kind']}: {note['reason']}\n\n"
+                            f"{action}\n\n  portalq portals list\n"
+                            f"  portalq portals {'resume' if note['kind'] == 'paused' else 'pause'}"
+                            f" {note['portal']}\n")
+            try:
+                await send(settings, msg)
+            except (OSError, smtplib.SMTPException) as exc:
+                await sql.afetch(conn, "notice_send_failed", {
+                    "id": note["id"], "error": str(exc)[:500],
+                    "next_try_at": clock.now() + timedelta(seconds=min(settings.tick_seconds / 2,
+                                                                       300))})
+                break
+            await sql.afetch(conn, "notice_sent", {"id": note["id"], "now": clock.now()})
+            sent += 1
+    return sent

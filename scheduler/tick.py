@@ -61,18 +61,23 @@ class Tick:
 
     async def duties(self) -> dict[str, int]:
         s = self.settings
-        out = {"deferred": 0, "rescued": 0, "escalations_sent": 0, "pruned": 0}
+        out = {"deferred": 0, "rescued": 0, "escalations_sent": 0, "notices_sent": 0,
+               "pruned": 0}
         now = clock.now()
         async with self.worker.pool.connection() as conn:
             for portal in self.worker.portals.values():
-                if calendars.startable(portal, now):
+                if calendars.capacity(portal, now) is not False:
                     continue
-                when = calendars.next_startable(portal, now)
-                if when is None or portal.paused:
+                if portal.paused:
+                    # breaker-paused: wait for the probe; operator-paused: until resumed
+                    when = portal.probe_at if portal.paused_by == "breaker" else None
+                else:
+                    when = calendars.next_startable(portal, now)
+                if when is None or when <= now:
                     continue
                 n = await worker_api.defer_portal(conn, portal=portal.code, next_open=when,
-                                                  reason="closed" if portal.enabled else
-                                                  "disabled")
+                                                  reason="paused" if portal.paused else
+                                                  "closed" if portal.enabled else "disabled")
                 if n:
                     metrics.DEFERRALS.labels(portal.code).inc(n)
                     log.info("deferred %d job(s) of %s to %s", n, portal.code, when.isoformat())
@@ -84,6 +89,7 @@ class Tick:
             metrics.RESCUED.inc(len(rescued))
             out["rescued"] = len(rescued)
             out["escalations_sent"] = await mailer.send_due_escalations(s, conn)
+            out["notices_sent"] = await mailer.send_due_notices(s, conn)
             out["pruned"] = await worker_api.prune_finished(
                 conn, older_than=timedelta(days=s.retention_days))
             for row in await sql.afetch(conn, "count_by_portal_status"):

@@ -80,8 +80,12 @@ class Worker:
 
     def capacities(self) -> list[worker_api.Capacity]:
         now = clock.now()
-        return [worker_api.Capacity(p.code, p.max_sessions, calendars.portal_day(p, now))
-                for p in self.portals.values() if calendars.startable(p, now)]
+        out = []
+        for p in self.portals.values():
+            cap = calendars.capacity(p, now)
+            if cap is not False:
+                out.append(worker_api.Capacity(p.code, cap, calendars.portal_day(p, now)))
+        return out
 
     # -- loops ---------------------------------------------------------------------------
     async def listen(self) -> None:
@@ -92,9 +96,12 @@ class Worker:
                 async with await psycopg.AsyncConnection.connect(self.dsn,
                                                                  autocommit=True) as conn:
                     await conn.execute("LISTEN portalq_jobs")
+                    await conn.execute("LISTEN portalq_portals")
                     delay = 0.2
                     self.wake.set()  # whatever was enqueued while we were away
-                    async for _ in conn.notifies():
+                    async for note in conn.notifies():
+                        if note.channel == "portalq_portals":
+                            await self.refresh_portals()
                         self.wake.set()
                         if self.stopping.is_set():
                             break
@@ -215,6 +222,23 @@ class Worker:
         message = redact(_first_line(exc) or type(exc).__name__, ctx.secrets())
         portal = self.portals.get(job["portal"])
         kw: dict[str, Any] = {"job": job, "worker": self.node, "error": message}
+        outage = (isinstance(exc, PortalClosed) and exc.outage) or (
+            isinstance(exc, RetryableError | TimeoutError))
+        if outage:
+            state = await self._retrying(lambda conn: worker_api.record_outage(
+                conn, portal=job["portal"], threshold=self.settings.breaker_threshold,
+                probe_after=timedelta(seconds=self.settings.breaker_probe_seconds),
+                reason=f"{self.settings.breaker_threshold} outage signs in a row; "
+                       f"last: {message}"))
+            if state.just_paused:
+                log.warning("portal %s paused by the circuit breaker", job["portal"],
+                            extra=extra)
+            if state.paused_by is not None:
+                await self.refresh_portals()
+                portal = self.portals.get(job["portal"])
+                # the portal is paused: this job waits for the probe, no attempt spent
+                exc = PortalClosed(message, reopen_at=portal.probe_at if portal else None,
+                                   outage=True)
         if isinstance(exc, PortalClosed | DeferUntil):
             when = exc.when if isinstance(exc, DeferUntil) else exc.reopen_at
             if when is None and portal is not None:

@@ -100,12 +100,29 @@ WITH done AS (
         updated_at = %(now)s, lock_owner = NULL, heartbeat_at = NULL, last_error = NULL
     FROM done
     WHERE q.id = done.id AND q.status = 'running' AND q.lock_owner = %(worker)s
-    RETURNING q.id, q.attempts
+    RETURNING q.id, q.attempts, q.portal
 ), ev AS (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
     SELECT id, %(now)s, attempts, 'running', 'completed', %(worker)s FROM upd
+), before AS (
+    SELECT code, paused_by FROM portals WHERE code IN (SELECT portal FROM upd)
+), healthy AS (
+    -- a success ends an outage streak, and resumes a portal the breaker paused
+    UPDATE portals p SET outage_streak = 0, paused_at = NULL, paused_by = NULL,
+                         pause_reason = NULL, probe_at = NULL, updated_at = %(now)s
+    FROM before b
+    WHERE p.code = b.code AND (p.outage_streak > 0 OR p.paused_by = 'breaker')
+      AND p.paused_by IS DISTINCT FROM 'operator'
+    RETURNING p.code, b.paused_by AS was_paused_by
+), resumed AS (
+    INSERT INTO portal_notices (portal, kind, reason, created_at, next_try_at)
+    SELECT code, 'resumed', 'a probe job succeeded', %(now)s, %(now)s
+    FROM healthy WHERE was_paused_by = 'breaker'
+    RETURNING portal
+), told AS (
+    SELECT pg_notify('portalq_portals', portal) FROM resumed
 )
-SELECT id FROM upd;
+SELECT id, (SELECT count(*) FROM told) AS resumed FROM upd;
 
 -- name: finish_unsuccessful
 -- Retry (pending at %(run_at)s), defer (no attempt spent) or fail one running job.
@@ -308,7 +325,7 @@ SELECT count(*)::int AS pruned FROM gone;
 
 -- name: list_portals
 SELECT code, name, timezone, holiday_country, holiday_subdiv, max_concurrent_sessions,
-       cutoff_minutes, enabled, paused_at, pause_reason
+       cutoff_minutes, enabled, paused_at, pause_reason, paused_by, probe_at, outage_streak
 FROM portals ORDER BY code;
 
 -- name: portal_hours
@@ -332,6 +349,54 @@ VALUES (%(portal)s, %(starts_at)s, %(ends_at)s, %(reason)s, %(now)s) RETURNING i
 
 -- name: touch_portal
 UPDATE portals SET updated_at = %(now)s WHERE code = %(portal)s;
+
+-- name: outage_seen
+UPDATE portals SET outage_streak = outage_streak + 1, updated_at = %(now)s
+WHERE code = %(portal)s
+RETURNING outage_streak, paused_at, paused_by;
+
+-- name: breaker_pause
+-- Pause a portal after an outage streak (once: only a running portal is paused) + notice.
+WITH p AS (
+    UPDATE portals SET paused_at = %(now)s, paused_by = %(by)s, pause_reason = %(reason)s,
+                       probe_at = %(probe_at)s, updated_at = %(now)s
+    WHERE code = %(portal)s AND paused_at IS NULL
+    RETURNING code
+)
+INSERT INTO portal_notices (portal, kind, reason, created_at, next_try_at)
+SELECT code, 'paused', %(reason)s, %(now)s, %(now)s FROM p WHERE %(notify)s
+RETURNING id;
+
+-- name: probe_failed
+UPDATE portals SET probe_at = %(probe_at)s, updated_at = %(now)s
+WHERE code = %(portal)s AND paused_by = 'breaker';
+
+-- name: operator_resume
+WITH p AS (
+    UPDATE portals SET paused_at = NULL, paused_by = NULL, pause_reason = NULL,
+                       probe_at = NULL, outage_streak = 0, updated_at = %(now)s
+    WHERE code = %(portal)s AND paused_at IS NOT NULL
+    RETURNING code
+)
+SELECT count(*)::int AS resumed FROM p;
+
+-- name: notify_portals
+SELECT pg_notify('portalq_portals', %(portal)s);
+
+-- name: due_notices
+SELECT id, portal, kind, reason, send_attempts FROM portal_notices
+WHERE sent_at IS NULL AND next_try_at <= %(now)s
+ORDER BY id LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: notice_sent
+UPDATE portal_notices SET sent_at = %(now)s, send_attempts = send_attempts + 1
+WHERE id = %(id)s;
+
+-- name: notice_send_failed
+UPDATE portal_notices SET send_attempts = send_attempts + 1, last_send_error = %(error)s,
+                          next_try_at = %(next_try_at)s
+WHERE id = %(id)s;
 
 -- name: try_leader_lock
 SELECT pg_try_advisory_lock(7262010200) AS leader;

@@ -26,7 +26,7 @@ def test_migrated_schema_matches_models(db):
 def test_upgrade_is_idempotent_and_at_head(db):
     migrate.upgrade(db)
     migrate.upgrade(db)
-    assert migrate.current(db) == "0002"
+    assert migrate.current(db) == "0003"
 
 
 def test_offline_sql_for_dbas():

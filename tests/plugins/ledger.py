@@ -15,10 +15,11 @@ import psycopg
 from pydantic import BaseModel
 
 from jobs import types
-from jobs.errors import BusinessError, RetryableError
+from jobs.errors import BusinessError, PortalClosed, RetryableError
 from scheduler.handlers import register_handler
 
 LEDGER_DDL = """
+CREATE TABLE IF NOT EXISTS flags (name text PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS ledger (
     id bigserial PRIMARY KEY, job_id bigint NOT NULL, node text NOT NULL, attempt int NOT NULL,
     started timestamptz NOT NULL DEFAULT clock_timestamp(), ended timestamptz)
@@ -31,6 +32,7 @@ class LedgerPayload(BaseModel):
     hang: bool = False
     permanent: bool = False
     screenshot: bool = False
+    honour_maintenance: bool = False
     portal: str = "local"
 
 
@@ -57,6 +59,12 @@ async def handler(ctx: Any) -> dict[str, Any]:
         row = await (await conn.execute(
             "INSERT INTO ledger (job_id, node, attempt) VALUES (%s, %s, %s) RETURNING id",
             (ctx.job_id, node, ctx.attempt))).fetchone()
+    if p.get("honour_maintenance"):
+        async with _lock:
+            down = await (await conn.execute(
+                "SELECT 1 FROM flags WHERE name = 'maintenance'")).fetchone()
+        if down:
+            raise PortalClosed("maintenance page: the system is unavailable", outage=True)
     if p.get("hang"):
         await asyncio.Event().wait()
     if p.get("sleep_ms"):
