@@ -49,7 +49,9 @@ portals = Table(
     # "breaker" (resumes by itself when a probe passes) or "operator" (until resumed)
     Column("paused_by", Text),
     Column("probe_at", TZ),
+    # consecutive outage signs from different jobs (one job failing again is not a streak)
     Column("outage_streak", Integer, nullable=False, server_default=text("0")),
+    Column("outage_last_job", BigInteger),
     Column("updated_at", TZ, nullable=False, server_default=text("now()")),
     CheckConstraint("max_concurrent_sessions > 0", name="portals_max_sessions_positive"),
     CheckConstraint("cutoff_minutes >= 0", name="portals_cutoff_nonnegative"),

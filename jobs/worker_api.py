@@ -105,14 +105,16 @@ class OutageState:
     just_paused: bool
 
 
-async def record_outage(conn: AConn, *, portal: str, threshold: int, probe_after: timedelta,
-                        reason: str) -> OutageState:
-    """Count one more outage sign on ``portal``; pause it (circuit breaker) when the streak
-    reaches ``threshold`` -- one "paused" notice, however many nodes see the outage. A
+async def record_outage(conn: AConn, *, portal: str, job_id: int, threshold: int,
+                        probe_after: timedelta, reason: str) -> OutageState:
+    """Count one more outage sign on ``portal`` (from job ``job_id``: a streak is made of
+    different jobs' failures); pause it (circuit breaker) when the streak reaches
+    ``threshold`` -- one "paused" notice, however many nodes see the outage. A
     failing probe of a paused portal pushes the next probe back."""
     now = clock.now()
     async with conn.transaction():
-        row = await sql.afetch_one(conn, "outage_seen", {"portal": portal, "now": now})
+        row = await sql.afetch_one(conn, "outage_seen", {"portal": portal, "job_id": job_id,
+                                                         "now": now})
         if row is None:
             return OutageState(0, None, False)
         if row["paused_at"] is not None:

@@ -222,6 +222,37 @@ def _actor() -> str:
         return "cli"
 
 
+@app.command()
+def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then exit")] = False,
+           as_json: Annotated[bool, typer.Option("--json", help="one JSON snapshot")] = False,
+           interval: Annotated[float, typer.Option(help="refresh period (s)")] = 1.0,
+           database_url: DbUrl = None) -> None:
+    """Live view: queue depth, running jobs and their step, deferred jobs, failures."""
+    from scheduler import status as st
+
+    _use_url(database_url)
+    if as_json:
+        print_json(st.snapshot())
+        return
+    from rich.console import Console
+
+    console = Console()
+    if once:
+        console.print(st.render(st.snapshot()))
+        return
+    import time
+
+    from rich.live import Live
+
+    with Live(st.render(st.snapshot()), console=console, refresh_per_second=4) as live:
+        try:
+            while True:
+                time.sleep(interval)
+                live.update(st.render(st.snapshot()))
+        except KeyboardInterrupt:
+            pass
+
+
 @db_app.command("start")
 def db_start() -> None:
     """Start the embedded PostgreSQL server (if not running); print its URL."""

@@ -226,7 +226,8 @@ class Worker:
             isinstance(exc, RetryableError | TimeoutError))
         if outage:
             state = await self._retrying(lambda conn: worker_api.record_outage(
-                conn, portal=job["portal"], threshold=self.settings.breaker_threshold,
+                conn, portal=job["portal"], job_id=job["id"],
+                threshold=self.settings.breaker_threshold,
                 probe_after=timedelta(seconds=self.settings.breaker_probe_seconds),
                 reason=f"{self.settings.breaker_threshold} outage signs in a row; "
                        f"last: {message}"))

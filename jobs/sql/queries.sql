@@ -108,7 +108,8 @@ WITH done AS (
     SELECT code, paused_by FROM portals WHERE code IN (SELECT portal FROM upd)
 ), healthy AS (
     -- a success ends an outage streak, and resumes a portal the breaker paused
-    UPDATE portals p SET outage_streak = 0, paused_at = NULL, paused_by = NULL,
+    UPDATE portals p SET outage_streak = 0, outage_last_job = NULL, paused_at = NULL,
+                         paused_by = NULL,
                          pause_reason = NULL, probe_at = NULL, updated_at = %(now)s
     FROM before b
     WHERE p.code = b.code AND (p.outage_streak > 0 OR p.paused_by = 'breaker')
@@ -281,6 +282,22 @@ LIMIT %(limit)s;
 SELECT portal, status, count(*)::int AS n FROM job_queue GROUP BY portal, status
 ORDER BY portal, status;
 
+-- name: status_running
+SELECT id, job_type, order_id, portal, attempts, started_at,
+       coalesce(checkpoint->>'step', checkpoint->>'stage') AS step
+FROM job_queue WHERE status = 'running' ORDER BY started_at LIMIT 20;
+
+-- name: status_deferred
+SELECT id, job_type, order_id, portal, run_at FROM job_queue
+WHERE status = 'deferred' ORDER BY run_at, id LIMIT 10;
+
+-- name: status_failures
+SELECT j.id, j.job_type, j.order_id, j.attempts, j.last_error, j.finished_at,
+       bool_or(e.sent_at IS NOT NULL) AS mailed
+FROM job_queue j LEFT JOIN escalations e ON e.job_id = j.id
+WHERE j.status = 'failed'
+GROUP BY j.id ORDER BY j.finished_at DESC NULLS LAST LIMIT 10;
+
 -- name: store_document
 INSERT INTO job_documents (job_id, name, content_type, data, created_at)
 VALUES (%(job_id)s, %(name)s, %(content_type)s, %(data)s, %(now)s)
@@ -351,7 +368,10 @@ VALUES (%(portal)s, %(starts_at)s, %(ends_at)s, %(reason)s, %(now)s) RETURNING i
 UPDATE portals SET updated_at = %(now)s WHERE code = %(portal)s;
 
 -- name: outage_seen
-UPDATE portals SET outage_streak = outage_streak + 1, updated_at = %(now)s
+-- One more outage sign; the same job failing again does not lengthen the streak.
+UPDATE portals SET outage_streak = outage_streak
+                       + CASE WHEN outage_last_job IS DISTINCT FROM %(job_id)s THEN 1 ELSE 0 END,
+                   outage_last_job = %(job_id)s, updated_at = %(now)s
 WHERE code = %(portal)s
 RETURNING outage_streak, paused_at, paused_by;
 
@@ -374,7 +394,8 @@ WHERE code = %(portal)s AND paused_by = 'breaker';
 -- name: operator_resume
 WITH p AS (
     UPDATE portals SET paused_at = NULL, paused_by = NULL, pause_reason = NULL,
-                       probe_at = NULL, outage_streak = 0, updated_at = %(now)s
+                       probe_at = NULL, outage_streak = 0, outage_last_job = NULL,
+                       updated_at = %(now)s
     WHERE code = %(portal)s AND paused_at IS NOT NULL
     RETURNING code
 )

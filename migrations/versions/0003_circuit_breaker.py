@@ -19,6 +19,7 @@ def upgrade() -> None:
     op.add_column("portals", sa.Column("probe_at", sa.DateTime(timezone=True), nullable=True))
     op.add_column("portals", sa.Column("outage_streak", sa.Integer(),
                                        server_default=sa.text("0"), nullable=False))
+    op.add_column("portals", sa.Column("outage_last_job", sa.BigInteger(), nullable=True))
     op.create_table(
         "portal_notices",
         sa.Column("id", sa.BigInteger(), sa.Identity(always=False), nullable=False),
@@ -42,6 +43,7 @@ def downgrade() -> None:
     op.drop_index("portal_notices_unsent", table_name="portal_notices",
                   postgresql_where=sa.text("sent_at IS NULL"))
     op.drop_table("portal_notices")
+    op.drop_column("portals", "outage_last_job")
     op.drop_column("portals", "outage_streak")
     op.drop_column("portals", "probe_at")
     op.drop_column("portals", "paused_by")

@@ -1,0 +1,73 @@
+"""``portalq status``: queue depth by portal and status, running jobs with their step,
+deferred jobs with their next-open time, recent failures and escalations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs import clock, queue, sql
+
+
+def snapshot(conn: Any = None) -> dict[str, Any]:
+    with queue._use(conn) as c:  # noqa: SLF001 - the queue's own connection helper
+        counts = sql.fetch(c, "count_by_portal_status")
+        running = sql.fetch(c, "status_running")
+        deferred = sql.fetch(c, "status_deferred")
+        failures = sql.fetch(c, "status_failures")
+        portals = sql.fetch(c, "list_portals")
+    depth: dict[str, dict[str, int]] = {}
+    for row in counts:
+        depth.setdefault(row["portal"], {})[row["status"]] = row["n"]
+    return {"at": clock.now(), "depth": depth, "running": running, "deferred": deferred,
+            "failures": failures,
+            "paused": [p["code"] for p in portals if p["paused_at"] is not None]}
+
+
+def final(snap: dict[str, Any]) -> bool:
+    """No job is pending, deferred or running."""
+    return not any(n for d in snap["depth"].values() for s, n in d.items()
+                   if s in ("pending", "deferred", "running"))
+
+
+def render(snap: dict[str, Any]) -> Any:
+    from rich.console import Group
+    from rich.table import Table
+
+    def ago(t: datetime | None) -> str:
+        if t is None:
+            return "-"
+        secs = (snap["at"] - t).total_seconds()
+        return f"{secs:.0f}s ago" if secs >= 0 else f"in {-secs:.0f}s"
+
+    statuses = ("pending", "deferred", "running", "completed", "failed", "cancelled")
+    depth = Table(title=f"portalq — {snap['at'].astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC",
+                  title_justify="left")
+    depth.add_column("portal")
+    for s in statuses:
+        depth.add_column(s, justify="right")
+    for portal, d in sorted(snap["depth"].items()):
+        name = portal + (" (paused)" if portal in snap["paused"] else "")
+        depth.add_row(name, *(str(d.get(s, "")) for s in statuses))
+
+    running = Table(title="running", title_justify="left")
+    for col in ("job", "type", "order", "portal", "attempt", "step", "started"):
+        running.add_column(col)
+    for r in snap["running"]:
+        running.add_row(str(r["id"]), r["job_type"], r["order_id"], r["portal"],
+                        str(r["attempts"]), r["step"] or "-", ago(r["started_at"]))
+
+    deferred = Table(title="deferred (next opening)", title_justify="left")
+    for col in ("job", "type", "order", "portal", "runs at (UTC)"):
+        deferred.add_column(col)
+    for r in snap["deferred"]:
+        deferred.add_row(str(r["id"]), r["job_type"], r["order_id"], r["portal"],
+                         f"{r['run_at']:%Y-%m-%d %H:%M}")
+
+    failures = Table(title="recent failures and escalations", title_justify="left")
+    for col in ("job", "type", "order", "attempts", "error", "mailed"):
+        failures.add_column(col)
+    for r in snap["failures"]:
+        failures.add_row(str(r["id"]), r["job_type"], r["order_id"], str(r["attempts"]),
+                         (r["last_error"] or "")[:70], "yes" if r["mailed"] else "pending")
+    return Group(depth, running, deferred, failures)

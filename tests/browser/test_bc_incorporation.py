@@ -1,0 +1,197 @@
+"""file_entity (BC) against the BC Registries incorporation stand-in, in real Chromium."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from bckit import (
+    ANN,
+    BC,
+    BO,
+    FILE_ENTITY,
+    MONDAY_10_PT,
+    NAME_SEARCH,
+    build,
+    crash_after_checkpoint,
+    entries,
+)
+from flowkit import inflate_all
+
+from jobs.clock import FrozenClock, set_clock
+from jobs.errors import BusinessError, PortalClosed, RetryableError
+from portals.flows.bc import file_entity_bc, name_search
+
+pytestmark = pytest.mark.browser
+
+
+def bc_ctx(make_ctx, traced=False, **overrides):
+    """Traced per playwright.config only where asked: tracing is tested elsewhere and costs.
+    One person in every role unless the test says otherwise (fewer pages to fill)."""
+    overrides = {"directors": [ANN], **overrides}
+    return make_ctx("file_entity", build(FILE_ENTITY, **overrides),
+                    trace_policy=None if traced else "off")
+
+
+def obtain_nr(run, make_ctx, name="Cedar Harbour Consulting Ltd.", **overrides):
+    ctx = make_ctx("name_search", build(NAME_SEARCH, names=[name], **overrides),
+                   trace_policy="off")
+    return run(name_search(ctx))["nr_number"]
+
+
+def test_numbered_company_end_to_end(run, portals, make_ctx):
+    ctx = bc_ctx(make_ctx, traced=True, directors=[ANN, BO])
+    result = run(file_entity_bc(ctx))
+
+    number = result["incorporation_number"]
+    assert re.fullmatch(r"BC\d{7}", number)
+    assert result["legal_name"] == f"{number[2:]} B.C. Ltd." and result["nr_number"] is None
+    [(name, content_type, pdf)] = ctx.documents.by_job[ctx.job_id]
+    assert result["documents"] == [name] and content_type == "application/pdf"
+    assert pdf.startswith(b"%PDF-") and number.encode() in inflate_all(pdf)
+    [filing] = portals.ledger(BC)
+    assert filing["kind"] == "incorporation" and filing["incorporation_number"] == number
+    assert filing["fee"] == "$350.00" and filing["directors"] == ["Ann Lee", "Bo Chan"]
+    assert filing["completing_party"] == "Ann Lee" and filing["incorporators"] == ["Ann Lee"]
+    assert filing["reference"] == ctx.checkpoints["incorporation_reference"]
+    assert ctx.checkpoints["stage"] == "submitted"
+    assert ctx.checkpoints["incorporation_number"] == number
+    shots = sorted(p.name for p in ctx.artifacts_dir.glob("*.png"))
+    assert shots == ["01-inc-start.png", "02-step1.png", "03-step2.png", "04-step3.png",
+                     "05-step4.png", "06-review.png", "07-filed.png"]
+
+
+def test_named_ulc_requests_its_nr_first(run, portals, make_ctx):
+    ctx = bc_ctx(make_ctx, entity_type="ULC", legal_name="Cedar Harbour Holdings ULC")
+    result = run(file_entity_bc(ctx))
+
+    [nr] = entries(portals, BC, "name_request")
+    [filing] = entries(portals, BC, "incorporation")
+    assert nr["entity_type"] == "ULC" and nr["state"] == "APPROVED"
+    assert result["nr_number"] == nr["nr_number"] == filing["nr_number"]
+    assert result["legal_name"] == filing["legal_name"] == "Cedar Harbour Holdings ULC"
+    assert filing["fee"] == "$1,000.00"
+    assert ctx.checkpoints["nr_number"] == nr["nr_number"]
+
+
+def test_retry_with_nr_checkpoint_requests_no_second_nr(run, portals, make_ctx):
+    ctx = bc_ctx(make_ctx, legal_name="Cedar Harbour Consulting Ltd.")
+    crash_after_checkpoint(ctx, portals, "nr_number", maintenance=True)
+    with pytest.raises(PortalClosed):
+        run(file_entity_bc(ctx))
+    [nr] = entries(portals, BC, "name_request")
+    assert ctx.checkpoints["nr_number"] == nr["nr_number"]
+
+    portals.control(BC, maintenance=False)
+    result = run(file_entity_bc(ctx.retry()))
+    assert len(entries(portals, BC, "name_request")) == 1  # the NR was not requested again
+    [filing] = entries(portals, BC, "incorporation")
+    assert result["nr_number"] == filing["nr_number"] == nr["nr_number"]
+
+
+def test_answer_lost_after_filing_is_reconciled(run, portals, make_ctx):
+    portals.control(BC, drop_after_submit=True)
+    ctx = bc_ctx(make_ctx)
+    with pytest.raises(RetryableError, match="outcome unknown"):
+        run(file_entity_bc(ctx))
+    assert ctx.checkpoints["stage"] == "submitting"
+    assert "incorporation_number" not in ctx.checkpoints
+
+    portals.control(BC, drop_after_submit=False)
+    result = run(file_entity_bc(ctx.retry()))
+    [filing] = portals.ledger(BC)  # filed exactly once
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert result["reconciled"] is True
+    [(_, _, pdf)] = ctx.documents.by_job[ctx.job_id]
+    assert pdf.startswith(b"%PDF-")
+
+
+def test_system_error_at_filing_then_retry_files_once(run, portals, make_ctx):
+    portals.control(BC, error_code="503", error_times=1)
+    ctx = bc_ctx(make_ctx)
+    with pytest.raises(RetryableError, match="system error 503"):
+        run(file_entity_bc(ctx))
+    assert ctx.checkpoints["stage"] == "submitting" and portals.ledger(BC) == []
+    result = run(file_entity_bc(ctx.retry()))  # lookup finds nothing: safe to file
+    [filing] = portals.ledger(BC)
+    assert result["reconciled"] is False
+    assert filing["incorporation_number"] == result["incorporation_number"]
+
+
+def test_expired_nr_is_a_business_error(run, portals, make_ctx):
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    number = obtain_nr(run, make_ctx)
+    clock.advance(days=57)  # reserved 56 days
+    with pytest.raises(BusinessError, match=f"Name Request {number} expired on 2026-04-27"):
+        run(file_entity_bc(bc_ctx(make_ctx, nr_number=number)))
+    assert entries(portals, BC, "incorporation") == []
+
+
+def test_used_nr_is_a_business_error(run, portals, make_ctx):
+    number = obtain_nr(run, make_ctx)
+    portals.server.state[BC].record({  # a filing made with this NR elsewhere
+        "kind": "incorporation", "incorporation_number": "BC7654321", "nr_number": number,
+        "legal_name": "Cedar Harbour Consulting Ltd.", "reference": "", "status": "COMPLETED"})
+    with pytest.raises(BusinessError, match="has already been used"):
+        run(file_entity_bc(bc_ctx(make_ctx, nr_number=number)))
+
+
+def test_nr_type_mismatch_is_a_business_error(run, portals, make_ctx):
+    number = obtain_nr(run, make_ctx)
+    with pytest.raises(BusinessError, match="is for a BC Limited Company; it cannot be used "
+                                            "for a BC Unlimited Liability Company"):
+        run(file_entity_bc(bc_ctx(make_ctx, nr_number=number, entity_type="ULC")))
+
+
+def test_conditional_nr_needs_consent(run, portals, make_ctx):
+    ctx = bc_ctx(make_ctx, legal_name="Cedar Trust Ltd.")
+    with pytest.raises(BusinessError, match="CONDITIONAL.*consent letter needed"):
+        run(file_entity_bc(ctx))
+    # the payload says consent was received: the same NR is used, no new request
+    ctx.payload["nr_consent_received"] = True
+    result = run(file_entity_bc(ctx.retry()))
+    assert result["legal_name"] == "Cedar Trust Ltd."
+    assert len(entries(portals, BC, "name_request")) == 1
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"directors": []}, "At least one Director is required"),
+    ({"registered_office": {**FILE_ENTITY["registered_office"], "region": "AB"}},
+     "registered office must be in British Columbia"),
+    ({"nr_number": "NR 0000001"}, "Name Request NR 0000001 was not found"),
+])
+def test_registry_rules_are_business_errors(run, portals, make_ctx, overrides, message):
+    with pytest.raises(BusinessError, match=message):
+        run(file_entity_bc(bc_ctx(make_ctx, **overrides)))
+    assert portals.ledger(BC) == []
+
+
+@pytest.mark.parametrize("faults, message", [
+    ({"expire_session": True}, "session expired at Add People and Roles"),
+    ({"changed_selector": True}, "no button 'Continue' on Define Your Company.*portal changed"),
+])
+def test_mid_application_faults_are_retryable(run, portals, make_ctx, faults, message):
+    portals.control(BC, **faults)
+    with pytest.raises(RetryableError, match=message):
+        run(file_entity_bc(bc_ctx(make_ctx)))
+    assert portals.ledger(BC) == []
+
+
+def test_jumping_ahead_returns_to_the_earliest_incomplete_step(run, portals, browser):
+    async def scenario():
+        context = await browser.new_context()
+        page = await context.new_page()
+        try:
+            await page.goto(portals.url("bc") + "/inc")
+            await page.get_by_role("button", name="Start Incorporation Application").click()
+            await page.wait_for_url("**/inc/step/1")
+            await page.goto(portals.url("bc") + "/inc/step/4")
+            current = page.locator("ol.progress li[aria-current=step]")
+            return page.url, await current.inner_text(), await current.get_attribute("class")
+        finally:
+            await context.close()
+
+    url, label, classes = run(scenario())
+    assert url.endswith("/inc/step/1") and label == "Define Your Company"
+    assert "active" in classes.split()
