@@ -253,6 +253,26 @@ def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then
             pass
 
 
+@app.command()
+def demo(
+    exit_when_done: Annotated[bool, typer.Option(
+        "--exit-when-done", envvar="PORTALQ_DEMO_EXIT_WHEN_DONE",
+        help="exit once every sample job is final (non-interactive runs)")] = False,
+    timeout: Annotated[float, typer.Option(help="give up after this many seconds")] = 600,
+) -> None:
+    """Run the whole product on the zero-setup defaults with sample orders."""
+    import asyncio
+
+    from rich.console import Console
+
+    from scheduler import demo as d
+    from scheduler import logs
+
+    logs.setup("text", "WARNING")
+    rc = asyncio.run(d.run(exit_when_done=exit_when_done, timeout=timeout, console=Console()))
+    raise typer.Exit(rc)
+
+
 @db_app.command("start")
 def db_start() -> None:
     """Start the embedded PostgreSQL server (if not running); print its URL."""

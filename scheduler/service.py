@@ -22,7 +22,8 @@ from scheduler.worker import Worker
 log = logging.getLogger("portalq.service")
 
 
-async def serve(settings: Settings, *, ready: asyncio.Event | None = None) -> None:
+async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
+                stop: asyncio.Event | None = None, install_signals: bool = True) -> None:
     url = database_url(settings.database_url)
     await asyncio.to_thread(upgrade, url)
     dsn = libpq_dsn(url)
@@ -41,10 +42,11 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None) -> No
                       next_run_time=datetime.now(UTC))
     scheduler.start()
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop or asyncio.Event()
+    if install_signals:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
 
     def health() -> dict[str, Any]:
         return {"ok": worker.healthy, "node": settings.node_id, "running": len(worker.running),
@@ -61,7 +63,8 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None) -> No
              settings.workers, settings.tick_seconds)
     if ready is not None:
         ready.set()
-    print(f"portalq ready node={settings.node_id}", flush=True)
+    if install_signals:
+        print(f"portalq ready node={settings.node_id}", flush=True)
     await stop.wait()
     log.info("stopping: no new jobs are claimed")
     scheduler.shutdown(wait=False)

@@ -283,7 +283,8 @@ class Worker:
     async def _save_artifacts(self, job: dict[str, Any], folder: Path) -> None:
         if not folder.is_dir():
             return
-        files = sorted(p for p in folder.iterdir() if p.is_file())
+        # dot-files are a tracer's partial chunks, not evidence
+        files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
         if not files:
             return
 

@@ -1,0 +1,185 @@
+"""``portalq demo``: the whole product on the zero-setup defaults, in one command.
+
+It starts the embedded PostgreSQL (a fresh ``portalq_demo`` database), the stand-in
+portals, a local SMTP server that keeps what it receives in ``$PORTALQ_HOME/demo-mailbox``,
+and the scheduler service; enqueues a realistic set of orders and shows them flow through
+to their outcomes. To make the demo work at any hour, the stand-in portals' hours are
+shifted: every portal is open 24/7 except Delaware, which is closed for a short
+maintenance window at start-up, so its filing is deferred and then runs when it reopens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.policy
+import shutil
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from jobs import clock, queue, sql
+from jobs.database import embedded, home, libpq_dsn
+from jobs.migrate import upgrade
+from scheduler import status as st
+from scheduler.config import Settings
+from scheduler.demo_orders import samples
+
+DEMO_DB = "portalq_demo"
+DELAWARE_CLOSED_FOR = timedelta(seconds=45)
+
+
+class MailboxDir:
+    """aiosmtpd handler: each message as an .eml file in a folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.count = 0
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        self.count += 1
+        (self.folder / f"{self.count:03d}.eml").write_bytes(envelope.content)
+        return "250 OK"
+
+
+def _fresh_database() -> str:
+    pg = embedded()
+    pg.ensure_running()
+    with psycopg.connect(pg.dsn("postgres"), autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{DEMO_DB}" WITH (FORCE)')
+        c.execute(f'CREATE DATABASE "{DEMO_DB}"')
+    url = pg.url(DEMO_DB)
+    upgrade(url)
+    return url
+
+
+def _shift_hours(url: str) -> None:
+    """Every portal 24/7, no holidays; Delaware closed for a short maintenance window."""
+    now = clock.now()
+    with psycopg.connect(libpq_dsn(url), autocommit=True) as c:
+        for p in sql.fetch(c, "list_portals"):
+            sql.fetch(c, "delete_portal_hours", {"portal": p["code"], "weekday": None})
+            sql.fetch(c, "insert_portal_hours", {
+                "portal": p["code"], "weekdays": list(range(7)),
+                "opens": ["00:00"] * 7, "closes": ["00:00"] * 7})
+        c.execute("UPDATE portals SET holiday_country = NULL, holiday_subdiv = NULL, "
+                  "cutoff_minutes = 0")
+        sql.fetch(c, "insert_closure", {
+            "portal": "delaware_icis", "starts_at": now - timedelta(minutes=1),
+            "ends_at": now + DELAWARE_CLOSED_FOR,
+            "reason": "demo: scheduled maintenance", "now": now})
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
+    from aiosmtpd.controller import Controller
+
+    from portals.standin.app import StandinServer
+    from scheduler.service import serve
+
+    base = home()
+    mailbox = base / "demo-mailbox"
+    shutil.rmtree(mailbox, ignore_errors=True)
+    mailbox.mkdir(parents=True)
+    console.print("[bold]portalq demo[/] — starting the embedded PostgreSQL, stand-in portals, "
+                  "a local mailbox and the scheduler service")
+    url = await asyncio.to_thread(_fresh_database)
+    await asyncio.to_thread(_shift_hours, url)
+    smtp_port = _free_port()
+    smtp = Controller(MailboxDir(mailbox), hostname="127.0.0.1", port=smtp_port)
+    smtp.start()
+    standins = StandinServer().start()
+    settings = Settings(
+        database_url=url, standin_url=standins.base_url, admin_emails="ops@example.com",
+        smtp_url=f"smtp://127.0.0.1:{smtp_port}", tick_seconds=3, poll_seconds=0.5,
+        retry_base_seconds=1, retry_cap_seconds=4, workers=4, node_id="demo",
+        artifacts_dir=base / "demo-artifacts", breaker_threshold=50)
+    shutil.rmtree(settings.artifacts(), ignore_errors=True)
+    stop = asyncio.Event()
+    service = asyncio.create_task(serve(settings, stop=stop, install_signals=False))
+    console.print(f"  database   {url}\n  portals    {standins.base_url}\n"
+                  f"  mailbox    {mailbox} (SMTP on 127.0.0.1:{smtp_port})\n"
+                  f"  artifacts  {settings.artifacts()}\n")
+    import os
+
+    os.environ["PORTALQ_DATABASE_URL"] = url
+    try:
+        return await _timeline(settings, standins, mailbox, exit_when_done, timeout, console)
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(service, timeout=60)
+        standins.stop()
+        smtp.stop()
+
+
+async def _timeline(settings: Settings, standins: Any, mailbox: Path, exit_when_done: bool,
+                    timeout: float, console: Any) -> int:
+    from rich.live import Live
+
+    orders = samples()
+    ids: dict[str, int] = {}
+    for key, (job_type, order, payload) in orders.items():
+        if key in ("deliver", "crtc_down"):
+            continue  # enqueued later in the story
+        ids[key] = (await asyncio.to_thread(queue.enqueue, job_type, order, payload)).id
+    console.print(f"enqueued {len(ids)} orders; the rest follow as the story unfolds\n")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    with Live(st.render(await asyncio.to_thread(st.snapshot)), console=console,
+              refresh_per_second=4, transient=False) as live:
+        while True:
+            snap = await asyncio.to_thread(st.snapshot)
+            live.update(st.render(snap))
+            done = {k: (await asyncio.to_thread(queue.get_job, v))["status"]
+                    for k, v in ids.items()}
+            if "deliver" not in ids and done.get("ein") == "completed":
+                job_type, order, payload = orders["deliver"]
+                payload = {**payload, "documents": [{"source_job_id": ids["ein"]}]}
+                ids["deliver"] = (await asyncio.to_thread(queue.enqueue, job_type, order,
+                                                          payload)).id
+            if "crtc_down" not in ids and done.get("crtc") == "completed":
+                # the CRTC portal starts failing: the next registration fails 5 times
+                standins.state["crtc"].faults.update({"error_code": "500", "error_times": -1})
+                job_type, order, payload = orders["crtc_down"]
+                ids["crtc_down"] = (await asyncio.to_thread(queue.enqueue, job_type, order,
+                                                            payload)).id
+            finished = len(ids) == len(orders) and st.final(snap)
+            if finished and exit_when_done:
+                break
+            if loop.time() > deadline:
+                console.print("[red]demo timed out[/]")
+                return 1
+            await asyncio.sleep(0.5)
+    _summary(ids, mailbox, console)
+    return 0
+
+
+def _summary(ids: dict[str, int], mailbox: Path, console: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="outcomes", title_justify="left")
+    for col in ("order", "job", "type", "status", "attempts", "result / error"):
+        table.add_column(col)
+    for job_id in ids.values():
+        j = queue.get_job(job_id)
+        detail = j["result"] if j["status"] == "completed" else j["last_error"]
+        table.add_row(j["order_id"], str(job_id), j["job_type"], j["status"],
+                      str(j["attempts"]), escape(str(detail)[:80]))
+    console.print(table)
+    console.print(f"\nmailbox {mailbox}:")
+    for path in sorted(mailbox.glob("*.eml")):
+        msg = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
+        console.print(f"  {path.name}  {escape(str(msg['Subject']))}")
+    console.print("\nTry: portalq jobs show <job>   (PORTALQ_DATABASE_URL is the demo database "
+                  "printed above)")
