@@ -1,0 +1,53 @@
+"""The README's run command, non-interactively, from scratch (its own PORTALQ_HOME)."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+
+import psycopg
+import pytest
+
+from jobs.embedded import EmbeddedPostgres
+from tests.conftest import run_cli
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_demo_runs_every_sample_to_its_outcome(tmp_path):
+    home = tmp_path / "home"
+    env = {"PORTALQ_HOME": str(home), "PORTALQ_DATABASE_URL": "", "COLUMNS": "200"}
+    try:
+        out = run_cli("demo", "--exit-when-done", "--timeout", "240", env=env, timeout=300)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        with psycopg.connect(EmbeddedPostgres(home).dsn("portalq_demo")) as c:
+            rows = c.execute("SELECT order_id, job_type, status, attempts, result "
+                             "FROM job_queue ORDER BY id").fetchall()
+            deferred_first = c.execute(
+                "SELECT count(*) FROM job_events e JOIN job_queue j ON j.id = e.job_id "
+                "WHERE j.portal = 'delaware_icis' AND e.to_status = 'deferred'").fetchone()[0]
+    finally:
+        run_cli("db", "stop", env=env)
+    outcome = {(o, t): s for o, t, s, _, _ in rows}
+    assert outcome == {
+        ("ORD-1001", "name_search"): "completed",
+        ("ORD-1002", "name_search"): "failed",      # business error: name rejected
+        ("ORD-1003", "file_entity"): "completed",    # BC numbered company
+        ("ORD-1004", "file_entity"): "completed",    # Delaware, after its closed window
+        ("ORD-1004", "obtain_ein"): "completed",
+        ("ORD-1005", "process_crtc"): "completed",
+        ("ORD-1006", "process_crtc"): "failed",      # five failed attempts
+        ("ORD-1004", "deliver"): "completed",
+    }
+    attempts = {(o, t): a for o, t, _, a, _ in rows}
+    assert attempts[("ORD-1006", "process_crtc")] == 5
+    assert deferred_first >= 1
+    results = {(o, t): r for o, t, _, _, r in rows}
+    assert results[("ORD-1004", "obtain_ein")]["ein"][2] == "-"
+    mails = [email.message_from_bytes(p.read_bytes(), policy=email.policy.default)
+             for p in sorted((home / "demo-mailbox").glob("*.eml"))]
+    subjects = [str(m["Subject"]) for m in mails]
+    assert any("attempts: process_crtc" in s and "ORD-1006" in s for s in subjects), subjects
+    assert any("business: name_search" in s and "ORD-1002" in s for s in subjects), subjects
+    assert any("CP 575" in s for s in subjects), subjects
+    assert "ORD-1006" in out.stdout and "mailbox" in out.stdout
