@@ -92,6 +92,8 @@ class Tick:
             out["notices_sent"] = await mailer.send_due_notices(s, conn)
             out["pruned"] = await worker_api.prune_finished(
                 conn, older_than=timedelta(days=s.retention_days))
+            out["artifacts_pruned"] = await _prune_artifacts(
+                s.artifacts(), older_than=timedelta(days=s.retention_days))
             for row in await sql.afetch(conn, "count_by_portal_status"):
                 metrics.JOBS.labels(row["portal"], row["status"]).set(row["n"])
         return out
@@ -99,3 +101,25 @@ class Tick:
     async def close(self) -> None:
         if self._leader_conn is not None:
             await self._leader_conn.close()
+
+
+async def _prune_artifacts(root: Any, *, older_than: timedelta) -> int:
+    """Delete per-attempt artifact folders (screenshots, traces) past the retention."""
+    import asyncio
+    import shutil
+
+    def prune() -> int:
+        if not root.is_dir():
+            return 0
+        cutoff = clock.now().timestamp() - older_than.total_seconds()
+        gone = 0
+        for job_dir in root.iterdir():
+            for attempt_dir in job_dir.glob("attempt-*") if job_dir.is_dir() else ():
+                if attempt_dir.stat().st_mtime < cutoff:
+                    shutil.rmtree(attempt_dir, ignore_errors=True)
+                    gone += 1
+            if job_dir.is_dir() and not any(job_dir.iterdir()):
+                job_dir.rmdir()
+        return gone
+
+    return await asyncio.to_thread(prune)
