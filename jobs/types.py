@@ -14,7 +14,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from jobs.errors import InputError
 
@@ -67,6 +74,8 @@ class FileEntityPayload(_Model):
     entity_type: Literal["BC_COMPANY", "ULC", "LLC", "CORPORATION"]
     legal_name: str | None = Field(default=None, description="None: a numbered company (BC)")
     nr_number: str | None = Field(default=None, pattern=r"^NR ?\d{7}$")
+    #: a CONDITIONAL name request may be used once its consent letter is in hand
+    nr_consent_received: bool = False
     completing_party: Person
     incorporators: list[Person] = Field(default_factory=list)
     directors: list[Person] = Field(default_factory=list)
@@ -76,6 +85,15 @@ class FileEntityPayload(_Model):
     registered_agent: str | None = None
     contact_email: str
     contact_phone: str = Field(pattern=r"^\+?[\d\s().-]{7,20}$")
+
+
+    @model_validator(mode="after")
+    def _entity_type_fits_jurisdiction(self) -> FileEntityPayload:
+        allowed = {"BC": ("BC_COMPANY", "ULC"), "DE": ("LLC", "CORPORATION")}[self.jurisdiction]
+        if self.entity_type not in allowed:
+            raise ValueError(f"a {self.jurisdiction} filing is one of {', '.join(allowed)}, "
+                             f"not {self.entity_type}")
+        return self
 
 
 class ObtainEinPayload(_Model):

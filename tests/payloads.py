@@ -21,7 +21,7 @@ OBTAIN_EIN: dict[str, Any] = {
 
 FILE_ENTITY_BC: dict[str, Any] = {
     "jurisdiction": "BC", "entity_type": "BC_COMPANY", "legal_name": "Maple Leaf Widgets Ltd.",
-    "nr_number": "NR 1234567", "completing_party": PERSON, "incorporators": [PERSON],
+    "completing_party": PERSON, "incorporators": [PERSON],
     "directors": [PERSON], "share_classes": [{"name": "Common", "max_shares": 10000}],
     "registered_office": {**ADDRESS, "city": "Vancouver", "region": "BC",
                           "postal_code": "V6B 1A1", "country": "CA"},

@@ -36,7 +36,7 @@ from starlette.routing import Route
 
 from jobs import clock
 from portals.standin import bc_crtc_common as ui
-from portals.standin.bc_crtc_common import alert, esc, field
+from portals.standin.bc_crtc_common import alert, esc, field, url
 from portals.standin.common import PortalState
 
 BRAND = "BC Registries and Online Services"
@@ -55,6 +55,8 @@ STEPS = ("Define Your Company", "Add People and Roles", "Create Share Structure"
          "Incorporation Agreement", "Review and Confirm")
 ROLES = {"completing_party": "Completing Party", "incorporator": "Incorporator",
          "director": "Director"}
+AGREEMENTS = {"sample": "The sample Incorporation Agreement and Table 1 Articles were used",
+              "custom": "A custom Incorporation Agreement and Articles were used"}
 CERTIFY = (
     "I have relevant knowledge of the company and I am authorized to make this filing.",
     "All incorporators have signed the incorporation agreement, which includes the articles.",
@@ -150,8 +152,9 @@ def nr_problem(reg: Registry, number: str, entity: str, consent: bool) -> tuple[
     if status == "REJECTED":
         return "NR_REJECTED", f"Name Request {label} was rejected."
     if entry["entity_type"] != entity:
-        return "NR_TYPE_MISMATCH", (f"Name Request {label} is for a {ENTITY_LABELS[entry['entity_type']]}"
-                                    f"; it cannot be used for a {ENTITY_LABELS[entity]}.")
+        held = ENTITY_LABELS[entry["entity_type"]]
+        return "NR_TYPE_MISMATCH", (f"Name Request {label} is for a {held}; it cannot be used "
+                                    f"for a {ENTITY_LABELS[entity]}.")
     if status == "CONDITIONAL" and not consent:
         return "NR_CONSENT_REQUIRED", (f"Name Request {label} is conditional: a consent letter "
                                        "is required.")
@@ -184,35 +187,36 @@ def create_app(state: PortalState) -> Starlette:
 
     @guard
     async def home(request: Request) -> Response:
-        return show("BC Registries", (
-            '<ul><li><a href="nr">Request a Name</a></li><li><a href="nr/status">Check a Name '
-            'Request</a></li><li><a href="inc">Incorporate a Company</a></li><li><a href='
-            '"filings">Find a Filing</a></li></ul>'))
+        links = (("/nr", "Request a Name"), ("/nr/status", "Check a Name Request"),
+                 ("/inc", "Incorporate a Company"), ("/filings", "Find a Filing"))
+        return show("BC Registries", "<ul>" + "".join(
+            f'<li><a href="{url(request, path)}">{text}</a></li>' for path, text in links)
+            + "</ul>")
 
     # ---- Name Request -----------------------------------------------------------------
-    def nr_names_page(error: str = "", values: dict[str, Any] | None = None) -> Response:
+    def nr_names_page(request: Request, error: str = "",
+                      values: dict[str, Any] | None = None) -> Response:
         v = values or {}
-        opts = "".join(f'<option value="{k}">{esc(label)}</option>'
-                       for k, label in ENTITY_LABELS.items())
-        inner = (f'<label>Entity type <select name="entity_type">{opts}</select></label>'
+        inner = (ui.select("Entity type", "entity_type", ENTITY_LABELS, v.get("entity_type"))
                  + "".join(field(f"Name choice {i}", f"name{i}", v.get(f"name{i}", ""))
                            for i in (1, 2, 3)))
         return show("Name Request", error + "<p>Enter up to three names in order of "
-                    "preference.</p>" + form("nr", inner, "Continue"))
+                    "preference.</p>" + form(url(request, "/nr"), inner, "Continue"))
 
     @guard
     async def nr_start(request: Request) -> Response:
         if request.method == "GET":
-            return nr_names_page()
+            return nr_names_page(request)
         data = await request.form()
         names = [str(data.get(f"name{i}", "")).strip() for i in (1, 2, 3)]
         names = [n for n in names if n]
         entity = str(data.get("entity_type", ""))
         if not names or entity not in ENTITY_LABELS:
-            return nr_names_page(alert("NAMES_REQUIRED", "Enter at least one name."), dict(data))
+            error = alert("NAMES_REQUIRED", "Enter at least one name.")
+            return nr_names_page(request, error, dict(data))
         sid, session = nr_sessions.new(names=names, entity_type=entity)
         session["steps"] = 1
-        response = RedirectResponse("nr/applicant", status_code=303)
+        response = RedirectResponse(url(request, "/nr/applicant"), status_code=303)
         response.set_cookie("nr_session", sid, httponly=True, samesite="lax")
         return response
 
@@ -220,7 +224,7 @@ def create_app(state: PortalState) -> Starlette:
     async def nr_applicant(request: Request) -> Response:
         session = nr_sessions.get(request)
         if session is None:
-            return ui.session_expired(BRAND, "../nr")
+            return ui.session_expired(BRAND, url(request, "/nr"))
         if request.method == "GET":
             inner = (field("Applicant name", "applicant_name") + field("Phone", "phone")
                      + field("Email", "email", kind="email")
@@ -228,9 +232,9 @@ def create_app(state: PortalState) -> Starlette:
             names = "".join(f"<li>{esc(n)}</li>" for n in session["names"])
             return show("Applicant and Payment", (
                 f"<ol>{names}</ol><p id='fee'>Fee: {NR_FEE}</p>"
-                + form("applicant", inner, "Submit and Pay", "Send")))
+                + form(url(request, "/nr/applicant"), inner, "Submit and Pay", "Send")))
         if nr_sessions.expire_due(request, session):
-            return ui.session_expired(BRAND, "../nr")
+            return ui.session_expired(BRAND, url(request, "/nr"))
         data = await request.form()
         name, phone, email = (str(data.get(k, "")).strip() for k in ("applicant_name", "phone",
                                                                      "email"))
@@ -265,7 +269,7 @@ def create_app(state: PortalState) -> Starlette:
         inner = (field("NR number", "nr", q.get("nr", "")) + field(
             "or your reference", "reference", q.get("reference", ""))
                  + field("Applicant phone or email", "contact", q.get("contact", "")))
-        search = ('<form method="get" action="status">' + inner
+        search = (f'<form method="get" action="{url(request, "/nr/status")}">' + inner
                   + '<button type="submit">Search</button></form>')
         if "contact" not in q:
             return show("Check a Name Request", search)

@@ -29,13 +29,20 @@ body{font-family:sans-serif;margin:0}header{background:#003366;color:#fff;paddin
 main{padding:1em 2em;max-width:52em}.error{color:#a00;border:1px solid #a00;padding:.5em}
 ol.progress{display:flex;gap:1em;list-style:none;padding:0}
 ol.progress li{padding:.3em .6em;border-bottom:3px solid #ccc}
-ol.progress li.done{border-color:#2e8540}ol.progress li.active{border-color:#fcba19;font-weight:bold}
-label{display:block;margin:.4em 0}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em}
+ol.progress li.done{border-color:#2e8540}
+ol.progress li.active{border-color:#fcba19;font-weight:bold}
+.field,.choice{margin:.4em 0}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:.3em}
 """
 
 
 def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
+
+
+def url(request: Request, path: str) -> str:
+    """``path`` under the prefix the stand-in is mounted at (e.g. ``/bc``)."""
+    return f"{request.scope.get('root_path', '')}{path}"
 
 
 def progress(steps: Iterable[str], current: int, done: int) -> str:
@@ -63,14 +70,28 @@ def alert(code: str, message: str) -> str:
     return f'<div role="alert" class="error" data-code="{esc(code)}">{esc(message)}</div>'
 
 
-def field(label: str, name: str, value: Any = "", *, kind: str = "text", extra: str = "") -> str:
-    return (f'<label>{esc(label)} <input type="{kind}" name="{name}" value="{esc(value)}"'
-            f"{extra}></label>")
+def field(label: str, name: str, value: Any = "", *, kind: str = "text") -> str:
+    return (f'<div class="field"><label for="f-{name}">{esc(label)}</label> <input '
+            f'type="{kind}" id="f-{name}" name="{name}" value="{esc(value)}"></div>')
 
 
-def checkbox(label: str, name: str, value: str = "on", checked: bool = False) -> str:
+def checkbox(label: str, name: str, value: str = "on", checked: bool = False,
+             kind: str = "checkbox") -> str:
+    ident = f"f-{name}-{value}"
     mark = " checked" if checked else ""
-    return f'<label><input type="checkbox" name="{name}" value="{esc(value)}"{mark}> {esc(label)}</label>'
+    return (f'<div class="choice"><input type="{kind}" id="{ident}" name="{name}" '
+            f'value="{esc(value)}"{mark}> <label for="{ident}">{esc(label)}</label></div>')
+
+
+def radio(label: str, name: str, value: str, current: Any) -> str:
+    return checkbox(label, name, value, current == value, kind="radio")
+
+
+def select(label: str, name: str, options: dict[str, str], current: Any = None) -> str:
+    opts = "".join(f'<option value="{esc(k)}"{" selected" if k == current else ""}>{esc(v)}'
+                   "</option>" for k, v in options.items())
+    return (f'<div class="field"><label for="f-{name}">{esc(label)}</label> '
+            f'<select id="f-{name}" name="{name}">{opts}</select></div>')
 
 
 def form(action: str, inner: str, button: str, state: PortalState, *, renamed: str,

@@ -112,6 +112,8 @@ def test_batch_enqueue_keeps_order_and_dedupes(conn, db):
      "invalid obtain_ein payload: start_month"),
     ("file_entity", {**payloads.FILE_ENTITY_BC, "jurisdiction": "ZZ"},
      "invalid file_entity payload: jurisdiction"),
+    ("file_entity", {**payloads.FILE_ENTITY_BC, "entity_type": "LLC"},
+     "a BC filing is one of BC_COMPANY, ULC, not LLC"),
 ])
 def test_invalid_input_writes_nothing(conn, db, job_type, payload, message):
     batch = [queue.NewJob("name_search", "ORD-OK", payloads.NAME_SEARCH),

@@ -1,0 +1,296 @@
+"""BC Registries flows: ``name_search`` (a Name Request) and ``file_entity`` for BC.
+
+Checkpoints (merged into the job's checkpoints, in this order)::
+
+    stage="submitting", submission="name_request", name_request_reference=...
+    stage="submitted",  nr_number="NR 1234567", nr_state=..., nr_name=..., nr_expires_on=...
+    stage="submitting", submission="incorporation", incorporation_reference=...
+    stage="submitted",  incorporation_number="BC1234567", legal_name=...
+
+A retry resumes from them: an ``nr_number`` is never requested again (its state is looked
+up instead); a ``"submitting"`` stage without its confirmation is reconciled through the
+portal's lookup by the checkpointed client reference — found: that submission is used;
+not found: nothing reached the registry, so it is submitted again (same reference).
+
+``file_entity_bc`` chooses the company name this way: ``nr_number`` in the payload → use
+it; else an NR an earlier attempt obtained; else ``legal_name`` → request an NR for it
+first (applicant: the completing party with the contact email/phone), then incorporate;
+neither → a numbered company ("1234567 B.C. Ltd.").
+
+A CONDITIONAL name needs a consent letter: ``name_search`` stops with a BusinessError
+naming the NR (a human obtains the consent; a retry re-reads the NR state, no new NR);
+``file_entity_bc`` goes ahead only when the payload says ``nr_consent_received: true``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from jobs.errors import BusinessError, RetryableError
+from portals.flows.base import browser_page
+from portals.flows.bc_crtc_common import PortalPage, client_reference
+from portals.flows.context import FlowContext
+
+PORTAL = "bc_corporate_online"
+ENTITY = {"BC_COMPANY": "BC", "CORPORATION": "BC", "ULC": "ULC"}
+FEES = {"BC": "$350.00", "ULC": "$1,000.00"}
+STEPS = ("Define Your Company", "Add People and Roles", "Create Share Structure",
+         "Incorporation Agreement", "Review and Confirm")
+ROLE_LABELS = {"completing_party": "Completing Party", "incorporator": "Incorporator",
+               "director": "Director"}
+AGREEMENT_LABELS = {
+    "sample": "The sample Incorporation Agreement and Table 1 Articles were used",
+    "custom": "A custom Incorporation Agreement and Articles were used"}
+
+
+def _nr(text: Any) -> str:
+    digits = re.sub(r"\D", "", str(text or ""))
+    return f"NR {digits}" if len(digits) == 7 else ""
+
+
+def _norm(name: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", name.casefold()).split())
+
+
+def _entity(payload: Mapping[str, Any]) -> str:
+    kind = payload.get("entity_type", "BC_COMPANY")
+    if kind not in ENTITY:
+        raise BusinessError(f"a {kind} cannot be incorporated in British Columbia")
+    return ENTITY[kind]
+
+
+def usable_nr(nr: Mapping[str, Any], consent: bool) -> dict[str, Any]:
+    """The NR if it can name a company, else the BusinessError saying why not."""
+    number, state, name = nr["nr_number"], nr["nr_state"], nr.get("nr_name") or ""
+    if state == "CONDITIONAL" and not consent:
+        raise BusinessError(f"{number} is CONDITIONAL for {name!r}: consent letter needed "
+                            "before the name can be used")
+    if state not in ("APPROVED", "CONDITIONAL"):
+        detail = {"REJECTED": "all names were rejected", "EXPIRED": "the reservation expired",
+                  "CONSUMED": "it was already used"}.get(state, state)
+        raise BusinessError(f"{number} is {state}: {detail}")
+    return dict(nr)
+
+
+class BcPortal(PortalPage):
+    def __init__(self, ctx: FlowContext, page: Any, evidence: Any) -> None:
+        super().__init__(ctx, page, evidence, PORTAL)
+        self.base = ctx.portal_urls[PORTAL].rstrip("/")
+
+    # ---- Name Request ---------------------------------------------------------------------
+    async def name_request(self, names: Iterable[str], entity: str,
+                           applicant: Mapping[str, str]) -> dict[str, Any]:
+        cp, contact = self.ctx.checkpoints, applicant["email"]
+        if cp.get("nr_number"):  # obtained earlier: never a second NR, re-read its state
+            found = await self.find_nr(contact, nr=str(cp["nr_number"]))
+            if found:
+                return await self._nr_confirmed(found)
+            return {k: cp.get(k) for k in ("nr_number", "nr_state", "nr_name", "nr_expires_on")}
+        if cp.get("stage") == "submitting" and cp.get("submission") == "name_request":
+            found = await self.find_nr(contact, reference=str(cp["name_request_reference"]))
+            if found:
+                return await self._nr_confirmed(found)
+        reference = client_reference(self.ctx, "name_request")
+        await self.goto(f"{self.base}/nr", "the Name Request")
+        if not await self.select("Entity type", entity):
+            raise RetryableError(f"{PORTAL}: entity type {entity} not offered — portal changed?")
+        for i, name in enumerate(names, start=1):
+            await self.fill(f"Name choice {i}", name)
+        await self.shot("nr-names")
+        await self.submit("Continue", "the Name Request names")
+        await self.fill("Applicant name", applicant["name"])
+        await self.fill("Phone", applicant["phone"])
+        await self.fill("Email", applicant["email"])
+        await self.fill("Your reference (optional)", reference)
+        await self.text("#fee", "the Name Request payment", r"Fee: \$30\.00")
+        await self.shot("nr-applicant")
+        await self.ctx.save_checkpoint(stage="submitting", submission="name_request",
+                                       name_request_reference=reference)
+        await self.submit_final("Submit and Pay", "the Name Request", "#nr-number")
+        await self.shot("nr-result")
+        return await self._nr_confirmed(await self._read_nr("the Name Request result"))
+
+    async def _nr_confirmed(self, nr: dict[str, Any]) -> dict[str, Any]:
+        await self.ctx.save_checkpoint(stage="submitted", **nr)
+        return nr
+
+    async def _read_nr(self, where: str) -> dict[str, Any]:
+        nr = {"nr_number": await self.text("#nr-number", where, r"NR \d{7}"),
+              "nr_state": await self.text("#nr-state", where, r"[A-Z_]+")}
+        for key, selector in (("nr_name", "#nr-name"), ("nr_expires_on", "#nr-expires")):
+            nr[key] = (await self.page.locator(selector).inner_text()).strip() or None
+        return nr
+
+    async def find_nr(self, contact: str, *, nr: str = "",
+                      reference: str = "") -> dict[str, Any] | None:
+        """The Name Request by its number (or the client reference) and applicant contact."""
+        await self.goto(f"{self.base}/nr/status", "the Name Request search")
+        await self.fill("NR number", nr)
+        await self.fill("or your reference", reference)
+        await self.fill("Applicant phone or email", contact)
+        await self.submit("Search", "the Name Request search")
+        await self.shot("nr-lookup")
+        if await self.page.locator("#no-results").count():
+            return None
+        return await self._read_nr("the Name Request search")
+
+    # ---- Incorporation --------------------------------------------------------------------
+    async def find_filing(self, reference: str) -> dict[str, Any] | None:
+        await self.goto(f"{self.base}/filings", "the filing search")
+        await self.fill("Folio or Reference Number", reference)
+        await self.submit("Search", "the filing search")
+        await self.shot("filing-lookup")
+        row = self.page.locator("tr.filing").first
+        if not await self.page.locator("tr.filing").count():
+            return None
+        return {"incorporation_number": (await row.locator(".number").inner_text()).strip(),
+                "legal_name": (await row.locator(".name").inner_text()).strip(),
+                "certificate": await row.locator("a.certificate").get_attribute("href")}
+
+    async def step(self, n: int) -> None:
+        await self.expect_step(STEPS[n - 1])
+
+    async def incorporate(self, p: Mapping[str, Any], entity: str, nr_number: str,
+                          consent: bool) -> dict[str, Any]:
+        page = self.page
+        await self.goto(f"{self.base}/inc", "the incorporation start page")
+        await self.shot("inc-start")
+        await self.submit("Start Incorporation Application", "the incorporation start page")
+        await self.step(1)
+        if not await self.select("Type of business", entity):
+            raise RetryableError(f"{PORTAL}: entity type {entity} not offered — portal changed?")
+        if nr_number:
+            await page.get_by_label("Use an approved Name Request", exact=True).check()
+            await self.fill("Name Request number", nr_number)
+            if consent:
+                await page.get_by_label("The consent letter for this conditional name has "
+                                        "been received", exact=True).check()
+        else:
+            await page.get_by_label("Numbered company", exact=True).check()
+        office = p["registered_office"]
+        for label, key in (("Street", "street"), ("City", "city"), ("Province", "region"),
+                           ("Postal code", "postal_code")):
+            await self.fill(label, office[key])
+        await self.fill("Email", p["contact_email"])
+        await self.fill("Phone", p["contact_phone"])
+        await self.shot("step1")
+        await self.submit("Continue", STEPS[0])
+
+        await self.step(2)
+        for person, roles in _people(p):
+            for label, key in (("First name", "first_name"), ("Middle name", "middle_name"),
+                               ("Last name", "last_name")):
+                await self.fill(label, person.get(key))
+            for role in roles:
+                await page.get_by_label(ROLE_LABELS[role], exact=True).check()
+            await self.submit("Add Person", STEPS[1])
+        await self.shot("step2")
+        await self.submit("Continue", STEPS[1])
+
+        await self.step(3)
+        for share in p.get("share_classes", []):
+            await self.fill("Class name", share["name"])
+            await self.fill("Maximum number of shares (blank: no maximum)",
+                            share.get("max_shares"))
+            await self.submit("Add Share Class", STEPS[2])
+        await self.shot("step3")
+        await self.submit("Continue", STEPS[2])
+
+        await self.step(4)
+        await page.get_by_label(AGREEMENT_LABELS[p.get("agreement", "sample")],
+                                exact=True).check()
+        await self.shot("step4")
+        await self.submit("Continue", STEPS[3])
+
+        await self.step(5)
+        shown = await self.text("#review-name", STEPS[4])
+        if nr_number and p.get("legal_name") and _norm(shown) != _norm(p["legal_name"]):
+            raise BusinessError(f"{nr_number} reserves {shown!r}, not the ordered name "
+                                f"{p['legal_name']!r}; not filed")
+        fee = await self.text("#fee", STEPS[4])
+        if fee != f"Fee: {FEES[entity]}":
+            raise BusinessError(f"{PORTAL}: unexpected fee on review ({fee!r}, expected "
+                                f"{FEES[entity]}); not filed")
+        reference = client_reference(self.ctx, "incorporation")
+        await self.fill("Folio or Reference Number", reference)
+        boxes = page.locator("form").get_by_role("checkbox")
+        if await boxes.count() != 3:
+            raise RetryableError(f"{PORTAL}: expected three certify statements — portal changed?")
+        for i in range(3):
+            await boxes.nth(i).check()
+        await self.shot("review")
+        await self.ctx.save_checkpoint(stage="submitting", submission="incorporation",
+                                       incorporation_reference=reference)
+        await self.submit_final("File and Pay", "the incorporation filing",
+                                "#incorporation-number")
+        await self.shot("filed")
+        where = "the incorporation confirmation"
+        return {"incorporation_number": await self.text("#incorporation-number", where,
+                                                        r"BC\d{7}"),
+                "legal_name": await self.text("#legal-name", where),
+                "certificate": await page.locator("#certificate").get_attribute("href")}
+
+    async def finish(self, filing: dict[str, Any], nr_number: str | None,
+                     reconciled: bool) -> dict[str, Any]:
+        number = filing["incorporation_number"]
+        await self.ctx.save_checkpoint(stage="submitted", incorporation_number=number,
+                                       legal_name=filing["legal_name"])
+        if not filing.get("certificate"):
+            raise RetryableError(f"{PORTAL}: no certificate link for {number}")
+        data = await self.pdf(filing["certificate"], "the certificate of incorporation")
+        name = f"{number}-certificate-of-incorporation.pdf"
+        await self.ctx.store_document(name, "application/pdf", data)
+        return {"incorporation_number": number, "legal_name": filing["legal_name"],
+                "nr_number": nr_number, "documents": [name], "reconciled": reconciled}
+
+
+def _people(p: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], list[str]]]:
+    """Each person once, with all their roles (the same person may hold several)."""
+    out: dict[tuple[str, ...], tuple[Mapping[str, Any], list[str]]] = {}
+    groups = (("completing_party", [p["completing_party"]]),
+              ("incorporator", p.get("incorporators", [])), ("director", p.get("directors", [])))
+    for role, people in groups:
+        for person in people:
+            key = tuple(str(person.get(k) or "").strip().lower()
+                        for k in ("first_name", "middle_name", "last_name"))
+            entry = out.setdefault(key, (person, []))
+            if role not in entry[1]:
+                entry[1].append(role)
+    return list(out.values())
+
+
+async def name_search(ctx: FlowContext) -> dict[str, Any]:
+    p = ctx.payload
+    async with browser_page(ctx) as (page, evidence):
+        nr = await BcPortal(ctx, page, evidence).name_request(
+            p["names"], ENTITY[p.get("entity_type", "BC_COMPANY")], p["applicant"])
+    result = usable_nr(nr, consent=False)
+    return {"nr_number": result["nr_number"], "nr_state": result["nr_state"],
+            "name": result["nr_name"], "expires_on": result["nr_expires_on"]}
+
+
+async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
+    p, cp = ctx.payload, ctx.checkpoints
+    entity = _entity(p)
+    consent = bool(p.get("nr_consent_received"))
+    async with browser_page(ctx) as (page, evidence):
+        bc = BcPortal(ctx, page, evidence)
+        nr_number = _nr(p.get("nr_number")) or _nr(cp.get("nr_number"))
+        if cp.get("incorporation_number") or (
+                cp.get("stage") == "submitting" and cp.get("submission") == "incorporation"):
+            found = await bc.find_filing(str(cp["incorporation_reference"]))
+            if found:
+                return await bc.finish(found, nr_number or None, reconciled=True)
+            if cp.get("incorporation_number"):
+                raise RetryableError(f"{PORTAL}: filing {cp['incorporation_number']} not found "
+                                     "by its reference yet")
+        if not nr_number and p.get("legal_name"):
+            party = p["completing_party"]
+            applicant = {"name": f"{party['first_name']} {party['last_name']}",
+                         "email": p["contact_email"], "phone": p["contact_phone"]}
+            nr = await bc.name_request([p["legal_name"]], entity, applicant)
+            nr_number = usable_nr(nr, consent)["nr_number"]
+        filing = await bc.incorporate(p, entity, nr_number, consent)
+        return await bc.finish(filing, nr_number or None, reconciled=False)
