@@ -85,3 +85,13 @@ def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def open_all_hours(dsn: str) -> None:
+    """Every portal open 24/7, no holidays, no cut-off (flows tests run at any hour)."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("DELETE FROM portal_hours")
+        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
+                  "SELECT code, d, '00:00', '00:00' FROM portals, generate_series(0, 6) d")
+        c.execute("UPDATE portals SET holiday_country = NULL, holiday_subdiv = NULL, "
+                  "cutoff_minutes = 0")
