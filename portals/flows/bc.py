@@ -271,12 +271,27 @@ async def name_search(ctx: FlowContext) -> dict[str, Any]:
             "name": result["nr_name"], "expires_on": result["nr_expires_on"]}
 
 
+_NR_KEYS = ("nr_number", "nr_state", "nr_name", "nr_expires_on", "nr_for_name",
+            "name_request_reference")
+
+
+def _nr_for_another_name(p: Mapping[str, Any], cp: Mapping[str, Any]) -> bool:
+    """The checkpointed NR was requested for a name the (patched) order no longer has."""
+    return bool(cp.get("nr_number") and not p.get("nr_number") and p.get("legal_name")
+                and cp.get("nr_for_name") and cp["nr_for_name"] != p["legal_name"])
+
+
 async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
     p, cp = ctx.payload, ctx.checkpoints
     entity = _entity(p)
     consent = bool(p.get("nr_consent_received"))
     async with browser_page(ctx) as (page, evidence):
         bc = BcPortal(ctx, page, evidence)
+        if _nr_for_another_name(p, cp):
+            # an admin patched the name after a rejection: that NR named the old one
+            await ctx.save_checkpoint(**dict.fromkeys(_NR_KEYS), earlier_nrs=[
+                *cp.get("earlier_nrs", []), {k: cp.get(k) for k in _NR_KEYS}])
+            cp = ctx.checkpoints
         nr_number = _nr(p.get("nr_number")) or _nr(cp.get("nr_number"))
         if cp.get("incorporation_number") or (
                 cp.get("stage") == "submitting" and cp.get("submission") == "incorporation"):
@@ -290,6 +305,7 @@ async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
             party = p["completing_party"]
             applicant = {"name": f"{party['first_name']} {party['last_name']}",
                          "email": p["contact_email"], "phone": p["contact_phone"]}
+            await ctx.save_checkpoint(nr_for_name=p["legal_name"])
             nr = await bc.name_request([p["legal_name"]], entity, applicant)
             nr_number = usable_nr(nr, consent)["nr_number"]
         filing = await bc.incorporate(p, entity, nr_number, consent)

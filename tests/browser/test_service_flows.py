@@ -75,3 +75,37 @@ def test_every_job_type_end_to_end(db, dsn, tmp_path, standin_server, portals):
     # evidence: screenshots per attempt, listed by `jobs show`
     shown = queue.show_job(jobs["ein"])
     assert any(a["kind"] == "screenshot" for a in shown["artifacts"])
+
+
+def test_rejected_name_patched_by_admin_completes_keeping_checkpoints(
+        db, dsn, tmp_path, standin_server, portals):
+    from tests.conftest import run_cli
+
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    svc = _service(db, tmp_path, standin_server, mailbox).start()
+    try:
+        job = queue.enqueue("file_entity", "ORD-9", bckit.build(
+            bckit.FILE_ENTITY, legal_name="Royal Cedar Holdings Ltd.")).id
+        wait_until(lambda: _final(job), 60, "the rejection")
+        failed = queue.get_job(job)
+        assert failed["status"] == "failed" and "REJECTED" in failed["last_error"]
+        [escalation] = mailbox.wait_for(1, 30)
+        assert "business: file_entity" in escalation["Subject"]
+        rejected_nr = failed["checkpoint"]["nr_number"]
+        out = run_cli("jobs", "retry", str(job), "--payload-patch",
+                      '{"legal_name": "Cedar Harbour Consulting Ltd."}', "--note", "new name")
+        assert out.returncode == 0, out.stderr
+        wait_until(lambda: _final(job), 60, "the patched filing")
+    finally:
+        svc.stop()
+        mailbox.stop()
+    done = queue.show_job(job)
+    assert done["status"] == "completed", done["last_error"]
+    assert re.fullmatch(r"BC\d{7}", done["result"]["incorporation_number"])
+    assert done["checkpoint"]["earlier_nrs"][0]["nr_number"] == rejected_nr
+    assert done["checkpoint"]["nr_number"] != rejected_nr
+    patch_event = [e for e in done["events"] if (e["detail"] or {}).get("event") == "admin retry"]
+    assert patch_event[0]["detail"]["payload_changed"] == ["legal_name"]
+    assert patch_event[0]["worker"].startswith("cli:")
+    assert len(bckit.entries(portals, "bc_corporate_online", "incorporation")) == 1
