@@ -19,7 +19,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -53,12 +52,11 @@ class ResponsibleParty(Person):
     ssn: str | None = Field(default=None, pattern=_DIGITS9, repr=False)
     itin: str | None = Field(default=None, pattern=_DIGITS9, repr=False)
 
-    @field_validator("itin")
-    @classmethod
-    def _one_id(cls, v: str | None, info: Any) -> str | None:
-        if v is None and info.data.get("ssn") is None:
+    @model_validator(mode="after")
+    def _one_id(self) -> ResponsibleParty:
+        if not self.ssn and not self.itin:
             raise ValueError("the responsible party needs an SSN or an ITIN")
-        return v
+        return self
 
     def tax_id(self) -> str:
         return self.ssn or self.itin or ""

@@ -1,14 +1,24 @@
-"""Helpers every flow uses: a fresh page, evidence, masking, error classification."""
+"""Helpers every flow uses: a fresh page, evidence, masking, navigation, documents."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
+import tempfile
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
+from datetime import datetime, time, timedelta
+from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
+from jobs import clock
 from jobs.errors import HandlerOutcome, RetryableError
+from portals.flows.browser import close_context
 from portals.flows.context import FlowContext
+
+log = logging.getLogger("portalq.flows")
 
 #: elements masked in every screenshot (stand-ins mark sensitive output with data-sensitive)
 SENSITIVE_SELECTOR = (
@@ -24,8 +34,9 @@ def redact(text: str, secrets: Iterable[str]) -> str:
         digits = re.sub(r"\D", "", secret)
         forms = {secret}
         if len(digits) == 9:
-            forms |= {digits, f"{digits[:3]}-{digits[3:5]}-{digits[5:]}"}
-        for form in forms:
+            forms |= {digits, f"{digits[:3]}-{digits[3:5]}-{digits[5:]}",
+                      f"{digits[:3]} {digits[3:5]} {digits[5:]}"}
+        for form in sorted(forms, key=len, reverse=True):
             text = text.replace(form, "***")
     return text
 
@@ -45,28 +56,135 @@ class Evidence:
 
 
 @asynccontextmanager
-async def browser_page(ctx: FlowContext) -> AsyncIterator[tuple[Any, Evidence]]:
+async def browser_page(ctx: FlowContext, *,
+                       accept_dialogs: bool = False) -> AsyncIterator[tuple[Any, Evidence]]:
     """A page in a fresh browser context; a masked screenshot on failure; Playwright
-    timeouts become retryable errors (with secrets redacted from the message)."""
+    errors become retryable errors; every outcome's message has the secrets redacted.
+    The context's trace is kept per the trace policy (see :mod:`portals.flows.browser`).
+    ``accept_dialogs``: accept alert/confirm dialogs (else Playwright dismisses them)."""
     from playwright.async_api import Error as PlaywrightError
 
     context = await ctx.new_browser_context()
     evidence = Evidence(ctx)
-    page = await context.new_page()
+    failed = True
     try:
-        yield page, evidence
-    except HandlerOutcome:
-        await _failure_shot(page, evidence)
-        raise
-    except PlaywrightError as exc:
-        await _failure_shot(page, evidence)
-        raise RetryableError(redact(str(exc).splitlines()[0], ctx.secrets())) from None
+        page = await context.new_page()
+        if accept_dialogs:
+            page.on("dialog", lambda dialog: dialog.accept())
+        try:
+            yield page, evidence
+            failed = False
+        except HandlerOutcome as exc:
+            exc.args = tuple(redact(str(a), ctx.secrets()) for a in exc.args)
+            await _failure_shot(page, evidence)
+            raise
+        except PlaywrightError as exc:
+            await _failure_shot(page, evidence)
+            raise RetryableError(redact(str(exc).splitlines()[0], ctx.secrets())) from None
     finally:
-        await context.close()
+        await close_context(context, failed=failed)
 
 
 async def _failure_shot(page: Any, evidence: Evidence) -> None:
+    """Best effort: a page mid-navigation (e.g. after a dropped connection) may refuse a
+    screenshot once; wait for it to settle and try again."""
+    for last in (False, True):
+        try:
+            await evidence.shot(page, "failure")
+            return
+        except Exception as exc:  # noqa: BLE001 - must not hide the outcome being raised
+            if last:
+                log.warning("no failure screenshot: %s", str(exc).splitlines()[0][:200])
+                return
+            with suppress(Exception):
+                await page.wait_for_load_state("load", timeout=3000)
+            evidence.seq -= 1
+
+
+class ConnectionLost(RetryableError):
+    """The page's document request failed (connection dropped or reset): the portal's
+    answer is unknown."""
+
+
+async def click_and_wait(page: Any, target: Any, *, timeout: float | None = None) -> int | None:
+    """Click ``target`` and wait for the page load it causes.
+
+    Returns the final document's HTTP status; raises :class:`ConnectionLost` as soon as the
+    main document request fails, and Playwright's TimeoutError if nothing loads in time.
+    """
+    failed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    def on_failed(request: Any) -> None:
+        if (not failed.done() and request.is_navigation_request()
+                and request.frame == page.main_frame):
+            failed.set_result(request.failure or "request failed")
+
+    async def navigate() -> Any:
+        async with page.expect_navigation(timeout=timeout) as info:
+            await target.click(timeout=timeout)
+        return await info.value
+
+    page.on("requestfailed", on_failed)
+    nav = asyncio.ensure_future(navigate())
     try:
-        await evidence.shot(page, "failure")
-    except Exception:  # noqa: BLE001 - a page that cannot be photographed must not hide the error
-        pass
+        await asyncio.wait({nav, failed}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        page.remove_listener("requestfailed", on_failed)
+    if not nav.done():
+        nav.cancel()
+        with suppress(BaseException):
+            await nav
+        raise ConnectionLost(f"connection lost: {failed.result()}")
+    response = nav.result()
+    return response.status if response is not None else None
+
+
+async def page_text(page: Any) -> str:
+    """The visible text of the page, whitespace-normalised."""
+    return " ".join((await page.locator("body").inner_text()).split())
+
+
+def check_pdf(name: str, data: bytes) -> bytes:
+    if not data.startswith(b"%PDF-"):
+        raise RetryableError(f"{name} is not a PDF (download corrupt or an error page)")
+    return data
+
+
+async def download(page: Any, link: Any, workdir: Path | None = None) -> tuple[str, bytes]:
+    """Click ``link``, wait for the download, return (suggested name, bytes) — a PDF."""
+    async with page.expect_download() as info:
+        await link.click()
+    dl = await info.value
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        target = Path(tmp) / "download"
+        await dl.save_as(target)  # works for a remote browser too (streamed)
+        data = target.read_bytes()
+    name = dl.suggested_filename or "document.pdf"
+    return name, check_pdf(name, data)
+
+
+async def fetch_document(ctx: FlowContext, url: str) -> tuple[str, bytes]:
+    """GET a document by URL in a fresh context (no page): (file name, PDF bytes)."""
+    context = await ctx.new_browser_context()
+    failed = True
+    try:
+        response = await context.request.get(url)
+        if not response.ok:
+            raise RetryableError(f"document download failed: HTTP {response.status}")
+        name = url.rstrip("/").rsplit("/", 1)[-1].split("?")[0] or "document.pdf"
+        data = check_pdf(name, await response.body())
+        failed = False
+        return name, data
+    finally:
+        await close_context(context, failed=failed)
+
+
+async def has_document(ctx: FlowContext, name: str) -> bool:
+    return any(doc[0] == name for doc in await ctx.documents_of(ctx.job_id))
+
+
+def next_midnight(tz: str, now: datetime | None = None) -> datetime:
+    """Midnight starting the next calendar day in ``tz`` (aware), DST-correct."""
+    zone = ZoneInfo(tz)
+    local = (now or clock.now()).astimezone(zone)
+    return datetime.combine(local.date() + timedelta(days=1), time(0), tzinfo=zone)

@@ -18,7 +18,6 @@ import copy
 import itertools
 import json
 import smtplib
-import socket
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from email.message import EmailMessage
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flowkit import SSN
+from flowkit import SSN, free_port
 
 from jobs import clock
 from jobs.errors import InputError
@@ -77,12 +76,6 @@ class Mailbox:
         from email import message_from_bytes, policy
 
         return message_from_bytes(self.messages[index].content, policy=policy.default)  # type: ignore[return-value]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LocalFlowContext:

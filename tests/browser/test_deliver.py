@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import free_port
+from flowkit import free_port
 
 from jobs.errors import BusinessError, RetryableError
 from portals.flows.delaware import file_entity_de

@@ -7,7 +7,10 @@ started with ``--unsafe`` (without it, it would look for Playwright's own Chromi
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,23 +26,22 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def run_server() -> Iterator[str]:
+    # its own process group: `python -m playwright` runs the server as a node child, which
+    # terminating python alone would orphan; and that node server outlives SIGTERM/SIGINT
     proc = subprocess.Popen(
         [sys.executable, "-m", "playwright", "run-server", "--port", "0",
          "--host", "127.0.0.1", "--unsafe"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         match = re.search(r"(ws://\S+)", line)
         assert match, f"run-server did not start: {line!r}"
         yield match.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    finally:  # the client has closed its browser by now: nothing to shut down gracefully
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
         if proc.stdout:
             proc.stdout.close()
 

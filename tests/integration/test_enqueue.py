@@ -108,6 +108,8 @@ def test_batch_enqueue_keeps_order_and_dedupes(conn, db):
 @pytest.mark.parametrize("job_type, payload, message", [
     ("nope", {}, "unknown job type 'nope'"),
     ("name_search", {"names": []}, "invalid name_search payload: names"),
+    ("obtain_ein", {**payloads.OBTAIN_EIN, "responsible_party": {
+        "first_name": "A", "last_name": "B"}}, "needs an SSN or an ITIN"),
     ("obtain_ein", {**payloads.OBTAIN_EIN, "start_month": 13},
      "invalid obtain_ein payload: start_month"),
     ("file_entity", {**payloads.FILE_ENTITY_BC, "jurisdiction": "ZZ"},

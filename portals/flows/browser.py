@@ -1,0 +1,309 @@
+"""Browser settings (``playwright.config``), browser launch/connect, traced contexts.
+
+    config = load_config()                       # PORTALQ_PLAYWRIGHT_CONFIG or the repo's file
+    browser = await launch(playwright, config)   # local Chromium, or connect to ws_endpoint
+    context = await new_context(browser, config, artifacts_dir)   # timeouts, tracing
+    async with untraced(context, secrets=[ssn]): ...              # sensitive steps
+    await close_context(context, failed=False)   # trace -> artifacts_dir/trace.zip per policy
+
+Why ``untraced`` stops the whole trace instead of using ``tracing.stop_chunk`` /
+``start_chunk``: a chunk boundary does not reset the network log. Playwright keeps
+recording requests (with POST bodies) between chunks and writes them into the next
+chunk's ``trace.network`` — a form POST made "between chunks" still lands in the trace
+(checked against Playwright 1.65; ``tests/browser/test_tracing.py`` keeps checking). So each
+traced stretch is its own trace (``tracing.start`` / ``tracing.stop``), and the stretches
+are merged into one ``trace.zip`` at the end (the trace viewer loads every ``*.trace`` in
+an archive). Tracing resumes after an untraced block only if no page still shows a secret
+(the first snapshot after resuming records the current DOM, input values included).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tomllib
+import weakref
+import zipfile
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("portalq.browser")
+
+CONFIG_ENV = "PORTALQ_PLAYWRIGHT_CONFIG"
+WS_ENV = "PORTALQ_BROWSER_WS"
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "playwright.config"
+SYSTEM_CHROMIUM = "/usr/bin/chromium"
+TRACE_POLICIES = ("on", "off", "retain-on-failure")
+DEFAULT_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run")
+
+
+@dataclass(frozen=True)
+class BrowserConfig:
+    headless: bool = True
+    executable_path: str = ""
+    args: tuple[str, ...] = DEFAULT_ARGS
+    ws_endpoint: str = ""
+    expose_network: str = ""
+    action_ms: int = 15_000
+    navigation_ms: int = 30_000
+    trace_policy: str = "retain-on-failure"
+    trace_screenshots: bool = True
+    trace_snapshots: bool = True
+    retention_days: int = 30
+    #: the file this was read from ("" = built-in defaults)
+    source: str = field(default="", compare=False)
+
+    def with_(self, **changes: Any) -> BrowserConfig:
+        return replace(self, **changes)
+
+
+# section -> key -> (attribute, type)
+_KEYS: dict[str, dict[str, tuple[str, type]]] = {
+    "browser": {"headless": ("headless", bool), "executable_path": ("executable_path", str),
+                "args": ("args", list), "ws_endpoint": ("ws_endpoint", str),
+                "expose_network": ("expose_network", str)},
+    "timeouts": {"action_ms": ("action_ms", int), "navigation_ms": ("navigation_ms", int)},
+    "trace": {"policy": ("trace_policy", str), "screenshots": ("trace_screenshots", bool),
+              "snapshots": ("trace_snapshots", bool)},
+    "artifacts": {"retention_days": ("retention_days", int)},
+}
+
+
+def parse_config(data: Mapping[str, Any], source: str = "") -> BrowserConfig:
+    """A :class:`BrowserConfig` from parsed TOML; unknown keys and bad values are errors."""
+    values: dict[str, Any] = {}
+    for section, table in data.items():
+        keys = _KEYS.get(section)
+        if keys is None or not isinstance(table, Mapping):
+            raise ValueError(f"{source or 'playwright.config'}: unknown section [{section}]")
+        for key, value in table.items():
+            if key not in keys:
+                raise ValueError(f"{source or 'playwright.config'}: unknown key {section}.{key}")
+            attr, kind = keys[key]
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise ValueError(f"{source or 'playwright.config'}: {section}.{key} must be "
+                                 f"{kind.__name__}, got {value!r}")
+            if kind is list:
+                if not all(isinstance(a, str) for a in value):
+                    raise ValueError(f"{source}: {section}.{key} must be a list of strings")
+                value = tuple(value)
+            values[attr] = value
+    config = BrowserConfig(source=source, **values)
+    if config.trace_policy not in TRACE_POLICIES:
+        raise ValueError(f"{source or 'playwright.config'}: trace.policy must be one of "
+                         f"{', '.join(TRACE_POLICIES)}, got {config.trace_policy!r}")
+    if config.action_ms <= 0 or config.navigation_ms <= 0:
+        raise ValueError(f"{source or 'playwright.config'}: timeouts must be positive")
+    return config
+
+
+def load_config(path: str | os.PathLike[str] | None = None,
+                env: Mapping[str, str] | None = None) -> BrowserConfig:
+    """Read ``path``, else ``$PORTALQ_PLAYWRIGHT_CONFIG``, else the repo's ``playwright.config``.
+
+    The default file missing (e.g. an installed package) means built-in defaults; a file
+    named explicitly must exist. ``$PORTALQ_BROWSER_WS`` overrides ``ws_endpoint``.
+    """
+    env = os.environ if env is None else env
+    explicit = path or env.get(CONFIG_ENV)
+    target = Path(explicit) if explicit else DEFAULT_CONFIG_PATH
+    if target.is_file():
+        with target.open("rb") as fh:
+            try:
+                data = tomllib.load(fh)
+            except tomllib.TOMLDecodeError as exc:
+                raise ValueError(f"{target}: not valid TOML: {exc}") from None
+        config = parse_config(data, str(target))
+    elif explicit:
+        raise FileNotFoundError(f"playwright config not found: {target}")
+    else:
+        config = BrowserConfig()
+    if env.get(WS_ENV):
+        config = config.with_(ws_endpoint=env[WS_ENV])
+    return config
+
+
+def resolve_executable(playwright: Any, config: BrowserConfig) -> str | None:
+    """The Chromium to launch: configured path; None = Playwright's bundled one; else system."""
+    if config.executable_path:
+        return config.executable_path
+    with suppress(Exception):
+        if Path(playwright.chromium.executable_path).exists():
+            return None
+    return _system_chromium()
+
+
+def _system_chromium() -> str | None:
+    if Path(SYSTEM_CHROMIUM).exists():
+        return SYSTEM_CHROMIUM
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+async def launch(playwright: Any, config: BrowserConfig) -> Any:
+    """A Browser: connected to ``config.ws_endpoint`` if set, else launched locally."""
+    if config.ws_endpoint:
+        # run-server reads launch options from this header (args/executablePath only
+        # with --unsafe); a launch-options query parameter in the URL takes precedence.
+        options: dict[str, Any] = {"headless": config.headless}
+        if config.args:
+            options["args"] = list(config.args)
+        if config.executable_path:
+            options["executablePath"] = config.executable_path
+        return await playwright.chromium.connect(
+            config.ws_endpoint, timeout=config.navigation_ms,
+            headers={"x-playwright-launch-options": json.dumps(options)},
+            expose_network=config.expose_network or None)
+    executable = resolve_executable(playwright, config)
+    kwargs: dict[str, Any] = {"headless": config.headless, "args": list(config.args)}
+    try:
+        return await playwright.chromium.launch(executable_path=executable, **kwargs)
+    except Exception as exc:
+        fallback = _system_chromium()
+        if executable is not None or fallback is None or "Executable doesn't exist" not in str(exc):
+            raise
+        log.info("bundled Chromium incomplete; launching %s", fallback)
+        return await playwright.chromium.launch(executable_path=fallback, **kwargs)
+
+
+class _Trace:
+    """The traced stretches of one context; merged into one zip when the context closes."""
+
+    def __init__(self, context: Any, config: BrowserConfig, artifacts_dir: Path) -> None:
+        self.context = context
+        self.config = config
+        self.artifacts_dir = artifacts_dir
+        self.parts: list[Path] = []
+        self.active = False
+
+    async def start(self) -> None:
+        await self.context.tracing.start(
+            name=f"part{len(self.parts) + 1}", screenshots=self.config.trace_screenshots,
+            snapshots=self.config.trace_snapshots)
+        self.active = True
+
+    async def stop(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        part = self.artifacts_dir / f".trace-part{len(self.parts) + 1}.zip"
+        await self.context.tracing.stop(path=str(part))
+        self.parts.append(part)
+
+    async def finish(self, failed: bool) -> Path | None:
+        try:
+            await self.stop()
+        except Exception as exc:  # noqa: BLE001 - a crashed browser must not hide the outcome
+            log.warning("could not save trace: %s", str(exc).splitlines()[0])
+        keep = self.config.trace_policy == "on" or failed
+        target = None
+        if keep and self.parts:
+            target = _free_name(self.artifacts_dir, "trace", ".zip")
+            merge_traces([p for p in self.parts if p.exists()], target)
+        for part in self.parts:
+            part.unlink(missing_ok=True)
+        return target
+
+
+_traces: weakref.WeakKeyDictionary[Any, _Trace] = weakref.WeakKeyDictionary()
+
+
+async def new_context(browser: Any, config: BrowserConfig, artifacts_dir: Path,
+                      **options: Any) -> Any:
+    """A fresh BrowserContext with the configured timeouts, traced per the trace policy."""
+    artifacts_dir = Path(artifacts_dir)
+    artifacts_dir.mkdir(parents=True, exist_ok=True)
+    context = await browser.new_context(accept_downloads=True, **options)
+    context.set_default_timeout(config.action_ms)
+    context.set_default_navigation_timeout(config.navigation_ms)
+    if config.trace_policy != "off":
+        trace = _Trace(context, config, artifacts_dir)
+        await trace.start()
+        _traces[context] = trace
+    return context
+
+
+async def close_context(context: Any, *, failed: bool = False) -> Path | None:
+    """Close ``context``; its trace goes to ``artifacts_dir/trace.zip`` per the policy
+    (``retain-on-failure``: only when ``failed``). Returns the trace's path, if kept."""
+    trace = _traces.pop(context, None)
+    try:
+        return await trace.finish(failed) if trace else None
+    finally:
+        with suppress(Exception):
+            await context.close()
+
+
+def is_tracing(context: Any) -> bool:
+    trace = _traces.get(context)
+    return bool(trace and trace.active)
+
+
+@asynccontextmanager
+async def untraced(context: Any, *, secrets: Iterable[str] = ()) -> AsyncIterator[None]:
+    """Nothing inside the block is traced (actions, fill values, DOM, network, screencast).
+
+    Tracing resumes after the block only if it ended normally and no page of the context
+    still shows one of ``secrets``; otherwise it stays off for the rest of the context.
+    """
+    trace = _traces.get(context)
+    if trace is None or not trace.active:
+        yield
+        return
+    await trace.stop()
+    yield
+    secrets = [s for s in secrets if s]
+    if secrets and await pages_show(context, secrets):
+        log.info("a page still shows sensitive data: tracing stays off for this context")
+        return
+    await trace.start()
+
+
+_PAGE_TEXT_JS = """() => [document.documentElement.outerHTML, location.href,
+  ...Array.from(document.querySelectorAll('input, textarea, select'), e => e.value)
+].join('\\n')"""
+
+
+async def pages_show(context: Any, secrets: Iterable[str]) -> bool:
+    """True if a page of ``context`` (markup, input values or URL) contains a secret;
+    True as well when a page cannot be read (err on the safe side)."""
+    from portals.flows.base import redact
+
+    secrets = list(secrets)
+    for page in context.pages:
+        for frame in page.frames:
+            try:
+                text = await frame.evaluate(_PAGE_TEXT_JS)
+            except Exception:  # noqa: BLE001 - navigating or crashed: cannot prove it clean
+                return True
+            if redact(text, secrets) != text:
+                return True
+    return False
+
+
+def merge_traces(parts: list[Path], target: Path) -> None:
+    """One archive from several trace zips: part N's ``trace.*`` become ``traceN.*``."""
+    seen: set[str] = set()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as out:
+        for index, part in enumerate(parts):
+            with zipfile.ZipFile(part) as zin:
+                for name in zin.namelist():
+                    new = name
+                    if index and name.startswith("trace."):
+                        new = f"trace{index + 1}.{name[len('trace.'):]}"
+                    if new not in seen:
+                        seen.add(new)
+                        out.writestr(new, zin.read(name))
+
+
+def _free_name(folder: Path, stem: str, suffix: str) -> Path:
+    candidate, n = folder / f"{stem}{suffix}", 1
+    while candidate.exists():
+        n += 1
+        candidate = folder / f"{stem}-{n}{suffix}"
+    return candidate
