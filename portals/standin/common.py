@@ -11,7 +11,9 @@ Faults: ``maintenance`` (maintenance page), ``slow_ms`` (delay every page), ``er
 (e.g. "109": a system error page) for the next ``error_times`` submissions (-1 = always),
 ``expire_session`` (the next step after the first answers "session expired"),
 ``dialog`` (an unexpected alert on the form pages), ``changed_selector`` (the Continue
-control renamed, as after a portal redesign), ``hours`` ("always" | "closed" | "calendar").
+control renamed, as after a portal redesign), ``hours`` ("always" | "closed" | "calendar"),
+``drop_after_submit`` / ``drop_before_submit`` (the connection dies after / before the
+submission is recorded), ``hang_after_submit`` (recorded, then no answer at all).
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ class Faults:
     hours: str = "always"  # "always" | "closed" | "calendar"
     # crash the connection right after recording a submission (response never arrives)
     drop_after_submit: bool = False
+    # crash the connection just before recording: the submission never arrived
+    drop_before_submit: bool = False
+    # record the submission, then never answer (a worker can be killed "after submit")
+    hang_after_submit: bool = False
 
     def update(self, data: dict[str, Any]) -> None:
         for key, value in data.items():
@@ -77,6 +83,14 @@ class PortalState:
             entry = {"seq": len(self.ledger) + 1, "at": clock.now().isoformat(), **entry}
             self.ledger.append(entry)
             return entry
+
+    async def hang_if_asked(self) -> None:
+        """The ``hang_after_submit`` fault: the answer never comes (until a reset)."""
+        if self.faults.hang_after_submit:
+            import asyncio
+
+            while self.faults.hang_after_submit:
+                await asyncio.sleep(0.05)
 
     def reset(self) -> None:
         with self.lock:

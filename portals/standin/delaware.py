@@ -169,7 +169,7 @@ def create_app(state: PortalState) -> Starlette:
             return render(request, slug, session)
         form = {k: str(v) for k, v in (await request.form()).items()}
         if slug == "review":
-            return submit(request, session)
+            return await submit(request, session)
         data = {k: form.get(k, "").strip() for k in FIELDS[slug]}
         doc_type = session["data"].get("entity", {}).get("docType", "")
         found = _problem(slug, data, doc_type)
@@ -183,7 +183,7 @@ def create_app(state: PortalState) -> Starlette:
         return RedirectResponse(f"{root(request)}/file/{order[order.index(slug) + 1]}",
                                 status_code=303)
 
-    def submit(request: Request, session: dict[str, Any]) -> Response:
+    async def submit(request: Request, session: dict[str, Any]) -> Response:
         code = state.take_error()
         if code:
             return layout(TITLE, f"<h1>System Error</h1><p class=error>An unexpected error "
@@ -206,6 +206,7 @@ def create_app(state: PortalState) -> Starlette:
             "token": token, "certificate": f"Certificate_{file_number}.pdf",
         })
         session["data"].clear()
+        await state.hang_if_asked()
         if state.faults.drop_after_submit:
             return DroppedResponse()
         return layout(TITLE, f"<h1>Filing Accepted</h1><p>File Number: <strong id=file-number>"

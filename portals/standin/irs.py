@@ -296,6 +296,8 @@ def create_app(state: PortalState) -> Starlette:
                               "<p>Our records show an EIN was already assigned to this entity.</p>")
         if any(e["irs_day"] == day for e in earlier):
             return error_page("101", ERROR_TEXT["101"], f"<p>{esc(DAILY_LIMIT_TEXT)}</p>")
+        if state.faults.drop_before_submit:
+            return DroppedResponse()
         with state.lock:
             seq = len(state.ledger) + 1
         ein = f"{random.choice(EIN_PREFIXES)}-{(1_234_567 + seq * 7_919) % 10_000_000:07d}"
@@ -310,6 +312,7 @@ def create_app(state: PortalState) -> Starlette:
         })
         session.update(ein=ein, legal_name=d["legalName"],
                        letter_url=f"{root(request)}/letters/{token}/{letter}")
+        await state.hang_if_asked()
         if state.faults.drop_after_submit:
             return DroppedResponse()
         return RedirectResponse(f"{root(request)}/apply/assignment", status_code=303)

@@ -109,3 +109,172 @@ def test_rejected_name_patched_by_admin_completes_keeping_checkpoints(
     assert patch_event[0]["detail"]["payload_changed"] == ["legal_name"]
     assert patch_event[0]["worker"].startswith("cli:")
     assert len(bckit.entries(portals, "bc_corporate_online", "incorporation")) == 1
+
+
+def _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox, portal, job_id):
+    """Run the job until its portal recorded the submission (the answer hangs), SIGKILL the
+    worker there, then let a second node rescue it."""
+    import signal
+
+    portals.control(portal, hang_after_submit=True)
+    victim = _service(db, tmp_path, standin_server, mailbox).start()
+    try:
+        wait_until(lambda: len(portals.ledger(portal)) == 1, 60, "the submission")
+        assert queue.get_job(job_id)["checkpoint"].get("stage") == "submitting"
+        victim.signal(signal.SIGKILL)
+        victim.wait(10)
+    finally:
+        victim.stop()
+    portals.control(portal, hang_after_submit=False)
+    rescuer = Service(db, tmp_path, "rescuer", PORTALQ_STANDIN_URL=standin_server.base_url,
+                      PORTALQ_ADMIN_EMAILS="ops@example.com", PORTALQ_SMTP_URL=mailbox.url)
+    return rescuer.start()
+
+
+def test_worker_killed_after_submit_delaware_reconciles_files_once(
+        db, dsn, tmp_path, standin_server, portals):
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    job = queue.enqueue("file_entity", "ORD-K1", payloads.FILE_ENTITY_DE).id
+    rescuer = _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox,
+                                 "delaware_icis", job)
+    try:
+        wait_until(lambda: _final(job), 60, "rescue and reconciliation")
+    finally:
+        rescuer.stop()
+        mailbox.stop()
+    row = queue.show_job(job)
+    assert row["status"] == "completed", row["last_error"]
+    assert row["result"]["file_number"] == portals.ledger("delaware_icis")[0]["file_number"]
+    assert len(portals.ledger("delaware_icis")) == 1  # filed exactly once
+    assert any((e["detail"] or {}).get("event") == "rescued" for e in row["events"])
+
+
+def test_worker_killed_after_submit_irs_escalates_then_admin_confirms(
+        db, dsn, tmp_path, standin_server, portals):
+    from tests.conftest import run_cli
+
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    job = queue.enqueue("obtain_ein", "ORD-K2", payloads.OBTAIN_EIN).id
+    rescuer = _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox,
+                                 "irs_ein", job)
+    try:
+        wait_until(lambda: _final(job), 60, "rescue to a human")
+        [mail] = mailbox.wait_for(1, 30)
+    finally:
+        rescuer.stop()
+        mailbox.stop()
+    row = queue.get_job(job)
+    assert row["status"] == "failed"  # never resubmitted blindly
+    assert "uncertain" in mail["Subject"]
+    assert "may have accepted" in mail.get_payload(decode=True).decode() or \
+        "may have accepted" in str(mail)
+    [entry] = portals.ledger("irs_ein")
+    out = run_cli("jobs", "retry", str(job), "--confirmed-filed", entry["ein"])
+    assert out.returncode == 0, out.stderr
+    done = queue.get_job(job)
+    assert done["status"] == "completed" and done["result"]["confirmation"] == entry["ein"]
+    assert len(portals.ledger("irs_ein")) == 1
+
+
+def test_uncertain_outcome_resolved_not_filed_files_exactly_once(
+        db, dsn, tmp_path, standin_server, portals):
+    from tests.conftest import run_cli
+
+    open_all_hours(dsn)
+    portals.control("irs_ein", drop_before_submit=True)
+    mailbox = Mailbox().start()
+    svc = _service(db, tmp_path, standin_server, mailbox).start()
+    try:
+        job = queue.enqueue("obtain_ein", "ORD-U", payloads.OBTAIN_EIN).id
+        wait_until(lambda: _final(job), 60, "the uncertain outcome")
+        failed = queue.get_job(job)
+        assert failed["status"] == "failed" and failed["checkpoint"]["stage"] == "submitting"
+        [mail] = mailbox.wait_for(1, 30)
+        assert "uncertain" in mail["Subject"]
+        assert portals.ledger("irs_ein") == []  # the admin checks the portal: nothing there
+        portals.control("irs_ein", drop_before_submit=False)
+        out = run_cli("jobs", "retry", str(job), "--not-filed", "--note", "checked the portal")
+        assert out.returncode == 0, out.stderr
+        wait_until(lambda: _final(job), 60, "the resumed job")
+    finally:
+        svc.stop()
+        mailbox.stop()
+    done = queue.show_job(job)
+    assert done["status"] == "completed", done["last_error"]
+    assert len(portals.ledger("irs_ein")) == 1  # filed exactly once
+    assert done["checkpoint"]["resolved"] == "not_filed"
+    assert re.fullmatch(r"\d{2}-\d{7}", done["result"]["ein"])
+
+
+def test_portal_in_maintenance_pauses_then_resumes_with_two_notices(
+        db, dsn, tmp_path, standin_server, portals):
+    open_all_hours(dsn)
+    portals.control("crtc", maintenance=True)
+    mailbox = Mailbox().start()
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_BREAKER_THRESHOLD=3,
+                   PORTALQ_BREAKER_PROBE_SECONDS=1).start()
+    try:
+        ids = [queue.enqueue("process_crtc", f"ORD-M{i}", bckit.build(
+            bckit.CRTC_PAYLOAD, company_name=f"Cedar Harbour Telecom {i} Ltd.")).id
+            for i in range(5)]
+        with psycopg.connect(dsn) as c:
+            wait_until(lambda: c.execute("SELECT paused_by FROM portals WHERE code = 'crtc'"
+                                         ).fetchone()[0] == "breaker", 60, "the breaker")
+        [paused] = mailbox.wait_for(1, 30)
+        assert paused["Subject"] == "[portalq] portal crtc paused"
+        assert all(queue.get_job(i)["attempts"] == 0 for i in ids)
+        portals.control("crtc", maintenance=False)
+        wait_until(lambda: all(_final(i) for i in ids), 90, "recovery")
+        mails = mailbox.wait_for(2, 30)
+    finally:
+        svc.stop()
+        mailbox.stop()
+    assert {queue.get_job(i)["status"] for i in ids} == {"completed"}
+    assert [m["Subject"] for m in mails] == ["[portalq] portal crtc paused",
+                                             "[portalq] portal crtc resumed"]
+    assert len(mailbox.messages) == 2
+    assert len(portals.ledger("crtc")) == 5
+
+
+def test_no_ssn_in_any_artifact_log_email_or_error_of_a_service_run(
+        db, dsn, tmp_path, standin_server, portals):
+    from tests.browser.flowkit import SSN, assert_no_secret, secret_forms
+
+    open_all_hours(dsn)
+    portals.control("irs_ein", error_code="109", error_times=1)  # one failed attempt first
+    mailbox = Mailbox().start()
+    svc = _service(db, tmp_path, standin_server, mailbox,
+                   PORTALQ_LOG_LEVEL="DEBUG", PORTALQ_LOG_FORMAT="json").start()
+    try:
+        ok = queue.enqueue("obtain_ein", "ORD-S1", payloads.OBTAIN_EIN).id
+        wait_until(lambda: _final(ok), 90, "the EIN after a retry")
+        # the same party again the same day: the one-per-day limit defers it to tomorrow
+        again = queue.enqueue("obtain_ein", "ORD-S2", {**payloads.OBTAIN_EIN,
+                              "legal_name": "Other Widgets LLC"}).id
+        wait_until(lambda: queue.get_job(again)["status"] == "deferred", 60, "rate limit")
+        bad = queue.enqueue("obtain_ein", "ORD-S3", {**payloads.OBTAIN_EIN, "state": "ZZ",
+                            "responsible_party": {**payloads.OBTAIN_EIN["responsible_party"],
+                                                  "ssn": "123-45-6780"}}).id
+        wait_until(lambda: _final(bad), 60, "a business error with an escalation")
+        mailbox.wait_for(1, 30)
+    finally:
+        svc.stop()
+        mailbox.stop()
+    assert queue.get_job(ok)["status"] == "completed" and queue.get_job(ok)["attempts"] == 2
+    # screenshots, traces, logs (the service log is in tmp_path too)
+    assert assert_no_secret(tmp_path) > 5
+    assert assert_no_secret(tmp_path, "123-45-6780") > 5
+    forms = secret_forms(SSN) + secret_forms("123-45-6780")
+    for msg in mailbox.messages:
+        raw = msg.as_bytes()
+        assert not any(f in raw for f in forms)
+    with psycopg.connect(dsn) as c:
+        texts = c.execute("""
+            SELECT coalesce(last_error, '') || coalesce(result::text, '') ||
+                   coalesce(checkpoint::text, '') || coalesce(rate_key, '') FROM job_queue
+            UNION ALL SELECT coalesce(error, '') || coalesce(detail::text, '') FROM job_events
+            UNION ALL SELECT reason FROM escalations""").fetchall()
+    for (text,) in texts:
+        assert not any(f.decode() in text for f in forms), text
