@@ -51,10 +51,13 @@ def migrate(database_url: DbUrl = None,
         return
     from jobs.database import database_url as resolve
 
-    url = resolve(database_url)
-    before = m.current(url)
-    m.upgrade(url)
-    after = m.current(url)
+    from rich.console import Console
+
+    with Console(stderr=True).status("starting the database and applying migrations ..."):
+        url = resolve(database_url)
+        before = m.current(url)
+        m.upgrade(url)
+        after = m.current(url)
     typer.echo(f"schema at {after}" + ("" if before == after else f" (was {before or 'empty'})"))
 
 
@@ -88,6 +91,62 @@ def enqueue(
         print_json(_public(row))
     else:
         typer.echo(result.id)
+
+
+@app.command("enqueue-batch")
+def enqueue_batch(
+    path: Annotated[Path, typer.Argument(help="JSON lines: one job per line, e.g. "
+                                         '{"job_type": "name_search", "order": "ORD-1", '
+                                         '"payload": {...}, "priority": 0, '
+                                         '"idempotency_key": "..."}')],
+    chunk: Annotated[int, typer.Option(help="jobs per INSERT statement")] = 1000,
+    database_url: DbUrl = None,
+) -> None:
+    """Enqueue many jobs from a file, in one transaction: all of them or (on any bad line)
+    none; prints how many were created and how many already existed."""
+    from rich.progress import Progress
+
+    from jobs import queue
+
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror}")
+    jobs: list[queue.NewJob] = []
+    allowed = {"job_type", "order", "payload", "portal", "run_at", "priority", "max_attempts",
+               "idempotency_key"}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            fail(f"{path}:{number}: not valid JSON: {exc.msg}")
+        if not isinstance(item, dict) or not {"job_type", "order"} <= item.keys():
+            fail(f"{path}:{number}: needs an object with job_type and order")
+        unknown = set(item) - allowed
+        if unknown:
+            fail(f"{path}:{number}: unknown field(s) {', '.join(sorted(unknown))}")
+        jobs.append(queue.NewJob(
+            item["job_type"], item["order"], item.get("payload") or {},
+            run_at=_parse_instant(item.get("run_at"), f"{path}:{number}: run_at"),
+            priority=item.get("priority", 0), max_attempts=item.get("max_attempts", 5),
+            idempotency_key=item.get("idempotency_key"), portal=item.get("portal")))
+    _use_url(database_url)
+    created = existing = 0
+    with queue.connect() as conn, Progress(transient=True) as progress:
+        task = progress.add_task("enqueueing", total=len(jobs))
+        for start in range(0, len(jobs), max(chunk, 1)):
+            part = jobs[start:start + chunk]
+            try:
+                results = queue.enqueue_many(part, conn)
+            except InputError as exc:
+                conn.rollback()
+                fail(f"{path}: job {start + 1}..{start + len(part)}: {exc}")
+            created += sum(r.created for r in results)
+            existing += sum(not r.created for r in results)
+            progress.advance(task, len(part))
+    typer.echo(f"{created} job(s) enqueued, {existing} already existed")
 
 
 def _public(job: dict[str, Any]) -> dict[str, Any]:

@@ -116,3 +116,28 @@ def test_database_down_is_one_line(tmp_path):
     assert out.returncode == 4
     assert out.stderr.startswith("portalq: error: database unavailable")
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_enqueue_batch_all_or_nothing(db, dsn, tmp_path):
+    good = tmp_path / "jobs.jsonl"
+    lines = [json.dumps({"job_type": "name_search", "order": f"ORD-{i}",
+                         "payload": payloads.NAME_SEARCH, "idempotency_key": f"k{i % 40}"})
+             for i in range(50)]
+    good.write_text("\n".join(lines) + "\n")
+    out = run_cli("enqueue-batch", str(good), "--chunk", "7")
+    assert out.returncode == 0, out.stderr
+    assert "40 job(s) enqueued, 10 already existed" in out.stdout
+    assert jobs_in(dsn) == 40
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([*lines[:3], json.dumps({"job_type": "name_search",
+                   "order": "X", "payload": {"names": []}}), *lines[3:5]]) + "\n")
+    fresh = tmp_path / "fresh.jsonl"
+    fresh.write_text(bad.read_text().replace('"k', '"new-k'))
+    out = run_cli("enqueue-batch", str(fresh), "--chunk", "2")
+    assert out.returncode == 2 and "invalid name_search payload" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert jobs_in(dsn) == 40  # the valid lines of the bad file were not written either
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(lines[0] + "\n{oops\n")
+    out = run_cli("enqueue-batch", str(broken))
+    assert out.returncode == 2 and "broken.jsonl:2: not valid JSON" in out.stderr
