@@ -49,9 +49,9 @@ def migrate(database_url: DbUrl = None,
     if sql:
         typer.echo(m.offline_sql())
         return
-    from jobs.database import database_url as resolve
-
     from rich.console import Console
+
+    from jobs.database import database_url as resolve
 
     with Console(stderr=True).status("starting the database and applying migrations ..."):
         url = resolve(database_url)
