@@ -141,3 +141,30 @@ def test_service_survives_postgres_restart_and_drains_everything(db, dsn, tmp_pa
     with psycopg.connect(dsn) as c:
         statuses = dict(c.execute("SELECT status, count(*) FROM job_queue GROUP BY 1").fetchall())
     assert statuses == {"completed": n}
+
+
+def test_metrics_and_health_endpoints(db, dsn, tmp_path):
+    import json
+    import urllib.request
+
+    add_local_portal(dsn)
+    port = free_port()
+    svc = Service(db, tmp_path, "m", PORTALQ_METRICS_PORT=port).start()
+    try:
+        job = queue.enqueue("ledger_job", "O1", {})
+        wait_until(lambda: queue.get_job(job.id)["status"] == "completed", 30, "the job")
+        base = f"http://127.0.0.1:{port}"
+
+        def metrics():
+            with urllib.request.urlopen(f"{base}/metrics", timeout=5) as r:
+                return r.read().decode()
+        text = wait_until(lambda: (m := metrics()) and 'portalq_jobs{portal="local",status='
+                          '"completed"} 1.0' in m and m, 30, "the tick's gauges")
+        assert 'portalq_job_outcomes_total{job_type="ledger_job",outcome="completed",' \
+               'portal="local"} 1.0' in text
+        assert "portalq_queue_latency_seconds_bucket" in text
+        with urllib.request.urlopen(f"{base}/health", timeout=5) as r:
+            health = json.loads(r.read())
+        assert health["ok"] is True and health["node"] == "m"
+    finally:
+        svc.stop()
