@@ -332,6 +332,15 @@ def demo(
     raise typer.Exit(rc)
 
 
+@app.command()
+def standin(host: Annotated[str, typer.Option(envvar="PORTALQ_STANDIN_HOST")] = "127.0.0.1",
+            port: Annotated[int, typer.Option(envvar="PORTALQ_STANDIN_PORT")] = 8765) -> None:
+    """Serve the stand-in portals (BC Registries, IRS EIN, Delaware, CRTC) locally."""
+    from portals.standin.app import serve
+
+    serve(host, port)
+
+
 @db_app.command("start")
 def db_start() -> None:
     """Start the embedded PostgreSQL server (if not running); print its URL."""
