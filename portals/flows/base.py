@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager, suppress
 from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from jobs import clock
 from jobs.errors import HandlerOutcome, RetryableError
+from portals.calendar import zone
 from portals.flows.browser import close_context
 from portals.flows.context import FlowContext
 
@@ -185,6 +185,6 @@ async def has_document(ctx: FlowContext, name: str) -> bool:
 
 def next_midnight(tz: str, now: datetime | None = None) -> datetime:
     """Midnight starting the next calendar day in ``tz`` (aware), DST-correct."""
-    zone = ZoneInfo(tz)
-    local = (now or clock.now()).astimezone(zone)
-    return datetime.combine(local.date() + timedelta(days=1), time(0), tzinfo=zone)
+    tzinfo = zone(tz)
+    local = (now or clock.now()).astimezone(tzinfo)
+    return datetime.combine(local.date() + timedelta(days=1), time(0), tzinfo=tzinfo)

@@ -27,7 +27,6 @@ import re
 import secrets
 from datetime import date, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -35,6 +34,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from jobs import clock
+from portals.calendar import zone
 from portals.standin import bc_crtc_common as ui
 from portals.standin.bc_crtc_common import alert, esc, field, url
 from portals.standin.common import PortalState
@@ -42,7 +42,7 @@ from portals.standin.common import PortalState
 BRAND = "BC Registries and Online Services"
 HOURS = ("Hours: Monday to Saturday 6:00 a.m. to 10:00 p.m., Sunday 1:00 p.m. to "
          "10:00 p.m. Pacific Time.")
-TZ = ZoneInfo("America/Vancouver")
+TZ = zone("America/Vancouver")
 RESERVATION_DAYS = 56
 NR_FEE, FEES = "$30.00", {"BC": "$350.00", "ULC": "$1,000.00"}
 ENTITY_LABELS = {"BC": "BC Limited Company", "ULC": "BC Unlimited Liability Company"}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import re
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
@@ -23,6 +22,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from jobs import clock
+from portals.calendar import zone
 from portals.standin import bc_crtc_common as ui
 from portals.standin.bc_crtc_common import alert, checkbox, esc, field, url
 from portals.standin.common import PortalState
@@ -30,7 +30,7 @@ from portals.standin.common import PortalState
 BRAND = "My CRTC Account - Canadian Radio-television and Telecommunications Commission"
 HOURS = ("Online submissions are normally accepted 24 hours a day; support is available "
          "Monday to Friday, 7:00 a.m. to 5:00 p.m. Eastern Time.")
-TZ = ZoneInfo("America/Toronto")
+TZ = zone("America/Toronto")
 STEPS = ("Telecom Cover Page", "Attach Documents", "Confirmation")
 PROVINCES = {"AB": "Alberta", "BC": "British Columbia", "MB": "Manitoba", "NB": "New Brunswick",
              "NL": "Newfoundland and Labrador", "NS": "Nova Scotia", "NT": "Northwest Territories",

@@ -20,7 +20,6 @@ import random
 import re
 from datetime import timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -28,6 +27,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from jobs import clock
+from portals.calendar import zone
 from portals.standin.common import PortalState
 from portals.standin.pages import (
     SUBMIT_JS,
@@ -45,7 +45,7 @@ from portals.standin.pages import (
 )
 
 TITLE = "Delaware Division of Corporations"
-DE_TZ = ZoneInfo("America/New_York")
+DE_TZ = zone("America/New_York")
 CLOSED = ("The Division of Corporations online filing system is not available at this time. "
           "Filings are accepted Monday through Friday until 10:30 p.m. Eastern Time.")
 STEPS = {"entity": "Step 1 of 3: Entity Information",

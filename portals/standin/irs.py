@@ -18,7 +18,6 @@ import random
 import re
 from datetime import timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -26,6 +25,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from jobs import clock
+from portals.calendar import zone
 from portals.standin.common import PortalState
 from portals.standin.pages import (
     SUBMIT_JS,
@@ -43,7 +43,7 @@ from portals.standin.pages import (
 )
 
 TITLE = "EIN Assistant"
-IRS_TZ = ZoneInfo("America/New_York")
+IRS_TZ = zone("America/New_York")
 CLOSED = ("The EIN Assistant is not available at this time. Hours of operation: Monday to "
           "Friday, 7 a.m. to 10 p.m. Eastern Time.")
 STEPS = [("legal-structure", "Legal Structure"), ("identity", "Identity"),
