@@ -148,6 +148,7 @@ def set_hours(
             "portal": code, "weekdays": [w.weekday for w in parsed],
             "opens": [w.opens for w in parsed], "closes": [w.closes for w in parsed]})
         sql.fetch(c, "touch_portal", {"portal": code, "now": clock.now()})
+        sql.fetch(c, "notify_portals", {"portal": code})  # running nodes reload at once
     typer.echo(f"{code}: {len(parsed)} window(s) set")
 
 
@@ -170,6 +171,7 @@ def close(code: str,
         row = sql.fetch_one(c, "insert_closure", {"portal": code, "starts_at": starts,
                                                   "ends_at": ends, "reason": reason.strip(),
                                                   "now": clock.now()})
+        sql.fetch(c, "notify_portals", {"portal": code})
     assert row is not None
     typer.echo(f"closure {row['id']} recorded for {code}")
 
