@@ -1,6 +1,7 @@
 """Where the database is: ``PORTALQ_DATABASE_URL``, else the embedded server.
 
 URLs are SQLAlchemy-style (``postgresql+psycopg://...``); plain ``postgresql://`` works too.
+Resolving one needs no SQLAlchemy: the worker process never imports it (memory).
 """
 
 from __future__ import annotations
@@ -8,9 +9,10 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, create_engine
-from sqlalchemy.engine import make_url
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 
 def home() -> Path:
@@ -28,23 +30,32 @@ def embedded():  # type: ignore[no-untyped-def]
     return EmbeddedPostgres(home())
 
 
+def _split(url: str) -> tuple[str, str]:
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme:
+        raise ValueError(f"not a database URL: {url!r}")
+    return scheme, rest
+
+
 def database_url(url: str | None = None) -> str:
     """The SQLAlchemy URL to use, starting the embedded server when none is configured."""
     url = url or os.environ.get("PORTALQ_DATABASE_URL")
     if not url:
         return embedded().ensure_running()
-    parsed = make_url(url)
-    if parsed.drivername in ("postgresql", "postgres"):
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed.render_as_string(hide_password=False)
+    scheme, rest = _split(url)
+    if scheme in ("postgresql", "postgres"):
+        scheme = "postgresql+psycopg"
+    return f"{scheme}://{rest}"
 
 
 def libpq_dsn(url: str) -> str:
     """The psycopg/libpq form of a SQLAlchemy URL."""
-    parsed = make_url(url).set(drivername="postgresql")
-    return parsed.render_as_string(hide_password=False)
+    _, rest = _split(url)
+    return f"postgresql://{rest}"
 
 
 @lru_cache(maxsize=8)
 def engine(url: str | None = None) -> Engine:
+    from sqlalchemy import create_engine
+
     return create_engine(database_url(url), pool_pre_ping=True, future=True)

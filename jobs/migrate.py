@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
-
-from alembic import command
-from alembic.config import Config
+from typing import TYPE_CHECKING
 
 import migrations
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(migrations.__file__).parent
 
 
 def alembic_config(url: str | None = None, *, output: io.StringIO | None = None) -> Config:
+    from alembic.config import Config
+
     cfg = Config(output_buffer=output) if output is not None else Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     if url:
@@ -23,6 +27,7 @@ def alembic_config(url: str | None = None, *, output: io.StringIO | None = None)
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at ``url`` to ``revision`` (idempotent; serialised by a lock)."""
+    from alembic import command
     from sqlalchemy import create_engine, pool, text
 
     engine = create_engine(url, poolclass=pool.NullPool)
@@ -37,6 +42,8 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 def offline_sql(revision: str = "head") -> str:
     """The SQL that ``upgrade`` would run, for DBAs."""
+    from alembic import command
+
     buf = io.StringIO()
     cfg = alembic_config("postgresql+psycopg://offline/portalq", output=buf)
     command.upgrade(cfg, revision, sql=True)
@@ -52,3 +59,38 @@ def current(url: str) -> str | None:
         rev = MigrationContext.configure(conn).get_current_revision()
     engine.dispose()
     return rev
+
+
+_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*['\"]?(\w+|None)['\"]?", re.M)
+
+
+def head_revision() -> str | None:
+    """The newest revision, read from the migration files without importing alembic
+    (None when there is not exactly one head: then alembic decides)."""
+    revisions, parents = set(), set()
+    for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        found = dict(m.groups() for m in _REVISION.finditer(path.read_text()))
+        if "revision" in found:
+            revisions.add(found["revision"])
+            parents.add(found.get("down_revision"))
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def upgrade_if_needed(url: str) -> None:
+    """:func:`upgrade`, skipped (and alembic and SQLAlchemy never imported: a smaller
+    service process) when the database is already at the head revision."""
+    import psycopg
+
+    from jobs.database import libpq_dsn
+
+    head = head_revision()
+    if head is not None:
+        try:
+            with psycopg.connect(libpq_dsn(url)) as conn:
+                rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+            if [r[0] for r in rows] == [head]:
+                return
+        except psycopg.errors.UndefinedTable:
+            pass
+    upgrade(url)

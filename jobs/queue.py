@@ -114,14 +114,20 @@ def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
     one is invalid). Returns one :class:`Enqueued` per input, in order."""
     if not jobs:
         return []
+    rows = [_validate(job, None) for job in jobs]
     with _use(conn) as c:
-        portals = _known_portals(c)
-        rows = [_validate(job, portals) for job in jobs]
         now = clock.now()
-        params: dict[str, Any] = {k: [r[k] for r in rows] for k in rows[0]}
-        params["run_at"] = [r or now for r in params["run_at"]]
-        params["now"] = now
-        inserted = sql.fetch(c, "enqueue_many", params)
+        if len(rows) == 1:
+            params: dict[str, Any] = {**rows[0], "run_at": rows[0]["run_at"] or now, "now": now}
+            inserted = sql.fetch(c, "enqueue_one", params)
+        else:
+            params = {k: [r[k] for r in rows] for k in rows[0]}
+            params["run_at"] = [r or now for r in params["run_at"]]
+            params["now"] = now
+            inserted = sql.fetch(c, "enqueue_many", params)
+        unknown = [r["unknown_portal"] for r in inserted if r["unknown_portal"] is not None]
+        if unknown:  # nothing was inserted
+            raise InputError(f"unknown portal {unknown[0]!r}")
         out: list[Enqueued | None] = [None] * len(rows)
         by_key: dict[str, int] = {}
         pos = 0

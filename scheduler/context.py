@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +40,12 @@ class JobContext:
         self.payload: Mapping[str, Any] = job["payload"]
         self.checkpoints: dict[str, Any] = dict(job["checkpoint"] or {})
         self.artifacts_dir = artifacts_dir
-        self.portal_urls = worker.settings.portal_urls()
         self._browser_contexts: list[Any] = []
         self.failed = False
+
+    @cached_property
+    def portal_urls(self) -> dict[str, str]:
+        return self._worker.settings.portal_urls()
 
     async def save_checkpoint(self, **data: Any) -> None:
         async with self._worker.pool.connection() as conn:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -26,8 +27,20 @@ ESCALATIONS = Counter("portalq_escalations_sent_total", "Escalation emails sent"
 RESCUED = Counter("portalq_rescued_total", "Stale running jobs rescued", registry=REGISTRY)
 
 
-async def serve(host: str, port: int, health: Callable[[], dict[str, Any]]) -> asyncio.Server:
-    """A tiny HTTP server: GET /metrics (Prometheus text), GET /health (JSON)."""
+async def refresh_job_counts(conn: Any) -> None:
+    """The jobs-by-portal-and-status gauge, counted when /metrics is scraped (a scan of
+    job_queue: kept out of the tick, which would pay it every period for nobody)."""
+    from jobs import sql
+
+    JOBS.clear()
+    for row in await sql.afetch(conn, "count_by_portal_status"):
+        JOBS.labels(row["portal"], row["status"]).set(row["n"])
+
+
+async def serve(host: str, port: int, health: Callable[[], dict[str, Any]],
+                refresh: Callable[[], Awaitable[None]] | None = None) -> asyncio.Server:
+    """A tiny HTTP server: GET /metrics (Prometheus text; ``refresh`` runs first),
+    GET /health (JSON)."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -36,6 +49,9 @@ async def serve(host: str, port: int, health: Callable[[], dict[str, Any]]) -> a
                 pass
             path = request.split()[1].decode() if len(request.split()) > 1 else "/"
             if path.startswith("/metrics"):
+                if refresh is not None:
+                    with contextlib.suppress(Exception):  # stale counts beat no metrics
+                        await refresh()
                 body, ctype, status = generate_latest(REGISTRY), "text/plain; version=0.0.4", 200
             elif path.startswith("/health"):
                 state = health()

@@ -10,14 +10,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from psycopg_pool import AsyncConnectionPool
 
 from jobs.database import database_url, libpq_dsn
-from jobs.migrate import upgrade
+from jobs.migrate import upgrade_if_needed
 from scheduler import logs, metrics
 from scheduler.config import Settings
 from scheduler.tick import Tick
-from scheduler.worker import Worker
+from scheduler.worker import Worker, make_pool
 
 log = logging.getLogger("portalq.service")
 
@@ -25,11 +24,9 @@ log = logging.getLogger("portalq.service")
 async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
                 stop: asyncio.Event | None = None, install_signals: bool = True) -> None:
     url = database_url(settings.database_url)
-    await asyncio.to_thread(upgrade, url)
+    await asyncio.to_thread(upgrade_if_needed, url)
     dsn = libpq_dsn(url)
-    pool = AsyncConnectionPool(dsn, min_size=2, max_size=settings.workers + 4, open=False,
-                               kwargs={"autocommit": True}, reconnect_timeout=3600,
-                               check=AsyncConnectionPool.check_connection)
+    pool = make_pool(settings, dsn)
     await pool.open(wait=True, timeout=60)
     worker = Worker(settings, pool, dsn)
     tick = Tick(settings, worker, dsn)
@@ -54,7 +51,12 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
 
     server = None
     if settings.metrics_port:
-        server = await metrics.serve(settings.metrics_host, settings.metrics_port, health)
+        async def refresh() -> None:
+            async with pool.connection() as conn:
+                await metrics.refresh_job_counts(conn)
+
+        server = await metrics.serve(settings.metrics_host, settings.metrics_port, health,
+                                     refresh)
     tasks = [asyncio.create_task(worker.listen(), name="listen"),
              asyncio.create_task(worker.claim_loop(), name="claim"),
              asyncio.create_task(worker.flush_loop(), name="flush"),

@@ -94,8 +94,6 @@ class Tick:
                 conn, older_than=timedelta(days=s.retention_days))
             out["artifacts_pruned"] = await _prune_artifacts(
                 s.artifacts(), older_than=timedelta(days=s.retention_days))
-            for row in await sql.afetch(conn, "count_by_portal_status"):
-                metrics.JOBS.labels(row["portal"], row["status"]).set(row["n"])
         return out
 
     async def close(self) -> None:

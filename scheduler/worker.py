@@ -34,6 +34,13 @@ from scheduler.handlers import handler_for
 log = logging.getLogger("portalq.worker")
 
 
+def make_pool(settings: Settings, dsn: str) -> AsyncConnectionPool:
+    """The process's connection pool (opened by the caller)."""
+    return AsyncConnectionPool(dsn, min_size=2, max_size=settings.workers + 4, open=False,
+                               kwargs={"autocommit": True}, reconnect_timeout=3600,
+                               check=AsyncConnectionPool.check_connection)
+
+
 class Worker:
     def __init__(self, settings: Settings, pool: AsyncConnectionPool, dsn: str) -> None:
         self.settings = settings
@@ -45,6 +52,8 @@ class Worker:
         self.wake = asyncio.Event()
         self.stopping = asyncio.Event()
         self._done: list[tuple[int, Any]] = []
+        self._unflushed = 0  # finished handlers whose completion is not written yet
+        self._artifacts_root = settings.artifacts()
         self._done_event = asyncio.Event()
         self._browser: Any = None
         self._playwright: Any = None
@@ -114,7 +123,9 @@ class Worker:
     async def claim_loop(self) -> None:
         delay = 0.2
         while not self.stopping.is_set():
-            free = self.settings.workers - len(self.running)
+            # a handler that returned frees its slot at once; its completion is written
+            # by the flush loop meanwhile (the job stays held until then)
+            free = self.settings.workers - (len(self.running) - self._unflushed)
             if free <= 0:
                 await self._wait(None)
                 continue
@@ -146,7 +157,8 @@ class Worker:
 
     async def _wait(self, timeout: float | None) -> None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wake.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.wake.wait()
         self.wake.clear()
 
     async def flush_loop(self) -> None:
@@ -163,6 +175,7 @@ class Worker:
                 conn, worker=self.node, results=b))
             for job_id, _ in batch:
                 self.running.pop(job_id, None)
+            self._unflushed -= len(batch)
             self.wake.set()
 
     async def heartbeat_loop(self) -> None:
@@ -188,15 +201,17 @@ class Worker:
         extra = {"job_id": job["id"], "job_type": job["job_type"], "portal": job["portal"],
                  "attempt": job["attempts"], "order_id": job["order_id"]}
         started = time.monotonic()
-        artifacts = self.settings.artifacts() / str(job["id"]) / f"attempt-{job['attempts']}"
+        artifacts = self._artifacts_root / str(job["id"]) / f"attempt-{job['attempts']}"
         ctx = JobContext(self, job, artifacts)
         outcome = "completed"
         try:
             handler, _ = handler_for(job["job_type"], job["payload"])
-            result = await asyncio.wait_for(handler(ctx),
-                                            timeout=self.settings.job_timeout_seconds)
+            async with asyncio.timeout(self.settings.job_timeout_seconds):
+                result = await handler(ctx)
             self._done.append((job["id"], dict(result) if result is not None else None))
+            self._unflushed += 1
             self._done_event.set()
+            self.wake.set()
             log.debug("job completed", extra=extra)
             return
         except asyncio.CancelledError:

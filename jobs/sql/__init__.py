@@ -41,13 +41,16 @@ def fetch_one(conn: Connection[Any], name: str, params: dict[str, Any] | None = 
 
 
 async def afetch(conn: AsyncConnection[Any], name: str, params: dict[str, Any] | None = None,
-                 ) -> list[dict[str, Any]]:
+                 *, prepare: bool | None = None) -> list[dict[str, Any]]:
+    """``prepare=False``: never a server-side prepared statement, so every run is planned
+    for its parameters (for statements whose generic plan would be poor)."""
     async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query(name), params or {})
+        await cur.execute(query(name), params or {}, prepare=prepare)
         return await cur.fetchall() if cur.description else []
 
 
 async def afetch_one(conn: AsyncConnection[Any], name: str,
-                     params: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    rows = await afetch(conn, name, params)
+                     params: dict[str, Any] | None = None, *, prepare: bool | None = None,
+                     ) -> dict[str, Any] | None:
+    rows = await afetch(conn, name, params, prepare=prepare)
     return rows[0] if rows else None

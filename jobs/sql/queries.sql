@@ -4,7 +4,9 @@
 
 -- name: enqueue_many
 -- Insert jobs (arrays, one element per job); an existing idempotency key inserts nothing.
--- The enqueue event is written in the same statement.
+-- The enqueue event is written in the same statement. The portal check is part of the
+-- statement too (no extra round trip): if any job names an unknown portal, nothing is
+-- inserted and each unknown portal comes back as a row with unknown_portal set.
 WITH new AS (
     SELECT * FROM unnest(
         %(job_type)s::text[], %(order_id)s::text[], %(portal)s::text[], %(payload)s::jsonb[],
@@ -12,27 +14,49 @@ WITH new AS (
         %(max_attempts)s::smallint[], %(idempotency_key)s::text[], %(rate_key)s::text[]
     ) WITH ORDINALITY AS n(job_type, order_id, portal, payload, status, priority, run_at,
                           max_attempts, idempotency_key, rate_key, ord)
+), unknown AS (
+    SELECT DISTINCT n.portal FROM new n
+    WHERE NOT EXISTS (SELECT 1 FROM portals p WHERE p.code = n.portal)
 ), ins AS (
     INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
                            max_attempts, idempotency_key, rate_key, created_at, updated_at)
     SELECT job_type, order_id, portal, payload, status, priority, run_at,
            max_attempts, idempotency_key, rate_key, %(now)s, %(now)s
-    FROM new ORDER BY ord
+    FROM new WHERE NOT EXISTS (SELECT 1 FROM unknown) ORDER BY ord
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, status, idempotency_key
 ), ev AS (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, detail)
     SELECT id, %(now)s, 0, NULL, status, '{"event": "enqueued"}'::jsonb FROM ins
 )
-SELECT id, idempotency_key, true AS created FROM ins;
+SELECT id, idempotency_key, NULL::text AS unknown_portal FROM ins
+UNION ALL
+SELECT NULL, NULL, portal FROM unknown;
+
+-- name: enqueue_one
+-- enqueue_many for one job, with scalar parameters (cheaper to send than ten one-element
+-- arrays); same checks, same event, same result rows.
+WITH known AS (
+    SELECT 1 FROM portals WHERE code = %(portal)s
+), ins AS (
+    INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+                           max_attempts, idempotency_key, rate_key, created_at, updated_at)
+    SELECT %(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, %(status)s,
+           %(priority)s::smallint, %(run_at)s::timestamptz, %(max_attempts)s::smallint,
+           %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s
+    FROM known
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id, status, idempotency_key
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, detail)
+    SELECT id, %(now)s, 0, NULL, status, '{"event": "enqueued"}'::jsonb FROM ins
+)
+SELECT id, idempotency_key, NULL::text AS unknown_portal FROM ins
+UNION ALL
+SELECT NULL, NULL, %(portal)s::text WHERE NOT EXISTS (SELECT 1 FROM known);
 
 -- name: ids_by_idempotency_key
 SELECT id, idempotency_key FROM job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
-
--- name: running_by_portal
-SELECT portal, count(*)::int AS running FROM job_queue
-WHERE status = 'running' AND portal = ANY(%(portals)s::text[])
-GROUP BY portal;
 
 -- name: lock_portals
 -- Serialises claims of the listed (concurrency-limited) portals across nodes.
@@ -40,9 +64,18 @@ SELECT pg_advisory_xact_lock(726201, hashtext(p)) FROM unnest(%(portals)s::text[
 ORDER BY p;
 
 -- name: claim
--- Claim due jobs: per open portal at most its capacity, by priority then run_at.
+-- Claim due jobs: per open portal at most its capacity, by priority then run_at. A
+-- portal's capacity is %(limit)s, or for a limited one (limits[i] not NULL) its limit minus
+-- the jobs running on it everywhere; run after lock_portals in the same transaction, so
+-- that count is current (READ COMMITTED: a statement's snapshot starts after the lock).
 WITH caps AS (
-    SELECT * FROM unnest(%(portals)s::text[], %(caps)s::int[]) AS c(portal, cap)
+    SELECT c.portal,
+           CASE WHEN c.lim IS NULL THEN %(limit)s
+                ELSE least(%(limit)s, c.lim - (SELECT count(*) FROM job_queue r
+                                              WHERE r.status = 'running'
+                                                AND r.portal = c.portal))::int
+           END AS cap
+    FROM unnest(%(portals)s::text[], %(limits)s::int[]) AS c(portal, lim)
 ), picked AS (
     SELECT j.id, j.status FROM caps CROSS JOIN LATERAL (
         SELECT q.id, q.status FROM job_queue q
@@ -50,7 +83,7 @@ WITH caps AS (
           AND q.status IN ('pending', 'deferred')
           AND q.run_at <= %(now)s
         ORDER BY q.priority DESC, q.run_at, q.id
-        LIMIT caps.cap
+        LIMIT greatest(caps.cap, 0)
         FOR UPDATE SKIP LOCKED
     ) j
     LIMIT %(limit)s
@@ -197,11 +230,32 @@ SELECT id, attempts FROM upd;
 
 -- name: defer_portal
 -- Bulk deferral of one closed portal's due jobs to its next opening (no attempt spent).
-WITH upd AS (
-    UPDATE job_queue SET status = 'deferred', run_at = %(next_open)s, updated_at = %(now)s
-    WHERE portal = %(portal)s AND status IN ('pending', 'deferred') AND run_at < %(next_open)s
-      AND run_at <= %(now)s
-    RETURNING id, attempts
+-- A skip scan of the claim index: one probe per distinct priority of the portal's waiting
+-- jobs, then per priority an index range on run_at, so jobs already deferred to a later
+-- opening (however many) are never visited.
+WITH RECURSIVE prio AS (
+    (SELECT q.priority FROM job_queue q
+     WHERE q.portal = %(portal)s AND q.status IN ('pending', 'deferred')
+     ORDER BY q.priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT q.priority FROM job_queue q
+            WHERE q.portal = %(portal)s AND q.status IN ('pending', 'deferred')
+              AND q.priority < prio.priority
+            ORDER BY q.priority DESC LIMIT 1)
+    FROM prio WHERE prio.priority IS NOT NULL
+), due AS (
+    SELECT j.id FROM prio CROSS JOIN LATERAL (
+        SELECT q.id FROM job_queue q
+        WHERE q.portal = %(portal)s AND q.priority = prio.priority
+          AND q.status IN ('pending', 'deferred')
+          AND q.run_at < %(next_open)s AND q.run_at <= %(now)s
+    ) j
+    WHERE prio.priority IS NOT NULL
+), upd AS (
+    UPDATE job_queue q SET status = 'deferred', run_at = %(next_open)s, updated_at = %(now)s
+    FROM due
+    WHERE q.id = due.id AND q.status IN ('pending', 'deferred') AND q.run_at < %(next_open)s
+    RETURNING q.id, q.attempts
 ), ev AS (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, detail)
     SELECT id, %(now)s, attempts, 'pending', 'deferred', %(detail)s::jsonb FROM upd

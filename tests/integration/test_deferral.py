@@ -53,6 +53,31 @@ def test_bulk_deferral_of_100k_due_jobs(dsn, conn):
     assert asyncio.run(defer()) == 0
 
 
+def test_deferral_covers_every_priority_and_leaves_later_jobs_alone(dsn, conn):
+    clock.set_clock(clock.FrozenClock(SAT))
+    later = MON_OPEN + timedelta(days=3)
+    conn.execute("""
+        INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+                               created_at, updated_at)
+        SELECT 'obtain_ein', 'O' || g, 'irs_ein', '{}', 'pending', p, %s, %s, %s
+        FROM generate_series(1, 10) g, unnest(ARRAY[-100, -5, 0, 7, 100]) p""",
+                 (SAT - timedelta(minutes=1), SAT, SAT))
+    conn.execute("""
+        INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+                               created_at, updated_at)
+        SELECT 'obtain_ein', 'L' || g, 'irs_ein', '{}', 'deferred', 3, %s, %s, %s
+        FROM generate_series(1, 10) g""", (later, SAT, SAT))
+
+    async def defer():
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            return await worker_api.defer_portal(c, portal="irs_ein", next_open=MON_OPEN,
+                                                 reason="closed")
+    assert asyncio.run(defer()) == 50
+    rows = conn.execute("SELECT status, run_at, count(*) FROM job_queue GROUP BY 1, 2 "
+                        "ORDER BY 2").fetchall()
+    assert rows == [("deferred", MON_OPEN, 50), ("deferred", later, 10)]
+
+
 def _claim(dsn, now):
     async def go():
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:

@@ -133,6 +133,14 @@ def test_unknown_portal_and_naive_run_at_rejected(conn, db):
     assert count_jobs(conn) == 0
 
 
+def test_unknown_portal_in_a_batch_writes_nothing(conn, db):
+    batch = [queue.NewJob("name_search", "ORD-OK", payloads.NAME_SEARCH),
+             queue.NewJob("name_search", "ORD-BAD", payloads.NAME_SEARCH, portal="moon")]
+    with pytest.raises(InputError, match="unknown portal 'moon'"):
+        queue.enqueue_many(batch)
+    assert count_jobs(conn) == 0
+
+
 def test_every_builtin_type_routes_to_its_portal(conn, db):
     expected = {"name_search": "bc_corporate_online", "obtain_ein": "irs_ein",
                 "file_entity": "bc_corporate_online", "process_crtc": "crtc",

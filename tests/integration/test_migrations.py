@@ -29,6 +29,15 @@ def test_upgrade_is_idempotent_and_at_head(db):
     assert migrate.current(db) == "0003"
 
 
+def test_head_revision_without_alembic_matches_alembic(db):
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()
+    assert migrate.head_revision() == head
+    migrate.upgrade_if_needed(db)  # at head: a no-op
+    assert migrate.current(db) == head
+
+
 def test_offline_sql_for_dbas():
     text = migrate.offline_sql()
     assert "CREATE TABLE job_queue" in text
@@ -51,7 +60,7 @@ def test_claim_uses_its_index_with_100k_finished_jobs(dsn):
         c.execute("ANALYZE job_queue")
         with c.transaction():
             sql = "EXPLAIN (FORMAT JSON) " + query("claim")
-            plan = c.execute(sql, {"portals": ["email"], "caps": [10], "limit": 10,
+            plan = c.execute(sql, {"portals": ["email"], "limits": [None], "limit": 10,
                                    "worker": "w", "now": "2100-01-01T00:00:00Z"}).fetchone()[0]
             raise_rollback = psycopg.Rollback()
             text = json.dumps(plan)
