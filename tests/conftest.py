@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -43,10 +44,18 @@ class TestServer:
             from jobs.embedded import EmbeddedPostgres
 
             home = Path(os.environ.get("PORTALQ_TEST_HOME", f"/tmp/portalq-test-{os.getuid()}"))
-            pg = EmbeddedPostgres(home, settings={"fsync": "off", "synchronous_commit": "off",
-                                                  "full_page_writes": "off"})
+            settings = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+            pg = EmbeddedPostgres(home, settings=settings)
+            try:
+                url = pg.ensure_running()
+            except subprocess.CalledProcessError:
+                # a test cluster runs with fsync=off: after a hard kill its data may not
+                # recover; it holds nothing worth keeping, so start over
+                shutil.rmtree(home, ignore_errors=True)
+                pg = EmbeddedPostgres(home, settings=settings)
+                url = pg.ensure_running()
             self.embedded = pg
-            self.base = make_url(pg.ensure_running())
+            self.base = make_url(url)
         self.template = f"portalq_tpl_{_migrations_digest()}"
 
     def url(self, database: str) -> str:
