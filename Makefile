@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help venv browser demo test test-fast lint bench clean
+.PHONY: help venv browser demo test test-fast lint bench bench-browser clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -39,6 +39,9 @@ lint: venv  ## ruff + import-layer contracts
 bench: venv  ## portalq vs PGQueuer vs Procrastinate, same run (../shared/bench/peers)
 	DRIVER_DIRS=bench EXTRA_PIP="-e ." LIBS="portalq pgqueuer procrastinate" \
 	  ../shared/bench/peers/run.sh
+
+bench-browser: venv browser  ## a browser job through portalq vs the same flow as a bare script
+	$(PY) bench/browser_bench.py
 
 clean:  ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
