@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -9,6 +10,8 @@ from typing import Any
 
 from jobs import clock, sql
 from portals.calendar import Closure, PortalCalendar, Window, can_start, next_start
+
+log = logging.getLogger("portalq.calendars")
 
 
 @dataclass(frozen=True)
@@ -31,17 +34,26 @@ def build(portals: list[Mapping[str, Any]], hours: list[Mapping[str, Any]],
     out: dict[str, Portal] = {}
     for p in portals:
         code = p["code"]
-        cal = PortalCalendar(
-            code=code, timezone=p["timezone"],
-            windows=tuple(Window(h["weekday"], h["opens"], h["closes"])
-                          for h in hours if h["portal"] == code),
-            holiday_country=p["holiday_country"], holiday_subdiv=p["holiday_subdiv"],
-            closures=tuple(Closure(c["starts_at"], c["ends_at"], c["reason"])
-                           for c in closures if c["portal"] == code),
-            cutoff_minutes=p["cutoff_minutes"])
-        out[code] = Portal(cal, p["max_concurrent_sessions"], p["enabled"],
+        enabled = p["enabled"]
+        reason = p.get("pause_reason")
+        try:
+            cal = PortalCalendar(
+                code=code, timezone=p["timezone"],
+                windows=tuple(Window(h["weekday"], h["opens"], h["closes"])
+                              for h in hours if h["portal"] == code),
+                holiday_country=p["holiday_country"], holiday_subdiv=p["holiday_subdiv"],
+                closures=tuple(Closure(c["starts_at"], c["ends_at"], c["reason"])
+                               for c in closures if c["portal"] == code),
+                cutoff_minutes=p["cutoff_minutes"])
+        except ValueError as exc:
+            # one portal's bad data must not stop the service: that portal stays shut
+            log.error("portal %s has invalid calendar data (%s): no jobs will start on it",
+                      code, exc)
+            cal = PortalCalendar(code=code, timezone="UTC", windows=())
+            enabled, reason = False, f"invalid calendar data: {exc}"
+        out[code] = Portal(cal, p["max_concurrent_sessions"], enabled,
                            p["paused_at"] is not None, p.get("paused_by"), p.get("probe_at"),
-                           p.get("pause_reason"))
+                           reason)
     return out
 
 
