@@ -89,59 +89,66 @@ def build_escalation(settings: Settings, esc: dict[str, Any],
     return msg
 
 
-async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -> int:
-    """Send due escalations; returns how many went out."""
+async def _send_due(settings: Settings, conn: Any, *, due_query: str, sent_query: str,
+                    failed_query: str, build: Any, limit: int) -> int:
+    """Send the due rows of one outbox (escalations or portal notices): each row locked
+    while its mail goes out and marked sent in the same transaction; a mail server that is
+    down leaves the rest for a later tick (one connection attempt per tick)."""
     if not settings.admins():
         return 0
     sent = 0
     async with conn.transaction():
-        due = await sql.afetch(conn, "due_escalations", {"now": clock.now(), "limit": limit})
-        for esc in due:
-            shots = [a for a in await sql.afetch(conn, "job_artifacts", {"id": esc["job_id"]})
-                     if a["kind"] == "screenshot"]
-            shot = Path(shots[-1]["path"]) if shots else None
+        for row in await sql.afetch(conn, due_query, {"now": clock.now(), "limit": limit}):
             try:
-                await send(settings, build_escalation(settings, esc, shot))
+                await send(settings, await build(row))
             except (OSError, smtplib.SMTPException) as exc:
-                # tried again on a later tick (one connection attempt per tick while down)
                 delay = timedelta(seconds=min(settings.tick_seconds / 2, 300))
-                await sql.afetch(conn, "escalation_send_failed", {
-                    "id": esc["id"], "error": str(exc)[:500],
+                await sql.afetch(conn, failed_query, {
+                    "id": row["id"], "error": str(exc)[:500],
                     "next_try_at": clock.now() + delay})
-                log.warning("escalation %s not sent (%s); next try in %s", esc["id"], exc, delay)
-                break  # the server is down: the rest wait for the next tick
-            await sql.afetch(conn, "escalation_sent", {"id": esc["id"], "now": clock.now()})
-            metrics.ESCALATIONS.inc()
+                log.warning("%s %s not sent (%s); next try in %s", due_query, row["id"], exc,
+                            delay)
+                break
+            await sql.afetch(conn, sent_query, {"id": row["id"], "now": clock.now()})
             sent += 1
     return sent
+
+
+async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -> int:
+    """Send due escalations (with the job's last screenshot); returns how many went out."""
+
+    async def build(esc: dict[str, Any]) -> EmailMessage:
+        shots = [a for a in await sql.afetch(conn, "job_artifacts", {"id": esc["job_id"]})
+                 if a["kind"] == "screenshot"]
+        return build_escalation(settings, esc, Path(shots[-1]["path"]) if shots else None)
+
+    sent = await _send_due(settings, conn, due_query="due_escalations",
+                           sent_query="escalation_sent", failed_query="escalation_send_failed",
+                           build=build, limit=limit)
+    metrics.ESCALATIONS.inc(sent)
+    return sent
+
+
+def build_notice(settings: Settings, note: dict[str, Any]) -> EmailMessage:
+    msg = EmailMessage()
+    msg["Subject"] = f"[portalq] portal {note['portal']} {note['kind']}"
+    msg["To"] = ", ".join(settings.admins())
+    msg["Message-ID"] = f"<portal-notice-{note['id']}@portalq>"
+    action = ("Its jobs are deferred (no attempts spent) and one probe job tests it "
+              "periodically; it resumes by itself when a probe passes."
+              if note["kind"] == "paused" else "Its deferred jobs run again.")
+    other = "resume" if note["kind"] == "paused" else "pause"
+    msg.set_content(f"Portal {note['portal']} was {note['kind']}: {note['reason']}\n\n"
+                    f"{action}\n\n  portalq portals list\n"
+                    f"  portalq portals {other} {note['portal']}\n")
+    return msg
 
 
 async def send_due_notices(settings: Settings, conn: Any, limit: int = 20) -> int:
     """Portal paused/resumed notices (one each per breaker trip), same durability."""
-    if not settings.admins():
-        return 0
-    sent = 0
-    async with conn.transaction():
-        for note in await sql.afetch(conn, "due_notices", {"now": clock.now(), "limit": limit}):
-            msg = EmailMessage()
-            msg["Subject"] = f"[portalq] portal {note['portal']} {note['kind']}"
-            msg["To"] = ", ".join(settings.admins())
-            msg["Message-ID"] = f"<portal-notice-{note['id']}@portalq>"
-            action = ("Its jobs are deferred (no attempts spent) and one probe job tests it "
-                      "periodically; it resumes by itself when a probe passes."
-                      if note["kind"] == "paused" else "Its deferred jobs run again.")
-            msg.set_content(f"Portal {note['portal']} was {note['kind']}: {note['reason']}\n\n"
-                            f"{action}\n\n  portalq portals list\n"
-                            f"  portalq portals {'resume' if note['kind'] == 'paused' else 'pause'}"
-                            f" {note['portal']}\n")
-            try:
-                await send(settings, msg)
-            except (OSError, smtplib.SMTPException) as exc:
-                await sql.afetch(conn, "notice_send_failed", {
-                    "id": note["id"], "error": str(exc)[:500],
-                    "next_try_at": clock.now() + timedelta(seconds=min(settings.tick_seconds / 2,
-                                                                       300))})
-                break
-            await sql.afetch(conn, "notice_sent", {"id": note["id"], "now": clock.now()})
-            sent += 1
-    return sent
+
+    async def build(note: dict[str, Any]) -> EmailMessage:
+        return build_notice(settings, note)
+
+    return await _send_due(settings, conn, due_query="due_notices", sent_query="notice_sent",
+                           failed_query="notice_send_failed", build=build, limit=limit)
