@@ -105,7 +105,9 @@ job_queue = Table(
     Column("finished_at", TZ),
     CheckConstraint(_status_check, name="job_queue_status"),
     CheckConstraint("max_attempts > 0", name="job_queue_max_attempts_positive"),
-    UniqueConstraint("idempotency_key", name="job_queue_idempotency_key"),
+    # only jobs that have a key are indexed (most have none)
+    Index("job_queue_idempotency_key", "idempotency_key", unique=True,
+          postgresql_where=text("idempotency_key IS NOT NULL")),
     # the claim: due jobs of one portal by priority then run_at (see jobs/sql/queries.sql)
     Index("job_queue_claim", "portal", text("priority DESC"), "run_at", "id",
           postgresql_where=text("status IN ('pending','deferred')")),

@@ -93,15 +93,17 @@ def _validate(job: NewJob, known_portals: set[str] | None) -> dict[str, Any]:
         raise InputError(f"priority must be -100..100, got {job.priority}")
     if job.run_at is not None and job.run_at.tzinfo is None:
         raise InputError("run_at needs a timezone")
-    jt, payload, portal = types.validate_payload(job.job_type, job.payload)
-    portal = job.portal or portal
+    jt, model = types.parse_payload(job.job_type, job.payload)
+    portal = job.portal or jt.portal_for(model)
     if known_portals is not None and portal not in known_portals:
         raise InputError(f"unknown portal {portal!r}")
     return {
         "job_type": jt.name, "order_id": str(job.order_id).strip(), "portal": portal,
-        "payload": json.dumps(payload), "status": "pending", "priority": job.priority,
+        # the stored JSON text of types.normalised(model), serialised by pydantic
+        "payload": model.model_dump_json(exclude_none=True), "priority": job.priority,
         "run_at": job.run_at, "max_attempts": job.max_attempts,
-        "idempotency_key": job.idempotency_key, "rate_key": rate_key_for(jt, payload),
+        "idempotency_key": job.idempotency_key,
+        "rate_key": rate_key_for(jt, types.normalised(model)) if jt.rate_limit else None,
     }
 
 
@@ -109,22 +111,33 @@ def _known_portals(conn: psycopg.Connection[Any]) -> set[str]:
     return {row["code"] for row in sql.fetch(conn, "list_portals")}
 
 
+#: batches at least this large without idempotency keys are written with COPY
+COPY_MIN = 64
+_COPY_TYPES = ("int8", "text", "text", "text", "jsonb", "text", "int2", "timestamptz", "int2",
+               "text", "timestamptz", "timestamptz")
+
+
 def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
-    """Enqueue ``jobs`` in one statement; all are validated first (nothing is written if
-    one is invalid). Returns one :class:`Enqueued` per input, in order."""
+    """Enqueue ``jobs`` atomically; all are validated first (nothing is written if one is
+    invalid, or names an unknown portal). Returns one :class:`Enqueued` per input, in order.
+
+    One INSERT statement, or for a large batch without idempotency keys one binary COPY
+    (ids drawn first from the job sequence): either way a single write, so the batch is
+    atomic even on an autocommit connection.
+    """
     if not jobs:
         return []
     rows = [_validate(job, None) for job in jobs]
     with _use(conn) as c:
         now = clock.now()
+        if len(rows) >= COPY_MIN and not any(r["idempotency_key"] for r in rows):
+            return _enqueue_copy(c, rows, now)
         if len(rows) == 1:
-            params: dict[str, Any] = {**rows[0], "run_at": rows[0]["run_at"] or now, "now": now}
-            inserted = sql.fetch(c, "enqueue_one", params)
-        else:
-            params = {k: [r[k] for r in rows] for k in rows[0]}
-            params["run_at"] = [r or now for r in params["run_at"]]
-            params["now"] = now
-            inserted = sql.fetch(c, "enqueue_many", params)
+            return [_enqueue_one(c, {**rows[0], "run_at": rows[0]["run_at"] or now, "now": now})]
+        params = {k: [r[k] for r in rows] for k in rows[0]}
+        params["run_at"] = [r or now for r in params["run_at"]]
+        params["now"] = now
+        inserted = sql.fetch(c, "enqueue_many", params)
         unknown = [r["unknown_portal"] for r in inserted if r["unknown_portal"] is not None]
         if unknown:  # nothing was inserted
             raise InputError(f"unknown portal {unknown[0]!r}")
@@ -146,6 +159,31 @@ def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
                 if out[i] is None:
                     out[i] = Enqueued(by_key[r["idempotency_key"]], False)
         return [e for e in out if e is not None]
+
+
+def _enqueue_one(c: psycopg.Connection[Any], params: dict[str, Any]) -> Enqueued:
+    new_id = sql.fetch_value(c, "enqueue_one", params)
+    if new_id is not None:
+        return Enqueued(new_id, True)
+    key = params["idempotency_key"]
+    existing = sql.fetch(c, "ids_by_idempotency_key", {"keys": [key]}) if key else []
+    if existing:
+        return Enqueued(existing[0]["id"], False)
+    raise InputError(f"unknown portal {params['portal']!r}")
+
+
+def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: datetime,
+                  ) -> list[Enqueued]:
+    wanted = {r["portal"] for r in rows}
+    known = {p["code"] for p in sql.fetch(c, "portals_named", {"codes": sorted(wanted)})}
+    if wanted - known:
+        raise InputError(f"unknown portal {sorted(wanted - known)[0]!r}")
+    ids = sql.fetch_value(c, "next_job_ids", {"n": len(rows)})
+    sql.copy_in(c, "enqueue_copy", _COPY_TYPES, (
+        (i, r["job_type"], r["order_id"], r["portal"], r["payload"], "pending", r["priority"],
+         r["run_at"] or now, r["max_attempts"], r["rate_key"], now, now)
+        for i, r in zip(ids, rows, strict=True)), json_text=True)
+    return [Enqueued(i, True) for i in ids]
 
 
 def enqueue(job_type: str, order_id: str, payload: Mapping[str, Any] | None = None, *,

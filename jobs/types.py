@@ -199,13 +199,13 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def validate_payload(job_type: str, payload: Any) -> tuple[JobType, dict[str, Any], str]:
-    """Validate ``payload`` against the type's schema: (type, normalised payload, portal)."""
+def parse_payload(job_type: str, payload: Any) -> tuple[JobType, BaseModel]:
+    """Validate ``payload`` against the type's schema: (type, the payload's model)."""
     jt = get(job_type)
     if not isinstance(payload, Mapping):
         raise InputError(f"{job_type} payload must be a JSON object")
     try:
-        model = jt.payload_model.model_validate(payload)
+        return jt, jt.payload_model.model_validate(payload)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "payload"
@@ -213,7 +213,17 @@ def validate_payload(job_type: str, payload: Any) -> tuple[JobType, dict[str, An
             f"invalid {job_type} payload: {where}: {first['msg']}"
             + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
         ) from None
-    return jt, model.model_dump(mode="json", exclude_none=True), jt.portal_for(model)
+
+
+def normalised(model: BaseModel) -> dict[str, Any]:
+    """The payload as stored: JSON types, unset optional fields left out."""
+    return model.model_dump(mode="json", exclude_none=True)
+
+
+def validate_payload(job_type: str, payload: Any) -> tuple[JobType, dict[str, Any], str]:
+    """Validate ``payload`` against the type's schema: (type, normalised payload, portal)."""
+    jt, model = parse_payload(job_type, payload)
+    return jt, normalised(model), jt.portal_for(model)
 
 
 def _entity_portal(p: BaseModel) -> str:
@@ -232,4 +242,5 @@ register(JobType("name_search", NameSearchPayload, "bc_corporate_online"))
 register(JobType("process_crtc", ProcessCrtcPayload, "crtc"))
 register(JobType("deliver", DeliverPayload, "email"))
 
-__all__ = ["JobType", "RateLimit", "register", "get", "names", "validate_payload"]
+__all__ = ["JobType", "RateLimit", "register", "get", "names", "parse_payload", "normalised",
+           "validate_payload"]

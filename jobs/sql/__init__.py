@@ -4,12 +4,14 @@ functions that execute them (sync psycopg connections and async ones alike)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from psycopg import AsyncConnection, Connection
 from psycopg.rows import dict_row
+from psycopg.types.json import set_json_dumps
 
 
 @cache
@@ -38,6 +40,32 @@ def fetch_one(conn: Connection[Any], name: str, params: dict[str, Any] | None = 
               ) -> dict[str, Any] | None:
     rows = fetch(conn, name, params)
     return rows[0] if rows else None
+
+
+def fetch_value(conn: Connection[Any], name: str, params: dict[str, Any] | None = None,
+                ) -> Any:
+    """The first column of the first row (None if no row)."""
+    with conn.cursor() as cur:
+        cur.execute(query(name), params or {})
+        row = cur.fetchone()
+        return None if row is None else row[0]
+
+
+def copy_in(conn: Connection[Any], name: str, types: Sequence[str],
+            rows: Iterable[Sequence[Any]], *, json_text: bool = False) -> None:
+    """Run the named ``COPY ... FROM STDIN (FORMAT BINARY)`` with ``rows`` (column types
+    ``types``). ``json_text``: json/jsonb values are already JSON text (sent as is)."""
+    with conn.cursor() as cur:
+        if json_text:
+            set_json_dumps(_as_is, context=cur)
+        with cur.copy(query(name)) as copy:
+            copy.set_types(types)
+            for row in rows:
+                copy.write_row(row)
+
+
+def _as_is(text: str) -> str:
+    return text
 
 
 async def afetch(conn: AsyncConnection[Any], name: str, params: dict[str, Any] | None = None,

@@ -4,15 +4,15 @@
 
 -- name: enqueue_many
 -- Insert jobs (arrays, one element per job); an existing idempotency key inserts nothing.
--- The enqueue event is written in the same statement. The portal check is part of the
--- statement too (no extra round trip): if any job names an unknown portal, nothing is
+-- No event row: the job row is its own creation record (see job_events). The portal check
+-- is part of the statement (no extra round trip): if any job names an unknown portal, nothing is
 -- inserted and each unknown portal comes back as a row with unknown_portal set.
 WITH new AS (
     SELECT * FROM unnest(
         %(job_type)s::text[], %(order_id)s::text[], %(portal)s::text[], %(payload)s::jsonb[],
-        %(status)s::text[], %(priority)s::smallint[], %(run_at)s::timestamptz[],
-        %(max_attempts)s::smallint[], %(idempotency_key)s::text[], %(rate_key)s::text[]
-    ) WITH ORDINALITY AS n(job_type, order_id, portal, payload, status, priority, run_at,
+        %(priority)s::smallint[], %(run_at)s::timestamptz[], %(max_attempts)s::smallint[],
+        %(idempotency_key)s::text[], %(rate_key)s::text[]
+    ) WITH ORDINALITY AS n(job_type, order_id, portal, payload, priority, run_at,
                           max_attempts, idempotency_key, rate_key, ord)
 ), unknown AS (
     SELECT DISTINCT n.portal FROM new n
@@ -20,40 +20,43 @@ WITH new AS (
 ), ins AS (
     INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
                            max_attempts, idempotency_key, rate_key, created_at, updated_at)
-    SELECT job_type, order_id, portal, payload, status, priority, run_at,
+    SELECT job_type, order_id, portal, payload, 'pending', priority, run_at,
            max_attempts, idempotency_key, rate_key, %(now)s, %(now)s
     FROM new WHERE NOT EXISTS (SELECT 1 FROM unknown) ORDER BY ord
-    ON CONFLICT (idempotency_key) DO NOTHING
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, status, idempotency_key
-), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, detail)
-    SELECT id, %(now)s, 0, NULL, status, '{"event": "enqueued"}'::jsonb FROM ins
 )
 SELECT id, idempotency_key, NULL::text AS unknown_portal FROM ins
 UNION ALL
 SELECT NULL, NULL, portal FROM unknown;
 
 -- name: enqueue_one
--- enqueue_many for one job, with scalar parameters (cheaper to send than ten one-element
--- arrays); same checks, same event, same result rows.
-WITH known AS (
-    SELECT 1 FROM portals WHERE code = %(portal)s
-), ins AS (
-    INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
-                           max_attempts, idempotency_key, rate_key, created_at, updated_at)
-    SELECT %(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, %(status)s,
-           %(priority)s::smallint, %(run_at)s::timestamptz, %(max_attempts)s::smallint,
-           %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s
-    FROM known
-    ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING id, status, idempotency_key
-), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, detail)
-    SELECT id, %(now)s, 0, NULL, status, '{"event": "enqueued"}'::jsonb FROM ins
-)
-SELECT id, idempotency_key, NULL::text AS unknown_portal FROM ins
-UNION ALL
-SELECT NULL, NULL, %(portal)s::text WHERE NOT EXISTS (SELECT 1 FROM known);
+-- enqueue_many for one job: a plain INSERT with scalar parameters. No row back: the portal
+-- is unknown, or the idempotency key exists (jobs.queue tells which).
+INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+                       max_attempts, idempotency_key, rate_key, created_at, updated_at)
+SELECT %(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
+       %(priority)s::smallint, %(run_at)s::timestamptz, %(max_attempts)s::smallint,
+       %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s
+WHERE EXISTS (SELECT 1 FROM portals WHERE code = %(portal)s)
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING id;
+
+-- name: next_job_ids
+-- Ids for a COPY of new jobs (enqueue_copy), taken from job_queue's identity sequence.
+-- (the sequence is named, not looked up per row: pg_get_serial_sequence would be evaluated
+-- once per id and cost more than the COPY itself)
+SELECT array_agg(nextval('job_queue_id_seq'::regclass)) FROM generate_series(1, %(n)s::int);
+
+-- name: portals_named
+SELECT code FROM portals WHERE code = ANY(%(codes)s::text[]);
+
+-- name: enqueue_copy
+-- Bulk enqueue of jobs without idempotency keys (jobs.queue.enqueue_many): binary COPY,
+-- one statement (atomic on its own), ids from next_job_ids; fires the NOTIFY trigger once.
+-- payload is passed as JSON text (sql.copy_in json_text=True).
+COPY job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
+                max_attempts, rate_key, created_at, updated_at) FROM STDIN (FORMAT BINARY);
 
 -- name: ids_by_idempotency_key
 SELECT id, idempotency_key FROM job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
@@ -312,8 +315,17 @@ SELECT * FROM job_queue WHERE id = %(id)s;
 SELECT * FROM job_queue WHERE id = %(id)s FOR UPDATE;
 
 -- name: job_events
-SELECT at, attempt, from_status, to_status, error, worker, detail FROM job_events
-WHERE job_id = %(id)s ORDER BY id;
+-- The job's history: its creation (derived from the job row, which is its own creation
+-- record: no event row is written on enqueue), then one row per transition.
+SELECT at, attempt, from_status, to_status, error, worker, detail FROM (
+    SELECT 0 AS seq, created_at AS at, 0::smallint AS attempt, NULL::text AS from_status,
+           'pending'::text AS to_status, NULL::text AS error, NULL::text AS worker,
+           '{"event": "enqueued"}'::jsonb AS detail
+    FROM job_queue WHERE id = %(id)s
+    UNION ALL
+    SELECT id, at, attempt, from_status, to_status, error, worker, detail FROM job_events
+    WHERE job_id = %(id)s
+) h ORDER BY seq;
 
 -- name: job_artifacts
 SELECT attempt, kind, path, created_at FROM job_artifacts WHERE job_id = %(id)s ORDER BY id;

@@ -46,8 +46,12 @@ def test_enqueue_in_committed_connection_creates_exactly_one(db, conn):
     row = conn.execute("SELECT id, status, order_id, portal, attempts, max_attempts "
                        "FROM job_queue").fetchall()
     assert row == [(job.id, "pending", "ORD-2", "bc_corporate_online", 0, 5)]
-    events = conn.execute("SELECT from_status, to_status FROM job_events").fetchall()
-    assert events == [(None, "pending")]
+    # the job row is its own creation record: the history shows it, no event row is written
+    assert conn.execute("SELECT count(*) FROM job_events").fetchone()[0] == 0
+    history = queue.show_job(job.id)["events"]
+    assert [(e["from_status"], e["to_status"], e["detail"]) for e in history] == [
+        (None, "pending", {"event": "enqueued"})]
+    assert history[0]["at"] == queue.get_job(job.id)["created_at"]
     engine.dispose()
 
 
@@ -133,11 +137,53 @@ def test_unknown_portal_and_naive_run_at_rejected(conn, db):
     assert count_jobs(conn) == 0
 
 
-def test_unknown_portal_in_a_batch_writes_nothing(conn, db):
-    batch = [queue.NewJob("name_search", "ORD-OK", payloads.NAME_SEARCH),
-             queue.NewJob("name_search", "ORD-BAD", payloads.NAME_SEARCH, portal="moon")]
+@pytest.mark.parametrize("size", [2, queue.COPY_MIN])   # INSERT path, COPY path
+def test_unknown_portal_in_a_batch_writes_nothing(conn, db, size):
+    batch = [queue.NewJob("name_search", f"ORD-{i}", payloads.NAME_SEARCH)
+             for i in range(size - 1)]
+    batch.append(queue.NewJob("name_search", "ORD-BAD", payloads.NAME_SEARCH, portal="moon"))
     with pytest.raises(InputError, match="unknown portal 'moon'"):
         queue.enqueue_many(batch)
+    assert count_jobs(conn) == 0
+
+
+def test_large_batch_is_copied_with_every_field_and_ids_in_order(conn, db, dsn):
+    """A batch without idempotency keys goes through COPY: same rows as the INSERT path."""
+    when = datetime(2026, 12, 1, 15, tzinfo=UTC)
+    jobs = [queue.NewJob("obtain_ein" if i % 2 else "name_search", f"ORD-{i}",
+                         payloads.OBTAIN_EIN if i % 2 else payloads.NAME_SEARCH,
+                         priority=i % 5, max_attempts=1 + i % 7,
+                         run_at=when if i % 3 == 0 else None)
+            for i in range(3 * queue.COPY_MIN)]
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute("LISTEN portalq_jobs")
+        out = queue.enqueue_many(jobs)
+        assert len(list(listener.notifies(timeout=5, stop_after=1))) == 1
+    assert all(o.created for o in out)
+    assert [o.id for o in out] == sorted(o.id for o in out)
+    rows = {r[0]: r[1:] for r in conn.execute(
+        "SELECT id, job_type, order_id, portal, status, priority, max_attempts, run_at, "
+        "payload, rate_key IS NOT NULL, created_at = updated_at FROM job_queue")}
+    assert len(rows) == len(jobs)
+    for o, j in zip(out, jobs, strict=True):
+        job_type, order_id, portal, status, prio, attempts, run_at, payload, keyed, same = rows[o.id]
+        assert (job_type, order_id, status, prio, attempts, same) == (
+            j.job_type, j.order_id, "pending", j.priority, j.max_attempts, True)
+        assert portal == ("irs_ein" if j.job_type == "obtain_ein" else "bc_corporate_online")
+        assert keyed == (j.job_type == "obtain_ein")          # the hashed SSN rate key
+        assert payload["names" if j.job_type == "name_search" else "legal_name"]
+        if j.run_at is not None:
+            assert run_at == when
+    # a later single enqueue continues the same id sequence
+    assert queue.enqueue("name_search", "ORD-X", payloads.NAME_SEARCH).id > max(rows)
+
+
+def test_large_batch_in_a_rolled_back_transaction_leaves_nothing(conn, dsn):
+    with psycopg.connect(dsn) as c:
+        queue.enqueue_many([queue.NewJob("name_search", f"ORD-{i}", payloads.NAME_SEARCH)
+                            for i in range(queue.COPY_MIN)], conn=c)
+        assert c.execute("SELECT count(*) FROM job_queue").fetchone()[0] == queue.COPY_MIN
+        c.rollback()
     assert count_jobs(conn) == 0
 
 

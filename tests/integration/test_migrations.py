@@ -26,7 +26,40 @@ def test_migrated_schema_matches_models(db):
 def test_upgrade_is_idempotent_and_at_head(db):
     migrate.upgrade(db)
     migrate.upgrade(db)
-    assert migrate.current(db) == "0003"
+    assert migrate.current(db) == migrate.head_revision()
+
+
+def test_0004_moves_enqueued_events_into_the_job_row_and_back(db, dsn):
+    """0004 deletes the old ``enqueued`` event rows (the history derives them from the job
+    row); its downgrade writes them back."""
+    from jobs import queue
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("DROP SCHEMA public CASCADE")
+        c.execute("CREATE SCHEMA public")
+    migrate.upgrade(db, "0003")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        job_id = c.execute("""
+            INSERT INTO job_queue (job_type, order_id, portal, payload, run_at, created_at,
+                                   updated_at)
+            VALUES ('deliver', 'O-1', 'email', '{}', now(), '2026-11-02T10:00Z', now())
+            RETURNING id""").fetchone()[0]
+        c.execute("""INSERT INTO job_events (job_id, at, attempt, from_status, to_status, detail)
+                     VALUES (%(id)s, '2026-11-02T10:00Z', 0, NULL, 'pending',
+                             '{"event": "enqueued"}'),
+                            (%(id)s, '2026-11-02T11:00Z', 1, 'pending', 'running', NULL)""",
+                  {"id": job_id})
+        migrate.upgrade(db)
+        assert c.execute("SELECT count(*) FROM job_events").fetchone()[0] == 1
+        history = queue.show_job(job_id, c)["events"]
+        assert [(e["from_status"], e["to_status"]) for e in history] == [
+            (None, "pending"), ("pending", "running")]
+        migrate.upgrade(db, "0004")  # no-op; then down again
+        from alembic import command
+
+        command.downgrade(migrate.alembic_config(db), "0003")
+        assert c.execute("SELECT from_status, to_status FROM job_events ORDER BY at, id"
+                         ).fetchall() == [(None, "pending"), ("pending", "running")]
 
 
 def test_head_revision_without_alembic_matches_alembic(db):
