@@ -11,6 +11,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Date,
     DateTime,
     ForeignKey,
     Identity,
@@ -52,9 +53,21 @@ portals = Table(
     # consecutive outage signs from different jobs (one job failing again is not a streak)
     Column("outage_streak", Integer, nullable=False, server_default=text("0")),
     Column("outage_last_job", BigInteger),
+    # which region's holidays portal_holidays holds for this portal, for which years
+    # (scheduler.calendars keeps them; the service never needs the `holidays` package)
+    Column("holidays_region", Text),
+    Column("holidays_from", SmallInteger),
+    Column("holidays_to", SmallInteger),
     Column("updated_at", TZ, nullable=False, server_default=text("now()")),
     CheckConstraint("max_concurrent_sessions > 0", name="portals_max_sessions_positive"),
     CheckConstraint("cutoff_minutes >= 0", name="portals_cutoff_nonnegative"),
+)
+
+portal_holidays = Table(
+    "portal_holidays", metadata,
+    Column("portal", Text, ForeignKey("portals.code", ondelete="CASCADE"), primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("name", Text, nullable=False),
 )
 
 portal_hours = Table(

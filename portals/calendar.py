@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import importlib.resources
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from functools import cache, lru_cache
 from importlib.resources.abc import Traversable
 from zoneinfo import ZoneInfo
-
-import holidays
 
 __all__ = [
     "Closure",
@@ -40,6 +38,7 @@ __all__ = [
     "closes_at",
     "format_window",
     "holiday_dates",
+    "holiday_names",
     "is_open",
     "next_open",
     "next_start",
@@ -280,7 +279,12 @@ class PortalCalendar:
     holiday_subdiv: str | None = None
     closures: tuple[Closure, ...] = ()
     cutoff_minutes: int = 0
+    #: the region's holidays already known for some years (the service passes the ones
+    #: stored in the database), as (year, dates) pairs; other years come from the
+    #: ``holidays`` package, which is imported only then (it weighs ~8 MiB: every country)
+    known_holidays: tuple[tuple[int, frozenset[date]], ...] = ()
     # derived once, so is_open stays cheap; not part of equality or repr
+    _known: Mapping[int, frozenset[date]] = field(init=False, repr=False, compare=False)
     _week: _Week = field(init=False, repr=False, compare=False)
     _closed: tuple[tuple[datetime, datetime], ...] = field(init=False, repr=False, compare=False)
 
@@ -296,7 +300,12 @@ class PortalCalendar:
             raise ValueError(f"cutoff_minutes must be an int, got {self.cutoff_minutes!r}")
         if self.cutoff_minutes < 0:
             raise ValueError(f"cutoff_minutes must be >= 0, got {self.cutoff_minutes}")
-        _check_holiday_region(self.holiday_country, self.holiday_subdiv)
+        object.__setattr__(self, "known_holidays", tuple(self.known_holidays))
+        object.__setattr__(self, "_known", dict(self.known_holidays))
+        if self._known and self.holiday_country is None:
+            raise ValueError("known_holidays given without holiday_country")
+        if not self._known:  # known ones were stored for a region checked then
+            _check_holiday_region(self.holiday_country, self.holiday_subdiv)
         object.__setattr__(self, "_week", _compile(self.windows))
         merged = _merge((c.starts_at, c.ends_at) for c in self.closures)
         object.__setattr__(self, "_closed", tuple(merged))
@@ -307,6 +316,8 @@ class PortalCalendar:
 
 @lru_cache(maxsize=1)
 def _supported_countries() -> dict[str, list[str]]:
+    import holidays  # imports every country: only when a region must be checked
+
     return holidays.list_supported_countries()
 
 
@@ -323,26 +334,42 @@ def _check_holiday_region(country: str | None, subdiv: str | None) -> None:
 
 
 @lru_cache(maxsize=256)
-def _holidays(country: str, subdiv: str | None, year: int) -> frozenset[date]:
+def _named_holidays(country: str, subdiv: str | None, year: int) -> tuple[tuple[date, str], ...]:
+    import holidays
+
     # observed days can be listed under a neighbouring year (Jan 1 observed on Dec 31)
     try:
         found = holidays.country_holidays(country, subdiv=subdiv, years=(year - 1, year, year + 1))
     except NotImplementedError as exc:
         raise ValueError(f"no holiday data for {country}/{subdiv}: {exc}") from exc
-    return frozenset(d for d in found if d.year == year)
+    return tuple(sorted((d, name) for d, name in found.items() if d.year == year))
+
+
+@lru_cache(maxsize=256)
+def _holidays(country: str, subdiv: str | None, year: int) -> frozenset[date]:
+    return frozenset(d for d, _ in _named_holidays(country, subdiv, year))
+
+
+def holiday_names(country: str, subdiv: str | None, years: Iterable[int],
+                  ) -> list[tuple[date, str]]:
+    """The region's holidays in ``years`` with their names, from the ``holidays`` package
+    (what the service stores in the database; ValueError for an unknown region)."""
+    _check_holiday_region(country, subdiv)
+    return [row for y in sorted(set(years)) for row in _named_holidays(country, subdiv, y)]
 
 
 def holiday_dates(cal: PortalCalendar, year: int) -> frozenset[date]:
     """The local dates of ``year`` on which ``cal``'s windows stay shut (cached)."""
     if cal.holiday_country is None:
         return frozenset()
+    known = cal._known.get(year)
+    if known is not None:
+        return known
     return _holidays(cal.holiday_country, cal.holiday_subdiv, year)
 
 
 def _is_holiday(cal: PortalCalendar, d: date) -> bool:
-    return cal.holiday_country is not None and d in _holidays(
-        cal.holiday_country, cal.holiday_subdiv, d.year
-    )
+    return cal.holiday_country is not None and d in holiday_dates(cal, d.year)
 
 
 # --- the pure functions -------------------------------------------------------------

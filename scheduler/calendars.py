@@ -5,11 +5,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from jobs import clock, sql
-from portals.calendar import Closure, PortalCalendar, Window, can_start, next_start
+from portals.calendar import (
+    Closure,
+    PortalCalendar,
+    Window,
+    can_start,
+    holiday_names,
+    next_start,
+)
 
 log = logging.getLogger("portalq.calendars")
 
@@ -29,9 +36,26 @@ class Portal:
         return self.calendar.code
 
 
+def _known_holidays(p: Mapping[str, Any], days: list[date],
+                    ) -> tuple[tuple[int, frozenset[date]], ...]:
+    first, last = p.get("holidays_from"), p.get("holidays_to")
+    if first is None or last is None:
+        return ()
+    by_year: dict[int, set[date]] = {y: set() for y in range(first, last + 1)}
+    for d in days:
+        if d.year in by_year:
+            by_year[d.year].add(d)
+    return tuple((y, frozenset(ds)) for y, ds in sorted(by_year.items()))
+
+
 def build(portals: list[Mapping[str, Any]], hours: list[Mapping[str, Any]],
-          closures: list[Mapping[str, Any]]) -> dict[str, Portal]:
+          closures: list[Mapping[str, Any]],
+          holidays: list[Mapping[str, Any]] = ()) -> dict[str, Portal]:  # type: ignore[assignment]
+    """Calendars from database rows (``holidays``: stored ones, see refresh_holidays)."""
     out: dict[str, Portal] = {}
+    days: dict[str, list[date]] = {}
+    for h in holidays:
+        days.setdefault(h["portal"], []).append(h["day"])
     for p in portals:
         code = p["code"]
         enabled = p["enabled"]
@@ -44,7 +68,8 @@ def build(portals: list[Mapping[str, Any]], hours: list[Mapping[str, Any]],
                 holiday_country=p["holiday_country"], holiday_subdiv=p["holiday_subdiv"],
                 closures=tuple(Closure(c["starts_at"], c["ends_at"], c["reason"])
                                for c in closures if c["portal"] == code),
-                cutoff_minutes=p["cutoff_minutes"])
+                cutoff_minutes=p["cutoff_minutes"],
+                known_holidays=_known_holidays(p, days.get(code, [])))
         except ValueError as exc:
             # one portal's bad data must not stop the service: that portal stays shut
             log.error("portal %s has invalid calendar data (%s): no jobs will start on it",
@@ -57,10 +82,70 @@ def build(portals: list[Mapping[str, Any]], hours: list[Mapping[str, Any]],
     return out
 
 
+_LOAD = ("list_portals", "portal_hours", "portal_closures", "portal_holidays")
+
+
+def _load_params() -> dict[str, Any]:
+    return {"after": clock.now() - timedelta(days=1)}   # closures still ahead
+
+
 async def load(conn: Any) -> dict[str, Portal]:
-    now = clock.now()
-    return build(await sql.afetch(conn, "list_portals"), await sql.afetch(conn, "portal_hours"),
-                 await sql.afetch(conn, "portal_closures", {"after": now - timedelta(days=1)}))
+    """Every portal's calendar and state, from the database (async connection)."""
+    return build(*[await sql.afetch(conn, name, _load_params()) for name in _LOAD])
+
+
+def load_sync(conn: Any) -> dict[str, Portal]:
+    """:func:`load` on a sync psycopg connection (the CLI)."""
+    return build(*[sql.fetch(conn, name, _load_params()) for name in _LOAD])
+
+
+# --- stored holidays ----------------------------------------------------------------
+#: the years stored: from last year to this many years ahead; the tick extends them once
+#: next year would no longer be covered
+HOLIDAY_YEARS_AHEAD = 5
+
+
+def _holiday_rows(due: list[Mapping[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    """store_holidays parameters for the portals ``due`` (computed with the `holidays`
+    package; a region it does not know is logged and skipped)."""
+    first, last = now.year - 1, now.year + HOLIDAY_YEARS_AHEAD
+    out = []
+    for p in due:
+        country, subdiv = p["holiday_country"], p["holiday_subdiv"]
+        try:
+            named = holiday_names(country, subdiv, range(first, last + 1))
+        except ValueError as exc:
+            log.error("portal %s: no holidays stored (%s)", p["code"], exc)
+            continue
+        out.append({"portal": p["code"], "region": f"{country}/{subdiv or ''}",
+                    "first": first, "last": last,
+                    "days": [d for d, _ in named], "names": [n for _, n in named]})
+    return out
+
+
+async def refresh_holidays(conn: Any, now: datetime | None = None) -> list[str]:
+    """Store the holidays of portals whose stored ones are missing, stale (region changed)
+    or end before next year. Returns the portals refreshed."""
+    now = now or clock.now()
+    due = await sql.afetch(conn, "holidays_due", {"through": now.year + 1})
+    if not due:
+        return []
+    rows = _holiday_rows(due, now)
+    for params in rows:
+        await sql.afetch(conn, "store_holidays", params)
+    return [r["portal"] for r in rows]
+
+
+def refresh_holidays_sync(conn: Any, now: datetime | None = None, *, force: bool = False,
+                          ) -> list[str]:
+    """refresh_holidays on a sync psycopg connection (migrations, CLI); ``force``: every
+    portal with a holiday region (e.g. after an upgrade of the `holidays` package)."""
+    now = now or clock.now()
+    due = sql.fetch(conn, "holidays_due", {"through": 10_000 if force else now.year + 1})
+    rows = _holiday_rows(due, now)
+    for params in rows:
+        sql.fetch(conn, "store_holidays", params)
+    return [r["portal"] for r in rows]
 
 
 def startable(portal: Portal, now: datetime) -> bool:

@@ -17,11 +17,7 @@ DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
 def _load(c: Any) -> dict[str, calendars.Portal]:
-    now = clock.now()
-    from datetime import timedelta
-
-    return calendars.build(sql.fetch(c, "list_portals"), sql.fetch(c, "portal_hours"),
-                           sql.fetch(c, "portal_closures", {"after": now - timedelta(days=1)}))
+    return calendars.load_sync(c)
 
 
 def _portal(portals: dict[str, calendars.Portal], code: str) -> calendars.Portal:
@@ -194,3 +190,16 @@ def resume(code: str, database_url: DbUrl = None) -> None:
     if not queue.resume_portal(code):
         fail(f"{code} is not paused", code=3)
     typer.echo(f"{code} resumed")
+
+
+@app.command("refresh-holidays")
+def refresh_holidays(database_url: DbUrl = None) -> None:
+    """Recompute every portal's stored holidays with the installed `holidays` package
+    (last year to five years ahead; the service's tick extends them by itself)."""
+    _use_url(database_url)
+    with queue.connect() as c:
+        done = calendars.refresh_holidays_sync(c, force=True)
+        if done:
+            sql.fetch(c, "notify_portals", {"portal": done[0]})
+    typer.echo(f"holidays stored for {len(done)} portal(s)"
+               + (f": {', '.join(done)}" if done else ""))

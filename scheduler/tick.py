@@ -65,6 +65,11 @@ class Tick:
                "pruned": 0}
         now = clock.now()
         async with self.worker.pool.connection() as conn:
+            refreshed = await calendars.refresh_holidays(conn, now)
+            if refreshed:  # rare: a new year, a new portal or region (imports `holidays`)
+                log.info("stored holidays of %s", ", ".join(refreshed))
+                await self.worker.refresh_portals()
+            out["holidays_refreshed"] = len(refreshed)
             for portal in self.worker.portals.values():
                 if calendars.capacity(portal, now) is not False:
                     continue

@@ -407,9 +407,45 @@ WITH gone AS (
 SELECT count(*)::int AS pruned FROM gone;
 
 -- name: list_portals
+-- holidays_from/to: the years whose holidays portal_holidays holds for the portal's
+-- current region (NULL if none, or if they were stored for another region).
 SELECT code, name, timezone, holiday_country, holiday_subdiv, max_concurrent_sessions,
-       cutoff_minutes, enabled, paused_at, pause_reason, paused_by, probe_at, outage_streak
+       cutoff_minutes, enabled, paused_at, pause_reason, paused_by, probe_at, outage_streak,
+       CASE WHEN holidays_region = holiday_country || '/' || coalesce(holiday_subdiv, '')
+            THEN holidays_from END AS holidays_from,
+       CASE WHEN holidays_region = holiday_country || '/' || coalesce(holiday_subdiv, '')
+            THEN holidays_to END AS holidays_to
 FROM portals ORDER BY code;
+
+-- name: portal_holidays
+-- The stored holidays that still belong to their portal's region (see list_portals).
+SELECT h.portal, h.day FROM portal_holidays h JOIN portals p ON p.code = h.portal
+WHERE p.holidays_region = p.holiday_country || '/' || coalesce(p.holiday_subdiv, '')
+ORDER BY h.portal, h.day;
+
+-- name: holidays_due
+-- Portals with a holiday region whose stored holidays are for another region, or end
+-- before %(through)s (a year).
+SELECT code, holiday_country, holiday_subdiv FROM portals
+WHERE holiday_country IS NOT NULL
+  AND (holidays_region IS DISTINCT FROM holiday_country || '/' || coalesce(holiday_subdiv, '')
+       OR holidays_to IS NULL OR holidays_to < %(through)s)
+ORDER BY code;
+
+-- name: store_holidays
+-- Replace one portal's stored holidays with these (years %(first)s..%(last)s of %(region)s).
+WITH new AS (
+    SELECT * FROM unnest(%(days)s::date[], %(names)s::text[]) AS n(day, name)
+), gone AS (
+    DELETE FROM portal_holidays h
+    WHERE h.portal = %(portal)s AND h.day NOT IN (SELECT day FROM new)
+), put AS (
+    INSERT INTO portal_holidays (portal, day, name) SELECT %(portal)s, day, name FROM new
+    ON CONFLICT (portal, day) DO UPDATE SET name = excluded.name
+)
+UPDATE portals SET holidays_region = %(region)s, holidays_from = %(first)s::smallint,
+                   holidays_to = %(last)s::smallint
+WHERE code = %(portal)s;
 
 -- name: portal_hours
 SELECT portal, weekday, opens, closes FROM portal_hours ORDER BY portal, weekday, opens;
