@@ -32,25 +32,29 @@ class Capacity:
 
 async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], limit: int,
                 now: datetime | None = None) -> list[dict[str, Any]]:
-    """Claim up to ``limit`` due jobs of the given (open) portals, in one transaction.
+    """Claim up to ``limit`` due jobs of the given (open) portals: one statement, committed
+    on its own (``conn`` in autocommit mode).
 
     Portal-wide session limits hold across nodes: claims of limited portals are
-    serialised with an advisory lock and count the jobs already running everywhere.
+    serialised by a lock taken inside the statement, and count the jobs already running
+    everywhere after taking it (see ``claim`` in queries.sql). Jobs under a per-key rate
+    limit are then checked one by one, each in a short transaction of its own.
     """
     now = now or clock.now()
     if not capacities:
         return []
-    limited = sorted(c.portal for c in capacities if c.limit is not None)
-    async with conn.transaction():
-        if limited:
-            await sql.afetch(conn, "lock_portals", {"portals": limited})
-        jobs = await sql.afetch(conn, "claim", {
-            "portals": [c.portal for c in capacities],
-            "limits": [c.limit for c in capacities],
-            "limit": limit, "worker": worker, "now": now})
-        if any(j["rate_key"] for j in jobs):
-            days = {c.portal: c.day for c in capacities}
-            jobs = [j for j in jobs if not await _over_rate_limit(conn, j, days, worker, now)]
+    caps = sorted(capacities, key=lambda c: c.portal)   # one lock order on every node
+    jobs = await sql.afetch(conn, "claim", {
+        "portals": [c.portal for c in caps], "limits": [c.limit for c in caps],
+        "limit": limit, "worker": worker, "now": now})
+    if any(j["rate_key"] for j in jobs):
+        days = {c.portal: c.day for c in capacities}
+        kept = []
+        for j in jobs:
+            async with conn.transaction():
+                if not await _over_rate_limit(conn, j, days, worker, now):
+                    kept.append(j)
+        jobs = kept
     return jobs
 
 

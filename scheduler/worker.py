@@ -34,11 +34,19 @@ from scheduler.handlers import handler_for
 log = logging.getLogger("portalq.worker")
 
 
+async def _usable(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's check on checkout, without a round trip: a connection known to be closed
+    or broken is replaced. One that died silently (a server restart) fails on use; the
+    claim loop then checks the whole pool (Worker._recover)."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("connection closed")
+
+
 def make_pool(settings: Settings, dsn: str) -> AsyncConnectionPool:
     """The process's connection pool (opened by the caller)."""
     return AsyncConnectionPool(dsn, min_size=2, max_size=settings.workers + 4, open=False,
                                kwargs={"autocommit": True}, reconnect_timeout=3600,
-                               check=AsyncConnectionPool.check_connection)
+                               check=_usable)
 
 
 class Worker:
@@ -144,6 +152,7 @@ class Worker:
                     TimeoutError) as exc:
                 self.healthy = False
                 log.warning("claim failed (%s); retrying in %.1fs", _first_line(exc), delay)
+                await self._recover()
                 await self._wait(delay)
                 delay = min(delay * 2, 5.0)
                 continue
@@ -154,6 +163,12 @@ class Worker:
                 self.running[job["id"]] = asyncio.create_task(self._execute(job))
             if len(jobs) < free:
                 await self._wait(self.settings.poll_seconds)
+
+    async def _recover(self) -> None:
+        """After a lost connection: test every idle pooled connection once (one query
+        each) and drop the dead ones, so the next attempts get live ones."""
+        with contextlib.suppress(Exception):
+            await self.pool.check()
 
     async def _wait(self, timeout: float | None) -> None:
         with contextlib.suppress(TimeoutError):

@@ -61,24 +61,21 @@ COPY job_queue (id, job_type, order_id, portal, payload, status, priority, run_a
 -- name: ids_by_idempotency_key
 SELECT id, idempotency_key FROM job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
 
--- name: lock_portals
--- Serialises claims of the listed (concurrency-limited) portals across nodes.
-SELECT pg_advisory_xact_lock(726201, hashtext(p)) FROM unnest(%(portals)s::text[]) AS p
-ORDER BY p;
-
 -- name: claim
--- Claim due jobs: per open portal at most its capacity, by priority then run_at. A
--- portal's capacity is %(limit)s, or for a limited one (limits[i] not NULL) its limit minus
--- the jobs running on it everywhere; run after lock_portals in the same transaction, so
--- that count is current (READ COMMITTED: a statement's snapshot starts after the lock).
-WITH caps AS (
+-- Claim due jobs: per open portal at most its capacity, by priority then run_at; one
+-- statement, run on its own (autocommit). A portal's capacity is %(limit)s, or for a
+-- limited one (limits[i] not NULL) its limit minus the jobs running on it everywhere,
+-- counted by portalq_running_locked (migration 0006) after it took the portal's claim
+-- lock: that count is current although this statement's snapshot is older, and jobs
+-- claimed by others since are skipped by FOR UPDATE SKIP LOCKED's re-check of the status.
+-- portals[] is sorted (locks are always taken in one order: no deadlock between nodes).
+WITH caps AS MATERIALIZED (
     SELECT c.portal,
            CASE WHEN c.lim IS NULL THEN %(limit)s
-                ELSE least(%(limit)s, c.lim - (SELECT count(*) FROM job_queue r
-                                              WHERE r.status = 'running'
-                                                AND r.portal = c.portal))::int
+                ELSE least(%(limit)s, c.lim - portalq_running_locked(c.portal))
            END AS cap
-    FROM unnest(%(portals)s::text[], %(limits)s::int[]) AS c(portal, lim)
+    FROM unnest(%(portals)s::text[], %(limits)s::int[]) WITH ORDINALITY AS c(portal, lim, ord)
+    ORDER BY c.ord
 ), picked AS (
     SELECT j.id, j.status FROM caps CROSS JOIN LATERAL (
         SELECT q.id, q.status FROM job_queue q
