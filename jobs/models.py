@@ -135,7 +135,9 @@ job_queue = Table(
 job_events = Table(
     "job_events", metadata,
     Column("id", BigInteger, Identity(), primary_key=True),
-    Column("job_id", BigInteger, ForeignKey("job_queue.id", ondelete="CASCADE"), nullable=False),
+    # no foreign key (migration 0007): a lookup per event row; prune_finished deletes a
+    # job's events with it
+    Column("job_id", BigInteger, nullable=False),
     Column("at", TZ, nullable=False),
     Column("attempt", SmallInteger, nullable=False),
     Column("from_status", Text),

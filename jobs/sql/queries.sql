@@ -394,12 +394,16 @@ UPDATE escalations SET send_attempts = send_attempts + 1, last_send_error = %(er
 WHERE id = %(id)s;
 
 -- name: prune_finished
+-- Completed/cancelled jobs finished before %(before)s, with their events (job_events has no
+-- foreign key); artifacts, documents and escalations go by ON DELETE CASCADE.
 WITH gone AS (
     DELETE FROM job_queue WHERE id IN (
         SELECT id FROM job_queue
         WHERE status IN ('completed', 'cancelled') AND finished_at < %(before)s
         LIMIT %(limit)s)
     RETURNING id
+), events AS (
+    DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)
 )
 SELECT count(*)::int AS pruned FROM gone;
 

@@ -246,3 +246,46 @@ def test_admin_retry_keeps_checkpoints_and_validates_patch(dsn, frozen):
     assert row["payload"]["names"] == ["Other Name Ltd."]
     assert row["max_attempts"] == 1 + 5
     assert row["events"][-1]["detail"]["payload_changed"] == ["names"]
+
+
+def test_prune_deletes_old_finished_jobs_with_their_events_documents_and_artifacts(
+        dsn, conn, frozen):
+    """Retention: completed/cancelled jobs finished before the cut-off go, with everything
+    recorded about them (job_events has no foreign key: the prune deletes them itself)."""
+    old_done, waiting, recent_done, old_cancelled = (
+        queue.enqueue("name_search", f"P{i}", payloads.NAME_SEARCH) for i in range(4))
+    claimed = {j["id"]: j for j in claim(dsn, limit=10)}
+    assert set(claimed) == {old_done.id, waiting.id, recent_done.id, old_cancelled.id}
+
+    async def finish():
+        async with await _aconn(dsn) as c:
+            await worker_api.store_document(c, job_id=old_done.id, name="a.pdf",
+                                            content_type="application/pdf", data=b"%PDF")
+            await worker_api.add_artifact(c, job_id=old_done.id, attempt=1, kind="screenshot",
+                                          path="1/attempt-1/x.png")
+            await worker_api.complete_many(c, worker="w1", results=[(old_done.id, {})])
+            for job_id in (old_cancelled.id, waiting.id):     # back to pending (a retry)
+                await worker_api.finish_unsuccessful(c, job=claimed[job_id], worker="w1",
+                                                     status="pending", error="retry later")
+    run(finish())
+    queue.cancel(old_cancelled.id)
+    frozen.advance(days=40)
+
+    async def finish_recent():
+        async with await _aconn(dsn) as c:
+            await worker_api.complete_many(c, worker="w1", results=[(recent_done.id, {})])
+    run(finish_recent())
+
+    async def prune():
+        async with await _aconn(dsn) as c:
+            return await worker_api.prune_finished(c, older_than=timedelta(days=30))
+    assert run(prune()) == 2
+    left = {r[0] for r in conn.execute("SELECT id FROM job_queue")}
+    assert left == {recent_done.id, waiting.id}
+    for table in ("job_events", "job_documents", "job_artifacts"):
+        orphans = conn.execute(f"SELECT count(*) FROM {table} WHERE job_id = ANY(%s)",
+                               ([old_done.id, old_cancelled.id],)).fetchone()[0]
+        assert orphans == 0, table
+    assert conn.execute("SELECT count(*) FROM job_events WHERE job_id = %s",
+                        (recent_done.id,)).fetchone()[0] == 2    # running, completed
+    assert run(prune()) == 0
