@@ -55,7 +55,6 @@ class BrowserConfig:
     trace_policy: str = "retain-on-failure"
     trace_screenshots: bool = True
     trace_snapshots: bool = True
-    retention_days: int = 30
     #: the file this was read from ("" = built-in defaults)
     source: str = field(default="", compare=False)
 
@@ -71,7 +70,6 @@ _KEYS: dict[str, dict[str, tuple[str, type]]] = {
     "timeouts": {"action_ms": ("action_ms", int), "navigation_ms": ("navigation_ms", int)},
     "trace": {"policy": ("trace_policy", str), "screenshots": ("trace_screenshots", bool),
               "snapshots": ("trace_snapshots", bool)},
-    "artifacts": {"retention_days": ("retention_days", int)},
 }
 
 

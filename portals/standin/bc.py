@@ -37,7 +37,7 @@ from jobs import clock
 from portals.calendar import zone
 from portals.standin import bc_crtc_common as ui
 from portals.standin.bc_crtc_common import alert, esc, field, url
-from portals.standin.common import PortalState
+from portals.standin.common import PortalState, drop_connection
 
 BRAND = "BC Registries and Online Services"
 HOURS = ("Hours: Monday to Saturday 6:00 a.m. to 10:00 p.m., Sunday 1:00 p.m. to "
@@ -260,7 +260,7 @@ def create_app(state: PortalState) -> Starlette:
         with state.lock:
             state.sessions.pop(request.cookies.get("nr_session", ""), None)
         if state.faults.drop_after_submit:
-            return ui.drop_connection(request)
+            return drop_connection(request)
         return show("Name Request Submitted", _nr_details(reg, entry))
 
     @guard

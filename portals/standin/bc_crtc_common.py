@@ -175,23 +175,6 @@ class Sessions:
         return False
 
 
-def drop_connection(request: Request) -> Response:
-    """The ``drop_after_submit`` fault, called after the submission was recorded: the
-    connection breaks before an answer, so the client cannot know the outcome.
-
-    A bare close (or reset) is not enough: Chromium silently re-sends a POST whose reused
-    connection closed without a byte, so the line is broken mid-answer instead (the browser
-    reports ``net::ERR_INVALID_HTTP_RESPONSE`` and does not resend).
-    """
-    cycle = getattr(request.receive, "__self__", None)
-    transport = getattr(cycle, "transport", None)
-    if transport is None:  # not uvicorn: the best we can do is an unusable answer
-        raise ConnectionAbortedError("answer dropped after submit")
-    transport.write(b"XX\r\n\r\n")
-    transport.close()
-    return Response(b"", status_code=500)  # never reaches the client
-
-
 def _latin1(text: str) -> str:
     return text.encode("latin-1", "replace").decode("latin-1")
 

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from portals.standin import bc
 from portals.standin import bc_crtc_common as ui
 from portals.standin.bc_crtc_common import alert, checkbox, esc, field, radio, select, url
-from portals.standin.common import PortalState
+from portals.standin.common import PortalState, drop_connection
 
 _OFFICE = (("Street", "street"), ("City", "city"), ("Province", "region"),
            ("Postal code", "postal_code"))
@@ -244,7 +244,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: ui.Sess
         with state.lock:
             state.sessions.pop(request.cookies.get(sessions.cookie, ""), None)
         if state.faults.drop_after_submit:
-            return ui.drop_connection(request)
+            return drop_connection(request)
         return show("Incorporation Complete", (
             f'<dl><dt>Incorporation Number</dt><dd id="incorporation-number">{number}</dd>'
             f'<dt>Legal Name</dt><dd id="legal-name">{esc(entry["legal_name"])}</dd>'

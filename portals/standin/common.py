@@ -22,7 +22,27 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import Response
+
 from jobs import clock
+
+
+def drop_connection(request: Request) -> Response:
+    """The ``drop_after_submit`` / ``drop_before_submit`` faults: the connection breaks
+    before an answer, so the client cannot know the outcome.
+
+    A bare close (or reset) is not enough: Chromium silently re-sends a POST whose reused
+    connection closed without a byte, so the line is broken mid-answer instead (the browser
+    reports ``net::ERR_INVALID_HTTP_RESPONSE`` and does not resend).
+    """
+    cycle = getattr(request.receive, "__self__", None)
+    transport = getattr(cycle, "transport", None)
+    if transport is None:  # not uvicorn: the best we can do is an unusable answer
+        raise ConnectionAbortedError("answer dropped")
+    transport.write(b"XX\r\n\r\n")
+    transport.close()
+    return Response(b"", status_code=500)  # never reaches the client
 
 
 @dataclass

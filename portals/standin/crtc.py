@@ -25,7 +25,7 @@ from jobs import clock
 from portals.calendar import zone
 from portals.standin import bc_crtc_common as ui
 from portals.standin.bc_crtc_common import alert, checkbox, esc, field, url
-from portals.standin.common import PortalState
+from portals.standin.common import PortalState, drop_connection
 
 BRAND = "My CRTC Account - Canadian Radio-television and Telecommunications Commission"
 HOURS = ("Online submissions are normally accepted 24 hours a day; support is available "
@@ -150,7 +150,7 @@ def create_app(state: PortalState) -> Starlette:
         with state.lock:
             state.sessions.pop(request.cookies.get(sessions.cookie, ""), None)
         if state.faults.drop_after_submit:
-            return ui.drop_connection(request)
+            return drop_connection(request)
         return show("Submission received", (
             f'<dl><dt>Confirmation number</dt><dd id="confirmation-number">{number}</dd>'
             f'<dt>Status</dt><dd id="submission-status">RECEIVED</dd></dl><p>A confirmation '

@@ -28,10 +28,9 @@ from starlette.routing import Route
 
 from jobs import clock
 from portals.calendar import zone
-from portals.standin.common import PortalState
+from portals.standin.common import PortalState, drop_connection
 from portals.standin.pages import (
     SUBMIT_JS,
-    DroppedResponse,
     Sessions,
     continue_button,
     delay,
@@ -208,7 +207,7 @@ def create_app(state: PortalState) -> Starlette:
         session["data"].clear()
         await state.hang_if_asked()
         if state.faults.drop_after_submit:
-            return DroppedResponse()
+            return drop_connection(request)
         return layout(TITLE, f"<h1>Filing Accepted</h1><p>File Number: <strong id=file-number>"
                       f"{file_number}</strong></p><p>Service Request Number: "
                       f"{entry['service_request']}</p><p>Client reference: {esc(d['clientRef'])}"

@@ -26,10 +26,9 @@ from starlette.routing import Route
 
 from jobs import clock
 from portals.calendar import zone
-from portals.standin.common import PortalState
+from portals.standin.common import PortalState, drop_connection
 from portals.standin.pages import (
     SUBMIT_JS,
-    DroppedResponse,
     Sessions,
     continue_button,
     delay,
@@ -297,7 +296,7 @@ def create_app(state: PortalState) -> Starlette:
         if any(e["irs_day"] == day for e in earlier):
             return error_page("101", ERROR_TEXT["101"], f"<p>{esc(DAILY_LIMIT_TEXT)}</p>")
         if state.faults.drop_before_submit:
-            return DroppedResponse()
+            return drop_connection(request)
         with state.lock:
             seq = len(state.ledger) + 1
         ein = f"{random.choice(EIN_PREFIXES)}-{(1_234_567 + seq * 7_919) % 10_000_000:07d}"
@@ -314,7 +313,7 @@ def create_app(state: PortalState) -> Starlette:
                        letter_url=f"{root(request)}/letters/{token}/{letter}")
         await state.hang_if_asked()
         if state.faults.drop_after_submit:
-            return DroppedResponse()
+            return drop_connection(request)
         return RedirectResponse(f"{root(request)}/apply/assignment", status_code=303)
 
     async def letter(request: Request) -> Response:

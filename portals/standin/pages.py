@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import logging
 import secrets
 from collections.abc import Sequence
 from datetime import timedelta
@@ -13,7 +12,6 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.types import Receive, Scope, Send
 
 from jobs import clock
 from portals.standin.common import PortalState
@@ -109,37 +107,6 @@ class Sessions:
                 return None
             session["last"] = now
             return session
-
-
-class DropConnection(Exception):
-    """Raised mid-response: the server closes the connection, the client sees a failure."""
-
-
-class _DropFilter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        while exc is not None:
-            if isinstance(exc, DropConnection):
-                return False
-            exc = exc.__cause__ or exc.__context__
-        return True
-
-
-logging.getLogger("uvicorn.error").addFilter(_DropFilter())
-
-
-class DroppedResponse(Response):
-    """The ``drop_after_submit`` fault: headers and a few bytes, then the connection dies."""
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/html; charset=utf-8")]})
-        await send({"type": "http.response.body", "body": b"<!doctype html><html><body>",
-                    "more_body": True})
-        raise DropConnection("connection dropped after the submission was recorded")
 
 
 def make_pdf(heading: Sequence[str], lines: Sequence[str]) -> bytes:
