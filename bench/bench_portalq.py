@@ -12,7 +12,8 @@ released after their imports (READY/GO handshake), queue-empty polling, pickup l
 from the return of the enqueue call (committed) to the start of the handler.
 
 Public API only:
-  * schema: ``jobs.migrate.upgrade(url)`` (the alembic migrations, as ``portalq migrate``);
+  * schema: ``jobs.migrate.upgrade(url)`` + ``scheduler.calendars.store_holidays(url)``
+    (the alembic migrations and the portals' stored holidays, as ``portalq migrate``);
     a 24/7 portal ``bench`` without a session limit (the SQL of tests/service_helpers.py
     ``add_local_portal``); the seeded portals stay as the migrations leave them.
   * job type: ``jobs.types.register(JobType("bench_noop", <pydantic model>, "bench"))``.
@@ -77,8 +78,10 @@ def _url() -> str:
 
 def setup() -> None:
     from jobs.migrate import upgrade
+    from scheduler.calendars import store_holidays
 
-    upgrade(_url())
+    upgrade(_url())            # as `portalq migrate` does: the schema, then the holidays
+    store_holidays(_url())
     with psycopg.connect(_url(), autocommit=True) as c:   # a 24/7 portal, no session limit
         c.execute("INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
                   "VALUES (%s, %s, 'UTC', NULL)", (PORTAL, PORTAL))

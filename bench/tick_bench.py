@@ -80,7 +80,10 @@ def prepare(admin_dsn: str) -> str:
         c.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
         c.execute(f'CREATE DATABASE "{DB}"')
     dsn = _db_dsn(admin_dsn, DB)
-    upgrade(dsn.replace("postgresql://", "postgresql+psycopg://", 1))
+    upgrade(dsn.replace("postgresql://", "postgresql+psycopg://", 1))   # as `portalq migrate`
+    from scheduler.calendars import store_holidays
+
+    store_holidays(dsn.replace("postgresql://", "postgresql+psycopg://", 1))
     now = clock.now()
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "

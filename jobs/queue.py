@@ -93,6 +93,8 @@ def _validate(job: NewJob, known_portals: set[str] | None) -> dict[str, Any]:
         raise InputError(f"priority must be -100..100, got {job.priority}")
     if job.run_at is not None and job.run_at.tzinfo is None:
         raise InputError("run_at needs a timezone")
+    if job.idempotency_key is not None and not job.idempotency_key.strip():
+        raise InputError("an idempotency key must not be empty")
     jt, model = types.parse_payload(job.job_type, job.payload)
     portal = job.portal or jt.portal_for(model)
     if known_portals is not None and portal not in known_portals:
@@ -130,7 +132,7 @@ def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
     rows = [_validate(job, None) for job in jobs]
     with _use(conn) as c:
         now = clock.now()
-        if len(rows) >= COPY_MIN and not any(r["idempotency_key"] for r in rows):
+        if len(rows) >= COPY_MIN and all(r["idempotency_key"] is None for r in rows):
             return _enqueue_copy(c, rows, now)
         if len(rows) == 1:
             return [_enqueue_one(c, {**rows[0], "run_at": rows[0]["run_at"] or now, "now": now})]
@@ -161,15 +163,20 @@ def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
         return [e for e in out if e is not None]
 
 
-def _enqueue_one(c: psycopg.Connection[Any], params: dict[str, Any]) -> Enqueued:
+def _enqueue_one(c: psycopg.Connection[Any], params: dict[str, Any], *,
+                 again: bool = True) -> Enqueued:
     new_id = sql.fetch_value(c, "enqueue_one", params)
     if new_id is not None:
         return Enqueued(new_id, True)
-    key = params["idempotency_key"]
-    existing = sql.fetch(c, "ids_by_idempotency_key", {"keys": [key]}) if key else []
+    # nothing inserted: an unknown portal (checked first, as in a batch), or a known key
+    if not sql.fetch(c, "portals_named", {"codes": [params["portal"]]}):
+        raise InputError(f"unknown portal {params['portal']!r}")
+    existing = sql.fetch(c, "ids_by_idempotency_key", {"keys": [params["idempotency_key"]]})
     if existing:
         return Enqueued(existing[0]["id"], False)
-    raise InputError(f"unknown portal {params['portal']!r}")
+    if again:  # that job was deleted in between (pruned): insert after all
+        return _enqueue_one(c, params, again=False)
+    raise IllegalTransition("the job with this idempotency key changed concurrently; retry")
 
 
 def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: datetime,

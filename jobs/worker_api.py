@@ -6,6 +6,7 @@ rescued and handed to someone else can no longer touch it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,15 +48,26 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     jobs = await sql.afetch(conn, "claim", {
         "portals": [c.portal for c in caps], "limits": [c.limit for c in caps],
         "limit": limit, "worker": worker, "now": now})
-    if any(j["rate_key"] for j in jobs):
-        days = {c.portal: c.day for c in capacities}
-        kept = []
-        for j in jobs:
+    if not any(j["rate_key"] for j in jobs):
+        return jobs
+    days = {c.portal: c.day for c in capacities}
+    kept: list[dict[str, Any]] = []
+    unchecked = list(jobs)
+    try:
+        while unchecked:
             async with conn.transaction():
-                if not await _over_rate_limit(conn, j, days, worker, now):
-                    kept.append(j)
-        jobs = kept
-    return jobs
+                over = await _over_rate_limit(conn, unchecked[0], days, worker, now)
+            job = unchecked.pop(0)
+            if not over:
+                kept.append(job)
+    except BaseException:
+        # the caller never gets these jobs: back to the queue now (best effort; if the
+        # connection is gone, the stale-heartbeat rescue returns them)
+        with contextlib.suppress(Exception):
+            await sql.afetch(conn, "unclaim", {"ids": [j["id"] for j in kept + unchecked],
+                                               "worker": worker, "now": clock.now()})
+        raise
+    return kept
 
 
 async def _over_rate_limit(conn: AConn, job: dict[str, Any],

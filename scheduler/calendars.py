@@ -36,13 +36,15 @@ class Portal:
         return self.calendar.code
 
 
-def _known_holidays(p: Mapping[str, Any], days: list[date],
+def _known_holidays(stored: Mapping[str, Any] | None,
                     ) -> tuple[tuple[int, frozenset[date]], ...]:
-    first, last = p.get("holidays_from"), p.get("holidays_to")
-    if first is None or last is None:
+    """A portal_holidays row as PortalCalendar.known_holidays: every stored year, with its
+    days (a year may have none)."""
+    if stored is None:
         return ()
-    by_year: dict[int, set[date]] = {y: set() for y in range(first, last + 1)}
-    for d in days:
+    by_year: dict[int, set[date]] = {y: set() for y in range(stored["first"],
+                                                              stored["last"] + 1)}
+    for d in stored["days"]:
         if d.year in by_year:
             by_year[d.year].add(d)
     return tuple((y, frozenset(ds)) for y, ds in sorted(by_year.items()))
@@ -53,9 +55,7 @@ def build(portals: list[Mapping[str, Any]], hours: list[Mapping[str, Any]],
           holidays: list[Mapping[str, Any]] = ()) -> dict[str, Portal]:  # type: ignore[assignment]
     """Calendars from database rows (``holidays``: stored ones, see refresh_holidays)."""
     out: dict[str, Portal] = {}
-    days: dict[str, list[date]] = {}
-    for h in holidays:
-        days.setdefault(h["portal"], []).append(h["day"])
+    stored = {h["portal"]: h for h in holidays}
     for p in portals:
         code = p["code"]
         enabled = p["enabled"]
@@ -69,7 +69,7 @@ def build(portals: list[Mapping[str, Any]], hours: list[Mapping[str, Any]],
                 closures=tuple(Closure(c["starts_at"], c["ends_at"], c["reason"])
                                for c in closures if c["portal"] == code),
                 cutoff_minutes=p["cutoff_minutes"],
-                known_holidays=_known_holidays(p, days.get(code, [])))
+                known_holidays=_known_holidays(stored.get(code)))
         except ValueError as exc:
             # one portal's bad data must not stop the service: that portal stays shut
             log.error("portal %s has invalid calendar data (%s): no jobs will start on it",
@@ -105,44 +105,59 @@ def load_sync(conn: Any) -> dict[str, Portal]:
 HOLIDAY_YEARS_AHEAD = 5
 
 
-def _holiday_rows(due: list[Mapping[str, Any]], now: datetime) -> list[dict[str, Any]]:
+def _holiday_rows(due: list[Mapping[str, Any]], now: datetime,
+                  ) -> tuple[list[dict[str, Any]], list[str]]:
     """store_holidays parameters for the portals ``due`` (computed with the `holidays`
-    package; a region it does not know is logged and skipped)."""
+    package), and the portals whose region it cannot compute (logged, skipped)."""
     first, last = now.year - 1, now.year + HOLIDAY_YEARS_AHEAD
-    out = []
+    out, failed = [], []
     for p in due:
         country, subdiv = p["holiday_country"], p["holiday_subdiv"]
         try:
             named = holiday_names(country, subdiv, range(first, last + 1))
         except ValueError as exc:
             log.error("portal %s: no holidays stored (%s)", p["code"], exc)
+            failed.append(p["code"])
             continue
         out.append({"portal": p["code"], "region": f"{country}/{subdiv or ''}",
                     "first": first, "last": last,
                     "days": [d for d, _ in named], "names": [n for _, n in named]})
-    return out
+    return out, failed
 
 
-async def refresh_holidays(conn: Any, now: datetime | None = None) -> list[str]:
+async def refresh_holidays(conn: Any, now: datetime | None = None, *,
+                           skip: set[str] | frozenset[str] = frozenset(),
+                           ) -> tuple[list[str], list[str]]:
     """Store the holidays of portals whose stored ones are missing, stale (region changed)
-    or end before next year. Returns the portals refreshed."""
+    or end before next year, except ``skip``. Returns (portals refreshed, portals whose
+    region could not be computed)."""
     now = now or clock.now()
-    due = await sql.afetch(conn, "holidays_due", {"through": now.year + 1})
+    due = [p for p in await sql.afetch(conn, "holidays_due", {"through": now.year + 1})
+           if p["code"] not in skip]
     if not due:
-        return []
-    rows = _holiday_rows(due, now)
+        return [], []
+    rows, failed = _holiday_rows(due, now)
     for params in rows:
         await sql.afetch(conn, "store_holidays", params)
-    return [r["portal"] for r in rows]
+    return [r["portal"] for r in rows], failed
+
+
+def store_holidays(url: str | None = None) -> list[str]:
+    """Store the holidays due on the database at ``url`` (what `portalq migrate` does right
+    after the migrations). Returns the portals stored."""
+    from jobs.queue import connect
+
+    with connect(url) as conn:
+        return refresh_holidays_sync(conn)
 
 
 def refresh_holidays_sync(conn: Any, now: datetime | None = None, *, force: bool = False,
                           ) -> list[str]:
-    """refresh_holidays on a sync psycopg connection (migrations, CLI); ``force``: every
+    """refresh_holidays on a sync psycopg connection (the CLI); ``force``: every
     portal with a holiday region (e.g. after an upgrade of the `holidays` package)."""
     now = now or clock.now()
     due = sql.fetch(conn, "holidays_due", {"through": 10_000 if force else now.year + 1})
-    rows = _holiday_rows(due, now)
+    rows, _ = _holiday_rows(due, now)
     for params in rows:
         sql.fetch(conn, "store_holidays", params)
     return [r["portal"] for r in rows]

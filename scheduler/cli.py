@@ -58,7 +58,12 @@ def migrate(database_url: DbUrl = None,
         before = m.current(url)
         m.upgrade(url)
         after = m.current(url)
+        from scheduler.calendars import store_holidays
+
+        stored = store_holidays(url)
     typer.echo(f"schema at {after}" + ("" if before == after else f" (was {before or 'empty'})"))
+    if stored:
+        typer.echo(f"holidays stored for {', '.join(stored)}")
 
 
 @app.command()

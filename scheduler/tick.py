@@ -24,6 +24,7 @@ class Tick:
         self._leader_conn: psycopg.AsyncConnection[Any] | None = None
         self.last_ok: float | None = None
         self.last_summary: dict[str, int] = {}
+        self._holiday_failures: dict[str, Any] = {}   # portal -> day its refresh failed
 
     async def _is_leader(self) -> bool:
         conn = self._leader_conn
@@ -65,11 +66,7 @@ class Tick:
                "pruned": 0}
         now = clock.now()
         async with self.worker.pool.connection() as conn:
-            refreshed = await calendars.refresh_holidays(conn, now)
-            if refreshed:  # rare: a new year, a new portal or region (imports `holidays`)
-                log.info("stored holidays of %s", ", ".join(refreshed))
-                await self.worker.refresh_portals()
-            out["holidays_refreshed"] = len(refreshed)
+            out["holidays_refreshed"] = await self._refresh_holidays(conn, now)
             for portal in self.worker.portals.values():
                 if calendars.capacity(portal, now) is not False:
                     continue
@@ -100,6 +97,22 @@ class Tick:
             out["artifacts_pruned"] = await _prune_artifacts(
                 s.artifacts(), older_than=timedelta(days=s.retention_days))
         return out
+
+    async def _refresh_holidays(self, conn: Any, now: Any) -> int:
+        """Store holidays that are missing (rare: a new year, a new portal or region; this
+        imports `holidays`). A portal whose region cannot be computed is tried again the
+        next day, and no failure here stops the other duties."""
+        skip = {code for code, day in self._holiday_failures.items() if day == now.date()}
+        try:
+            refreshed, failed = await calendars.refresh_holidays(conn, now, skip=skip)
+        except Exception:  # noqa: BLE001 - logged; the other duties still run
+            log.exception("storing holidays failed")
+            return 0
+        self._holiday_failures.update({code: now.date() for code in failed})
+        if refreshed:
+            log.info("stored holidays of %s", ", ".join(refreshed))
+            await self.worker.refresh_portals()
+        return len(refreshed)
 
     async def close(self) -> None:
         if self._leader_conn is not None:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -34,19 +35,31 @@ from scheduler.handlers import handler_for
 log = logging.getLogger("portalq.worker")
 
 
+#: a pooled connection idle longer than this is tested (one query) before it is handed out
+CHECK_IDLE_SECONDS = 2.0
+_returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+async def _note_return(conn: psycopg.AsyncConnection[Any]) -> None:
+    _returned[conn] = time.monotonic()
+
+
 async def _usable(conn: psycopg.AsyncConnection[Any]) -> None:
-    """The pool's check on checkout, without a round trip: a connection known to be closed
-    or broken is replaced. One that died silently (a server restart) fails on use; the
-    claim loop then checks the whole pool (Worker._recover)."""
+    """The pool's check on checkout. A connection in use a moment ago (the busy case: the
+    claim loop, completions, heartbeats) is handed out without a round trip; one that sat
+    idle is tested first, so one that died meanwhile (a server restart) is replaced
+    before a job's checkpoint or document write could fail on it."""
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("connection closed")
+    if time.monotonic() - _returned.get(conn, 0.0) > CHECK_IDLE_SECONDS:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 def make_pool(settings: Settings, dsn: str) -> AsyncConnectionPool:
     """The process's connection pool (opened by the caller)."""
     return AsyncConnectionPool(dsn, min_size=2, max_size=settings.workers + 4, open=False,
                                kwargs={"autocommit": True}, reconnect_timeout=3600,
-                               check=_usable)
+                               check=_usable, reset=_note_return)
 
 
 class Worker:
@@ -63,6 +76,7 @@ class Worker:
         self._unflushed = 0  # finished handlers whose completion is not written yet
         self._artifacts_root = settings.artifacts()
         self._done_event = asyncio.Event()
+        self._calendar_errors: set[str] = set()   # portals whose calendar raised (logged once)
         self._browser: Any = None
         self._playwright: Any = None
         self._browser_lock = asyncio.Lock()
@@ -99,9 +113,14 @@ class Worker:
         now = clock.now()
         out = []
         for p in self.portals.values():
-            cap = calendars.capacity(p, now)
-            if cap is not False:
-                out.append(worker_api.Capacity(p.code, cap, calendars.portal_day(p, now)))
+            try:
+                cap = calendars.capacity(p, now)
+                if cap is not False:
+                    out.append(worker_api.Capacity(p.code, cap, calendars.portal_day(p, now)))
+            except ValueError as exc:  # e.g. no holiday data for a year: that portal waits
+                if p.code not in self._calendar_errors:
+                    log.error("portal %s: calendar error (%s); no jobs start on it", p.code, exc)
+                self._calendar_errors.add(p.code)
         return out
 
     # -- loops ---------------------------------------------------------------------------

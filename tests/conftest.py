@@ -78,8 +78,10 @@ class TestServer:
                     return
                 conn.execute(f'CREATE DATABASE "{self.template}"')
                 from jobs.migrate import upgrade
+                from scheduler.calendars import store_holidays
 
-                upgrade(self.url(self.template))
+                upgrade(self.url(self.template))           # as `portalq migrate` does
+                store_holidays(self.url(self.template))
             finally:
                 conn.execute("SELECT pg_advisory_unlock(7262019999)")
 

@@ -101,6 +101,21 @@ WITH caps AS MATERIALIZED (
 )
 SELECT * FROM upd;
 
+-- name: unclaim
+-- A claim that could not be completed (its rate-limit checks failed): the jobs go back to
+-- the queue as if never claimed (attempt refunded, not started).
+WITH upd AS (
+    UPDATE job_queue SET status = 'pending', attempts = attempts - 1, lock_owner = NULL,
+                         heartbeat_at = NULL, started_at = NULL, updated_at = %(now)s
+    WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running' AND lock_owner = %(worker)s
+    RETURNING id, attempts
+), ev AS (
+    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    SELECT id, %(now)s, attempts, 'running', 'pending', %(worker)s,
+           '{"event": "claim undone"}'::jsonb FROM upd
+)
+SELECT id FROM upd;
+
 -- name: lock_rate_key
 SELECT pg_advisory_xact_lock(726202, hashtext(%(rate_key)s));
 
@@ -408,21 +423,22 @@ WITH gone AS (
 SELECT count(*)::int AS pruned FROM gone;
 
 -- name: list_portals
--- holidays_from/to: the years whose holidays portal_holidays holds for the portal's
--- current region (NULL if none, or if they were stored for another region).
 SELECT code, name, timezone, holiday_country, holiday_subdiv, max_concurrent_sessions,
-       cutoff_minutes, enabled, paused_at, pause_reason, paused_by, probe_at, outage_streak,
-       CASE WHEN holidays_region = holiday_country || '/' || coalesce(holiday_subdiv, '')
-            THEN holidays_from END AS holidays_from,
-       CASE WHEN holidays_region = holiday_country || '/' || coalesce(holiday_subdiv, '')
-            THEN holidays_to END AS holidays_to
+       cutoff_minutes, enabled, paused_at, pause_reason, paused_by, probe_at, outage_streak
 FROM portals ORDER BY code;
 
 -- name: portal_holidays
--- The stored holidays that still belong to their portal's region (see list_portals).
-SELECT h.portal, h.day FROM portal_holidays h JOIN portals p ON p.code = h.portal
+-- Per portal, the years whose holidays portal_holidays holds (first..last) and those days,
+-- in one statement (one snapshot: a refresh in between cannot pair new years with old
+-- days). Only portals whose stored holidays are for their current region.
+SELECT p.code AS portal, p.holidays_from AS first, p.holidays_to AS last,
+       coalesce(array_agg(h.day ORDER BY h.day) FILTER (WHERE h.day IS NOT NULL),
+                '{}') AS days
+FROM portals p LEFT JOIN portal_holidays h ON h.portal = p.code
 WHERE p.holidays_region = p.holiday_country || '/' || coalesce(p.holiday_subdiv, '')
-ORDER BY h.portal, h.day;
+  AND p.holidays_from IS NOT NULL AND p.holidays_to IS NOT NULL
+GROUP BY p.code, p.holidays_from, p.holidays_to
+ORDER BY p.code;
 
 -- name: holidays_due
 -- Portals with a holiday region whose stored holidays are for another region, or end

@@ -1,7 +1,8 @@
 """Holidays stored per portal: the service reads them from the database instead of
 computing them with the `holidays` package, which imports every country (~8 MiB in each
-worker process). Filled here for last year .. five years ahead; the maintenance tick
-extends them (scheduler.calendars.refresh_holidays).
+worker process). Schema only: `portalq migrate` stores them right after the migrations
+(last year .. five years ahead), and the maintenance tick stores whatever is missing
+(scheduler.calendars.refresh_holidays).
 
 Revision ID: 0005
 Revises: 0004
@@ -29,11 +30,6 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["portal"], ["portals.code"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("portal", "day"),
     )
-    if not op.get_context().as_sql:  # offline SQL: the tick fills them on first run
-        from jobs.queue import raw_connection
-        from scheduler.calendars import refresh_holidays_sync
-
-        refresh_holidays_sync(raw_connection(op.get_bind()))
 
 
 def downgrade() -> None:

@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import tomllib
+import warnings
 import weakref
 import zipfile
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -73,10 +74,18 @@ _KEYS: dict[str, dict[str, tuple[str, type]]] = {
 }
 
 
+# sections older files may still have: accepted with a warning
+_RETIRED = {"artifacts": "the retention of screenshots and traces is PORTALQ_RETENTION_DAYS"}
+
+
 def parse_config(data: Mapping[str, Any], source: str = "") -> BrowserConfig:
     """A :class:`BrowserConfig` from parsed TOML; unknown keys and bad values are errors."""
     values: dict[str, Any] = {}
     for section, table in data.items():
+        if section in _RETIRED:
+            warnings.warn(f"{source or 'playwright.config'}: [{section}] is ignored: "
+                          f"{_RETIRED[section]}", DeprecationWarning, stacklevel=2)
+            continue
         keys = _KEYS.get(section)
         if keys is None or not isinstance(table, Mapping):
             raise ValueError(f"{source or 'playwright.config'}: unknown section [{section}]")

@@ -17,6 +17,7 @@ from portals.flows.browser import (
     is_tracing,
     load_config,
     new_context,
+    parse_config,
     untraced,
 )
 from portals.flows.irs import obtain_ein
@@ -31,6 +32,13 @@ def test_repo_config_is_read():
     assert config.source == str(REPO_CONFIG)
     assert config.headless and config.trace_policy == "retain-on-failure"
     assert "--no-sandbox" in config.args and config.action_ms > 0
+
+
+def test_retired_artifacts_section_is_ignored_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="PORTALQ_RETENTION_DAYS"):
+        config = parse_config({"artifacts": {"retention_days": 30},
+                               "timeouts": {"action_ms": 1234}}, "old.toml")
+    assert config.action_ms == 1234
 
 
 def test_config_from_env_and_ws_override(tmp_path):

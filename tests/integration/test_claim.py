@@ -289,3 +289,35 @@ def test_prune_deletes_old_finished_jobs_with_their_events_documents_and_artifac
     assert conn.execute("SELECT count(*) FROM job_events WHERE job_id = %s",
                         (recent_done.id,)).fetchone()[0] == 2    # running, completed
     assert run(prune()) == 0
+
+
+def test_claim_cancelled_during_rate_checks_puts_its_jobs_back(dsn, conn, frozen):
+    """The claim commits first, then checks per-key rate limits job by job; if that is cut
+    short (here: a shutdown cancels it while another node holds the key's lock), the
+    claimed jobs go back to the queue, not started and the attempt refunded."""
+    job = queue.enqueue("obtain_ein", "E1", payloads.OBTAIN_EIN)
+    key = conn.execute("SELECT rate_key FROM job_queue WHERE id = %s", (job.id,)).fetchone()[0]
+    day = (T0 - timedelta(hours=12), T0 + timedelta(hours=12))
+
+    async def go():
+        async with await _aconn(dsn) as holder, await _aconn(dsn) as c:
+            async with holder.transaction():
+                await holder.execute("SELECT pg_advisory_xact_lock(726202, hashtext(%s))",
+                                     (key,))
+                task = asyncio.create_task(worker_api.claim(
+                    c, worker="w1", limit=5, capacities=[Capacity("irs_ein", None, day)]))
+                while True:   # the claim committed; its rate check now waits for the lock
+                    await asyncio.sleep(0.01)
+                    if conn.execute("SELECT status FROM job_queue WHERE id = %s",
+                                    (job.id,)).fetchone()[0] == "running":
+                        break
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+    run(go())
+    row = conn.execute("SELECT status, attempts, started_at, lock_owner FROM job_queue "
+                       "WHERE id = %s", (job.id,)).fetchone()
+    assert row == ("pending", 0, None, None)
+    events = [e["detail"] for e in queue.show_job(job.id)["events"]]
+    assert events[-1] == {"event": "claim undone"}
+    assert [j["id"] for j in claim(dsn, portals=("irs_ein",))] == [job.id]   # claimable again

@@ -129,6 +129,21 @@ def test_invalid_input_writes_nothing(conn, db, job_type, payload, message):
     assert count_jobs(conn) == 0
 
 
+def test_empty_idempotency_key_rejected_and_unknown_portal_wins_over_a_known_key(conn, db):
+    with pytest.raises(InputError, match="idempotency key must not be empty"):
+        queue.enqueue("name_search", "O", payloads.NAME_SEARCH, idempotency_key=" ")
+    first = queue.enqueue("name_search", "O", payloads.NAME_SEARCH, idempotency_key="k")
+    # same answer for one job as for a batch: an unknown portal is an error, key or not
+    for enqueue in (lambda **kw: queue.enqueue("name_search", "O", payloads.NAME_SEARCH, **kw),
+                    lambda **kw: queue.enqueue_many([
+                        queue.NewJob("name_search", "O", payloads.NAME_SEARCH, **kw),
+                        queue.NewJob("name_search", "P", payloads.NAME_SEARCH)])[0]):
+        with pytest.raises(InputError, match="unknown portal 'moon'"):
+            enqueue(idempotency_key="k", portal="moon")
+        assert enqueue(idempotency_key="k") == queue.Enqueued(first.id, False)
+    assert count_jobs(conn) == 2   # the first one, and "P" of the batch
+
+
 def test_unknown_portal_and_naive_run_at_rejected(conn, db):
     with pytest.raises(InputError, match="unknown portal 'moon'"):
         queue.enqueue("name_search", "O", payloads.NAME_SEARCH, portal="moon")

@@ -32,7 +32,19 @@ def _stored(conn, code):
                         "WHERE code = %s", (code,)).fetchone()
 
 
-def test_migration_stores_the_seeded_portals_holidays_as_the_package_gives_them(conn, dsn):
+def test_portalq_migrate_stores_the_seeded_portals_holidays(db, conn):
+    conn.execute("DROP SCHEMA public CASCADE")
+    conn.execute("CREATE SCHEMA public")
+    out = run_cli("migrate")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == ("holidays stored for bc_corporate_online, "
+                                           "delaware_icis, irs_ein")
+    assert run_cli("migrate").stdout.strip().splitlines()[-1].startswith("schema at ")
+    year = datetime.now(UTC).year
+    assert _stored(conn, "irs_ein") == ("US/", year - 1, year + 5)
+
+
+def test_stored_holidays_are_the_ones_the_package_gives(conn, dsn):
     year = clock.now().year
     portals = asyncio.run(_load(dsn))
     for code, (country, subdiv) in SEEDED.items():
@@ -91,8 +103,8 @@ def test_region_change_uses_the_package_until_the_new_region_is_stored(conn, dsn
     async def refresh():
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
             return await calendars.refresh_holidays(c)
-    assert asyncio.run(refresh()) == ["bc_corporate_online"]
-    assert asyncio.run(refresh()) == []      # nothing more due
+    assert asyncio.run(refresh()) == (["bc_corporate_online"], [])
+    assert asyncio.run(refresh()) == ([], [])      # nothing more due
     assert _stored(conn, "bc_corporate_online") == ("CA/ON", year - 1, year + 5)
     bc = asyncio.run(_load(dsn))["bc_corporate_online"].calendar
     assert dict(bc.known_holidays)[year] == ontario
