@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -163,14 +164,35 @@ def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
         return [e for e in out if e is not None]
 
 
+#: per autocommit connection, the portals it has seen exist. Portals are never deleted or
+#: renamed (migration 0008), so this never goes stale; it spares later enqueues the portal
+#: check. Not kept for a connection inside a transaction: the portal it saw may be one that
+#: transaction created, and it may yet roll back.
+_SEEN_PORTALS: weakref.WeakKeyDictionary[psycopg.Connection[Any], set[str]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _seen_portals(c: psycopg.Connection[Any]) -> set[str]:
+    if not c.autocommit:
+        return set()
+    seen = _SEEN_PORTALS.get(c)
+    if seen is None:
+        seen = _SEEN_PORTALS[c] = set()
+    return seen
+
+
 def _enqueue_one(c: psycopg.Connection[Any], params: dict[str, Any], *,
                  again: bool = True) -> Enqueued:
-    new_id = sql.fetch_value(c, "enqueue_one", params)
+    seen = _seen_portals(c)
+    known = params["portal"] in seen
+    new_id = sql.fetch_value(c, "enqueue_one_known" if known else "enqueue_one", params)
     if new_id is not None:
+        seen.add(params["portal"])
         return Enqueued(new_id, True)
     # nothing inserted: an unknown portal (checked first, as in a batch), or a known key
-    if not sql.fetch(c, "portals_named", {"codes": [params["portal"]]}):
+    if not known and not sql.fetch(c, "portals_named", {"codes": [params["portal"]]}):
         raise InputError(f"unknown portal {params['portal']!r}")
+    seen.add(params["portal"])
     existing = sql.fetch(c, "ids_by_idempotency_key", {"keys": [params["idempotency_key"]]})
     if existing:
         return Enqueued(existing[0]["id"], False)
@@ -181,10 +203,13 @@ def _enqueue_one(c: psycopg.Connection[Any], params: dict[str, Any], *,
 
 def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: datetime,
                   ) -> list[Enqueued]:
-    wanted = {r["portal"] for r in rows}
-    known = {p["code"] for p in sql.fetch(c, "portals_named", {"codes": sorted(wanted)})}
-    if wanted - known:
-        raise InputError(f"unknown portal {sorted(wanted - known)[0]!r}")
+    seen = _seen_portals(c)
+    wanted = {r["portal"] for r in rows} - seen
+    if wanted:
+        known = {p["code"] for p in sql.fetch(c, "portals_named", {"codes": sorted(wanted)})}
+        if wanted - known:
+            raise InputError(f"unknown portal {sorted(wanted - known)[0]!r}")
+        seen.update(known)
     ids = sql.fetch_value(c, "next_job_ids", {"n": len(rows)})
     sql.copy_in(c, "enqueue_copy", _COPY_TYPES, (
         (i, r["job_type"], r["order_id"], r["portal"], r["payload"], "pending", r["priority"],

@@ -42,6 +42,17 @@ WHERE EXISTS (SELECT 1 FROM portals WHERE code = %(portal)s)
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id;
 
+-- name: enqueue_one_known
+-- enqueue_one for a portal this connection has already seen exist (portals are never
+-- deleted or renamed, migration 0008): no portal check. No row back: the key exists.
+INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+                       max_attempts, idempotency_key, rate_key, created_at, updated_at)
+VALUES (%(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
+        %(priority)s::smallint, %(run_at)s::timestamptz, %(max_attempts)s::smallint,
+        %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s)
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING id;
+
 -- name: next_job_ids
 -- Ids for a COPY of new jobs (enqueue_copy), taken from job_queue's identity sequence.
 -- (the sequence is named, not looked up per row: pg_get_serial_sequence would be evaluated

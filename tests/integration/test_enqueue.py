@@ -218,3 +218,32 @@ def test_rate_key_is_hashed_not_the_ssn(conn, db):
                         run_at=datetime(2026, 12, 1, tzinfo=UTC))
     key = conn.execute("SELECT rate_key FROM job_queue WHERE id = %s", (job.id,)).fetchone()[0]
     assert key and "6789" not in key
+
+
+def test_portals_are_never_deleted_or_renamed(conn, db):
+    """Jobs name their portal by code; a retired portal is disabled instead."""
+    for sql in ("DELETE FROM portals WHERE code = 'crtc'",
+                "UPDATE portals SET code = 'crtc2' WHERE code = 'crtc'",
+                "TRUNCATE portals CASCADE"):
+        with pytest.raises(psycopg.errors.RestrictViolation, match="never deleted or renamed"):
+            conn.execute(sql)
+        conn.rollback()
+    conn.execute("UPDATE portals SET enabled = false WHERE code = 'crtc'")
+
+
+def test_a_portal_created_in_a_rolled_back_transaction_stays_unknown(dsn, conn):
+    """An autocommit connection remembers the portals it saw exist (they never go away);
+    one inside a transaction does not: the portal may be that transaction's own."""
+    with psycopg.connect(dsn) as c:
+        c.execute("INSERT INTO portals (code, name, timezone) VALUES ('tmp', 'tmp', 'UTC')")
+        queue.enqueue("name_search", "O-1", payloads.NAME_SEARCH, portal="tmp", conn=c)
+        c.rollback()
+        with pytest.raises(InputError, match="unknown portal 'tmp'"):
+            queue.enqueue("name_search", "O-2", payloads.NAME_SEARCH, portal="tmp", conn=c)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        first = queue.enqueue("name_search", "O-3", payloads.NAME_SEARCH, conn=c)
+        again = queue.enqueue("name_search", "O-4", payloads.NAME_SEARCH, conn=c)  # unchecked
+        with pytest.raises(InputError, match="unknown portal 'tmp'"):
+            queue.enqueue("name_search", "O-5", payloads.NAME_SEARCH, portal="tmp", conn=c)
+        assert again.id == first.id + 1
+    assert count_jobs(conn) == 2
