@@ -22,9 +22,9 @@ Public API only:
     psycopg connection in autocommit mode (each call commits on its own, like the peers'
     autocommit enqueues; a caller's own transaction would add BEGIN/COMMIT).
   * worker: ``scheduler.worker.Worker`` wired as ``scheduler.service.serve`` wires it (its
-    pool: ``scheduler.worker.make_pool`` where that exists, else an AsyncConnectionPool
-    with serve's parameters; the listen / claim / flush / heartbeat loops; graceful
-    ``drain`` on SIGTERM), with ``register_handler("bench_noop", noop)``.
+    pool: ``scheduler.worker.make_pool``; ``Worker.start_loops``: the listen / claim /
+    flush / heartbeat loops; ``Worker.stop_loops`` on SIGTERM), with
+    ``register_handler("bench_noop", noop)``.
     Not included: the migration check at start and the APScheduler maintenance tick
     (its cost is measured apart by bench/tick_bench.py). PQ_WORKER=serve runs the whole
     ``scheduler.service.serve()`` instead (migration check + tick included).
@@ -41,7 +41,6 @@ Concurrency (Settings, env PORTALQ_*):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import sys
@@ -135,20 +134,13 @@ def _settings(conc: str) -> Any:
 
 
 async def _run_worker(settings: Any) -> None:
-    """scheduler.service.serve() minus the migration check and the tick."""
+    """scheduler.service.serve() minus the migration check and the tick: the same pool,
+    the same loops, the same graceful stop."""
     from jobs.database import database_url, libpq_dsn
-    from scheduler import worker as worker_mod
-    from scheduler.worker import Worker
+    from scheduler.worker import Worker, make_pool
 
     dsn = libpq_dsn(database_url(settings.database_url))
-    if hasattr(worker_mod, "make_pool"):      # the service's own pool factory, if it has one
-        pool = worker_mod.make_pool(settings, dsn)
-    else:                                     # else serve()'s pool parameters
-        from psycopg_pool import AsyncConnectionPool
-
-        pool = AsyncConnectionPool(dsn, min_size=2, max_size=settings.workers + 4, open=False,
-                                   kwargs={"autocommit": True}, reconnect_timeout=3600,
-                                   check=AsyncConnectionPool.check_connection)
+    pool = make_pool(settings, dsn)
     await pool.open(wait=True, timeout=60)
     worker = Worker(settings, pool, dsn)
     await worker.refresh_portals()
@@ -156,17 +148,9 @@ async def _run_worker(settings: Any) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(worker.listen(), name="listen"),
-             asyncio.create_task(worker.claim_loop(), name="claim"),
-             asyncio.create_task(worker.flush_loop(), name="flush"),
-             asyncio.create_task(worker.heartbeat_loop(), name="heartbeat")]
+    loops = worker.start_loops()
     await stop.wait()
-    await worker.drain(settings.grace_seconds)
-    for t in tasks:
-        if t.get_name() != "flush":
-            t.cancel()
-    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=10)
+    await worker.stop_loops(loops, settings.grace_seconds)
     await pool.close()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 from datetime import UTC, datetime
@@ -57,10 +56,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
 
         server = await metrics.serve(settings.metrics_host, settings.metrics_port, health,
                                      refresh)
-    tasks = [asyncio.create_task(worker.listen(), name="listen"),
-             asyncio.create_task(worker.claim_loop(), name="claim"),
-             asyncio.create_task(worker.flush_loop(), name="flush"),
-             asyncio.create_task(worker.heartbeat_loop(), name="heartbeat")]
+    loops = worker.start_loops()
     log.info("portalq running: node=%s workers=%d tick=%ss", settings.node_id,
              settings.workers, settings.tick_seconds)
     if ready is not None:
@@ -70,12 +66,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     await stop.wait()
     log.info("stopping: no new jobs are claimed")
     scheduler.shutdown(wait=False)
-    await worker.drain(settings.grace_seconds)
-    for t in tasks:
-        if t.get_name() != "flush":
-            t.cancel()
-    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=10)
+    await worker.stop_loops(loops, settings.grace_seconds)
     if server is not None:
         server.close()
     await tick.close()

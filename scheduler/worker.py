@@ -359,7 +359,24 @@ class Worker:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    # -- shutdown ------------------------------------------------------------------------
+    # -- start and stop ------------------------------------------------------------------
+    def start_loops(self) -> list[asyncio.Task[None]]:
+        """The worker's loops: LISTEN, claim, flush completions, heartbeats."""
+        return [asyncio.create_task(self.listen(), name="listen"),
+                asyncio.create_task(self.claim_loop(), name="claim"),
+                asyncio.create_task(self.flush_loop(), name="flush"),
+                asyncio.create_task(self.heartbeat_loop(), name="heartbeat")]
+
+    async def stop_loops(self, loops: list[asyncio.Task[None]], grace: float) -> None:
+        """Graceful stop: :meth:`drain`, then end the loops (the flush loop ends by itself
+        once the last completions are written)."""
+        await self.drain(grace)
+        for t in loops:
+            if t.get_name() != "flush":
+                t.cancel()
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*loops, return_exceptions=True), timeout=10)
+
     async def drain(self, grace: float) -> None:
         """Stop claiming; give running jobs ``grace`` seconds, then release the rest."""
         self.stopping.set()

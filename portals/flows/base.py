@@ -139,6 +139,15 @@ async def click_and_wait(page: Any, target: Any, *, timeout: float | None = None
     return response.status if response is not None else None
 
 
+async def control(page: Any, name: str) -> Any:
+    """The button labelled exactly ``name``; a page without it means the portal changed
+    (retryable: the next attempt starts over, and escalates after the last)."""
+    button = page.get_by_role("button", name=name, exact=True)
+    if await button.count() == 0:
+        raise RetryableError(f"{name} control not found: portal changed?")
+    return button
+
+
 async def page_text(page: Any) -> str:
     """The visible text of the page, whitespace-normalised."""
     return " ".join((await page.locator("body").inner_text()).split())

@@ -25,6 +25,7 @@ from portals.flows.base import (
     Evidence,
     browser_page,
     click_and_wait,
+    control,
     download,
     fetch_document,
     has_document,
@@ -74,11 +75,9 @@ class DelawareFiling:
             raise BusinessError(f"Delaware rejected {shown!r}: {await alert.first.inner_text()}")
         raise RetryableError(f"Delaware shows {shown!r}, expected {heading!r}")
 
-    async def next(self, heading: str, shot: str, control: str = "Continue") -> None:
+    async def next(self, heading: str, shot: str, name: str = "Continue") -> None:
         await self.evidence.shot(self.page, shot)
-        button = self.page.get_by_role("button", name=control, exact=True)
-        if await button.count() == 0:
-            raise RetryableError(f"{control} control not found: portal changed?")
+        button = await control(self.page, name)
         await self.expect(heading, await click_and_wait(self.page, button))
 
     async def start(self) -> None:
@@ -113,10 +112,7 @@ class DelawareFiling:
 
     async def submit_control(self) -> Any:
         await self.evidence.shot(self.page, "review")
-        button = self.page.get_by_role("button", name="Submit Filing", exact=True)
-        if await button.count() == 0:
-            raise RetryableError("Submit Filing control not found: portal changed?")
-        return button
+        return await control(self.page, "Submit Filing")
 
     async def submit(self, button: Any) -> tuple[str, str]:
         """(file number, certificate URL); anything else is retryable: the retry reconciles."""

@@ -25,6 +25,7 @@ from portals.flows.base import (
     Evidence,
     browser_page,
     click_and_wait,
+    control,
     download,
     fetch_document,
     has_document,
@@ -105,9 +106,7 @@ class EinAssistant:
     async def next(self, label: str, shot: str) -> None:
         """Screenshot, Continue, confirm the next step ``label``."""
         await self.evidence.shot(self.page, shot)
-        button = self.page.get_by_role("button", name="Continue", exact=True)
-        if await button.count() == 0:
-            raise RetryableError("Continue control not found: portal changed?")
+        button = await control(self.page, "Continue")
         try:
             await self.expect_step(label, await self.go(button))
         except Refused as refused:
@@ -182,10 +181,7 @@ class EinAssistant:
 
     async def submit_control(self) -> Any:
         await self.evidence.shot(self.page, "review")
-        button = self.page.get_by_role("button", name="Submit", exact=True)
-        if await button.count() == 0:
-            raise RetryableError("Submit control not found: portal changed?")
-        return button
+        return await control(self.page, "Submit")
 
     async def submit(self, button: Any) -> tuple[str, str]:
         """Past the point of no return: (EIN, CP 575 URL), or Refused, or UncertainOutcome."""
