@@ -115,32 +115,43 @@ def test_escalation_waits_for_mail_server_then_sent_once(db, dsn, tmp_path):
 
 
 @pytest.mark.slow
-def test_service_survives_postgres_restart_and_drains_everything(db, dsn, tmp_path, pg_server):
-    if getattr(pg_server, "embedded", None) is None:
-        pytest.skip("needs the embedded test server to restart (PORTALQ_TEST_DATABASE_URL set)")
-    add_local_portal(dsn)
-    n = 400
-    svc = Service(db, tmp_path, "r", PORTALQ_WORKERS=4,
-                  PORTALQ_RETRY_BASE_SECONDS=0.2).start()
+def test_service_survives_postgres_restart_and_drains_everything(tmp_path, monkeypatch):
+    """On a server of its own (embedded, fsync off), which it stops and starts under load,
+    whatever server the other tests use."""
+    from jobs.embedded import EmbeddedPostgres
+    from jobs.migrate import upgrade
+
+    pg = EmbeddedPostgres(tmp_path / "pg", settings={"fsync": "off"})
+    db, dsn = pg.ensure_running(), pg.dsn()
+    monkeypatch.setenv("PORTALQ_DATABASE_URL", db)
     try:
-        queue.enqueue_many([queue.NewJob("ledger_job", f"O{i}", {"sleep_ms": 25})
-                            for i in range(n)])
+        upgrade(db)
+        add_local_portal(dsn)
+        n = 400
+        svc = Service(db, tmp_path, "r", PORTALQ_WORKERS=4,
+                      PORTALQ_RETRY_BASE_SECONDS=0.2).start()
+        try:
+            queue.enqueue_many([queue.NewJob("ledger_job", f"O{i}", {"sleep_ms": 25})
+                                for i in range(n)])
+            with psycopg.connect(dsn) as c:
+                wait_until(lambda: c.execute("SELECT count(*) FROM ledger").fetchone()[0] > 50,
+                           60, "work under way")
+            pg.stop()  # Postgres goes away under load ...
+            assert svc.proc.poll() is None
+            pg.ensure_running()  # ... and comes back
+            wait_until(lambda: len(queue.list_jobs(status="completed", limit=n + 1)) == n, 120,
+                       "everything drained after the restart", interval=0.2)
+            assert svc.proc.poll() is None  # the service never died
+        finally:
+            svc.stop()
+        assert svc.proc.returncode == 0
+        assert "reconnecting" in svc.log() or "retrying" in svc.log()
         with psycopg.connect(dsn) as c:
-            wait_until(lambda: c.execute("SELECT count(*) FROM ledger").fetchone()[0] > 50,
-                       60, "work under way")
-        pg_server.embedded.stop()  # Postgres goes away under load ...
-        assert svc.proc.poll() is None
-        pg_server.embedded.ensure_running()  # ... and comes back
-        wait_until(lambda: len(queue.list_jobs(status="completed", limit=n + 1)) == n, 120,
-                   "everything drained after the restart", interval=0.2)
-        assert svc.proc.poll() is None  # the service never died
+            statuses = dict(c.execute("SELECT status, count(*) FROM job_queue GROUP BY 1"
+                                      ).fetchall())
+        assert statuses == {"completed": n}
     finally:
-        svc.stop()
-    assert svc.proc.returncode == 0
-    assert "reconnecting" in svc.log() or "retrying" in svc.log()
-    with psycopg.connect(dsn) as c:
-        statuses = dict(c.execute("SELECT status, count(*) FROM job_queue GROUP BY 1").fetchall())
-    assert statuses == {"completed": n}
+        pg.stop()
 
 
 def test_metrics_and_health_endpoints(db, dsn, tmp_path):
