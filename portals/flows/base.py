@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from jobs import clock
-from jobs.errors import HandlerOutcome, RetryableError
+from jobs.errors import HandlerOutcome, PortalUnavailable, RetryableError
 from portals.calendar import zone
-from portals.flows.browser import close_context
+from portals.flows.browser import close_context, note_missing
 from portals.flows.context import FlowContext
 
 log = logging.getLogger("portalq.flows")
@@ -42,17 +42,33 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 
 class Evidence:
-    """Numbered screenshots of one attempt, masked."""
+    """Numbered screenshots of one attempt, masked. Best effort: a screenshot that cannot be
+    taken is recorded as missing evidence, and the flow goes on (evidence never decides an
+    outcome)."""
 
     def __init__(self, ctx: FlowContext) -> None:
         self.ctx = ctx
         self.seq = 0
 
-    async def shot(self, page: Any, name: str) -> None:
+    async def shot(self, page: Any, name: str) -> bool:
+        try:
+            await self.take(page, name)
+            return True
+        except Exception as exc:  # noqa: BLE001 - evidence never decides an outcome
+            note_missing(self.ctx.artifacts_dir, f"screenshot {name}", exc)
+            return False
+
+    async def take(self, page: Any, name: str) -> None:
+        """One screenshot; raises if it cannot be taken (no partial file is left)."""
         self.seq += 1
         path = self.ctx.artifacts_dir / f"{self.seq:02d}-{name}.png"
-        await page.screenshot(path=str(path), full_page=True,
-                              mask=[page.locator(SENSITIVE_SELECTOR)])
+        try:
+            await page.screenshot(path=str(path), full_page=True,
+                                  mask=[page.locator(SENSITIVE_SELECTOR)])
+        except BaseException:
+            path.unlink(missing_ok=True)
+            self.seq -= 1
+            raise
 
 
 @asynccontextmanager
@@ -80,28 +96,42 @@ async def browser_page(ctx: FlowContext, *,
             raise
         except PlaywrightError as exc:
             await _failure_shot(page, evidence)
-            raise RetryableError(redact(str(exc).splitlines()[0], ctx.secrets())) from None
+            kind = PortalUnavailable if portal_sign(exc) else RetryableError
+            raise kind(redact(str(exc).splitlines()[0], ctx.secrets())) from None
     finally:
         await close_context(context, failed=failed)
 
 
+def portal_sign(exc: BaseException) -> bool:
+    """Does this Playwright error point at the portal (a refused, reset or dropped
+    connection, a page that does not load in time) rather than at the flow (a control it
+    expected and did not find)?"""
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+    text = str(exc)
+    if "net::ERR_" in text or "NS_ERROR_" in text:
+        return True
+    lowered = text.lower()
+    return isinstance(exc, PlaywrightTimeout) and any(
+        w in lowered for w in ("goto", "navigation", "wait_for_load_state", "waiting for url"))
+
+
 async def _failure_shot(page: Any, evidence: Evidence) -> None:
     """Best effort: a page mid-navigation (e.g. after a dropped connection) may refuse a
-    screenshot once; wait for it to settle and try again."""
+    screenshot once; wait for it to settle and try again; else it is missing evidence."""
     for last in (False, True):
         try:
-            await evidence.shot(page, "failure")
+            await evidence.take(page, "failure")
             return
         except Exception as exc:  # noqa: BLE001 - must not hide the outcome being raised
             if last:
-                log.warning("no failure screenshot: %s", str(exc).splitlines()[0][:200])
+                note_missing(evidence.ctx.artifacts_dir, "failure screenshot", exc)
                 return
             with suppress(Exception):
                 await page.wait_for_load_state("load", timeout=3000)
-            evidence.seq -= 1
 
 
-class ConnectionLost(RetryableError):
+class ConnectionLost(PortalUnavailable):
     """The page's document request failed (connection dropped or reset): the portal's
     answer is unknown."""
 

@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import tomllib
+import uuid
 import warnings
 import weakref
 import zipfile
@@ -178,42 +179,90 @@ async def launch(playwright: Any, config: BrowserConfig) -> Any:
         return await playwright.chromium.launch(executable_path=fallback, **kwargs)
 
 
+#: evidence that could not be made, one JSON line each ({"what", "reason"}); the runner
+#: records them as missing evidence (never as a failure)
+MISSING_EVIDENCE = "missing-evidence.jsonl"
+
+
+def note_missing(folder: Path, what: str, exc: BaseException | str) -> None:
+    """Record that a screenshot or trace could not be made. Evidence never decides an
+    outcome: callers go on as if it had been made."""
+    reason = exc if isinstance(exc, str) else (str(exc).strip().splitlines() or [""])[0]
+    reason = (reason or type(exc).__name__)[:200]
+    log.warning("evidence missing: %s (%s)", what, reason)
+    with suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / MISSING_EVIDENCE, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"what": what, "reason": reason}) + "\n")
+
+
 class _Trace:
-    """The traced stretches of one context; merged into one zip when the context closes."""
+    """The traced stretches of one context; merged into one zip when the context closes.
+
+    Every context traces under a name of its own: the browser (shared by every worker of
+    a process) keeps a tracing context's intermediate files under that name, so two
+    contexts with one name overwrite each other's files. A stretch that cannot be started
+    or saved ends tracing for the context and is recorded as missing evidence; its partial
+    file is removed."""
 
     def __init__(self, context: Any, config: BrowserConfig, artifacts_dir: Path) -> None:
         self.context = context
         self.config = config
         self.artifacts_dir = artifacts_dir
+        self.name = f"ctx-{uuid.uuid4().hex}"
         self.parts: list[Path] = []
         self.active = False
+        self.lost: str | None = None   # why (part of) the trace could not be made
 
     async def start(self) -> None:
-        await self.context.tracing.start(
-            name=f"part{len(self.parts) + 1}", screenshots=self.config.trace_screenshots,
-            snapshots=self.config.trace_snapshots)
+        if self.lost is not None:
+            return
+        try:
+            await self.context.tracing.start(
+                name=f"{self.name}-part{len(self.parts) + 1}",
+                screenshots=self.config.trace_screenshots,
+                snapshots=self.config.trace_snapshots)
+        except Exception as exc:  # noqa: BLE001 - evidence never decides an outcome
+            self._lose(exc)
+            return
         self.active = True
 
     async def stop(self) -> None:
         if not self.active:
             return
         self.active = False
-        part = self.artifacts_dir / f".trace-part{len(self.parts) + 1}.zip"
-        await self.context.tracing.stop(path=str(part))
+        part = self.artifacts_dir / f".{self.name}-part{len(self.parts) + 1}.zip"
+        try:
+            await self.context.tracing.stop(path=str(part))
+        except Exception as exc:  # noqa: BLE001 - evidence never decides an outcome
+            part.unlink(missing_ok=True)
+            self._lose(exc)
+            return
         self.parts.append(part)
 
+    def _lose(self, exc: BaseException) -> None:
+        self.lost = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        log.warning("trace stopped for this context: %s", self.lost)
+
     async def finish(self, failed: bool) -> Path | None:
-        try:
-            await self.stop()
-        except Exception as exc:  # noqa: BLE001 - a crashed browser must not hide the outcome
-            log.warning("could not save trace: %s", str(exc).splitlines()[0])
+        await self.stop()
         keep = self.config.trace_policy == "on" or failed
         target = None
-        if keep and self.parts:
-            target = _free_name(self.artifacts_dir, "trace", ".zip")
-            merge_traces([p for p in self.parts if p.exists()], target)
-        for part in self.parts:
-            part.unlink(missing_ok=True)
+        try:
+            if keep and self.parts:
+                target = _free_name(self.artifacts_dir, "trace", ".zip")
+                merge_traces([p for p in self.parts if p.exists()], target)
+        except Exception as exc:  # noqa: BLE001 - evidence never decides an outcome
+            if target is not None:
+                target.unlink(missing_ok=True)
+            target = None
+            self.lost = self.lost or str(exc)[:200]
+        finally:
+            for part in self.parts:
+                part.unlink(missing_ok=True)
+        if keep and self.lost is not None:
+            note_missing(self.artifacts_dir, "trace" if target is None else "part of the trace",
+                         self.lost)
         return target
 
 
@@ -241,6 +290,9 @@ async def close_context(context: Any, *, failed: bool = False) -> Path | None:
     trace = _traces.pop(context, None)
     try:
         return await trace.finish(failed) if trace else None
+    except Exception as exc:  # noqa: BLE001 - evidence never decides an outcome
+        note_missing(trace.artifacts_dir if trace else Path("."), "trace", exc)
+        return None
     finally:
         with suppress(Exception):
             await context.close()
