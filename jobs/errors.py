@@ -33,6 +33,13 @@ class RetryableError(HandlerOutcome):
     """A technical failure (timeout, 5xx, "try again later"): retried with backoff."""
 
 
+class PortalUnavailable(RetryableError):
+    """A retryable failure that points at the portal itself (5xx, maintenance, a dropped
+    or refused connection, a page that does not load in time): an outage sign for the
+    circuit breaker. A flow's own trouble (a control not found, an unexpected page) is a
+    plain :class:`RetryableError` and never pauses a portal."""
+
+
 class BusinessError(HandlerOutcome):
     """A permanent failure (name rejected, not eligible): failed at once and escalated."""
 

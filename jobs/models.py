@@ -116,6 +116,10 @@ job_queue = Table(
     Column("created_at", TZ, nullable=False),
     Column("updated_at", TZ, nullable=False),
     Column("finished_at", TZ),
+    # rescues after a worker died (each refunds its attempt, up to the crash limit)
+    Column("crashes", SmallInteger, nullable=False, server_default=text("0")),
+    # failed runs as a paused portal's probe (refunded, up to the probe limit)
+    Column("probe_failures", SmallInteger, nullable=False, server_default=text("0")),
     CheckConstraint(_status_check, name="job_queue_status"),
     CheckConstraint("max_attempts > 0", name="job_queue_max_attempts_positive"),
     # only jobs that have a key are indexed (most have none)
@@ -199,5 +203,15 @@ job_artifacts = Table(
     Column("kind", Text, nullable=False),
     Column("path", Text, nullable=False),
     Column("created_at", TZ, nullable=False),
+    # kind 'missing': evidence that could not be made, and why
+    Column("note", Text),
     Index("job_artifacts_job", "job_id", "attempt"),
+)
+
+# one row per job that showed an outage sign on a portal (the breaker's window)
+portal_outage_signs = Table(
+    "portal_outage_signs", metadata,
+    Column("portal", Text, primary_key=True),
+    Column("job_id", BigInteger, primary_key=True),
+    Column("seen_at", TZ, nullable=False),
 )

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from jobs import clock, sql, types
 
 AConn = AsyncConnection[Any]
+log = logging.getLogger("portalq.queue")
 
 
 @dataclass(frozen=True)
@@ -115,15 +118,17 @@ class OutageState:
 
 
 async def record_outage(conn: AConn, *, portal: str, job_id: int, threshold: int,
-                        probe_after: timedelta, reason: str) -> OutageState:
-    """Count one more outage sign on ``portal`` (from job ``job_id``: a streak is made of
-    different jobs' failures); pause it (circuit breaker) when the streak reaches
-    ``threshold`` -- one "paused" notice, however many nodes see the outage. A
-    failing probe of a paused portal pushes the next probe back."""
+                        probe_after: timedelta, reason: str,
+                        window: timedelta = timedelta(minutes=5)) -> OutageState:
+    """Count one more outage sign on ``portal`` from job ``job_id``; pause the portal
+    (circuit breaker) when ``threshold`` distinct jobs showed one within ``window`` (one
+    job failing again and again, or two alternately, never make three) -- one "paused"
+    notice, however many nodes see the outage. A failing probe of a paused portal pushes
+    the next probe back."""
     now = clock.now()
     async with conn.transaction():
         row = await sql.afetch_one(conn, "outage_seen", {"portal": portal, "job_id": job_id,
-                                                         "now": now})
+                                                         "now": now, "since": now - window})
         if row is None:
             return OutageState(0, None, False)
         if row["paused_at"] is not None:
@@ -152,13 +157,15 @@ async def finish_unsuccessful(conn: AConn, *, job: Mapping[str, Any], worker: st
                               error: str, run_at: datetime | None = None,
                               refund_attempt: bool = False,
                               escalation: tuple[str, str] | None = None,
-                              detail: Mapping[str, Any] | None = None) -> bool:
+                              detail: Mapping[str, Any] | None = None,
+                              probe_failed: bool = False) -> bool:
     """Retry (status pending), defer (deferred, attempt refunded) or fail one job; a
     failure's escalation record is written in the same transaction."""
     async with conn.transaction():
         row = await sql.afetch_one(conn, "finish_unsuccessful", {
             "id": job["id"], "worker": worker, "status": status, "error": error,
             "run_at": run_at, "refund": 1 if refund_attempt else 0, "now": clock.now(),
+            "probe": 1 if probe_failed else 0,
             "detail": Jsonb(dict(detail)) if detail else None})
         if row is None:
             return False
@@ -206,51 +213,90 @@ async def documents_of(conn: AConn, job_id: int) -> list[tuple[str, str, bytes]]
     return [(r["name"], r["content_type"], bytes(r["data"])) for r in rows]
 
 
-async def add_artifact(conn: AConn, *, job_id: int, attempt: int, kind: str, path: str) -> None:
+async def add_artifact(conn: AConn, *, job_id: int, attempt: int, kind: str, path: str,
+                       note: str | None = None) -> None:
     await sql.afetch(conn, "add_artifact", {"job_id": job_id, "attempt": attempt, "kind": kind,
-                                            "path": path, "now": clock.now()})
+                                            "path": path, "note": note, "now": clock.now()})
 
 
 # -- maintenance (run by one node at a time) ----------------------------------------------
-def _past_point_of_no_return(row: Mapping[str, Any]) -> bool:
-    checkpoint = row["checkpoint"] or {}
-    return checkpoint.get("stage") == "submitting"
+def past_point_of_no_return(checkpoint: Any) -> bool:
+    """Did the job's flow start a submission it has not seen confirmed?"""
+    return isinstance(checkpoint, Mapping) and checkpoint.get("stage") == "submitting"
+
+
+def rescue_decision(row: Mapping[str, Any], *, reconcilable: bool,
+                    crash_limit: int) -> tuple[str, tuple[str, str] | None]:
+    """(new status, escalation) for a running job whose worker died. A crash is not the
+    job's fault: its attempt is refunded (by the ``rescue`` query) up to ``crash_limit``
+    crashes, then the job is escalated as "crashing". Past its point of no return it is
+    reconciled by its next attempt where the portal allows a lookup (a lookup is not a
+    filing), whatever its attempt count; where it does not, a human decides."""
+    crashes = int(row.get("crashes") or 0) + 1
+    past = past_point_of_no_return(row["checkpoint"])
+    if past and not reconcilable:
+        return "failed", ("uncertain", "worker lost after submitting; the portal offers no "
+                                       "lookup: check the portal, then --confirmed-filed or "
+                                       "--not-filed; do not cancel or retry blindly")
+    if crashes > crash_limit:
+        if past:
+            return "failed", ("uncertain", f"its worker died {crashes} times, the last after "
+                                           "submitting: check the portal, then "
+                                           "--confirmed-filed or --not-filed")
+        return "failed", ("crashing", f"its worker died {crashes} times while running it "
+                                      f"(crash limit {crash_limit}): look for what kills it")
+    return "pending", None
 
 
 async def rescue_stale(conn: AConn, *, stale_after: timedelta, worker: str = "rescuer",
-                       limit: int = 500) -> list[tuple[int, str]]:
-    """Jobs whose worker died: back to the queue, or to ``failed`` (and a human) when the
-    attempts are spent or the job crashed past a point of no return that its portal cannot
-    reconcile. Returns (id, new status) pairs."""
+                       limit: int = 500, crash_limit: int = 3) -> list[tuple[int, str]]:
+    """Jobs whose worker died: back to the queue (the attempt refunded, the crash counted),
+    or to ``failed`` (and a human) -- see :func:`rescue_decision`. A heartbeat is judged
+    from the later of its time and the server's start: after a PostgreSQL restart every
+    live node needs a moment to reconnect, and is not rescued for it. One row that cannot
+    be handled is logged on the job and skipped; the others proceed. Returns (id, new
+    status) pairs."""
     now = clock.now()
     out: list[tuple[int, str]] = []
-    async with conn.transaction():
-        stale = await sql.afetch(conn, "stale_running", {"stale_before": now - stale_after,
-                                                         "limit": limit})
-        for row in stale:
-            error = f"worker {row['lock_owner']} stopped heart-beating"
-            escalation = None
-            status = "pending"
-            try:
-                reconcilable = types.get(row["job_type"]).reconcilable
-            except Exception:  # noqa: BLE001 - an unknown (removed) type: a human decides
-                reconcilable = False
-            if _past_point_of_no_return(row) and not reconcilable:
-                status = "failed"
-                escalation = ("uncertain", "worker lost after submitting; the portal offers "
-                              "no lookup: check the portal before retrying")
-            elif row["attempts"] >= row["max_attempts"]:
-                status = "failed"
-                escalation = ("attempts", f"{row['attempts']} attempts spent; last: {error}")
-            upd = await sql.afetch_one(conn, "rescue", {"id": row["id"], "status": status,
-                                                        "error": error, "worker": worker,
-                                                        "now": now})
-            if upd and escalation:
-                await sql.afetch(conn, "insert_escalation", {
-                    "job_id": row["id"], "attempt": upd["attempts"], "kind": escalation[0],
-                    "reason": escalation[1], "now": now})
+    stale = await sql.afetch(conn, "stale_running", {"stale_before": now - stale_after,
+                                                     "limit": limit})
+    for row in stale:
+        try:
+            async with conn.transaction():
+                status = await _rescue_one(conn, row, worker, now, crash_limit)
+        except Exception as exc:  # noqa: BLE001 - one bad row never stops the others
+            status = None
+            log.error("stale job %s not rescued: %s: %s", row["id"], type(exc).__name__,
+                      str(exc).splitlines()[0][:200] if str(exc) else "")
+            with contextlib.suppress(Exception):
+                await sql.afetch(conn, "rescue_skipped", {
+                    "id": row["id"], "error": f"rescue failed: {type(exc).__name__}",
+                    "now": now})
+        if status is not None:
             out.append((row["id"], status))
     return out
+
+
+async def _rescue_one(conn: AConn, row: Mapping[str, Any], worker: str, now: datetime,
+                      crash_limit: int) -> str | None:
+    locked = await sql.afetch_one(conn, "lock_stale", {"id": row["id"],
+                                                       "heartbeat_at": row["heartbeat_at"]})
+    if locked is None:
+        return None   # it heart-beat meanwhile, or another rescuer took it
+    try:
+        reconcilable = types.get(row["job_type"]).reconcilable
+    except Exception:  # noqa: BLE001 - an unknown (removed) type: a human decides
+        reconcilable = False
+    status, escalation = rescue_decision(locked, reconcilable=reconcilable,
+                                         crash_limit=crash_limit)
+    error = f"worker {row['lock_owner']} stopped heart-beating"
+    upd = await sql.afetch_one(conn, "rescue", {"id": row["id"], "status": status,
+                                                "error": error, "worker": worker, "now": now})
+    if upd and escalation:
+        await sql.afetch(conn, "insert_escalation", {
+            "job_id": row["id"], "attempt": upd["attempts"], "kind": escalation[0],
+            "reason": escalation[1], "now": now})
+    return status if upd else None
 
 
 async def defer_portal(conn: AConn, *, portal: str, next_open: datetime, reason: str) -> int:
@@ -263,6 +309,35 @@ async def defer_portal(conn: AConn, *, portal: str, next_open: datetime, reason:
 
 
 async def prune_finished(conn: AConn, *, older_than: timedelta, limit: int = 10_000) -> int:
-    row = await sql.afetch_one(conn, "prune_finished", {"before": clock.now() - older_than,
-                                                        "limit": limit})
-    return int(row["pruned"]) if row else 0
+    """Delete finished jobs past the retention, a batch per call. A batch that cannot be
+    deleted (a row something else still refers to) is done row by row instead: the rows
+    that can go, go; the others are reported (logged by the caller) and stay."""
+    before = clock.now() - older_than
+    try:
+        async with conn.transaction():
+            row = await sql.afetch_one(conn, "prune_finished", {"before": before,
+                                                                "limit": limit})
+        return int(row["pruned"]) if row else 0
+    except psycopg.errors.IntegrityError:
+        pass
+    pruned, stuck = 0, []
+    for cand in await sql.afetch(conn, "prune_candidates", {"before": before, "limit": limit}):
+        try:
+            async with conn.transaction():
+                row = await sql.afetch_one(conn, "prune_one", {"id": cand["id"]})
+            pruned += int(row["pruned"]) if row else 0
+        except psycopg.errors.IntegrityError:
+            stuck.append(cand["id"])
+    if stuck:
+        raise PruneIncomplete(pruned, stuck)
+    return pruned
+
+
+class PruneIncomplete(Exception):
+    """Some finished jobs could not be pruned (the others were)."""
+
+    def __init__(self, pruned: int, stuck: list[int]) -> None:
+        super().__init__(f"{pruned} pruned; {len(stuck)} could not be deleted "
+                         f"(jobs {', '.join(map(str, stuck[:10]))})")
+        self.pruned = pruned
+        self.stuck = stuck

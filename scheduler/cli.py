@@ -213,7 +213,7 @@ def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = Fa
         print_json(job)
         return
     for key in ("id", "job_type", "order_id", "portal", "status", "priority", "attempts",
-                "max_attempts", "run_at", "last_error", "created_at", "finished_at"):
+                "max_attempts", "crashes", "run_at", "last_error", "created_at", "finished_at"):
         typer.echo(f"{key:>13}: {job[key]}")
     typer.echo(f"{'payload':>13}: {json.dumps(job['payload'], sort_keys=True)}")
     typer.echo(f"{'checkpoint':>13}: {json.dumps(job['checkpoint'], sort_keys=True)}")
@@ -221,12 +221,17 @@ def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = Fa
     typer.echo("events:")
     for e in job["events"]:
         err = f"  error: {e['error']}" if e["error"] else ""
+        detail = e.get("detail") or {}
+        what = f" [{detail['event']}]" if isinstance(detail, dict) and detail.get("event") else ""
+        if isinstance(detail, dict) and detail.get("crash"):
+            what = f" [crash {detail['crash']}: its worker died; attempt refunded]"
         typer.echo(f"  {e['at']:%Y-%m-%d %H:%M:%S}Z #{e['attempt']} {e['from_status'] or '-'}"
-                   f" -> {e['to_status']} {e['worker'] or ''}{err}")
+                   f" -> {e['to_status']} {e['worker'] or ''}{what}{err}")
     if job["artifacts"]:
         typer.echo("artifacts:")
         for a in job["artifacts"]:
-            typer.echo(f"  attempt {a['attempt']} {a['kind']}: {a['path']}")
+            note = f" ({a['note']})" if a.get("note") else ""
+            typer.echo(f"  attempt {a['attempt']} {a['kind']}: {a['path']}{note}")
     if job["documents"]:
         typer.echo("documents:")
         for d in job["documents"]:

@@ -31,10 +31,19 @@ class Settings(BaseSettings):
     retry_base_seconds: float = Field(30.0, gt=0, description="first retry backoff (doubles "
                                       "per attempt, with jitter)")
     retry_cap_seconds: float = Field(3600.0, gt=0, description="longest retry backoff")
-    breaker_threshold: int = Field(3, ge=1, description="outage signs in a row (maintenance "
-                                   "page, 5xx, timeouts) that pause a portal")
+    breaker_threshold: int = Field(3, ge=1, description="distinct jobs showing outage signs "
+                                   "(maintenance page, 5xx, timeouts, lost connections) "
+                                   "within the window that pause a portal")
     breaker_probe_seconds: float = Field(300.0, gt=0, description="a paused portal is probed "
                                          "with one job this often")
+    breaker_window_seconds: float = Field(300.0, gt=0, description="outage signs count "
+                                          "towards the threshold for this long")
+    breaker_probe_limit: int = Field(3, ge=0, description="a job that fails this many probes "
+                                     "of a paused portal is escalated (0 = never)")
+    crash_limit: int = Field(3, ge=0, description="rescues after a worker died that refund "
+                             "the attempt; one more escalates the job as 'crashing'")
+    reconnect_cap_seconds: float = Field(1.0, gt=0, description="longest wait between "
+                                         "reconnect attempts to the database")
     grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time running jobs get to "
                                  "finish before they are released")
     retention_days: float = Field(30.0, gt=0, description="finished jobs and artifacts kept")

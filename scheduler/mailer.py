@@ -1,11 +1,14 @@
 """Escalation mail over SMTP (smtplib; TLS and auth from PORTALQ_SMTP_URL).
 
 Durability: escalation rows are written in the same transaction as the job's ``failed``
-transition; the tick sends the due ones, holding each row's lock while it sends and
-marking it sent in that transaction. A mail server that is down leaves the row due again
-later (backoff). The one window where a mail can go twice is a crash after the SMTP
-server accepted the message and before the commit; the Message-ID is stable
-(``<escalation-ID@portalq>``) so mail clients collapse such a duplicate.
+transition (a trigger NOTIFYs ``portalq_outbox``, and the leader sends at once); each
+message is sent in a transaction of its own, holding its row's lock while it goes out and
+committed as sent as soon as the server accepted it. A mail server that is down leaves
+the row due again a few seconds later. The one window where a mail can go twice is a
+crash after the SMTP server accepted that one message and before its commit; the
+Message-ID is stable (``<escalation-ID@portalq>``) so mail clients collapse such a
+duplicate. A row whose mail cannot be built, or that the server refuses for good (5xx),
+is marked with its error and tried again later with a growing delay; the other rows go on.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import logging
 import mimetypes
 import smtplib
 import ssl
+from dataclasses import dataclass
 from datetime import timedelta
 from email.message import EmailMessage
 from pathlib import Path
@@ -28,12 +32,31 @@ from scheduler.config import Settings
 log = logging.getLogger("portalq.mail")
 
 
-def _send_sync(settings: Settings, message: EmailMessage) -> None:
-    url = urlparse(settings.smtp_url)
-    options = parse_qs(url.query)
-    host = url.hostname or "127.0.0.1"
+class SmtpUrlError(ValueError):
+    """PORTALQ_SMTP_URL is not a usable URL (the message never quotes its password)."""
+
+
+def smtp_target(url_text: str) -> tuple[str, int, bool, dict[str, list[str]], str, str]:
+    """(host, port, tls, options, user, password) of an ``smtp[s]://[user:pass@]host:port``
+    URL; user and password percent-decoded (write ``/``, ``#``, ``@`` or ``:`` in them as
+    %2F, %23, %40, %3A). A malformed URL raises :class:`SmtpUrlError` without its text."""
+    try:
+        url = urlparse(url_text)
+        port = url.port
+    except ValueError:
+        raise SmtpUrlError("PORTALQ_SMTP_URL is not a valid URL (percent-encode '/', '#', "
+                           "'@' and ':' in the user name and password)") from None
+    if url.scheme not in ("smtp", "smtps") or url.path not in ("", "/") or url.fragment:
+        raise SmtpUrlError("PORTALQ_SMTP_URL must look like smtp[s]://[user:password@]host"
+                           "[:port][?starttls=1] (percent-encode '/', '#', '@' and ':' in "
+                           "the user name and password)")
     tls = url.scheme == "smtps"
-    port = url.port or (465 if tls else 25)
+    return (url.hostname or "127.0.0.1", port or (465 if tls else 25), tls,
+            parse_qs(url.query), unquote(url.username or ""), unquote(url.password or ""))
+
+
+def _send_sync(settings: Settings, message: EmailMessage) -> None:
+    host, port, tls, options, user, password = smtp_target(settings.smtp_url)
     context = ssl.create_default_context()
     if options.get("insecure", ["0"])[0] == "1":
         context.check_hostname = False
@@ -43,8 +66,8 @@ def _send_sync(settings: Settings, message: EmailMessage) -> None:
     with smtp_cls(host, port, timeout=15, **kwargs) as smtp:
         if not tls and options.get("starttls", ["0"])[0] == "1":
             smtp.starttls(context=context)
-        if url.username:
-            smtp.login(unquote(url.username), unquote(url.password or ""))
+        if user:
+            smtp.login(user, password)
         smtp.send_message(message)
 
 
@@ -54,11 +77,18 @@ async def send(settings: Settings, message: EmailMessage) -> None:
     await asyncio.to_thread(_send_sync, settings, message)
 
 
+def _one_line(value: Any, limit: int = 200) -> str:
+    """A header-safe rendering of a stored value (no line breaks or control characters:
+    an order id written before they were refused must not break the mail)."""
+    text = "".join(ch if ch.isprintable() else " " for ch in str(value))
+    return " ".join(text.split())[:limit]
+
+
 def build_escalation(settings: Settings, esc: dict[str, Any],
                      screenshot: Path | None) -> EmailMessage:
     msg = EmailMessage()
-    msg["Subject"] = (f"[portalq] {esc['kind']}: {esc['job_type']} job {esc['job_id']} "
-                      f"(order {esc['order_id']}) needs attention")
+    msg["Subject"] = (f"[portalq] {_one_line(esc['kind'])}: {_one_line(esc['job_type'])} job "
+                      f"{esc['job_id']} (order {_one_line(esc['order_id'])}) needs attention")
     msg["From"] = settings.mail_from
     msg["To"] = ", ".join(settings.admins())
     msg["Message-ID"] = f"<escalation-{esc['id']}@portalq>"
@@ -74,47 +104,112 @@ def build_escalation(settings: Settings, esc: dict[str, Any],
         "",
         "To act:",
         f"  portalq jobs show {esc['job_id']}",
-        f"  portalq jobs retry {esc['job_id']}",
-        f"  portalq jobs cancel {esc['job_id']}",
     ]
     if esc["kind"] == "uncertain":
-        lines += ["", "The portal may have accepted the submission. Check the portal first; "
-                  "retrying may file twice."]
+        lines = lines[:-2] + [
+            "WARNING: the portal may have accepted the submission. Check the portal first,",
+            "then say what you found; cancelling would lose a real filing, a blind retry",
+            "may file twice.",
+            "",
+            "To act:",
+            f"  portalq jobs show {esc['job_id']}",
+            f"  portalq jobs retry {esc['job_id']} --confirmed-filed CONFIRMATION"
+            "   # it was filed",
+            f"  portalq jobs retry {esc['job_id']} --not-filed"
+            "   # it was not: resume from just before the submission",
+        ]
+    else:
+        lines += [f"  portalq jobs retry {esc['job_id']}",
+                  f"  portalq jobs cancel {esc['job_id']}"]
+    shot = None
+    if screenshot is not None:
+        try:
+            shot = screenshot.read_bytes()
+        except OSError:   # evidence never decides an outcome, nor whether admins are told
+            lines += ["", "(the last screenshot could not be read)"]
     msg.set_content("\n".join(lines) + "\n")
-    if screenshot is not None and screenshot.is_file():
+    if shot is not None and screenshot is not None:
         ctype = mimetypes.guess_type(screenshot.name)[0] or "image/png"
         maintype, subtype = ctype.split("/")
-        msg.add_attachment(screenshot.read_bytes(), maintype=maintype, subtype=subtype,
-                           filename=screenshot.name)
+        msg.add_attachment(shot, maintype=maintype, subtype=subtype, filename=screenshot.name)
     return msg
+
+
+#: a mail server that is down is tried again this soon (one connection attempt)
+SERVER_RETRY = timedelta(seconds=5)
+
+
+def _poison_delay(send_attempts: int) -> timedelta:
+    """A row that cannot be sent (its mail cannot be built, or is refused for good) is
+    tried again later and later: 1 min, 2, 4 ... 6 h."""
+    return timedelta(seconds=min(60 * 2 ** min(send_attempts, 12), 6 * 3600))
+
+
+def _server_down(exc: BaseException) -> bool:
+    """Is this the mail server's trouble (try the rest later) rather than one message's?"""
+    if isinstance(exc, SmtpUrlError):
+        return True   # the configuration's trouble: every row would fail alike
+    if isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500:
+        return isinstance(exc, smtplib.SMTPAuthenticationError)
+    return isinstance(exc, OSError | smtplib.SMTPException)
 
 
 async def _send_due(settings: Settings, conn: Any, *, due_query: str, sent_query: str,
                     failed_query: str, build: Any, limit: int) -> int:
-    """Send the due rows of one outbox (escalations or portal notices): each row locked
-    while its mail goes out and marked sent in the same transaction; a mail server that is
-    down leaves the rest for a later tick (one connection attempt per tick)."""
+    """Send the due rows of one outbox (escalations or portal notices), one transaction
+    per message: the row locked while its mail goes out, marked sent and committed as
+    soon as the server took it. A server that is down stops the round (one connection
+    attempt); a row that cannot be sent is marked with its error and skipped."""
     if not settings.admins():
-        return 0
+        return Round(0, False)
     sent = 0
-    async with conn.transaction():
-        for row in await sql.afetch(conn, due_query, {"now": clock.now(), "limit": limit}):
-            try:
-                await send(settings, await build(row))
-            except (OSError, smtplib.SMTPException) as exc:
-                delay = timedelta(seconds=min(settings.tick_seconds / 2, 300))
-                await sql.afetch(conn, failed_query, {
-                    "id": row["id"], "error": str(exc)[:500],
-                    "next_try_at": clock.now() + delay})
-                log.warning("%s %s not sent (%s); next try in %s", due_query, row["id"], exc,
-                            delay)
+    done: list[int] = []
+    for _ in range(limit):
+        async with conn.transaction():
+            rows = await sql.afetch(conn, due_query, {"now": clock.now(), "limit": 1,
+                                                      "skip": done})
+            if not rows:
                 break
+            row = rows[0]
+            done.append(row["id"])
+            try:
+                message = await build(row)
+                await send(settings, message)
+            except Exception as exc:  # noqa: BLE001 - classified: server down or bad row
+                down = _server_down(exc)
+                delay = SERVER_RETRY if down else _poison_delay(row["send_attempts"])
+                error = (f"{type(exc).__name__}: {_one_line(exc, 400)}" if not isinstance(
+                    exc, SmtpUrlError) else str(exc))
+                await sql.afetch(conn, failed_query, {
+                    "id": row["id"], "error": error[:500], "next_try_at": clock.now() + delay})
+                if not down:
+                    metrics.OUTBOX_ERRORS.labels(due_query).inc()
+                log.warning("%s %s not sent (%s); next try in %ss", due_query, row["id"],
+                            error[:200], int(delay.total_seconds()))
+                if down:
+                    return Round(sent, True)
+                continue
             await sql.afetch(conn, sent_query, {"id": row["id"], "now": clock.now()})
             sent += 1
-    return sent
+    return Round(sent, False)
 
 
-async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -> int:
+@dataclass(frozen=True)
+class Round:
+    sent: int
+    server_down: bool   # stopped because the mail server is unreachable: try again soon
+
+
+async def send_outbox(settings: Settings, conn: Any) -> tuple[int, int, bool]:
+    """Escalations, then portal notices: (escalations sent, notices sent, server down)."""
+    esc = await send_due_escalations(settings, conn)
+    if esc.server_down:
+        return esc.sent, 0, True
+    notes = await send_due_notices(settings, conn)
+    return esc.sent, notes.sent, notes.server_down
+
+
+async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -> Round:
     """Send due escalations (with the job's last screenshot); returns how many went out."""
 
     async def build(esc: dict[str, Any]) -> EmailMessage:
@@ -125,13 +220,13 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
     sent = await _send_due(settings, conn, due_query="due_escalations",
                            sent_query="escalation_sent", failed_query="escalation_send_failed",
                            build=build, limit=limit)
-    metrics.ESCALATIONS.inc(sent)
+    metrics.ESCALATIONS.inc(sent.sent)
     return sent
 
 
 def build_notice(settings: Settings, note: dict[str, Any]) -> EmailMessage:
     msg = EmailMessage()
-    msg["Subject"] = f"[portalq] portal {note['portal']} {note['kind']}"
+    msg["Subject"] = f"[portalq] portal {_one_line(note['portal'])} {_one_line(note['kind'])}"
     msg["To"] = ", ".join(settings.admins())
     msg["Message-ID"] = f"<portal-notice-{note['id']}@portalq>"
     action = ("Its jobs are deferred (no attempts spent) and one probe job tests it "
@@ -144,7 +239,7 @@ def build_notice(settings: Settings, note: dict[str, Any]) -> EmailMessage:
     return msg
 
 
-async def send_due_notices(settings: Settings, conn: Any, limit: int = 20) -> int:
+async def send_due_notices(settings: Settings, conn: Any, limit: int = 20) -> Round:
     """Portal paused/resumed notices (one each per breaker trip), same durability."""
 
     async def build(note: dict[str, Any]) -> EmailMessage:

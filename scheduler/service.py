@@ -56,7 +56,9 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
 
         server = await metrics.serve(settings.metrics_host, settings.metrics_port, health,
                                      refresh)
+    worker.on_outbox = tick.kick_outbox
     loops = worker.start_loops()
+    loops.append(asyncio.create_task(tick.outbox_loop(), name="outbox"))
     log.info("portalq running: node=%s workers=%d tick=%ss", settings.node_id,
              settings.workers, settings.tick_seconds)
     if ready is not None:

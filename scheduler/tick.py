@@ -3,6 +3,8 @@ defer due jobs of closed portals, rescue stale running jobs, send escalations, p
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from datetime import timedelta
 from typing import Any
@@ -25,6 +27,8 @@ class Tick:
         self.last_ok: float | None = None
         self.last_summary: dict[str, int] = {}
         self._holiday_failures: dict[str, Any] = {}   # portal -> day its refresh failed
+        self._outbox_kick = asyncio.Event()
+        self._outbox_backlog = False
 
     async def _is_leader(self) -> bool:
         conn = self._leader_conn
@@ -61,13 +65,44 @@ class Tick:
         return summary
 
     async def duties(self) -> dict[str, int]:
+        """The leader's duties, each on its own: one that fails (a bad row it could not
+        skip, a bug) is logged and counted, and the others still run this tick."""
         s = self.settings
         out = {"deferred": 0, "rescued": 0, "escalations_sent": 0, "notices_sent": 0,
-               "pruned": 0}
+               "pruned": 0, "duty_errors": 0}
         now = clock.now()
         async with self.worker.pool.connection() as conn:
             out["holidays_refreshed"] = await self._refresh_holidays(conn, now)
-            for portal in self.worker.portals.values():
+            duties = (("deferred", lambda: self._defer_closed(conn, now)),
+                      ("rescued", lambda: self._rescue(conn)),
+                      ("escalations_sent", lambda: self._outbox_duty(conn, out)),
+                      ("pruned", lambda: self._prune(conn)),
+                      ("artifacts_pruned", lambda: _prune_artifacts(
+                          s.artifacts(), older_than=timedelta(days=s.retention_days))))
+            for name, duty in duties:
+                try:
+                    out[name] = await duty()
+                except (psycopg.OperationalError, OSError) as exc:
+                    if conn.closed or conn.broken:
+                        raise   # the database went away: the tick is skipped
+                    self._duty_failed(name, exc, out)
+                except Exception as exc:  # noqa: BLE001 - one duty never stops the others
+                    self._duty_failed(name, exc, out)
+        return out
+
+    @staticmethod
+    def _duty_failed(name: str, exc: BaseException, out: dict[str, int]) -> None:
+        log.error("tick duty %s failed: %s: %s", name, type(exc).__name__,
+                  str(exc).splitlines()[0][:200] if str(exc) else "")
+        metrics.DUTY_ERRORS.labels(name).inc()
+        out["duty_errors"] += 1
+
+    async def _defer_closed(self, conn: Any, now: Any) -> int:
+        """Defer the due jobs of closed portals, portal by portal: a portal whose calendar
+        cannot be computed is logged and skipped, the others are deferred."""
+        total = 0
+        for portal in list(self.worker.portals.values()):
+            try:
                 if calendars.capacity(portal, now) is not False:
                     continue
                 if portal.paused:
@@ -80,23 +115,73 @@ class Tick:
                 n = await worker_api.defer_portal(conn, portal=portal.code, next_open=when,
                                                   reason="paused" if portal.paused else
                                                   "closed" if portal.enabled else "disabled")
-                if n:
-                    metrics.DEFERRALS.labels(portal.code).inc(n)
-                    log.info("deferred %d job(s) of %s to %s", n, portal.code, when.isoformat())
-                out["deferred"] += n
-            rescued = await worker_api.rescue_stale(
-                conn, stale_after=timedelta(seconds=s.stale_after_seconds), worker=s.node_id)
-            for job_id, status in rescued:
-                log.warning("rescued stale job %s -> %s", job_id, status)
-            metrics.RESCUED.inc(len(rescued))
-            out["rescued"] = len(rescued)
-            out["escalations_sent"] = await mailer.send_due_escalations(s, conn)
-            out["notices_sent"] = await mailer.send_due_notices(s, conn)
-            out["pruned"] = await worker_api.prune_finished(
-                conn, older_than=timedelta(days=s.retention_days))
-            out["artifacts_pruned"] = await _prune_artifacts(
-                s.artifacts(), older_than=timedelta(days=s.retention_days))
-        return out
+            except (psycopg.OperationalError, OSError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - one portal never stops the others
+                log.error("portal %s: jobs not deferred: %s: %s", portal.code,
+                          type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
+                metrics.DUTY_ERRORS.labels("deferred").inc()
+                continue
+            if n:
+                metrics.DEFERRALS.labels(portal.code).inc(n)
+                log.info("deferred %d job(s) of %s to %s", n, portal.code, when.isoformat())
+            total += n
+        return total
+
+    async def _prune(self, conn: Any) -> int:
+        try:
+            return await worker_api.prune_finished(
+                conn, older_than=timedelta(days=self.settings.retention_days))
+        except worker_api.PruneIncomplete as exc:
+            log.error("prune: %s", exc)
+            metrics.DUTY_ERRORS.labels("pruned").inc()
+            return exc.pruned
+
+    async def _rescue(self, conn: Any) -> int:
+        s = self.settings
+        rescued = await worker_api.rescue_stale(
+            conn, stale_after=timedelta(seconds=s.stale_after_seconds), worker=s.node_id,
+            crash_limit=s.crash_limit)
+        for job_id, status in rescued:
+            log.warning("rescued stale job %s -> %s", job_id, status)
+        metrics.RESCUED.inc(len(rescued))
+        return len(rescued)
+
+    async def _outbox_duty(self, conn: Any, out: dict[str, int]) -> int:
+        esc, notes, down = await mailer.send_outbox(self.settings, conn)
+        out["notices_sent"] = notes
+        if down:
+            self.kick_outbox(backlog=True)
+        return esc
+
+    def kick_outbox(self, backlog: bool = False) -> None:
+        """Outbox rows may be due (a NOTIFY from a failed job or a paused portal)."""
+        self._outbox_backlog = self._outbox_backlog or backlog
+        self._outbox_kick.set()
+
+    async def outbox_loop(self) -> None:
+        """The leader sends escalations and notices as soon as they are written (not at the
+        next tick), and while the mail server is down tries again every few seconds. Each
+        message is locked while it is sent and committed as sent right after: none goes
+        twice, whichever node sends it."""
+        while True:
+            timeout = mailer.SERVER_RETRY.total_seconds() if self._outbox_backlog else None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._outbox_kick.wait()
+            self._outbox_kick.clear()
+            if self._leader_conn is None or not self.settings.admins():
+                self._outbox_backlog = False
+                continue
+            try:
+                async with self.worker.pool.connection() as conn:
+                    _, _, self._outbox_backlog = await mailer.send_outbox(self.settings, conn)
+            except (psycopg.OperationalError, OSError) as exc:
+                log.warning("outbox not sent now (%s); trying again", _first_line(exc))
+                self._outbox_backlog = True
+            except Exception as exc:  # noqa: BLE001 - the loop must survive; the tick retries
+                log.error("outbox round failed: %s: %s", type(exc).__name__, _first_line(exc))
+                self._outbox_backlog = True
 
     async def _refresh_holidays(self, conn: Any, now: Any) -> int:
         """Store holidays that are missing (rare: a new year, a new portal or region; this
@@ -119,9 +204,13 @@ class Tick:
             await self._leader_conn.close()
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 async def _prune_artifacts(root: Any, *, older_than: timedelta) -> int:
     """Delete per-attempt artifact folders (screenshots, traces) past the retention."""
-    import asyncio
     import shutil
 
     def prune() -> int:
@@ -130,12 +219,18 @@ async def _prune_artifacts(root: Any, *, older_than: timedelta) -> int:
         cutoff = clock.now().timestamp() - older_than.total_seconds()
         gone = 0
         for job_dir in root.iterdir():
-            for attempt_dir in job_dir.glob("attempt-*") if job_dir.is_dir() else ():
-                if attempt_dir.stat().st_mtime < cutoff:
-                    shutil.rmtree(attempt_dir, ignore_errors=True)
-                    gone += 1
-            if job_dir.is_dir() and not any(job_dir.iterdir()):
-                job_dir.rmdir()
+            try:
+                for attempt_dir in job_dir.glob("attempt-*") if job_dir.is_dir() else ():
+                    if attempt_dir.lstat().st_mtime < cutoff:
+                        if attempt_dir.is_symlink() or not attempt_dir.is_dir():
+                            attempt_dir.unlink()
+                        else:
+                            shutil.rmtree(attempt_dir, ignore_errors=True)
+                        gone += 1
+                if job_dir.is_dir() and not any(job_dir.iterdir()):
+                    job_dir.rmdir()
+            except OSError as exc:  # one folder that cannot be pruned never stops the rest
+                log.error("artifacts of %s not pruned: %s", job_dir.name, exc)
         return gone
 
     return await asyncio.to_thread(prune)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import random
 import time
 import weakref
 from datetime import timedelta
@@ -19,15 +21,9 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from jobs import clock, retry, worker_api
-from jobs.errors import (
-    BusinessError,
-    DeferUntil,
-    PortalClosed,
-    RetryableError,
-    UncertainOutcome,
-)
-from scheduler import calendars, metrics
+from jobs import clock, types, worker_api
+from portals.flows.browser import MISSING_EVIDENCE
+from scheduler import calendars, metrics, outcomes
 from scheduler.config import Settings
 from scheduler.context import JobContext, LostJob
 from scheduler.handlers import handler_for
@@ -55,8 +51,28 @@ async def _usable(conn: psycopg.AsyncConnection[Any]) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
+def _cap_pool_reconnects(cap: float) -> None:
+    """psycopg_pool re-opens lost connections with a backoff that starts at 1 s and
+    doubles without bound (1, 2, 4, 8 s ...): work resumed ~5.6 s after a PostgreSQL
+    restart. Its attempts are objects of one class with tunable class constants; this
+    gives the pool a subclass that starts at 50 ms and never waits longer than ``cap``."""
+    from psycopg_pool import base, pool_async
+
+    class CappedAttempt(base.AttemptWithBackoff):
+        INITIAL_DELAY = 0.05
+        DELAY_JITTER = 0.5
+
+        def update_delay(self, now: float) -> None:
+            super().update_delay(now)
+            self.delay = min(self.delay, cap)
+
+    if getattr(pool_async, "AttemptWithBackoff", None) is base.AttemptWithBackoff:
+        pool_async.AttemptWithBackoff = CappedAttempt  # type: ignore[misc]
+
+
 def make_pool(settings: Settings, dsn: str) -> AsyncConnectionPool:
     """The process's connection pool (opened by the caller)."""
+    _cap_pool_reconnects(settings.reconnect_cap_seconds)
     return AsyncConnectionPool(dsn, min_size=2, max_size=settings.workers + 4, open=False,
                                kwargs={"autocommit": True}, reconnect_timeout=3600,
                                check=_usable, reset=_note_return)
@@ -82,6 +98,14 @@ class Worker:
         self._browser_lock = asyncio.Lock()
         self.browser_config: Any = None
         self.healthy = True
+        #: called when outbox rows (escalations, notices) may be due (set by the service)
+        self.on_outbox: Any = None
+        self.policy = outcomes.Policy(
+            job_timeout_seconds=settings.job_timeout_seconds,
+            retry_base_seconds=settings.retry_base_seconds,
+            retry_cap_seconds=settings.retry_cap_seconds,
+            probe_seconds=settings.breaker_probe_seconds,
+            probe_limit=settings.breaker_probe_limit)
 
     # -- browser (one per process, started on first use) ----------------------------------
     async def browser(self) -> Any:
@@ -125,30 +149,38 @@ class Worker:
 
     # -- loops ---------------------------------------------------------------------------
     async def listen(self) -> None:
-        """LISTEN for enqueues; reconnects with backoff when the server goes away."""
-        delay = 0.2
+        """LISTEN for enqueues, calendar changes and outbox rows; reconnects quickly (with
+        jitter) when the server goes away."""
+        backoff = Backoff(self.settings.reconnect_cap_seconds)
         while not self.stopping.is_set():
             try:
                 async with await psycopg.AsyncConnection.connect(self.dsn,
                                                                  autocommit=True) as conn:
                     await conn.execute("LISTEN portalq_jobs")
                     await conn.execute("LISTEN portalq_portals")
-                    delay = 0.2
+                    await conn.execute("LISTEN portalq_outbox")
+                    backoff.reset()
                     self.wake.set()  # whatever was enqueued while we were away
+                    if self.on_outbox is not None:
+                        self.on_outbox()   # and whatever mail is due
                     async for note in conn.notifies():
+                        if note.channel == "portalq_outbox":
+                            if self.on_outbox is not None:
+                                self.on_outbox()
+                            continue
                         if note.channel == "portalq_portals":
                             await self.refresh_portals()
                         self.wake.set()
                         if self.stopping.is_set():
                             break
             except (psycopg.OperationalError, OSError) as exc:
-                log.warning("listener lost the database (%s); reconnecting in %.1fs",
+                delay = backoff.next()
+                log.warning("listener lost the database (%s); reconnecting in %.2fs",
                             str(exc).splitlines()[0] if str(exc) else type(exc).__name__, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
 
     async def claim_loop(self) -> None:
-        delay = 0.2
+        backoff = Backoff(self.settings.reconnect_cap_seconds)
         while not self.stopping.is_set():
             # a handler that returned frees its slot at once; its completion is written
             # by the flush loop meanwhile (the job stays held until then)
@@ -165,15 +197,15 @@ class Worker:
                     async with self.pool.connection() as conn:
                         jobs = await worker_api.claim(conn, worker=self.node, capacities=caps,
                                                       limit=min(free, self.settings.claim_batch))
-                delay = 0.2
+                backoff.reset()
                 self.healthy = True
             except (psycopg.OperationalError, psycopg.errors.AdminShutdown, OSError,
                     TimeoutError) as exc:
                 self.healthy = False
-                log.warning("claim failed (%s); retrying in %.1fs", _first_line(exc), delay)
+                delay = backoff.next()
+                log.warning("claim failed (%s); retrying in %.2fs", _first_line(exc), delay)
                 await self._recover()
                 await self._wait(delay)
-                delay = min(delay * 2, 5.0)
                 continue
             now = clock.now()
             for job in jobs:
@@ -224,42 +256,61 @@ class Worker:
             except (psycopg.OperationalError, OSError) as exc:
                 log.warning("heartbeat failed: %s", _first_line(exc))
                 continue
+            queued = {d[0] for d in self._done}
             for lost in set(ids) - held:
-                task = self.running.get(lost)
-                if task is not None and lost not in {d[0] for d in self._done}:
-                    log.error("job %s was taken from this worker; stopping its handler", lost)
-                    task.cancel()
+                if lost not in queued:
+                    self.taken_away(lost)
+
+    def taken_away(self, job_id: int) -> None:
+        """The job was rescued and handed on while this worker ran it: stop its handler
+        (the task frees its slot on the way out, whatever it was doing)."""
+        task = self.running.get(job_id)
+        if task is None:
+            return
+        if task.done():
+            self.running.pop(job_id, None)
+            return
+        log.error("job %s was taken from this worker; stopping its handler", job_id)
+        task.cancel()
 
     # -- one job -------------------------------------------------------------------------
     async def _execute(self, job: dict[str, Any]) -> None:
         extra = {"job_id": job["id"], "job_type": job["job_type"], "portal": job["portal"],
                  "attempt": job["attempts"], "order_id": job["order_id"]}
         started = time.monotonic()
-        artifacts = self._artifacts_root / str(job["id"]) / f"attempt-{job['attempts']}"
+        artifacts = _run_folder(self._artifacts_root / str(job["id"]), job["attempts"])
         ctx = JobContext(self, job, artifacts)
-        outcome = "completed"
+        outcome = "failed"
+        queued = False   # the completion is queued: the flush loop frees the slot
+        saved = False    # evidence recorded (before a failure, so its mail has it)
         try:
             handler, _ = handler_for(job["job_type"], job["payload"])
             async with asyncio.timeout(self.settings.job_timeout_seconds):
                 result = await handler(ctx)
+            outcome = "completed"
             self._done.append((job["id"], dict(result) if result is not None else None))
             self._unflushed += 1
+            queued = True
             self._done_event.set()
             self.wake.set()
             log.debug("job completed", extra=extra)
-            return
         except asyncio.CancelledError:
             outcome = "released"
             raise
         except LostJob:
             outcome = "lost"
         except BaseException as exc:  # noqa: BLE001 - every failure is classified below
+            saved = True
+            await self._save_artifacts(job, artifacts)
             outcome = await self._record_failure(job, exc, ctx, extra)
         finally:
             metrics.DURATION.labels(job["job_type"]).observe(time.monotonic() - started)
             metrics.FINISHED.labels(job["job_type"], job["portal"], outcome).inc()
-            await self._save_artifacts(job, artifacts)
-            if outcome != "completed":
+            if not saved:
+                await self._save_artifacts(job, artifacts)
+            if not queued:
+                # every other way out (failure recorded, lost, released, cancelled while
+                # its failure was being written) frees the slot here
                 self.running.pop(job["id"], None)
                 self.wake.set()
 
@@ -270,94 +321,82 @@ class Worker:
         now = clock.now()
         message = redact(_first_line(exc) or type(exc).__name__, ctx.secrets())
         portal = self.portals.get(job["portal"])
-        kw: dict[str, Any] = {"job": job, "worker": self.node, "error": message}
-        outage = (isinstance(exc, PortalClosed) and exc.outage) or (
-            isinstance(exc, RetryableError | TimeoutError))
-        if outage:
+        state = worker_api.OutageState(0, None, False)
+        if outcomes.is_outage_sign(exc):
             state = await self._retrying(lambda conn: worker_api.record_outage(
                 conn, portal=job["portal"], job_id=job["id"],
                 threshold=self.settings.breaker_threshold,
+                window=timedelta(seconds=self.settings.breaker_window_seconds),
                 probe_after=timedelta(seconds=self.settings.breaker_probe_seconds),
-                reason=f"{self.settings.breaker_threshold} outage signs in a row; "
-                       f"last: {message}"))
+                reason=f"outage signs from {self.settings.breaker_threshold} jobs within "
+                       f"{self.settings.breaker_window_seconds:.0f}s; last: {message}"))
             if state.just_paused:
                 log.warning("portal %s paused by the circuit breaker", job["portal"],
                             extra=extra)
             if state.paused_by is not None:
                 await self.refresh_portals()
                 portal = self.portals.get(job["portal"])
-                # the portal is paused: this job waits for the probe, no attempt spent
-                exc = PortalClosed(message, reopen_at=portal.probe_at if portal else None,
-                                   outage=True)
-        if isinstance(exc, PortalClosed | DeferUntil):
-            when = exc.when if isinstance(exc, DeferUntil) else exc.reopen_at
-            if when is None and portal is not None:
-                when = calendars.next_startable(portal, now + _MIN_DEFER)
-            kw.update(status="deferred", run_at=when or now + _MIN_DEFER, refund_attempt=True,
-                      detail={"event": "deferred by handler", "outage": getattr(
-                          exc, "outage", False)})
+        t = outcomes.decide(
+            exc, job, message=message, now=now, policy=self.policy, checkpoint=ctx.checkpoints,
+            reconcilable=_reconcilable(job["job_type"]),
+            portal=outcomes.PortalState(
+                paused_by=state.paused_by, just_paused=state.just_paused,
+                probe_at=portal.probe_at if portal else None,
+                next_startable=(lambda at: calendars.next_startable(portal, at))
+                if portal is not None else None))
+        if t.status == "deferred":
             metrics.DEFERRALS.labels(job["portal"]).inc()
-            outcome = "deferred"
-        elif isinstance(exc, BusinessError | UncertainOutcome):
-            kind = "business" if isinstance(exc, BusinessError) else "uncertain"
-            kw.update(status="failed", escalation=(kind, message))
-            outcome = kind
-        else:
-            if isinstance(exc, TimeoutError):
-                message = f"timed out after {self.settings.job_timeout_seconds:.0f}s"
-                kw["error"] = message
-            elif not isinstance(exc, RetryableError):
-                message = f"{type(exc).__name__}: {message}"
-                kw["error"] = message
-            decision = retry.decide(attempt=job["attempts"], max_attempts=job["max_attempts"],
-                                    kind="retryable", now=now,
-                                    base=self.settings.retry_base_seconds,
-                                    cap=self.settings.retry_cap_seconds)
-            if decision.action == "retry":
-                run_at = decision.run_at
-                if portal is not None and run_at is not None:
-                    # a backoff that lands in closed hours waits for the next opening
-                    run_at = calendars.next_startable(portal, run_at) or run_at
-                kw.update(status="pending", run_at=run_at)
-                outcome = "retry"
-            else:
-                kw.update(status="failed", escalation=(
-                    "attempts", f"{job['attempts']} attempts failed; last error: {message}"))
-                outcome = "failed"
-        log.log(logging.WARNING if outcome != "deferred" else logging.INFO,
-                "job %s: %s", outcome, message, extra=extra)
-        await self._retrying(lambda conn: worker_api.finish_unsuccessful(conn, **kw))
-        return outcome
+        log.log(logging.WARNING if t.outcome != "deferred" else logging.INFO,
+                "job %s: %s", t.outcome, t.error, extra=extra)
+        await self._retrying(lambda conn: worker_api.finish_unsuccessful(
+            conn, job=job, worker=self.node, status=t.status, error=t.error, run_at=t.run_at,
+            refund_attempt=t.refund_attempt, escalation=t.escalation, detail=t.detail,
+            probe_failed=t.probe_failed))
+        return t.outcome
 
     async def _save_artifacts(self, job: dict[str, Any], folder: Path) -> None:
-        if not folder.is_dir():
-            return
-        # dot-files are a tracer's partial chunks, not evidence
-        files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
-        if not files:
-            return
+        """Record this attempt's evidence (and what is missing). Best effort: evidence never
+        decides an outcome, so nothing here raises into the job's handling."""
+        try:
+            files, missing = _evidence_in(folder)
+            if not files and not missing:
+                return
 
-        async def record(conn: Any) -> None:
-            for path in files:
-                kind = "trace" if path.suffix == ".zip" else (
-                    "screenshot" if path.suffix == ".png" else "file")
-                await worker_api.add_artifact(conn, job_id=job["id"], attempt=job["attempts"],
-                                              kind=kind, path=str(path))
-        await self._retrying(record)
+            async def record(conn: Any) -> None:
+                for path in files:
+                    kind = "trace" if path.suffix == ".zip" else (
+                        "screenshot" if path.suffix == ".png" else "file")
+                    await worker_api.add_artifact(conn, job_id=job["id"],
+                                                  attempt=job["attempts"], kind=kind,
+                                                  path=str(path))
+                for what, reason in missing:
+                    await worker_api.add_artifact(conn, job_id=job["id"],
+                                                  attempt=job["attempts"], kind="missing",
+                                                  path=what, note=reason)
+            await self._retrying(record, attempts=20)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - logged; the job's outcome stands
+            log.warning("job %s: evidence not recorded: %s", job["id"], _first_line(exc))
 
-    async def _retrying(self, fn: Any) -> Any:
-        """Run ``fn(conn)`` until the database takes it (it may be restarting)."""
-        delay = 0.2
+    async def _retrying(self, fn: Any, attempts: int | None = None) -> Any:
+        """Run ``fn(conn)`` until the database takes it (it may be restarting): short first
+        retries with jitter, capped well under the stale time."""
+        backoff = Backoff(self.settings.reconnect_cap_seconds)
         while True:
             try:
                 async with self.pool.connection() as conn:
                     return await fn(conn)
             except (psycopg.OperationalError, OSError) as exc:
                 self.healthy = False
-                log.warning("database write failed (%s); retrying in %.1fs",
+                if attempts is not None:
+                    attempts -= 1
+                    if attempts <= 0:
+                        raise
+                delay = backoff.next()
+                log.warning("database write failed (%s); retrying in %.2fs",
                             _first_line(exc), delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
 
     # -- start and stop ------------------------------------------------------------------
     def start_loops(self) -> list[asyncio.Task[None]]:
@@ -396,7 +435,55 @@ class Worker:
         self._done_event.set()
 
 
-_MIN_DEFER = timedelta(seconds=1)
+def _reconcilable(job_type: str) -> bool:
+    try:
+        return bool(types.get(job_type).reconcilable)
+    except Exception:  # noqa: BLE001 - an unknown type: assume no lookup
+        return False
+
+
+def _run_folder(job_dir: Path, attempt: int) -> Path:
+    """This run's evidence folder: ``attempt-N``, or ``attempt-N.2`` ... when attempt N ran
+    before (a refunded run: a crash, a closed page, a failed probe) and left evidence."""
+    folder, n = job_dir / f"attempt-{attempt}", 1
+    while folder.exists():
+        n += 1
+        folder = job_dir / f"attempt-{attempt}.{n}"
+    return folder
+
+
+def _evidence_in(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """An attempt folder's evidence files, and the evidence recorded as missing."""
+    if not folder.is_dir():
+        return [], []
+    # dot-files are a tracer's partial chunks, not evidence
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
+                   and p.name != MISSING_EVIDENCE)
+    missing: list[tuple[str, str]] = []
+    notes = folder / MISSING_EVIDENCE
+    if notes.is_file():
+        for line in notes.read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                note = json.loads(line)
+                missing.append((str(note["what"])[:200], str(note["reason"])[:500]))
+    return files, missing
+
+
+class Backoff:
+    """Reconnect delays: short first retries (50 ms, doubling) with full jitter, capped."""
+
+    def __init__(self, cap: float, first: float = 0.05) -> None:
+        self.cap = cap
+        self.first = first
+        self.n = 0
+
+    def next(self) -> float:
+        ceiling = min(self.cap, self.first * 2 ** self.n)
+        self.n += 1
+        return ceiling / 2 + random.random() * ceiling / 2
+
+    def reset(self) -> None:
+        self.n = 0
 
 
 def _first_line(exc: BaseException) -> str:

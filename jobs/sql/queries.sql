@@ -105,7 +105,7 @@ WITH caps AS MATERIALIZED (
     FROM picked WHERE q.id = picked.id
     RETURNING q.id, q.job_type, q.order_id, q.portal, q.payload, q.priority, q.run_at,
               q.attempts, q.max_attempts, q.checkpoint, q.created_at, q.rate_key,
-              picked.status AS from_status
+              q.crashes, q.probe_failures, picked.status AS from_status
 ), ev AS (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
     SELECT id, %(now)s, attempts, from_status, 'running', %(worker)s FROM upd
@@ -174,6 +174,8 @@ WITH done AS (
     WHERE p.code = b.code AND (p.outage_streak > 0 OR p.paused_by = 'breaker')
       AND p.paused_by IS DISTINCT FROM 'operator'
     RETURNING p.code, b.paused_by AS was_paused_by
+), signs AS (
+    DELETE FROM portal_outage_signs s USING healthy h WHERE s.portal = h.code
 ), resumed AS (
     INSERT INTO portal_notices (portal, kind, reason, created_at, next_try_at)
     SELECT code, 'resumed', 'a probe job succeeded', %(now)s, %(now)s
@@ -190,6 +192,7 @@ WITH upd AS (
     UPDATE job_queue q
     SET status = %(status)s, run_at = coalesce(%(run_at)s, q.run_at),
         attempts = q.attempts - %(refund)s::int,
+        probe_failures = q.probe_failures + %(probe)s::int,
         last_error = %(error)s, updated_at = %(now)s, lock_owner = NULL, heartbeat_at = NULL,
         finished_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END
     WHERE q.id = %(id)s AND q.status = 'running' AND q.lock_owner = %(worker)s
@@ -233,26 +236,42 @@ WITH upd AS (
 SELECT id FROM upd;
 
 -- name: stale_running
--- Running jobs whose worker stopped heart-beating; locked so one rescuer handles each.
-SELECT id, job_type, attempts, max_attempts, checkpoint, lock_owner FROM job_queue
+-- Running jobs whose worker stopped heart-beating (candidates; each is locked and
+-- re-checked by lock_stale in a transaction of its own). A heartbeat counts from the later
+-- of its time and the server's start: after a PostgreSQL restart every node lost its
+-- connection, and gets the stale time from the restart to reconnect and heart-beat again
+-- before its jobs count as abandoned.
+SELECT id, job_type, lock_owner, heartbeat_at FROM job_queue
 WHERE status = 'running' AND heartbeat_at < %(stale_before)s
+  AND pg_postmaster_start_time() < %(stale_before)s
 ORDER BY heartbeat_at
-LIMIT %(limit)s
+LIMIT %(limit)s;
+
+-- name: lock_stale
+SELECT id, job_type, attempts, max_attempts, checkpoint, crashes FROM job_queue
+WHERE id = %(id)s AND status = 'running' AND heartbeat_at = %(heartbeat_at)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: rescue
+-- A crash is not the job's fault: the attempt is refunded and the crash counted.
 WITH upd AS (
     UPDATE job_queue SET status = %(status)s, lock_owner = NULL, heartbeat_at = NULL,
+        attempts = greatest(attempts - 1, 0), crashes = crashes + 1,
         last_error = %(error)s, updated_at = %(now)s,
         finished_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END
     WHERE id = %(id)s AND status = 'running'
-    RETURNING id, attempts
+    RETURNING id, attempts, crashes
 ), ev AS (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, error, worker, detail)
-    SELECT id, %(now)s, attempts, 'running', %(status)s, %(error)s, %(worker)s,
-           '{"event": "rescued"}'::jsonb FROM upd
+    SELECT id, %(now)s, attempts + 1, 'running', %(status)s, %(error)s, %(worker)s,
+           jsonb_build_object('event', 'rescued', 'crash', crashes) FROM upd
 )
-SELECT id, attempts FROM upd;
+SELECT id, attempts, crashes FROM upd;
+
+-- name: rescue_skipped
+-- A stale job the rescuer could not handle: said on the job; the others proceed.
+UPDATE job_queue SET last_error = %(error)s, updated_at = %(now)s
+WHERE id = %(id)s AND status = 'running';
 
 -- name: defer_portal
 -- Bulk deferral of one closed portal's due jobs to its next opening (no attempt spent).
@@ -351,11 +370,11 @@ SELECT at, attempt, from_status, to_status, error, worker, detail FROM (
 ) h ORDER BY seq;
 
 -- name: job_artifacts
-SELECT attempt, kind, path, created_at FROM job_artifacts WHERE job_id = %(id)s ORDER BY id;
+SELECT attempt, kind, path, note, created_at FROM job_artifacts WHERE job_id = %(id)s ORDER BY id;
 
 -- name: add_artifact
-INSERT INTO job_artifacts (job_id, attempt, kind, path, created_at)
-VALUES (%(job_id)s, %(attempt)s, %(kind)s, %(path)s, %(now)s);
+INSERT INTO job_artifacts (job_id, attempt, kind, path, note, created_at)
+VALUES (%(job_id)s, %(attempt)s, %(kind)s, %(path)s, %(note)s, %(now)s);
 
 -- name: list_jobs
 SELECT id, job_type, order_id, portal, status, priority, run_at, attempts, max_attempts,
@@ -405,7 +424,7 @@ SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.send_attempts,
        j.job_type, j.order_id, j.portal, j.attempts, j.max_attempts, j.last_error,
        j.checkpoint, j.status
 FROM escalations e JOIN job_queue j ON j.id = e.job_id
-WHERE e.sent_at IS NULL AND e.next_try_at <= %(now)s
+WHERE e.sent_at IS NULL AND e.next_try_at <= %(now)s AND e.id <> ALL(%(skip)s::bigint[])
 ORDER BY e.id
 LIMIT %(limit)s
 FOR UPDATE OF e SKIP LOCKED;
@@ -428,6 +447,19 @@ WITH gone AS (
         WHERE status IN ('completed', 'cancelled') AND finished_at < %(before)s
         LIMIT %(limit)s)
     RETURNING id
+), events AS (
+    DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)
+)
+SELECT count(*)::int AS pruned FROM gone;
+
+-- name: prune_candidates
+SELECT id FROM job_queue
+WHERE status IN ('completed', 'cancelled') AND finished_at < %(before)s
+LIMIT %(limit)s;
+
+-- name: prune_one
+WITH gone AS (
+    DELETE FROM job_queue WHERE id = %(id)s RETURNING id
 ), events AS (
     DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)
 )
@@ -498,10 +530,21 @@ VALUES (%(portal)s, %(starts_at)s, %(ends_at)s, %(reason)s, %(now)s) RETURNING i
 UPDATE portals SET updated_at = %(now)s WHERE code = %(portal)s;
 
 -- name: outage_seen
--- One more outage sign; the same job failing again does not lengthen the streak.
-UPDATE portals SET outage_streak = outage_streak
-                       + CASE WHEN outage_last_job IS DISTINCT FROM %(job_id)s THEN 1 ELSE 0 END,
-                   outage_last_job = %(job_id)s, updated_at = %(now)s
+-- One more outage sign from job %(job_id)s; the streak is the number of distinct jobs
+-- that showed one since %(since)s (this one included: the same job failing again, or two
+-- jobs alternately, never lengthen it past the jobs involved).
+WITH sign AS (
+    INSERT INTO portal_outage_signs (portal, job_id, seen_at)
+    VALUES (%(portal)s, %(job_id)s, %(now)s)
+    ON CONFLICT (portal, job_id) DO UPDATE SET seen_at = excluded.seen_at
+), old AS (
+    DELETE FROM portal_outage_signs WHERE portal = %(portal)s AND seen_at < %(since)s
+), recent AS (
+    SELECT count(*)::int + 1 AS n FROM portal_outage_signs
+    WHERE portal = %(portal)s AND seen_at >= %(since)s AND job_id <> %(job_id)s
+)
+UPDATE portals SET outage_streak = (SELECT n FROM recent), outage_last_job = %(job_id)s,
+                   updated_at = %(now)s
 WHERE code = %(portal)s
 RETURNING outage_streak, paused_at, paused_by;
 
@@ -528,6 +571,8 @@ WITH p AS (
                        updated_at = %(now)s
     WHERE code = %(portal)s AND paused_at IS NOT NULL
     RETURNING code
+), signs AS (
+    DELETE FROM portal_outage_signs s USING p WHERE s.portal = p.code
 )
 SELECT count(*)::int AS resumed FROM p;
 
@@ -536,7 +581,7 @@ SELECT pg_notify('portalq_portals', %(portal)s);
 
 -- name: due_notices
 SELECT id, portal, kind, reason, send_attempts FROM portal_notices
-WHERE sent_at IS NULL AND next_try_at <= %(now)s
+WHERE sent_at IS NULL AND next_try_at <= %(now)s AND id <> ALL(%(skip)s::bigint[])
 ORDER BY id LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 

@@ -6,7 +6,7 @@ the page for the portal's own signals and raises the matching outcome:
 =============================  ===========================================================
 closed notice                  ``PortalClosed()`` (deferred to the next opening)
 maintenance page               ``PortalClosed(outage=True)``
-system error / HTTP 5xx        ``RetryableError``
+system error / HTTP 5xx        ``PortalUnavailable`` (an outage sign)
 session expired                ``RetryableError``
 expected control missing       ``RetryableError("... portal changed?")``
 form error (``role=alert``)    ``BusinessError`` with the portal's text
@@ -27,7 +27,7 @@ import secrets
 from typing import Any
 from urllib.parse import urljoin
 
-from jobs.errors import BusinessError, PortalClosed, RetryableError
+from jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
 from portals.flows.base import Evidence, check_pdf, redact
 from portals.flows.context import FlowContext
 
@@ -117,9 +117,9 @@ class PortalPage:
         if signals["expired"]:
             raise RetryableError(f"{self.portal}: session expired at {where}")
         if signals["error"] is not None:
-            raise RetryableError(f"{self.portal}: system error {signals['error']} at {where}")
+            raise PortalUnavailable(f"{self.portal}: system error {signals['error']} at {where}")
         if response is not None and response.status >= 500:
-            raise RetryableError(f"{self.portal}: HTTP {response.status} at {where}")
+            raise PortalUnavailable(f"{self.portal}: HTTP {response.status} at {where}")
         if signals["alert"] is not None:
             raise BusinessError(f"{self.portal} refused {where}: {self.clean(signals['alert'])}")
 

@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from jobs import clock
-from jobs.errors import BusinessError, PortalClosed, RetryableError
+from jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
 from jobs.types import FileEntityPayload, Person
 from portals.flows.base import (
     ConnectionLost,
@@ -61,7 +61,7 @@ class DelawareFiling:
         if "Session timed out" in text:
             raise RetryableError("Delaware session timed out before submission")
         if status is not None and status >= 500:
-            raise RetryableError(f"Delaware online filing answered HTTP {status}: {text[-160:]}")
+            raise PortalUnavailable(f"Delaware online filing answered HTTP {status}: {text[-160:]}")
 
     async def expect(self, heading: str, status: int | None = None) -> None:
         """Confirm the page by its heading; otherwise raise what the page means."""

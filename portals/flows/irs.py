@@ -18,7 +18,14 @@ import re
 from typing import Any
 
 from jobs import clock
-from jobs.errors import BusinessError, DeferUntil, PortalClosed, RetryableError, UncertainOutcome
+from jobs.errors import (
+    BusinessError,
+    DeferUntil,
+    PortalClosed,
+    PortalUnavailable,
+    RetryableError,
+    UncertainOutcome,
+)
 from jobs.types import ObtainEinPayload
 from portals.flows.base import (
     ConnectionLost,
@@ -83,7 +90,7 @@ class EinAssistant:
                     f"{when.date().isoformat()}", when=when))
             raise Refused(code, BusinessError(f"IRS error {code}: {detail}"))
         if status is not None and status >= 500:
-            raise RetryableError(f"IRS EIN Assistant answered HTTP {status}")
+            raise PortalUnavailable(f"IRS EIN Assistant answered HTTP {status}")
 
     async def expect_step(self, label: str, status: int | None = None) -> None:
         """Confirm via the progress indicator that ``label`` is the current step."""

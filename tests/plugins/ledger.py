@@ -15,7 +15,7 @@ import psycopg
 from pydantic import BaseModel
 
 from jobs import types
-from jobs.errors import BusinessError, PortalClosed, RetryableError
+from jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
 from scheduler.handlers import register_handler
 
 LEDGER_DDL = """
@@ -33,6 +33,8 @@ class LedgerPayload(BaseModel):
     permanent: bool = False
     screenshot: bool = False
     honour_maintenance: bool = False
+    #: its failures are outage signs (the portal answers 5xx to this job's data)
+    outage: bool = False
     portal: str = "local"
 
 
@@ -79,6 +81,8 @@ async def handler(ctx: Any) -> dict[str, Any]:
     if p.get("permanent"):
         raise BusinessError("not eligible for online filing")
     if ctx.attempt <= p.get("fail_times", 0):
+        if p.get("outage"):
+            raise PortalUnavailable(f"HTTP 503 on attempt {ctx.attempt}")
         raise RetryableError(f"system error 109 on attempt {ctx.attempt}")
     return {"attempt": ctx.attempt}
 

@@ -1,0 +1,151 @@
+"""The outcome policy: what a job's failed run becomes (a pure function, no database).
+
+    exception, job, portal state, now  ->  Transition (pending | deferred | failed, ...)
+
+- a closed page or a handler's deferral: deferred, the attempt refunded;
+- an outage sign on a portal the breaker has paused: deferred to after the next probe,
+  refunded — but a job that has failed as the probe ``probe_limit`` times is failed and
+  escalated ("probe"), so a broken job cannot keep a healthy portal paused;
+- a business error or an uncertain outcome: failed and escalated at once;
+- anything else: retried with backoff (a backoff landing in closed hours waits for the
+  opening) until the attempts are spent; then failed and escalated — as "uncertain", not
+  "attempts", when the job is past its point of no return (it may have been filed).
+
+Only errors that point at the portal count as outage signs (:func:`is_outage_sign`): a
+maintenance page, a 5xx answer or a lost connection (``PortalUnavailable``), a timeout.
+A flow's own trouble (a control it expected and did not find) never pauses a portal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobs import retry
+from jobs.errors import (
+    BusinessError,
+    DeferUntil,
+    PortalClosed,
+    PortalUnavailable,
+    RetryableError,
+    UncertainOutcome,
+)
+from jobs.worker_api import past_point_of_no_return
+
+MIN_DEFER = timedelta(seconds=1)
+
+UNCERTAIN_WARNING = ("it may have been filed: check the portal, then say what you found "
+                     "(--confirmed-filed or --not-filed); do not cancel or retry blindly")
+
+
+@dataclass(frozen=True)
+class Policy:
+    job_timeout_seconds: float = 900.0
+    retry_base_seconds: float = 30.0
+    retry_cap_seconds: float = 3600.0
+    probe_seconds: float = 300.0
+    probe_limit: int = 3          # 0: a probe job is never given up on
+
+
+@dataclass(frozen=True)
+class PortalState:
+    """The job's portal as the policy needs it (after this failure's outage sign)."""
+
+    paused_by: str | None = None          # "breaker" | "operator" | None
+    probe_at: datetime | None = None      # next probe of a breaker-paused portal
+    just_paused: bool = False             # this failure's sign tripped the breaker
+    next_startable: Callable[[datetime], datetime | None] | None = None
+
+
+@dataclass(frozen=True)
+class Transition:
+    status: str                        # pending | deferred | failed
+    outcome: str                       # metrics label
+    error: str
+    run_at: datetime | None = None
+    refund_attempt: bool = False
+    escalation: tuple[str, str] | None = None
+    detail: Mapping[str, Any] | None = field(default=None)
+    probe_failed: bool = False
+
+
+def is_outage_sign(exc: BaseException) -> bool:
+    return (isinstance(exc, PortalClosed) and exc.outage) or isinstance(
+        exc, PortalUnavailable | TimeoutError)
+
+
+def decide(exc: BaseException, job: Mapping[str, Any], *, message: str, now: datetime,
+           portal: PortalState, policy: Policy,
+           checkpoint: Mapping[str, Any] | None = None,
+           reconcilable: bool = False) -> Transition:
+    """The transition for job ``job`` (its row as claimed) whose run raised ``exc``.
+    ``message`` is the error's text with secrets redacted; ``checkpoint`` the job's
+    checkpoints as the run left them; ``reconcilable``: its portal has a lookup, so a
+    retry finds a filing the last attempt may have made before it files again."""
+    if is_outage_sign(exc) and portal.paused_by is not None:
+        return _paused(job, message, now, portal, policy)
+    if isinstance(exc, PortalClosed | DeferUntil):
+        when = exc.when if isinstance(exc, DeferUntil) else exc.reopen_at
+        if when is None and portal.next_startable is not None:
+            when = portal.next_startable(now + MIN_DEFER)
+        return Transition("deferred", "deferred", message, run_at=when or now + MIN_DEFER,
+                          refund_attempt=True,
+                          detail={"event": "deferred by handler",
+                                  "outage": getattr(exc, "outage", False)})
+    if isinstance(exc, BusinessError):
+        return Transition("failed", "business", message, escalation=("business", message))
+    if isinstance(exc, UncertainOutcome):
+        return Transition("failed", "uncertain", message, escalation=("uncertain", message))
+    if isinstance(exc, TimeoutError):
+        message = f"timed out after {policy.job_timeout_seconds:.0f}s"
+    elif not isinstance(exc, RetryableError):
+        message = f"{type(exc).__name__}: {message}"
+    decision = retry.decide(attempt=job["attempts"], max_attempts=job["max_attempts"],
+                            kind="retryable", now=now, base=policy.retry_base_seconds,
+                            cap=policy.retry_cap_seconds)
+    if decision.action == "retry":
+        run_at = decision.run_at
+        if portal.next_startable is not None and run_at is not None:
+            # a backoff that lands in closed hours waits for the next opening
+            run_at = portal.next_startable(run_at) or run_at
+        return Transition("pending", "retry", message, run_at=run_at)
+    if past_point_of_no_return(checkpoint if checkpoint is not None else job["checkpoint"]):
+        if not reconcilable:
+            return Transition("failed", "uncertain", message, escalation=(
+                "uncertain", f"{job['attempts']} attempts ended after the submission step; "
+                             f"{UNCERTAIN_WARNING}; last error: {message}"))
+        return Transition("failed", "failed", message, escalation=(
+            "attempts", f"{job['attempts']} attempts failed, the last after the submission "
+                        f"step: a retry looks the filing up before it files again; "
+                        f"cancelling may lose a real filing; last error: {message}"))
+    return Transition("failed", "failed", message, escalation=(
+        "attempts", f"{job['attempts']} attempts failed; last error: {message}"))
+
+
+def _paused(job: Mapping[str, Any], message: str, now: datetime, portal: PortalState,
+            policy: Policy) -> Transition:
+    """An outage sign while the portal is paused: the job waits for the portal, no attempt
+    spent. If the breaker paused it, this run was (most likely) its probe: the job goes
+    to the back of the line — after the next probe, later for each probe it failed — so
+    the next probe is another job; after ``probe_limit`` failed probes it is given up."""
+    if portal.paused_by != "breaker" or portal.just_paused:
+        return Transition("deferred", "deferred", message,
+                          run_at=max(portal.probe_at or now, now + MIN_DEFER),
+                          refund_attempt=True,
+                          detail={"event": "deferred by handler", "outage": True})
+    failures = int(job.get("probe_failures") or 0) + 1
+    if policy.probe_limit and failures >= policy.probe_limit:
+        reason = (f"failed {failures} times as the probe of paused portal {job['portal']} "
+                  f"while other jobs waited; retry it once the portal works for others; "
+                  f"last error: {message}")
+        return Transition("failed", "probe", message, escalation=("probe", reason),
+                          refund_attempt=True, probe_failed=True,
+                          detail={"event": "probe given up", "probe_failures": failures})
+    next_probe = max(portal.probe_at or now, now)
+    run_at = next_probe + timedelta(seconds=policy.probe_seconds * failures) + MIN_DEFER
+    return Transition("deferred", "deferred", message, run_at=run_at, refund_attempt=True,
+                      probe_failed=True,
+                      detail={"event": "probe failed", "outage": True,
+                              "probe_failures": failures})
