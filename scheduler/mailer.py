@@ -209,6 +209,12 @@ async def send_outbox(settings: Settings, conn: Any) -> tuple[int, int, bool]:
     return esc.sent, notes.sent, notes.server_down
 
 
+async def next_try(conn: Any) -> Any:
+    """When the next unsent message is due (None: nothing waits)."""
+    row = await sql.afetch_one(conn, "outbox_next_try")
+    return row["at"] if row else None
+
+
 async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -> Round:
     """Send due escalations (with the job's last screenshot); returns how many went out."""
 

@@ -28,7 +28,6 @@ class Tick:
         self.last_summary: dict[str, int] = {}
         self._holiday_failures: dict[str, Any] = {}   # portal -> day its refresh failed
         self._outbox_kick = asyncio.Event()
-        self._outbox_backlog = False
 
     async def _is_leader(self) -> bool:
         conn = self._leader_conn
@@ -148,15 +147,13 @@ class Tick:
         return len(rescued)
 
     async def _outbox_duty(self, conn: Any, out: dict[str, int]) -> int:
-        esc, notes, down = await mailer.send_outbox(self.settings, conn)
+        esc, notes, _ = await mailer.send_outbox(self.settings, conn)
         out["notices_sent"] = notes
-        if down:
-            self.kick_outbox(backlog=True)
+        self.kick_outbox()   # the outbox loop plans its next try from what is left
         return esc
 
-    def kick_outbox(self, backlog: bool = False) -> None:
+    def kick_outbox(self) -> None:
         """Outbox rows may be due (a NOTIFY from a failed job or a paused portal)."""
-        self._outbox_backlog = self._outbox_backlog or backlog
         self._outbox_kick.set()
 
     async def outbox_loop(self) -> None:
@@ -164,24 +161,29 @@ class Tick:
         next tick), and while the mail server is down tries again every few seconds. Each
         message is locked while it is sent and committed as sent right after: none goes
         twice, whichever node sends it."""
+        retry = mailer.SERVER_RETRY.total_seconds()
+        timeout: float | None = None
         while True:
-            timeout = mailer.SERVER_RETRY.total_seconds() if self._outbox_backlog else None
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._outbox_kick.wait()
             self._outbox_kick.clear()
+            timeout = None
             if self._leader_conn is None or not self.settings.admins():
-                self._outbox_backlog = False
-                continue
+                continue   # not the leader (yet): its first tick sends what is due
             try:
                 async with self.worker.pool.connection() as conn:
-                    _, _, self._outbox_backlog = await mailer.send_outbox(self.settings, conn)
+                    await mailer.send_outbox(self.settings, conn)
+                    at = await mailer.next_try(conn)
+                if at is not None:   # wake when the next unsent message is due again
+                    timeout = min(max((at - clock.now()).total_seconds(), 0.05),
+                                  self.settings.tick_seconds)
             except (psycopg.OperationalError, OSError) as exc:
                 log.warning("outbox not sent now (%s); trying again", _first_line(exc))
-                self._outbox_backlog = True
+                timeout = retry
             except Exception as exc:  # noqa: BLE001 - the loop must survive; the tick retries
                 log.error("outbox round failed: %s: %s", type(exc).__name__, _first_line(exc))
-                self._outbox_backlog = True
+                timeout = retry
 
     async def _refresh_holidays(self, conn: Any, now: Any) -> int:
         """Store holidays that are missing (rare: a new year, a new portal or region; this

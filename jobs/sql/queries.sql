@@ -253,9 +253,14 @@ WHERE id = %(id)s AND status = 'running' AND heartbeat_at = %(heartbeat_at)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: rescue
--- A crash is not the job's fault: the attempt is refunded and the crash counted.
+-- A crash is not the job's fault: the attempt is refunded and the crash counted. A job
+-- back in the queue goes behind the jobs already due (run_at: now + 2^crashes s), so the
+-- same oldest jobs are not the ones in flight at every restart of a crash-looping node.
 WITH upd AS (
     UPDATE job_queue SET status = %(status)s, lock_owner = NULL, heartbeat_at = NULL,
+        run_at = CASE WHEN %(status)s = 'pending'
+                      THEN %(now)s + make_interval(secs => power(2, least(crashes + 1, 10)))
+                      ELSE run_at END,
         attempts = greatest(attempts - 1, 0), crashes = crashes + 1,
         last_error = %(error)s, updated_at = %(now)s,
         finished_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END
@@ -584,6 +589,11 @@ SELECT id, portal, kind, reason, send_attempts FROM portal_notices
 WHERE sent_at IS NULL AND next_try_at <= %(now)s AND id <> ALL(%(skip)s::bigint[])
 ORDER BY id LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
+
+-- name: outbox_next_try
+-- When the next unsent escalation or notice is due (NULL: none waits).
+SELECT least((SELECT min(next_try_at) FROM escalations WHERE sent_at IS NULL),
+             (SELECT min(next_try_at) FROM portal_notices WHERE sent_at IS NULL)) AS at;
 
 -- name: notice_sent
 UPDATE portal_notices SET sent_at = %(now)s, send_attempts = send_attempts + 1
