@@ -73,6 +73,11 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     return kept
 
 
+async def unclaim(conn: AConn, *, worker: str, ids: Sequence[int]) -> None:
+    """Give claimed jobs back as if never claimed (attempt refunded, not started)."""
+    await sql.afetch(conn, "unclaim", {"ids": list(ids), "worker": worker, "now": clock.now()})
+
+
 async def _over_rate_limit(conn: AConn, job: dict[str, Any],
                            days: Mapping[str, tuple[datetime, datetime] | None], worker: str,
                            now: datetime) -> bool:

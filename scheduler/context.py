@@ -48,6 +48,13 @@ class JobContext:
         return self._worker.settings.portal_urls()
 
     async def save_checkpoint(self, **data: Any) -> None:
+        """Durably, before returning. The write is guarded by this worker's lock on the job
+        and renews its heartbeat: a flow that saved "submitting" holds a fresh lease for
+        the click that follows. A node whose lease is going stale (it could not renew its
+        heartbeats) writes no checkpoint, so it never starts a submission."""
+        if not self._worker.lease_fresh(self.job_id):
+            raise LostJob(f"job {self.job_id}: this node's lease is stale (database "
+                          "unreachable); not going on")
         async with self._worker.pool.connection() as conn:
             saved = await worker_api.save_checkpoint(conn, job_id=self.job_id,
                                                      worker=self._worker.node, data=data)

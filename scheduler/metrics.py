@@ -25,6 +25,8 @@ DEFERRALS = Counter("portalq_deferrals_total", "Jobs deferred (closed portal, li
 ESCALATIONS = Counter("portalq_escalations_sent_total", "Escalation emails sent",
                       registry=REGISTRY)
 RESCUED = Counter("portalq_rescued_total", "Stale running jobs rescued", registry=REGISTRY)
+FENCED = Counter("portalq_fenced_flows_total", "Flows this node stopped because it could not "
+                 "renew their heartbeats (self-fencing)", registry=REGISTRY)
 DUTY_ERRORS = Counter("portalq_duty_errors_total", "Tick duties (or rows of them) that failed "
                       "and were skipped", ["duty"], registry=REGISTRY)
 OUTBOX_ERRORS = Counter("portalq_outbox_errors_total", "Mails that could not be built or were "

@@ -39,6 +39,15 @@ class Tick:
                 await conn.close()
         self._leader_conn = None
         conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+        # the leader's lock is its session's: the server must notice soon that a leader
+        # cut off by a partition is gone (default TCP keepalives take hours), so another
+        # node takes over its duties (rescues among them)
+        stale = self.settings.stale_after_seconds
+        await conn.execute(
+            f"SET tcp_keepalives_idle = {max(1, int(stale / 4))}; "
+            f"SET tcp_keepalives_interval = {max(1, int(stale / 8))}; "
+            "SET tcp_keepalives_count = 2; "
+            f"SET tcp_user_timeout = {max(1000, int(stale * 500))}")
         row = await sql.afetch_one(conn, "try_leader_lock")
         if row and row["leader"]:
             self._leader_conn = conn

@@ -98,6 +98,9 @@ class Worker:
         self._browser_lock = asyncio.Lock()
         self.browser_config: Any = None
         self.healthy = True
+        #: job id -> when its heartbeat was last stamped (claim or renewal), monotonic
+        self._lease: dict[int, float] = {}
+        self._heartbeating = False
         #: called when outbox rows (escalations, notices) may be due (set by the service)
         self.on_outbox: Any = None
         self.policy = outcomes.Policy(
@@ -193,10 +196,19 @@ class Worker:
                     await self.refresh_portals()
                 caps = self.capacities()
                 jobs: list[dict[str, Any]] = []
+                sent = time.monotonic()   # the claim stamps the jobs' first heartbeat
                 if caps:
                     async with self.pool.connection() as conn:
                         jobs = await worker_api.claim(conn, worker=self.node, capacities=caps,
                                                       limit=min(free, self.settings.claim_batch))
+                        if jobs and time.monotonic() - sent > self.fence_after / 2:
+                            # a claim that took this long (held up by a partition) stamped
+                            # its heartbeats long ago: others may rescue them any moment
+                            log.warning("claim took %.1fs: giving its %d job(s) back",
+                                        time.monotonic() - sent, len(jobs))
+                            await worker_api.unclaim(conn, worker=self.node,
+                                                     ids=[j["id"] for j in jobs])
+                            jobs = []
                 backoff.reset()
                 self.healthy = True
             except (psycopg.OperationalError, psycopg.errors.AdminShutdown, OSError,
@@ -209,6 +221,7 @@ class Worker:
                 continue
             now = clock.now()
             for job in jobs:
+                self._lease[job["id"]] = sent
                 metrics.LATENCY.labels(job["portal"]).observe(
                     max(0.0, (now - job["run_at"]).total_seconds()))
                 self.running[job["id"]] = asyncio.create_task(self._execute(job))
@@ -241,25 +254,75 @@ class Worker:
                 conn, worker=self.node, results=b))
             for job_id, _ in batch:
                 self.running.pop(job_id, None)
+                self._lease.pop(job_id, None)
             self._unflushed -= len(batch)
             self.wake.set()
 
+    @property
+    def fence_after(self) -> float:
+        """Seconds without a renewed heartbeat after which this node stops its own flows:
+        well before ``stale_after``, when another node may rescue and rerun its jobs."""
+        s = self.settings
+        return s.stale_after_seconds - max(s.heartbeat_seconds, s.stale_after_seconds / 4)
+
     async def heartbeat_loop(self) -> None:
+        """Renew the heartbeats (each running job's lease) in one statement. A job whose
+        lease could not be renewed for :attr:`fence_after` seconds (the database
+        unreachable: a partition, an outage) has its flow stopped by this node before
+        another node can rescue it, so two runs of one job never overlap; once the
+        database is reachable again, late writes are refused (each checks ``lock_owner``)."""
+        hb = self.settings.heartbeat_seconds
+        self._heartbeating = True
         while True:
-            await asyncio.sleep(self.settings.heartbeat_seconds)
+            await asyncio.sleep(hb)
             ids = list(self.running)
             if not ids:
                 continue
+            sent = time.monotonic()   # a lease runs from when its heartbeat was stamped
             try:
-                async with self.pool.connection() as conn:
-                    held = await worker_api.heartbeat(conn, worker=self.node, ids=ids)
-            except (psycopg.OperationalError, OSError) as exc:
-                log.warning("heartbeat failed: %s", _first_line(exc))
+                async with asyncio.timeout(max(hb, 1.0)):
+                    async with self.pool.connection() as conn:
+                        held = await worker_api.heartbeat(conn, worker=self.node, ids=ids)
+            except (psycopg.OperationalError, OSError, TimeoutError) as exc:
+                log.warning("heartbeat failed (%s)", _first_line(exc))
                 continue
+            for jid in held:
+                self._lease[jid] = max(self._lease.get(jid, sent), sent)
             queued = {d[0] for d in self._done}
             for lost in set(ids) - held:
                 if lost not in queued:
                     self.taken_away(lost)
+
+    async def lease_watchdog(self) -> None:
+        """Fence on time, whatever the heartbeat is doing: a statement to an unreachable
+        server can hang (and its cancellation take seconds) well past the stale time."""
+        while True:
+            await asyncio.sleep(min(self.settings.heartbeat_seconds, 0.5))
+            now = time.monotonic()
+            queued = {d[0] for d in self._done}
+            late = {jid: now - self._lease.get(jid, now) for jid, t in self.running.items()
+                    if not t.done() and jid not in queued and not getattr(t, "fenced", False)}
+            victims = [jid for jid, age in late.items() if age >= self.fence_after]
+            if victims:
+                self.fence(victims, max(late[j] for j in victims))
+
+    def fence(self, victims: list[int], late: float) -> None:
+        """Stop these flows: this node's lease on their jobs is about to end."""
+        log.error("no heartbeat renewed for %.1fs: stopping %d flow(s) before their jobs "
+                  "can be rescued elsewhere (self-fencing)", late, len(victims))
+        metrics.FENCED.inc(len(victims))
+        for jid in victims:
+            task = self.running[jid]
+            task.fenced = True  # type: ignore[attr-defined]
+            task.cancel()
+
+    def lease_fresh(self, job_id: int) -> bool:
+        """May this job's flow go past a point of no return now (its lease renewed
+        recently enough that no other node can have rescued it)?"""
+        if not self._heartbeating:   # no heartbeat loop (a worker driven by hand)
+            return True
+        stamped = self._lease.get(job_id)
+        return stamped is not None and time.monotonic() - stamped < self.fence_after
 
     def taken_away(self, job_id: int) -> None:
         """The job was rescued and handed on while this worker ran it: stop its handler
@@ -312,6 +375,7 @@ class Worker:
                 # every other way out (failure recorded, lost, released, cancelled while
                 # its failure was being written) frees the slot here
                 self.running.pop(job["id"], None)
+                self._lease.pop(job["id"], None)
                 self.wake.set()
 
     async def _record_failure(self, job: dict[str, Any], exc: BaseException, ctx: JobContext,
@@ -373,7 +437,8 @@ class Worker:
                     await worker_api.add_artifact(conn, job_id=job["id"],
                                                   attempt=job["attempts"], kind="missing",
                                                   path=what, note=reason)
-            await self._retrying(record, attempts=20)
+            fresh = self.lease_fresh(job["id"])
+            await self._retrying(record, attempts=20 if fresh else 3)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - logged; the job's outcome stands
@@ -404,7 +469,8 @@ class Worker:
         return [asyncio.create_task(self.listen(), name="listen"),
                 asyncio.create_task(self.claim_loop(), name="claim"),
                 asyncio.create_task(self.flush_loop(), name="flush"),
-                asyncio.create_task(self.heartbeat_loop(), name="heartbeat")]
+                asyncio.create_task(self.heartbeat_loop(), name="heartbeat"),
+                asyncio.create_task(self.lease_watchdog(), name="watchdog")]
 
     async def stop_loops(self, loops: list[asyncio.Task[None]], grace: float) -> None:
         """Graceful stop: :meth:`drain`, then end the loops (the flush loop ends by itself

@@ -29,8 +29,11 @@ def add_local_portal(dsn: str, code: str = "local", max_sessions: int | None = N
 class Service:
     """A ``portalq run`` subprocess with the ledger plugin loaded."""
 
-    def __init__(self, db_url: str, tmp: Path, name: str = "n1", **env: Any) -> None:
+    def __init__(self, db_url: str, tmp: Path, name: str = "n1",
+                 wrap: Any = None, **env: Any) -> None:
         self.name = name
+        #: wraps the command line (e.g. NetNs.cmd: run the node in a network namespace)
+        self.wrap = wrap or (lambda argv: argv)
         self.log_path = tmp / f"{name}.log"
         self.env = {**os.environ, "PORTALQ_DATABASE_URL": db_url, "PORTALQ_NODE_ID": name,
                     "PORTALQ_PLUGINS": "tests.plugins.ledger", "PORTALQ_HOME": str(tmp),
@@ -41,7 +44,8 @@ class Service:
 
     def start(self, timeout: float = 60) -> Service:
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "scheduler", "run"], env=self.env,
+        self.proc = subprocess.Popen(self.wrap([sys.executable, "-m", "scheduler", "run"]),
+                                     env=self.env,
                                      stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
