@@ -92,8 +92,12 @@ class Tick:
             out["rescued"] = len(rescued)
             out["escalations_sent"] = await mailer.send_due_escalations(s, conn)
             out["notices_sent"] = await mailer.send_due_notices(s, conn)
+            out["secrets_erased"] = await worker_api.erase_failed_secrets(
+                conn, older_than=timedelta(days=s.secret_retention_days))
             out["pruned"] = await worker_api.prune_finished(
-                conn, older_than=timedelta(days=s.retention_days))
+                conn, older_than=timedelta(days=s.retention_days),
+                failed_older_than=(timedelta(days=s.failed_retention_days)
+                                   if s.failed_retention_days else None))
             out["artifacts_pruned"] = await _prune_artifacts(
                 s.artifacts(), older_than=timedelta(days=s.retention_days))
         return out
