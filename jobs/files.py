@@ -59,3 +59,9 @@ def tighten_tree(root: Path) -> None:
             f = os.path.join(dirpath, name)
             if not os.path.islink(f):
                 os.chmod(f, FILE_MODE)
+
+
+def owner_only_process() -> None:
+    """From now on this process creates files 0600 and folders 0700 (umask 077), including
+    those other libraries write (Playwright's screenshots and traces, mails)."""
+    os.umask(0o077)

@@ -77,6 +77,7 @@ def build_escalation(settings: Settings, esc: dict[str, Any],
         f"  portalq jobs retry {esc['job_id']}",
         f"  portalq jobs cancel {esc['job_id']}",
     ]
+    lines += _erasure_note(settings, esc["job_type"])
     if esc["kind"] == "uncertain":
         lines += ["", "The portal may have accepted the submission. Check the portal first; "
                   "retrying may file twice."]
@@ -87,6 +88,20 @@ def build_escalation(settings: Settings, esc: dict[str, Any],
         msg.add_attachment(screenshot.read_bytes(), maintype=maintype, subtype=subtype,
                            filename=screenshot.name)
     return msg
+
+
+def _erasure_note(settings: Settings, job_type: str) -> list[str]:
+    from jobs import types
+
+    try:
+        fields = types.get(job_type).secret_fields
+    except Exception:  # noqa: BLE001 - an unknown (removed) type: nothing declared
+        return []
+    if not fields:
+        return []
+    return ["", f"Its secret values ({', '.join(fields)}) are erased "
+            f"{settings.secret_retention_days:g} days after the failure "
+            "(PORTALQ_SECRET_RETENTION_DAYS); a retry after that asks for them again."]
 
 
 async def _send_due(settings: Settings, conn: Any, *, due_query: str, sent_query: str,

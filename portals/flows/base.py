@@ -26,23 +26,103 @@ SENSITIVE_SELECTOR = (
 )
 
 
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret (and its digits-only / dashed forms) replaced by ***."""
+def secret_forms(secrets: Iterable[str]) -> list[str]:
+    """Every written form of the secrets: as given, and for a 9-digit number (SSN, ITIN,
+    EIN) digits only, dashed and spaced; longest first."""
+    forms: set[str] = set()
     for secret in secrets:
         if not secret:
             continue
+        forms.add(secret)
         digits = re.sub(r"\D", "", secret)
-        forms = {secret}
         if len(digits) == 9:
             forms |= {digits, f"{digits[:3]}-{digits[3:5]}-{digits[5:]}",
                       f"{digits[:3]} {digits[3:5]} {digits[5:]}"}
-        for form in sorted(forms, key=len, reverse=True):
-            text = text.replace(form, "***")
+    return sorted(forms, key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret (and its digits-only / dashed forms) replaced by ***."""
+    for form in secret_forms(secrets):
+        text = text.replace(form, "***")
     return text
 
 
+MASK_ATTR = "data-portalq-mask"
+
+# Marks (MASK_ATTR) the innermost elements of one document whose text, value, selected
+# option or any attribute contains one of the forms (whitespace normalised), open shadow
+# roots included; returns how many it marked.
+_MARK_JS = """([forms, attr]) => {
+  const norm = s => (s || '').replace(/[\\s\\u00a0]+/g, ' ');
+  const hit = s => { const t = norm(s); return forms.some(f => t.includes(f)); };
+  let n = 0;
+  const mark = el => { if (!el.hasAttribute(attr)) { el.setAttribute(attr, ''); n++; } };
+  const visit = root => {
+    for (const el of root.querySelectorAll('*')) {
+      if (el.shadowRoot) visit(el.shadowRoot);
+      if (['SCRIPT', 'STYLE', 'TEMPLATE'].includes(el.tagName)) continue;
+      if (Array.from(el.attributes).some(a => a.name !== attr && hit(a.value))) mark(el);
+      if ('value' in el && typeof el.value === 'string' && hit(el.value)) mark(el);
+      if (el.tagName === 'SELECT' && Array.from(el.options).some(o => hit(o.text))) mark(el);
+      if (hit(el.textContent) && !Array.from(el.children).some(c => hit(c.textContent))) {
+        mark(el);
+      }
+    }
+  };
+  visit(document);
+  return n;
+}"""
+_UNMARK_JS = """(attr) => { for (const el of document.querySelectorAll('[' + attr + ']'))
+  el.removeAttribute(attr); }"""
+
+
+class FrameUnreadable(Exception):
+    """A frame of the page could not be checked for secret values: no screenshot."""
+
+
+async def mark_secrets(page: Any, secrets: Iterable[str]) -> list[Any]:
+    """Mark, in every frame of ``page``, the elements showing a secret value in any written
+    form; the locators to mask. Raises :class:`FrameUnreadable` when a frame cannot be
+    read (navigating, crashed, detached): its content is then unknown."""
+    forms = secret_forms(secrets)
+    masks = [page.locator(SENSITIVE_SELECTOR)]
+    for frame in page.frames:
+        try:
+            await frame.evaluate(_MARK_JS, [forms, MASK_ATTR])
+        except Exception as exc:  # noqa: BLE001 - any failure: cannot prove it clean
+            raise FrameUnreadable(f"frame {frame.name or frame.url[:60]!r}: "
+                                  f"{type(exc).__name__}") from None
+        masks.append(frame.locator(f"[{MASK_ATTR}]"))
+    return masks
+
+
+async def unmark_secrets(page: Any) -> None:
+    for frame in page.frames:
+        with suppress(Exception):
+            await frame.evaluate(_UNMARK_JS, MASK_ATTR)
+
+
+async def masked_screenshot(page: Any, path: Path, secrets: Iterable[str]) -> bool:
+    """A full-page screenshot with every secret masked (by value in every frame, and by
+    :data:`SENSITIVE_SELECTOR`). When a frame cannot be read, no screenshot is taken and
+    ``<path>.missing.txt`` says why (missing evidence, never a failure); returns False."""
+    try:
+        masks = await mark_secrets(page, secrets)
+    except FrameUnreadable as exc:
+        log.warning("screenshot %s not taken: %s", path.name, exc)
+        path.with_suffix(".missing.txt").write_text(
+            f"screenshot not taken: a frame could not be checked for secret values ({exc})\n")
+        return False
+    try:
+        await page.screenshot(path=str(path), full_page=True, mask=masks)
+    finally:
+        await unmark_secrets(page)
+    return True
+
+
 class Evidence:
-    """Numbered screenshots of one attempt, masked."""
+    """Numbered screenshots of one attempt, masked (by selector and by value)."""
 
     def __init__(self, ctx: FlowContext) -> None:
         self.ctx = ctx
@@ -51,8 +131,7 @@ class Evidence:
     async def shot(self, page: Any, name: str) -> None:
         self.seq += 1
         path = self.ctx.artifacts_dir / f"{self.seq:02d}-{name}.png"
-        await page.screenshot(path=str(path), full_page=True,
-                              mask=[page.locator(SENSITIVE_SELECTOR)])
+        await masked_screenshot(page, path, self.ctx.secrets())
 
 
 @asynccontextmanager
