@@ -50,31 +50,54 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 MASK_ATTR = "data-portalq-mask"
 
-# Marks (MASK_ATTR) the innermost elements of one document whose text, value, selected
-# option or any attribute contains one of the forms (whitespace normalised), open shadow
-# roots included; returns how many it marked.
-_MARK_JS = """([forms, attr]) => {
+# Two steps, so that the secrets themselves are never sent to the page (nor recorded in a
+# trace as an evaluate argument): the page lists its elements -- attribute values, input
+# value and options, whitespace-normalised text, parent -- and keeps them; Python finds
+# those showing a secret; the page marks them (MASK_ATTR) by position in its kept list.
+_COLLECT_JS = """() => {
   const norm = s => (s || '').replace(/[\\s\\u00a0]+/g, ' ');
-  const hit = s => { const t = norm(s); return forms.some(f => t.includes(f)); };
-  let n = 0;
-  const mark = el => { if (!el.hasAttribute(attr)) { el.setAttribute(attr, ''); n++; } };
-  const visit = root => {
+  const els = [], out = [], pos = new Map();
+  const visit = (root, parent) => {
     for (const el of root.querySelectorAll('*')) {
-      if (el.shadowRoot) visit(el.shadowRoot);
       if (['SCRIPT', 'STYLE', 'TEMPLATE'].includes(el.tagName)) continue;
-      if (Array.from(el.attributes).some(a => a.name !== attr && hit(a.value))) mark(el);
-      if ('value' in el && typeof el.value === 'string' && hit(el.value)) mark(el);
-      if (el.tagName === 'SELECT' && Array.from(el.options).some(o => hit(o.text))) mark(el);
-      if (hit(el.textContent) && !Array.from(el.children).some(c => hit(c.textContent))) {
-        mark(el);
-      }
+      const parts = Array.from(el.attributes, a => a.value);
+      if ('value' in el && typeof el.value === 'string') parts.push(el.value);
+      if (el.tagName === 'SELECT') parts.push(...Array.from(el.options, o => o.text));
+      let up = el.parentElement, p = parent;
+      while (up) { if (pos.has(up)) { p = pos.get(up); break; } up = up.parentElement; }
+      pos.set(el, els.length);
+      els.push(el);
+      out.push([norm(parts.join('\\n')), norm(el.textContent), p]);
+      if (el.shadowRoot) visit(el.shadowRoot, els.length - 1);
     }
   };
-  visit(document);
-  return n;
+  visit(document, -1);
+  window.__portalqMaskables = els;
+  return out;
+}"""
+_MARK_JS = """([indices, attr]) => {
+  const els = window.__portalqMaskables || [];
+  delete window.__portalqMaskables;
+  for (const i of indices) if (els[i]) els[i].setAttribute(attr, '');
+  return indices.length;
 }"""
 _UNMARK_JS = """(attr) => { for (const el of document.querySelectorAll('[' + attr + ']'))
   el.removeAttribute(attr); }"""
+
+
+def _to_mask(elements: list[list[Any]], forms: list[str]) -> list[int]:
+    """Positions of the elements to mask: any whose attributes or value show a form, and
+    the innermost ones whose text does (a parent only when no child holds it whole)."""
+    def shows(text: str) -> bool:
+        return any(f in text for f in forms)
+
+    text_hit = [shows(text) for _parts, text, _parent in elements]
+    has_hit_child = set()
+    for i, (_parts, _text, parent) in enumerate(elements):
+        if text_hit[i] and parent >= 0:
+            has_hit_child.add(parent)
+    return [i for i, (parts, _text, _parent) in enumerate(elements)
+            if shows(parts) or (text_hit[i] and i not in has_hit_child)]
 
 
 class FrameUnreadable(Exception):
@@ -89,7 +112,8 @@ async def mark_secrets(page: Any, secrets: Iterable[str]) -> list[Any]:
     masks = [page.locator(SENSITIVE_SELECTOR)]
     for frame in page.frames:
         try:
-            await frame.evaluate(_MARK_JS, [forms, MASK_ATTR])
+            elements = await frame.evaluate(_COLLECT_JS)
+            await frame.evaluate(_MARK_JS, [_to_mask(elements, forms), MASK_ATTR])
         except Exception as exc:  # noqa: BLE001 - any failure: cannot prove it clean
             raise FrameUnreadable(f"frame {frame.name or frame.url[:60]!r}: "
                                   f"{type(exc).__name__}") from None
@@ -128,10 +152,11 @@ class Evidence:
         self.ctx = ctx
         self.seq = 0
 
-    async def shot(self, page: Any, name: str) -> None:
+    async def shot(self, page: Any, name: str) -> bool:
+        """False: not taken (a frame could not be checked), recorded as missing."""
         self.seq += 1
         path = self.ctx.artifacts_dir / f"{self.seq:02d}-{name}.png"
-        await masked_screenshot(page, path, self.ctx.secrets())
+        return await masked_screenshot(page, path, self.ctx.secrets())
 
 
 @asynccontextmanager
@@ -169,15 +194,18 @@ async def _failure_shot(page: Any, evidence: Evidence) -> None:
     screenshot once; wait for it to settle and try again."""
     for last in (False, True):
         try:
-            await evidence.shot(page, "failure")
-            return
+            if await evidence.shot(page, "failure") or last:
+                return
+            # a frame mid-navigation could not be checked: once more when it has settled
+            (evidence.ctx.artifacts_dir / f"{evidence.seq:02d}-failure.missing.txt").unlink(
+                missing_ok=True)
         except Exception as exc:  # noqa: BLE001 - must not hide the outcome being raised
             if last:
                 log.warning("no failure screenshot: %s", str(exc).splitlines()[0][:200])
                 return
-            with suppress(Exception):
-                await page.wait_for_load_state("load", timeout=3000)
-            evidence.seq -= 1
+        with suppress(Exception):
+            await page.wait_for_load_state("load", timeout=3000)
+        evidence.seq -= 1
 
 
 class ConnectionLost(RetryableError):
