@@ -26,6 +26,8 @@ import json
 import os
 import secrets as _random
 import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -138,13 +140,23 @@ class FileKeyring:
     another process), so a running service starts wrapping with a new KEK within moments.
     """
 
+    #: how stale a reader's view may be (a writer -- wrap -- always checks the file)
+    RECHECK_SECONDS = 1.0
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._data: dict[str, object] = {}
+        self._checked = 0.0
+        self._aead: dict[str, AESGCM] = {}
+        self._hmac: bytes | None = None
 
-    def _load(self) -> dict[str, object]:
+    def _load(self, *, fresh: bool = True) -> dict[str, object]:
+        if not fresh and self._stamp is not None and (
+                time.monotonic() - self._checked < self.RECHECK_SECONDS):
+            return self._data
+        self._checked = time.monotonic()
         try:
             st = self.path.stat()
         except FileNotFoundError:
@@ -158,7 +170,17 @@ class FileKeyring:
                 if not isinstance(data, dict) or "keks" not in data:
                     raise KeyError_(f"{self.path} is not a portalq keyring")
                 self._data, self._stamp = data, stamp
+                self._aead, self._hmac = {}, None
         return self._data
+
+    def _kek(self, key_id: str, data: dict[str, object]) -> AESGCM:
+        aead = self._aead.get(key_id)
+        if aead is None:
+            b64 = data["keks"].get(key_id)  # type: ignore[attr-defined]
+            if b64 is None:
+                raise KeyError_(f"key {key_id!r} is not in {self.path} (removed?)")
+            aead = self._aead[key_id] = AESGCM(_unb64(b64, key_id))
+        return aead
 
     def _create(self) -> None:
         if self.path.exists():
@@ -177,21 +199,29 @@ class FileKeyring:
         return self._load()["keks"]  # type: ignore[return-value]
 
     def current_id(self) -> str:
-        return str(self._load()["current"])
+        return str(self._load(fresh=False)["current"])
 
     def wrap(self, dek: bytes) -> tuple[str, bytes]:
-        data = self._load()
+        data = self._load()   # always current: a rotation elsewhere takes effect at once
         key_id = str(data["current"])
-        return key_id, _aes_wrap(_unb64(self._keks()[key_id], key_id), key_id, dek)
+        nonce = os.urandom(NONCE)
+        return key_id, nonce + self._kek(key_id, data).encrypt(nonce, dek, key_id.encode())
 
     def unwrap(self, key_id: str, wrapped: bytes) -> bytes:
-        b64 = self._keks().get(key_id)
-        if b64 is None:
-            raise KeyError_(f"key {key_id!r} is not in {self.path} (removed?)")
-        return _aes_unwrap(_unb64(b64, key_id), key_id, wrapped)
+        data = self._load(fresh=False)
+        if key_id not in data["keks"]:  # type: ignore[operator]
+            data = self._load()   # a key added by a rotation since
+        try:
+            return self._kek(key_id, data).decrypt(wrapped[:NONCE], wrapped[NONCE:],
+                                                   key_id.encode())
+        except InvalidTag:
+            raise KeyError_(f"key {key_id!r} does not open this data key (tampered?)") from None
 
     def hmac_key(self) -> bytes:
-        return _unb64(str(self._load()["hmac"]), "hmac key")
+        data = self._load(fresh=False)
+        if self._hmac is None:
+            self._hmac = _unb64(str(data["hmac"]), "hmac key")
+        return self._hmac
 
     def key_ids(self) -> list[str]:
         return list(self._keks())
@@ -257,20 +287,64 @@ class Sealed:
     data: bytes   # nonce + AES-GCM ciphertext and tag
 
 
+class _DataKey:
+    """A data key in use: values sealed within a short burst (a batch enqueue, a busy
+    minute) share it, each with its own nonce -- one KEK call per burst, not per job."""
+
+    MAX_USES = 1000
+    MAX_AGE = 1.0
+
+    def __init__(self, p: KeyProvider) -> None:
+        dek = AESGCM.generate_key(256)
+        self.provider = p
+        self.key_id, self.wrapped = p.wrap(dek)
+        self.aead = AESGCM(dek)
+        self.uses = 0
+        self.born = time.monotonic()
+
+    def fresh(self, p: KeyProvider) -> bool:
+        return (self.provider is p and self.uses < self.MAX_USES
+                and time.monotonic() - self.born < self.MAX_AGE
+                and self.key_id == p.current_id())
+
+
+_data_keys = threading.local()
+
+
 def seal(plaintext: bytes, p: KeyProvider | None = None) -> Sealed:
+    """``plaintext`` encrypted (AES-256-GCM) with a data key that is stored wrapped by the
+    current KEK next to it. Data keys are shared by the values sealed by one thread within
+    a second (at most 1000): erasing a value deletes its ciphertext and its copy of the
+    wrapped key; the others' copies open only with the KEK, as any copy would."""
     p = p or provider()
-    dek = AESGCM.generate_key(256)
-    key_id, wrapped = p.wrap(dek)
+    key: _DataKey | None = getattr(_data_keys, "key", None)
+    if key is None or not key.fresh(p):
+        key = _data_keys.key = _DataKey(p)
+    key.uses += 1
     nonce = os.urandom(NONCE)
-    return Sealed(key_id, wrapped, nonce + AESGCM(dek).encrypt(nonce, plaintext, _DATA_AAD))
+    return Sealed(key.key_id, key.wrapped, nonce + key.aead.encrypt(nonce, plaintext, _DATA_AAD))
+
+
+#: recently opened data keys (values sealed in one burst share one): (provider, KEK id,
+#: wrapped key) -> cipher. Process memory only, a few hundred entries.
+_opened: OrderedDict[tuple[object, str, bytes], AESGCM] = OrderedDict()
+_OPENED_MAX = 256
 
 
 def open_sealed(key_id: str, wrapped_dek: bytes, data: bytes,
                 p: KeyProvider | None = None) -> bytes:
-    dek = (p or provider()).unwrap(key_id, bytes(wrapped_dek))
+    p = p or provider()
+    wrapped_dek = bytes(wrapped_dek)
+    cache_key = (p, key_id, wrapped_dek)
+    aead = _opened.get(cache_key)
+    if aead is None:
+        aead = AESGCM(p.unwrap(key_id, wrapped_dek))
+        _opened[cache_key] = aead
+        if len(_opened) > _OPENED_MAX:
+            _opened.popitem(last=False)
     data = bytes(data)
     try:
-        return AESGCM(dek).decrypt(data[:NONCE], data[NONCE:], _DATA_AAD)
+        return aead.decrypt(data[:NONCE], data[NONCE:], _DATA_AAD)
     except InvalidTag:
         raise KeyError_("sealed data does not open (tampered?)") from None
 

@@ -290,6 +290,13 @@ class EmbeddedPostgres:
                 self._run([self._bin("pg_ctl"), "-D", str(self.pgdata), "-w", "-m", mode,
                            "stop"])
 
+    def destroy(self) -> None:
+        """Stop the server and delete its data directory (a throwaway server's)."""
+        self.stop()
+        shutil.rmtree(self.pgdata.parent if self._as_root else self.pgdata,
+                      ignore_errors=True)
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+
     def dsn(self, database: str = DEFAULT_DB, *, role: str = OWNER) -> str:
         """A libpq URL (the owner by default: for administration)."""
         return (f"postgresql://{role}@/{database}?host={self.socket_dir}"

@@ -53,6 +53,26 @@ def _secret_fields(job_type: str) -> tuple[str, ...]:
         return ()
 
 
+def _take(payload: dict[str, Any], specs: tuple[str, ...]) -> dict[str, Any]:
+    """Move the secret values out of ``payload`` (markers left), in place: {path: value}."""
+    taken: dict[str, Any] = {}
+    for spec in specs:
+        if "*" not in spec and spec.count(".") <= 2:   # the common case, without _walk
+            *parents, leaf = spec.split(".")
+            node: Any = payload
+            for part in parents:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict) and node.get(leaf) not in (None, MARKER):
+                taken[spec] = node[leaf]
+                node[leaf] = MARKER
+            continue
+        for path, parent, key in _walk(payload, spec.split("."), ""):
+            if parent[key] is not None and parent[key] != MARKER:
+                taken[path] = parent[key]
+                parent[key] = MARKER
+    return taken
+
+
 def values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
     """The secret values present in a (revealed) payload."""
     out = []
@@ -64,27 +84,23 @@ def values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def split(job_type: str, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def split(job_type: str, payload: dict[str, Any], *, copy: bool = True,
+          ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(payload with markers in place of the secrets, {path: secret value}); ``payload``
-    is not changed."""
+    is not changed unless ``copy`` is False."""
     specs = _secret_fields(job_type)
     if not specs:
         return payload, {}
-    public = json.loads(json.dumps(payload))
-    taken: dict[str, Any] = {}
-    for spec in specs:
-        for path, parent, key in _walk(public, spec.split("."), ""):
-            if parent[key] is not None and parent[key] != MARKER:
-                taken[path] = parent[key]
-                parent[key] = MARKER
-    return public, taken
+    public = json.loads(json.dumps(payload)) if copy else payload
+    return public, _take(public, specs)
 
 
 def seal_columns(job_type: str, payload: dict[str, Any],
-                 provider: crypto.KeyProvider | None = None) -> dict[str, Any]:
+                 provider: crypto.KeyProvider | None = None, *, copy: bool = True,
+                 ) -> dict[str, Any]:
     """The stored form of a normalised payload: ``payload`` (JSON text) and the secret
     columns (all None when the type declares no secret field or none is present)."""
-    public, taken = split(job_type, payload)
+    public, taken = split(job_type, payload, copy=copy)
     if not taken:
         return {"payload": json.dumps(payload), "secret_key_id": None, "secret_dek": None,
                 "secret_data": None}
@@ -103,11 +119,17 @@ def has_markers(job_type: str, payload: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _put(payload: Any, path: str, value: Any) -> None:
-    node = payload
+def _put(payload: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``path`` in ``payload`` (a shallow copy), copying each container on the way:
+    the stored payload the job row holds is never changed."""
+    node: Any = payload
     *parents, leaf = path.split(".")
     for p in parents:
-        node = node[int(p)] if isinstance(node, list) else node[p]
+        key: Any = int(p) if isinstance(node, list) else p
+        child = node[key]
+        child = list(child) if isinstance(child, list) else dict(child)
+        node[key] = child
+        node = child
     node[int(leaf) if isinstance(node, list) else leaf] = value
 
 
@@ -115,7 +137,9 @@ def reveal(job: Mapping[str, Any], provider: crypto.KeyProvider | None = None, *
            strict: bool = True) -> dict[str, Any]:
     """The job's payload with its secret values back in place (in memory only).
     Raises :class:`SecretsErased` if a value the payload needs was erased."""
-    payload = json.loads(json.dumps(job["payload"] or {}))
+    if job.get("secret_data") is None and not _secret_fields(job["job_type"]):
+        return job["payload"] or {}   # nothing sealed, nothing to check (shared, not copied)
+    payload = dict(job["payload"] or {})
     if job.get("secret_data") is None:
         missing = has_markers(job["job_type"], payload)
         if missing and strict:
@@ -161,7 +185,7 @@ def stored(jt: types.JobType, model: Any) -> dict[str, Any]:
     if not jt.secret_fields:
         return {"payload": model.model_dump_json(exclude_none=True), "secret_key_id": None,
                 "secret_dek": None, "secret_data": None}
-    return seal_columns(jt.name, types.normalised(model))
+    return seal_columns(jt.name, types.normalised(model), copy=False)   # a fresh dict
 
 
 def for_retry(job: Mapping[str, Any], patch: Mapping[str, Any] | None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 import urllib.request
 from datetime import timedelta
@@ -122,6 +123,10 @@ def test_no_ssn_at_rest_after_completed_failed_and_cancelled_jobs(
         hits += _hits(pattern, where, data)
     assert checked > 10 and any(p.suffix == ".zip" for p in tmp_path.rglob("*"))
     assert (tmp_path / "dp.log").stat().st_size > 1000
+    # the service wrote its evidence owner-only (umask 077), whatever this process's umask
+    artifacts = tmp_path / "artifacts"
+    for path in [artifacts, *artifacts.rglob("*")]:
+        assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
     # the database: a dump, then every file of the data directory (WAL included) after
     # a CHECKPOINT, the server's own log among them
     pg = pg_server.embedded
