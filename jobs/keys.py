@@ -25,6 +25,7 @@ class RewrapReport:
     current: str
     jobs: int = 0
     documents: int = 0
+    checkpoints: int = 0
     legacy_sealed: int = 0
     left: dict[str, int] | None = None
 
@@ -58,6 +59,20 @@ def _pass(connect: Callable[[], Any], p: crypto.KeyProvider, report: RewrapRepor
                         "key_ids": [n[0] for n in new], "datas": [n[1] for n in new]})
                 after = rows[-1]["id"]
                 setattr(report, column, getattr(report, column) + len(rows))
+    after = 0
+    while True:   # sealed checkpoint values
+        with connect() as c:
+            rows = sql.fetch(c, "sealed_checkpoints", {"after": after, "current": report.current,
+                                                       "limit": batch})
+            if not rows:
+                break
+            for r in rows:
+                patch = {k: secrets_at_rest.rewrap_checkpoint_value(v, p)
+                         for k, v in r["checkpoint"].items()
+                         if isinstance(v, str) and v.startswith(secrets_at_rest.CHECKPOINT_PREFIX)}
+                sql.fetch(c, "rewrap_checkpoint", {"id": r["id"], "patch": json.dumps(patch)})
+            after = rows[-1]["id"]
+            report.checkpoints += len(rows)
 
 
 def seal_legacy(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int = BATCH) -> int:

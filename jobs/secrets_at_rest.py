@@ -14,6 +14,7 @@ tick erases them. A retry that needs an erased value asks for it again.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -207,3 +208,49 @@ def for_retry(job: Mapping[str, Any], patch: Mapping[str, Any] | None,
         raise InputError(erased_message(job, missing))
     jt, model = types.parse_payload(job["job_type"], merged)
     return stored(jt, model)
+
+
+# -- checkpoint values ----------------------------------------------------------------------
+CHECKPOINT_PREFIX = "pqsealed1:"
+
+
+def _checkpoint_keys(job_type: str) -> tuple[str, ...]:
+    try:
+        return types.get(job_type).secret_checkpoints
+    except InputError:
+        return ()
+
+
+def seal_checkpoint(job_type: str, data: Mapping[str, Any],
+                    provider: crypto.KeyProvider | None = None) -> dict[str, Any]:
+    """``data`` (a checkpoint update) with the type's secret checkpoint values sealed:
+    ``"pqsealed1:<KEK id>:<base64 blob>"``."""
+    keys = _checkpoint_keys(job_type)
+    out = dict(data)
+    for key in keys:
+        if key in out and out[key] is not None:
+            key_id, blob = crypto.seal_blob(json.dumps(out[key]).encode(), provider)
+            out[key] = f"{CHECKPOINT_PREFIX}{key_id}:{base64.b64encode(blob).decode()}"
+    return out
+
+
+def open_checkpoint(job_type: str, checkpoint: Mapping[str, Any] | None,
+                    provider: crypto.KeyProvider | None = None) -> dict[str, Any]:
+    """The checkpoint with its sealed values opened (in memory)."""
+    out = dict(checkpoint or {})
+    for key, value in out.items():
+        if isinstance(value, str) and value.startswith(CHECKPOINT_PREFIX):
+            key_id, b64 = value[len(CHECKPOINT_PREFIX):].split(":", 1)
+            out[key] = json.loads(crypto.open_blob(key_id, base64.b64decode(b64), provider))
+    return out
+
+
+def checkpoint_for_display(checkpoint: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: (MARKER if isinstance(v, str) and v.startswith(CHECKPOINT_PREFIX) else v)
+            for k, v in (checkpoint or {}).items()}
+
+
+def rewrap_checkpoint_value(value: str, provider: crypto.KeyProvider | None = None) -> str:
+    key_id, b64 = value[len(CHECKPOINT_PREFIX):].split(":", 1)
+    new_id, blob = crypto.rewrap_blob(key_id, base64.b64decode(b64), provider)
+    return f"{CHECKPOINT_PREFIX}{new_id}:{base64.b64encode(blob).decode()}"

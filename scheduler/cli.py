@@ -166,6 +166,8 @@ def _public(job: dict[str, Any]) -> dict[str, Any]:
         secret_fields = ()
     payload = json.loads(json.dumps(out.get("payload") or {}))
     out["payload"] = secrets_at_rest.for_display(job, payload) if secret_fields else payload
+    if "checkpoint" in out:
+        out["checkpoint"] = secrets_at_rest.checkpoint_for_display(out["checkpoint"])
     for column in ("rate_key", "secret_key_id", "secret_dek", "secret_data"):
         out.pop(column, None)
     return out

@@ -76,7 +76,8 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
         new = p.add_current()
         typer.echo(f"new current key {new} (was {old})")
     report = keys.rewrap_all(queue.connect, p, batch=batch)
-    typer.echo(f"re-wrapped {report.jobs} job(s) and {report.documents} document(s) under "
+    typer.echo(f"re-wrapped {report.jobs} job(s), {report.documents} document(s) and "
+               f"{report.checkpoints} checkpoint(s) under "
                f"{report.current}" + (f"; sealed {report.legacy_sealed} older job(s)"
                                       if report.legacy_sealed else ""))
     if report.left:

@@ -35,10 +35,27 @@ class JobContext:
             self._payload = secrets_at_rest.reveal(job)
         except Exception as exc:  # noqa: BLE001 - raised to the handler, see payload
             self._payload_error = exc
-        self.checkpoints: dict[str, Any] = dict(job["checkpoint"] or {})
+        self._checkpoints: dict[str, Any] = {}
+        try:
+            self._checkpoints = secrets_at_rest.open_checkpoint(self.job_type,
+                                                                job["checkpoint"])
+        except Exception as exc:  # noqa: BLE001 - raised to the handler, see payload
+            self._payload_error = self._payload_error or exc
         self.artifacts_dir = artifacts_dir
         self._browser_contexts: list[Any] = []
         self.failed = False
+
+    @property
+    def checkpoints(self) -> dict[str, Any]:
+        """The job's checkpoints, sealed values opened (a checkpoint that cannot be opened
+        raises: a flow must never take "no checkpoint" for "nothing done yet")."""
+        if self._payload_error is not None:
+            raise self._payload_error
+        return self._checkpoints
+
+    @checkpoints.setter
+    def checkpoints(self, value: dict[str, Any]) -> None:
+        self._checkpoints = value
 
     @property
     def payload(self) -> Mapping[str, Any]:
@@ -55,11 +72,12 @@ class JobContext:
 
     async def save_checkpoint(self, **data: Any) -> None:
         async with self._worker.pool.connection() as conn:
-            saved = await worker_api.save_checkpoint(conn, job_id=self.job_id,
-                                                     worker=self._worker.node, data=data)
+            saved = await worker_api.save_checkpoint(
+                conn, job_id=self.job_id, worker=self._worker.node,
+                data=secrets_at_rest.seal_checkpoint(self.job_type, data))
         if saved is None:
             raise LostJob(f"job {self.job_id} is no longer held by this worker")
-        self.checkpoints = saved
+        self.checkpoints = secrets_at_rest.open_checkpoint(self.job_type, saved)
 
     async def new_browser_context(self) -> Any:
         from portals.flows import browser

@@ -62,7 +62,9 @@ def build_escalation(settings: Settings, esc: dict[str, Any],
     msg["From"] = settings.mail_from
     msg["To"] = ", ".join(settings.admins())
     msg["Message-ID"] = f"<escalation-{esc['id']}@portalq>"
-    checkpoint = esc.get("checkpoint") or {}
+    from jobs.secrets_at_rest import checkpoint_for_display
+
+    checkpoint = checkpoint_for_display(esc.get("checkpoint"))
     lines = [
         f"Job {esc['job_id']} ({esc['job_type']}) for order {esc['order_id']} on portal "
         f"{esc['portal']} needs a human.",

@@ -499,6 +499,19 @@ UPDATE job_queue SET payload = %(payload)s::jsonb, secret_key_id = %(key_id)s,
                      secret_dek = %(dek)s, secret_data = %(data)s
 WHERE id = %(id)s AND secret_key_id IS NULL;
 
+-- name: sealed_checkpoints
+-- Rotation: jobs whose checkpoint holds a value sealed under another KEK
+-- ("pqsealed1:<key id>:...", jobs/secrets_at_rest.py).
+SELECT id, checkpoint FROM job_queue q
+WHERE id > %(after)s AND EXISTS (
+    SELECT 1 FROM jsonb_each_text(q.checkpoint) e
+    WHERE starts_with(e.value, 'pqsealed1:') AND split_part(e.value, ':', 2) <> %(current)s)
+ORDER BY id LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: rewrap_checkpoint
+UPDATE job_queue SET checkpoint = checkpoint || %(patch)s::jsonb WHERE id = %(id)s;
+
 -- name: key_usage
 -- How many stored values each KEK wraps (portalq keys status / retire).
 SELECT key_id, sum(n)::int AS n FROM (
@@ -506,6 +519,10 @@ SELECT key_id, sum(n)::int AS n FROM (
     WHERE secret_key_id IS NOT NULL GROUP BY secret_key_id
     UNION ALL
     SELECT key_id, count(*) FROM job_documents WHERE key_id IS NOT NULL GROUP BY key_id
+    UNION ALL
+    SELECT split_part(e.value, ':', 2), count(*)
+    FROM job_queue q CROSS JOIN LATERAL jsonb_each_text(q.checkpoint) e
+    WHERE starts_with(e.value, 'pqsealed1:') GROUP BY 1
 ) u GROUP BY key_id ORDER BY key_id;
 
 -- name: prune_finished

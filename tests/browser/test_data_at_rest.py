@@ -91,6 +91,7 @@ def test_no_ssn_at_rest_after_completed_failed_and_cancelled_jobs(
     assert rows[done]["secret_data"] is None and rows[done]["secrets_erased_at"] is not None
     assert rows[cancelled]["secret_data"] is None
     assert rows[fails]["secret_data"] is not None
+    assert rows[done]["checkpoint"]["cp575_url"].startswith("pqsealed1:")   # the letter's link
     # a retry of the cancelled job asks for the erased SSN again, in one line
     out = run_cli("jobs", "retry", str(cancelled))
     assert out.returncode == 2 and out.stderr.count("\n") == 1

@@ -232,3 +232,32 @@ def test_key_file_is_created_owner_only_whatever_the_umask(tmp_path):
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "home" / "keys.json").stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "home").stat().st_mode) == 0o700
+
+
+def test_secret_checkpoint_values_are_sealed_and_rotated(conn, dsn, db, tmp_path):
+    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    crypto.set_provider(ring)
+    try:
+        job = queue.enqueue("obtain_ein", "O-1", payloads.OBTAIN_EIN)
+        [_claimed] = _claim_all(dsn)
+        url = "https://irs.example/letters/tok3n/CP575_1.pdf"
+
+        async def save():
+            async with await _aconn(dsn) as c:
+                return await worker_api.save_checkpoint(
+                    c, job_id=job.id, worker="w1", data=secrets_at_rest.seal_checkpoint(
+                        "obtain_ein", {"stage": "assigned", "cp575_url": url}))
+        saved = _run(save())
+        assert saved["stage"] == "assigned" and saved["cp575_url"].startswith("pqsealed1:")
+        assert "tok3n" not in _row_text(conn, job.id)
+        assert secrets_at_rest.open_checkpoint("obtain_ein", saved)["cp575_url"] == url
+        old, new = ring.current_id(), ring.add_current()
+        report = keys.rewrap_all(queue.connect, ring)
+        assert report.checkpoints == 1 and report.left == {}
+        keys.retire(queue.connect, old, ring)
+        row = queue.get_job(job.id, conn)
+        assert row["checkpoint"]["cp575_url"].startswith(f"pqsealed1:{new}:")
+        assert secrets_at_rest.open_checkpoint("obtain_ein", row["checkpoint"])[
+            "cp575_url"] == url
+    finally:
+        crypto.set_provider(None)
