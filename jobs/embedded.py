@@ -147,6 +147,11 @@ class EmbeddedPostgres:
         os.chown(self.pgdata, uid, gid)
         self.pgdata.chmod(0o700)
         self.socket_dir.mkdir(mode=0o700, exist_ok=True)
+        st = self.socket_dir.lstat()
+        if stat.S_ISLNK(st.st_mode) or st.st_uid not in (uid, os.geteuid()):
+            # /tmp is everybody's: a folder someone else made there is not ours to use
+            raise RuntimeError(f"{self.socket_dir} belongs to another user (uid "
+                               f"{st.st_uid}): remove it, then start again")
         os.chown(self.socket_dir, uid, gid)
         self.socket_dir.chmod(0o700)
         return uid, gid
