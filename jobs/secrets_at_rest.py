@@ -19,6 +19,8 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from pydantic_core import to_json
+
 from jobs import crypto, types
 from jobs.errors import BusinessError, InputError
 
@@ -102,11 +104,11 @@ def seal_columns(job_type: str, payload: dict[str, Any],
     """The stored form of a normalised payload: ``payload`` (JSON text) and the secret
     columns (all None when the type declares no secret field or none is present)."""
     public, taken = split(job_type, payload, copy=copy)
-    if not taken:
-        return {"payload": json.dumps(payload), "secret_key_id": None, "secret_dek": None,
-                "secret_data": None}
-    sealed = crypto.seal(json.dumps(taken).encode(), provider)
-    return {"payload": json.dumps(public), "secret_key_id": sealed.key_id,
+    if not taken:   # (pydantic's JSON encoder: several times faster than json.dumps)
+        return {"payload": to_json(payload).decode(), "secret_key_id": None,
+                "secret_dek": None, "secret_data": None}
+    sealed = crypto.seal(to_json(taken), provider)
+    return {"payload": to_json(public).decode(), "secret_key_id": sealed.key_id,
             "secret_dek": sealed.wrapped_dek, "secret_data": sealed.data}
 
 
