@@ -100,3 +100,25 @@ def test_files_are_owner_only_and_no_parent_is_loosened(pg):
         assert pg.pgdata.parent.stat().st_uid != 0
     assert not any(_mode(p) & 0o077 for p in pg.pgdata.rglob("*") if p.is_file()
                    and not p.is_symlink())
+
+
+@pytest.mark.slow
+def test_a_trust_cluster_of_an_older_portalq_gets_passwords(tmp_path):
+    """Older portalq versions initialised the cluster with --auth=trust: on the next start
+    it is switched to passwords (the old passwordless connection then fails)."""
+    pg = embedded.EmbeddedPostgres(tmp_path / "home", settings={"fsync": "off"})
+    try:
+        pg.ensure_running()
+        pg.stop()
+        hba = pg.pgdata / "pg_hba.conf"
+        hba.write_text("local all all trust\n")   # as an older portalq left it
+        pg.passfile.unlink()
+        pg.ensure_running()
+        assert hba.read_text() == embedded._HBA
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(f"host={pg.socket_dir} user=postgres dbname=postgres "
+                            f"passfile=/dev/null").close()
+        with psycopg.connect(pg.dsn("portalq", role=embedded.APP_ROLE)) as c:
+            assert c.execute("SELECT current_user").fetchone() == (embedded.APP_ROLE,)
+    finally:
+        pg.destroy()
