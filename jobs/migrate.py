@@ -30,6 +30,9 @@ def upgrade(url: str, revision: str = "head") -> None:
     from alembic import command
     from sqlalchemy import create_engine, pool, text
 
+    from jobs.embedded import grant_after_migration, owner_url
+
+    url = owner_url(url)   # the embedded server: migrations as the owner, not the app role
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.begin() as conn:
         # several nodes may start at once: one migrates, the others wait and find nothing to do
@@ -38,6 +41,7 @@ def upgrade(url: str, revision: str = "head") -> None:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
     engine.dispose()
+    grant_after_migration(url)
 
 
 def offline_sql(revision: str = "head") -> str:

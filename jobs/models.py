@@ -120,6 +120,12 @@ job_queue = Table(
     Column("crashes", SmallInteger, nullable=False, server_default=text("0")),
     # failed runs as a paused portal's probe (refunded, up to the probe limit)
     Column("probe_failures", SmallInteger, nullable=False, server_default=text("0")),
+    # the secret payload fields, sealed (jobs/secrets_at_rest.py, migration 0012): the
+    # KEK's id, the job's data key wrapped by it, the ciphertext; NULL once erased
+    Column("secret_key_id", Text),
+    Column("secret_dek", LargeBinary),
+    Column("secret_data", LargeBinary),
+    Column("secrets_erased_at", TZ),
     CheckConstraint(_status_check, name="job_queue_status"),
     CheckConstraint("max_attempts > 0", name="job_queue_max_attempts_positive"),
     # only jobs that have a key are indexed (most have none)
@@ -134,6 +140,8 @@ job_queue = Table(
           postgresql_where=text("status IN ('completed','cancelled')")),
     Index("job_queue_rate", "portal", "rate_key", "started_at",
           postgresql_where=text("rate_key IS NOT NULL")),
+    # erasure of failed jobs' secrets and their pruning (migration 0012)
+    Index("job_queue_failed", "finished_at", postgresql_where=text("status = 'failed'")),
 )
 
 job_events = Table(
@@ -192,6 +200,8 @@ job_documents = Table(
     Column("content_type", Text, nullable=False),
     Column("data", LargeBinary, nullable=False),
     Column("created_at", TZ, nullable=False),
+    # the KEK that wraps the document's data key (data is then a sealed blob, 0012)
+    Column("key_id", Text),
     UniqueConstraint("job_id", "name", name="job_documents_name"),
 )
 

@@ -8,8 +8,6 @@ statement then runs inside *its* transaction: the job exists iff that commits), 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -20,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from jobs import clock, sql, types
+from jobs import clock, crypto, secrets_at_rest, sql, types
 from jobs.errors import IllegalTransition, InputError, JobNotFound
 
 ACTIVE = ("pending", "deferred", "running")
@@ -76,13 +74,14 @@ def _use(conn: Any) -> Iterator[psycopg.Connection[Any]]:
 
 
 def rate_key_for(jt: types.JobType, payload: Mapping[str, Any]) -> str | None:
-    """The per-key rate-limit key, hashed: it may be personal data (an SSN)."""
+    """The per-key rate-limit key, an HMAC under a secret key: it may be personal data (an
+    SSN), which a bare hash would give back to anyone trying the billion SSNs."""
     if jt.rate_limit is None:
         return None
     raw = jt.rate_limit.key(payload)
     if not raw:
         return None
-    return hashlib.sha256(f"{jt.name}:{raw}".encode()).hexdigest()[:32]
+    return crypto.keyed_hash(f"{jt.name}:{raw}")
 
 
 def _validate(job: NewJob, known_portals: set[str] | None) -> dict[str, Any]:
@@ -102,8 +101,8 @@ def _validate(job: NewJob, known_portals: set[str] | None) -> dict[str, Any]:
         raise InputError(f"unknown portal {portal!r}")
     return {
         "job_type": jt.name, "order_id": str(job.order_id).strip(), "portal": portal,
-        # the stored JSON text of types.normalised(model), serialised by pydantic
-        "payload": model.model_dump_json(exclude_none=True), "priority": job.priority,
+        # the stored JSON text of types.normalised(model), secret fields sealed apart
+        **secrets_at_rest.stored(jt, model), "priority": job.priority,
         "run_at": job.run_at, "max_attempts": job.max_attempts,
         "idempotency_key": job.idempotency_key,
         "rate_key": rate_key_for(jt, types.normalised(model)) if jt.rate_limit else None,
@@ -117,7 +116,7 @@ def _known_portals(conn: psycopg.Connection[Any]) -> set[str]:
 #: batches at least this large without idempotency keys are written with COPY
 COPY_MIN = 64
 _COPY_TYPES = ("int8", "text", "text", "text", "jsonb", "text", "int2", "timestamptz", "int2",
-               "text", "timestamptz", "timestamptz")
+               "text", "timestamptz", "timestamptz", "text", "bytea", "bytea")
 
 
 def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
@@ -213,7 +212,8 @@ def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: d
     ids = sql.fetch_value(c, "next_job_ids", {"n": len(rows)})
     sql.copy_in(c, "enqueue_copy", _COPY_TYPES, (
         (i, r["job_type"], r["order_id"], r["portal"], r["payload"], "pending", r["priority"],
-         r["run_at"] or now, r["max_attempts"], r["rate_key"], now, now)
+         r["run_at"] or now, r["max_attempts"], r["rate_key"], now, now, r["secret_key_id"],
+         r["secret_dek"], r["secret_data"])
         for i, r in zip(ids, rows, strict=True)), json_text=True)
     return [Enqueued(i, True) for i in ids]
 
@@ -283,12 +283,11 @@ def retry(job_id: int, *, payload_patch: Mapping[str, Any] | None = None,
         if job["status"] not in ("failed", "cancelled"):
             raise IllegalTransition(f"job {job_id} is {job['status']}: only failed or "
                                     "cancelled jobs can be retried")
-        new_payload = None
         detail: dict[str, Any] = {"event": "admin retry"}
+        # an erased secret must be given again; a patch is validated and sealed anew
+        stored = secrets_at_rest.for_retry(job, payload_patch, _merge) or {
+            "payload": None, "secret_key_id": None, "secret_dek": None, "secret_data": None}
         if payload_patch:
-            merged = _merge(job["payload"], payload_patch)
-            _, normalised, _ = types.validate_payload(job["job_type"], merged)
-            new_payload = json.dumps(normalised)
             detail["payload_changed"] = sorted(payload_patch)
         if checkpoint_patch or drop_checkpoints:
             detail["checkpoint_changed"] = sorted({*(checkpoint_patch or {}), *drop_checkpoints})
@@ -296,7 +295,7 @@ def retry(job_id: int, *, payload_patch: Mapping[str, Any] | None = None,
             detail["note"] = note
         sql.fetch(c, "admin_retry", {
             "id": job_id, "now": clock.now(), "actor": actor, "from": job["status"],
-            "extra_attempts": extra_attempts, "payload": new_payload,
+            "extra_attempts": extra_attempts, **stored,
             "checkpoint": Jsonb(dict(checkpoint_patch or {})),
             "drop_checkpoint": list(drop_checkpoints), "detail": Jsonb(detail)})
         sql.fetch(c, "notify", {"reason": "retry"})

@@ -172,8 +172,10 @@ class JobType:
     #: False: after a crash past the point of no return the portal offers no lookup, so the
     #: job goes to a human instead of back to the queue (e.g. the IRS EIN Assistant)
     reconcilable: bool = True
-    #: fields never shown in logs, errors or emails
+    #: fields never shown in logs, errors or emails; sealed at rest (jobs/secrets_at_rest.py)
     secret_fields: tuple[str, ...] = ()
+    #: checkpoint keys whose values are personal data or capabilities: sealed at rest too
+    secret_checkpoints: tuple[str, ...] = ()
 
     def portal_for(self, payload: BaseModel) -> str:
         return self.portal(payload) if callable(self.portal) else self.portal
@@ -237,6 +239,8 @@ register(JobType(
     rate_limit=RateLimit(key=lambda p: p["responsible_party"].get("ssn")
                          or p["responsible_party"].get("itin", "")),
     secret_fields=("responsible_party.ssn", "responsible_party.itin"),
+    # the CP 575 link opens the letter (name, address, EIN) for whoever holds it
+    secret_checkpoints=("cp575_url",),
 ))
 register(JobType("name_search", NameSearchPayload, "bc_corporate_online"))
 register(JobType("process_crtc", ProcessCrtcPayload, "crtc"))

@@ -18,7 +18,7 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from jobs import clock, sql, types
+from jobs import clock, crypto, sql, types
 
 AConn = AsyncConnection[Any]
 log = logging.getLogger("portalq.queue")
@@ -208,14 +208,19 @@ async def release(conn: AConn, *, worker: str, ids: Sequence[int]) -> set[int]:
 
 async def store_document(conn: AConn, *, job_id: int, name: str, content_type: str,
                          data: bytes) -> None:
+    """Store a document sealed (its own data key; documents such as a CP 575 letter carry
+    personal data)."""
+    key_id, blob = crypto.seal_blob(data)
     await sql.afetch(conn, "store_document", {"job_id": job_id, "name": name,
-                                              "content_type": content_type, "data": data,
-                                              "now": clock.now()})
+                                              "content_type": content_type, "data": blob,
+                                              "key_id": key_id, "now": clock.now()})
 
 
 async def documents_of(conn: AConn, job_id: int) -> list[tuple[str, str, bytes]]:
     rows = await sql.afetch(conn, "documents_of", {"job_id": job_id})
-    return [(r["name"], r["content_type"], bytes(r["data"])) for r in rows]
+    return [(r["name"], r["content_type"],
+             crypto.open_blob(r["key_id"], r["data"]) if r["key_id"] else bytes(r["data"]))
+            for r in rows]
 
 
 async def add_artifact(conn: AConn, *, job_id: int, attempt: int, kind: str, path: str,
@@ -313,20 +318,25 @@ async def defer_portal(conn: AConn, *, portal: str, next_open: datetime, reason:
     return int(row["deferred"]) if row else 0
 
 
-async def prune_finished(conn: AConn, *, older_than: timedelta, limit: int = 10_000) -> int:
-    """Delete finished jobs past the retention, a batch per call. A batch that cannot be
-    deleted (a row something else still refers to) is done row by row instead: the rows
-    that can go, go; the others are reported (logged by the caller) and stay."""
-    before = clock.now() - older_than
+async def prune_finished(conn: AConn, *, older_than: timedelta,
+                         failed_older_than: timedelta | None = None,
+                         limit: int = 10_000) -> int:
+    """Delete completed/cancelled jobs finished ``older_than`` ago, and failed ones
+    ``failed_older_than`` ago (None: failed jobs are kept), a batch per call. A batch that
+    cannot be deleted (a row something else still refers to) is done row by row instead:
+    the rows that can go, go; the others are reported (:class:`PruneIncomplete`)."""
+    now = clock.now()
+    failed_before = now - failed_older_than if failed_older_than is not None else (
+        datetime.min.replace(tzinfo=now.tzinfo))
+    params = {"before": now - older_than, "failed_before": failed_before, "limit": limit}
     try:
         async with conn.transaction():
-            row = await sql.afetch_one(conn, "prune_finished", {"before": before,
-                                                                "limit": limit})
+            row = await sql.afetch_one(conn, "prune_finished", params)
         return int(row["pruned"]) if row else 0
     except psycopg.errors.IntegrityError:
         pass
     pruned, stuck = 0, []
-    for cand in await sql.afetch(conn, "prune_candidates", {"before": before, "limit": limit}):
+    for cand in await sql.afetch(conn, "prune_candidates", params):
         try:
             async with conn.transaction():
                 row = await sql.afetch_one(conn, "prune_one", {"id": cand["id"]})
@@ -346,3 +356,12 @@ class PruneIncomplete(Exception):
                          f"(jobs {', '.join(map(str, stuck[:10]))})")
         self.pruned = pruned
         self.stuck = stuck
+
+
+async def erase_failed_secrets(conn: AConn, *, older_than: timedelta,
+                               limit: int = 10_000) -> int:
+    """Erase the sealed secrets of jobs failed ``older_than`` ago (crypto-shredding)."""
+    now = clock.now()
+    row = await sql.afetch_one(conn, "erase_failed_secrets", {
+        "before": now - older_than, "now": now, "limit": limit})
+    return int(row["erased"]) if row else 0

@@ -155,7 +155,8 @@ def enqueue_batch(
 
 
 def _public(job: dict[str, Any]) -> dict[str, Any]:
-    """A job for display: secret payload fields masked."""
+    """A job for display: secret payload fields shown as [encrypted] or [erased]."""
+    from jobs import secrets_at_rest
     from jobs.types import get
 
     out = dict(job)
@@ -164,15 +165,11 @@ def _public(job: dict[str, Any]) -> dict[str, Any]:
     except InputError:
         secret_fields = ()
     payload = json.loads(json.dumps(out.get("payload") or {}))
-    for path in secret_fields:
-        node = payload
-        *parents, leaf = path.split(".")
-        for p in parents:
-            node = node.get(p) if isinstance(node, dict) else None
-        if isinstance(node, dict) and node.get(leaf):
-            node[leaf] = "***-**-" + str(node[leaf])[-4:]
-    out["payload"] = payload
-    out.pop("rate_key", None)
+    out["payload"] = secrets_at_rest.for_display(job, payload) if secret_fields else payload
+    if "checkpoint" in out:
+        out["checkpoint"] = secrets_at_rest.checkpoint_for_display(out["checkpoint"])
+    for column in ("rate_key", "secret_key_id", "secret_dek", "secret_data"):
+        out.pop(column, None)
     return out
 
 
@@ -377,9 +374,10 @@ def db_url(database_url: DbUrl = None) -> None:
 
 
 def _register() -> None:
-    from scheduler import cli_portals
+    from scheduler import cli_keys, cli_portals
 
     app.add_typer(cli_portals.app, name="portals")
+    app.add_typer(cli_keys.app, name="keys")
 
 
 def main(argv: list[str] | None = None) -> None:

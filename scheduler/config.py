@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time running jobs get to "
                                  "finish before they are released")
     retention_days: float = Field(30.0, gt=0, description="finished jobs and artifacts kept")
+    secret_retention_days: float = Field(30.0, gt=0, description="a failed job's secret "
+                                         "values (SSNs...) kept for an admin retry, then "
+                                         "erased; completed/cancelled jobs' at once")
+    failed_retention_days: float = Field(90.0, ge=0, description="failed jobs deleted this "
+                                         "long after failing; 0 = kept until handled")
     admin_emails: str = Field("", description="comma-separated escalation recipients")
     smtp_url: str = Field("smtp://127.0.0.1:8025", description="smtp://[user:pass@]host:port"
                           " (smtps:// for TLS; ?starttls=1 for STARTTLS)")

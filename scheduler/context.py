@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs import types, worker_api
+from jobs import secrets_at_rest, worker_api
 
 if TYPE_CHECKING:
     from scheduler.worker import Worker
@@ -15,18 +15,7 @@ if TYPE_CHECKING:
 
 def secret_values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
     """The payload's secret field values (SSNs, ITINs) for redaction."""
-    try:
-        paths = types.get(job_type).secret_fields
-    except Exception:  # noqa: BLE001 - unknown type: nothing declared
-        return []
-    out = []
-    for path in paths:
-        node: Any = payload
-        for part in path.split("."):
-            node = node.get(part) if isinstance(node, Mapping) else None
-        if isinstance(node, str) and node:
-            out.append(node)
-    return out
+    return secrets_at_rest.values(job_type, payload)
 
 
 class JobContext:
@@ -37,11 +26,45 @@ class JobContext:
         self.order_id: str = job["order_id"]
         self.portal: str = job["portal"]
         self.attempt: int = job["attempts"]
-        self.payload: Mapping[str, Any] = job["payload"]
-        self.checkpoints: dict[str, Any] = dict(job["checkpoint"] or {})
+        # opened at once (the data key is unwrapped while the KEK that wraps it certainly
+        # exists: a rotation may retire that KEK moments later); a failure is raised when
+        # the handler asks for the payload, so it is classified like any other
+        self._payload: Mapping[str, Any] | None = None
+        self._payload_error: BaseException | None = None
+        try:
+            self._payload = secrets_at_rest.reveal(job)
+        except Exception as exc:  # noqa: BLE001 - raised to the handler, see payload
+            self._payload_error = exc
+        self._checkpoints: dict[str, Any] = {}
+        try:
+            self._checkpoints = secrets_at_rest.open_checkpoint(self.job_type,
+                                                                job["checkpoint"])
+        except Exception as exc:  # noqa: BLE001 - raised to the handler, see payload
+            self._payload_error = self._payload_error or exc
         self.artifacts_dir = artifacts_dir
         self._browser_contexts: list[Any] = []
         self.failed = False
+
+    @property
+    def checkpoints(self) -> dict[str, Any]:
+        """The job's checkpoints, sealed values opened (a checkpoint that cannot be opened
+        raises: a flow must never take "no checkpoint" for "nothing done yet")."""
+        if self._payload_error is not None:
+            raise self._payload_error
+        return self._checkpoints
+
+    @checkpoints.setter
+    def checkpoints(self, value: dict[str, Any]) -> None:
+        self._checkpoints = value
+
+    @property
+    def payload(self) -> Mapping[str, Any]:
+        """The payload with its sealed secret fields opened, in memory only (raises
+        SecretsErased -- a business error -- if one the job needs was erased)."""
+        if self._payload_error is not None:
+            raise self._payload_error
+        assert self._payload is not None
+        return self._payload
 
     @cached_property
     def portal_urls(self) -> dict[str, str]:
@@ -56,11 +79,12 @@ class JobContext:
             raise LostJob(f"job {self.job_id}: this node's lease is stale (database "
                           "unreachable); not going on")
         async with self._worker.pool.connection() as conn:
-            saved = await worker_api.save_checkpoint(conn, job_id=self.job_id,
-                                                     worker=self._worker.node, data=data)
+            saved = await worker_api.save_checkpoint(
+                conn, job_id=self.job_id, worker=self._worker.node,
+                data=secrets_at_rest.seal_checkpoint(self.job_type, data))
         if saved is None:
             raise LostJob(f"job {self.job_id} is no longer held by this worker")
-        self.checkpoints = saved
+        self.checkpoints = secrets_at_rest.open_checkpoint(self.job_type, saved)
 
     async def new_browser_context(self) -> Any:
         from portals.flows import browser
@@ -72,7 +96,10 @@ class JobContext:
         return context
 
     def secrets(self) -> list[str]:
-        return secret_values(self.job_type, self.payload)
+        try:
+            return secret_values(self.job_type, self.payload)
+        except Exception:  # noqa: BLE001 - nothing opened: nothing to redact
+            return []
 
     async def store_document(self, name: str, content_type: str, data: bytes) -> None:
         async with self._worker.pool.connection() as conn:

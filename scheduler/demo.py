@@ -83,13 +83,15 @@ def _free_port() -> int:
 async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
     from aiosmtpd.controller import Controller
 
+    from jobs import files
     from portals.standin.app import StandinServer
     from scheduler.service import serve
 
-    base = home()
+    files.owner_only_process()
+    base = files.private_dir(home())
     mailbox = base / "demo-mailbox"
     shutil.rmtree(mailbox, ignore_errors=True)
-    mailbox.mkdir(parents=True)
+    files.private_dir(mailbox)
     console.print("[bold]portalq demo[/] — starting the embedded PostgreSQL, stand-in portals, "
                   "a local mailbox and the scheduler service")
     url = await asyncio.to_thread(_fresh_database)

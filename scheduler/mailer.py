@@ -92,7 +92,9 @@ def build_escalation(settings: Settings, esc: dict[str, Any],
     msg["From"] = settings.mail_from
     msg["To"] = ", ".join(settings.admins())
     msg["Message-ID"] = f"<escalation-{esc['id']}@portalq>"
-    checkpoint = esc.get("checkpoint") or {}
+    from jobs.secrets_at_rest import checkpoint_for_display
+
+    checkpoint = checkpoint_for_display(esc.get("checkpoint"))
     lines = [
         f"Job {esc['job_id']} ({esc['job_type']}) for order {esc['order_id']} on portal "
         f"{esc['portal']} needs a human.",
@@ -102,11 +104,9 @@ def build_escalation(settings: Settings, esc: dict[str, Any],
         f"Last error: {esc['last_error'] or '-'}",
         f"Checkpoint: {', '.join(f'{k}={v}' for k, v in sorted(checkpoint.items())) or '-'}",
         "",
-        "To act:",
-        f"  portalq jobs show {esc['job_id']}",
     ]
     if esc["kind"] == "uncertain":
-        lines = lines[:-2] + [
+        lines += [
             "WARNING: the portal may have accepted the submission. Check the portal first,",
             "then say what you found; cancelling would lose a real filing, a blind retry",
             "may file twice.",
@@ -119,8 +119,10 @@ def build_escalation(settings: Settings, esc: dict[str, Any],
             "   # it was not: resume from just before the submission",
         ]
     else:
-        lines += [f"  portalq jobs retry {esc['job_id']}",
+        lines += ["To act:", f"  portalq jobs show {esc['job_id']}",
+                  f"  portalq jobs retry {esc['job_id']}",
                   f"  portalq jobs cancel {esc['job_id']}"]
+    lines += _erasure_note(settings, esc["job_type"])
     shot = None
     if screenshot is not None:
         try:
@@ -152,6 +154,18 @@ def _server_down(exc: BaseException) -> bool:
     if isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500:
         return isinstance(exc, smtplib.SMTPAuthenticationError)
     return isinstance(exc, OSError | smtplib.SMTPException)
+def _erasure_note(settings: Settings, job_type: str) -> list[str]:
+    from jobs import types
+
+    try:
+        fields = types.get(job_type).secret_fields
+    except Exception:  # noqa: BLE001 - an unknown (removed) type: nothing declared
+        return []
+    if not fields:
+        return []
+    return ["", f"Its secret values ({', '.join(fields)}) are erased "
+            f"{settings.secret_retention_days:g} days after the failure "
+            "(PORTALQ_SECRET_RETENTION_DAYS); a retry after that asks for them again."]
 
 
 async def _send_due(settings: Settings, conn: Any, *, due_query: str, sent_query: str,

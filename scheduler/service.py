@@ -22,6 +22,12 @@ log = logging.getLogger("portalq.service")
 
 async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
                 stop: asyncio.Event | None = None, install_signals: bool = True) -> None:
+    from jobs import files
+    from jobs.database import home
+
+    files.owner_only_process()   # artifacts, traces, mails: nobody else can read them
+    files.private_dir(home())
+    files.private_dir(settings.artifacts())
     url = database_url(settings.database_url)
     await asyncio.to_thread(upgrade_if_needed, url)
     dsn = libpq_dsn(url)

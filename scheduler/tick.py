@@ -84,6 +84,8 @@ class Tick:
             duties = (("deferred", lambda: self._defer_closed(conn, now)),
                       ("rescued", lambda: self._rescue(conn)),
                       ("escalations_sent", lambda: self._outbox_duty(conn, out)),
+                      ("secrets_erased", lambda: worker_api.erase_failed_secrets(
+                          conn, older_than=timedelta(days=s.secret_retention_days))),
                       ("pruned", lambda: self._prune(conn)),
                       ("artifacts_pruned", lambda: _prune_artifacts(
                           s.artifacts(), older_than=timedelta(days=s.retention_days))))
@@ -138,8 +140,11 @@ class Tick:
 
     async def _prune(self, conn: Any) -> int:
         try:
+            s = self.settings
             return await worker_api.prune_finished(
-                conn, older_than=timedelta(days=self.settings.retention_days))
+                conn, older_than=timedelta(days=s.retention_days),
+                failed_older_than=(timedelta(days=s.failed_retention_days)
+                                   if s.failed_retention_days else None))
         except worker_api.PruneIncomplete as exc:
             log.error("prune: %s", exc)
             metrics.DUTY_ERRORS.labels("pruned").inc()

@@ -26,6 +26,9 @@ from jobs import clock
 
 ROOT = Path(__file__).resolve().parent.parent
 _counter = itertools.count()
+TEST_HOME = Path(os.environ.get("PORTALQ_TEST_HOME", f"/tmp/portalq-test-{os.getuid()}"))
+# one keyring for the tests and the services and CLIs they start (their PORTALQ_HOME differs)
+os.environ.setdefault("PORTALQ_KEY_FILE", str(TEST_HOME / "keys.json"))
 
 
 def _migrations_digest() -> str:
@@ -43,7 +46,7 @@ class TestServer:
         else:
             from jobs.embedded import EmbeddedPostgres
 
-            home = Path(os.environ.get("PORTALQ_TEST_HOME", f"/tmp/portalq-test-{os.getuid()}"))
+            home = TEST_HOME
             settings = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
             pg = EmbeddedPostgres(home, settings=settings)
             try:
@@ -51,11 +54,14 @@ class TestServer:
             except subprocess.CalledProcessError:
                 # a test cluster runs with fsync=off: after a hard kill its data may not
                 # recover; it holds nothing worth keeping, so start over
+                shutil.rmtree(pg.pgdata, ignore_errors=True)
                 shutil.rmtree(home, ignore_errors=True)
                 pg = EmbeddedPostgres(home, settings=settings)
                 url = pg.ensure_running()
             self.embedded = pg
-            self.base = make_url(url)
+            # the tests administer their databases: the owner role (portalq itself runs
+            # as the app role; tests/integration/test_data_protection.py checks that)
+            self.base = make_url(pg.url(role="postgres"))
         self.template = f"portalq_tpl_{_migrations_digest()}"
 
     def url(self, database: str) -> str:

@@ -11,17 +11,21 @@ WITH new AS (
     SELECT * FROM unnest(
         %(job_type)s::text[], %(order_id)s::text[], %(portal)s::text[], %(payload)s::jsonb[],
         %(priority)s::smallint[], %(run_at)s::timestamptz[], %(max_attempts)s::smallint[],
-        %(idempotency_key)s::text[], %(rate_key)s::text[]
+        %(idempotency_key)s::text[], %(rate_key)s::text[], %(secret_key_id)s::text[],
+        %(secret_dek)s::bytea[], %(secret_data)s::bytea[]
     ) WITH ORDINALITY AS n(job_type, order_id, portal, payload, priority, run_at,
-                          max_attempts, idempotency_key, rate_key, ord)
+                          max_attempts, idempotency_key, rate_key, secret_key_id,
+                          secret_dek, secret_data, ord)
 ), unknown AS (
     SELECT DISTINCT n.portal FROM new n
     WHERE NOT EXISTS (SELECT 1 FROM portals p WHERE p.code = n.portal)
 ), ins AS (
     INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
-                           max_attempts, idempotency_key, rate_key, created_at, updated_at)
+                           max_attempts, idempotency_key, rate_key, created_at, updated_at,
+                           secret_key_id, secret_dek, secret_data)
     SELECT job_type, order_id, portal, payload, 'pending', priority, run_at,
-           max_attempts, idempotency_key, rate_key, %(now)s, %(now)s
+           max_attempts, idempotency_key, rate_key, %(now)s, %(now)s,
+           secret_key_id, secret_dek, secret_data
     FROM new WHERE NOT EXISTS (SELECT 1 FROM unknown) ORDER BY ord
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, status, idempotency_key
@@ -34,10 +38,12 @@ SELECT NULL, NULL, portal FROM unknown;
 -- enqueue_many for one job: a plain INSERT with scalar parameters. No row back: the portal
 -- is unknown, or the idempotency key exists (jobs.queue tells which).
 INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
-                       max_attempts, idempotency_key, rate_key, created_at, updated_at)
+                       max_attempts, idempotency_key, rate_key, created_at, updated_at,
+                       secret_key_id, secret_dek, secret_data)
 SELECT %(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
        %(priority)s::smallint, %(run_at)s::timestamptz, %(max_attempts)s::smallint,
-       %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s
+       %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s,
+       %(secret_key_id)s::text, %(secret_dek)s::bytea, %(secret_data)s::bytea
 WHERE EXISTS (SELECT 1 FROM portals WHERE code = %(portal)s)
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id;
@@ -46,10 +52,12 @@ RETURNING id;
 -- enqueue_one for a portal this connection has already seen exist (portals are never
 -- deleted or renamed, migration 0008): no portal check. No row back: the key exists.
 INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
-                       max_attempts, idempotency_key, rate_key, created_at, updated_at)
+                       max_attempts, idempotency_key, rate_key, created_at, updated_at,
+                       secret_key_id, secret_dek, secret_data)
 VALUES (%(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
         %(priority)s::smallint, %(run_at)s::timestamptz, %(max_attempts)s::smallint,
-        %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s)
+        %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s,
+        %(secret_key_id)s::text, %(secret_dek)s::bytea, %(secret_data)s::bytea)
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id;
 
@@ -67,7 +75,8 @@ SELECT code FROM portals WHERE code = ANY(%(codes)s::text[]);
 -- one statement (atomic on its own), ids from next_job_ids; fires the NOTIFY trigger once.
 -- payload is passed as JSON text (sql.copy_in json_text=True).
 COPY job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
-                max_attempts, rate_key, created_at, updated_at) FROM STDIN (FORMAT BINARY);
+                max_attempts, rate_key, created_at, updated_at, secret_key_id, secret_dek,
+                secret_data) FROM STDIN (FORMAT BINARY);
 
 -- name: ids_by_idempotency_key
 SELECT id, idempotency_key FROM job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
@@ -105,7 +114,8 @@ WITH caps AS MATERIALIZED (
     FROM picked WHERE q.id = picked.id
     RETURNING q.id, q.job_type, q.order_id, q.portal, q.payload, q.priority, q.run_at,
               q.attempts, q.max_attempts, q.checkpoint, q.created_at, q.rate_key,
-              q.crashes, q.probe_failures, picked.status AS from_status
+              q.crashes, q.probe_failures, q.secret_key_id, q.secret_dek, q.secret_data,
+              picked.status AS from_status
 ), ev AS (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
     SELECT id, %(now)s, attempts, from_status, 'running', %(worker)s FROM upd
@@ -156,7 +166,11 @@ WITH done AS (
 ), upd AS (
     UPDATE job_queue q
     SET status = 'completed', result = done.result, finished_at = %(now)s,
-        updated_at = %(now)s, lock_owner = NULL, heartbeat_at = NULL, last_error = NULL
+        updated_at = %(now)s, lock_owner = NULL, heartbeat_at = NULL, last_error = NULL,
+        -- crypto-shredding: the job's sealed secrets go with its completion
+        secret_key_id = NULL, secret_dek = NULL, secret_data = NULL,
+        secrets_erased_at = CASE WHEN q.secret_data IS NULL THEN q.secrets_erased_at
+                                 ELSE %(now)s END
     FROM done
     WHERE q.id = done.id AND q.status = 'running' AND q.lock_owner = %(worker)s
     RETURNING q.id, q.attempts, q.portal
@@ -314,7 +328,10 @@ SELECT count(*)::int AS deferred FROM upd;
 
 -- name: cancel
 WITH upd AS (
-    UPDATE job_queue SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s
+    UPDATE job_queue SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s,
+        secret_key_id = NULL, secret_dek = NULL, secret_data = NULL,
+        secrets_erased_at = CASE WHEN secret_data IS NULL THEN secrets_erased_at
+                                 ELSE %(now)s END
     WHERE id = %(id)s AND status IN ('pending', 'deferred', 'failed')
     RETURNING id, attempts, %(from)s::text AS from_status
 ), ev AS (
@@ -330,6 +347,13 @@ WITH upd AS (
     UPDATE job_queue SET status = 'pending', run_at = %(now)s, updated_at = %(now)s,
         max_attempts = attempts + %(extra_attempts)s, finished_at = NULL,
         payload = coalesce(%(payload)s::jsonb, payload),
+        secret_key_id = CASE WHEN %(payload)s::jsonb IS NULL THEN secret_key_id
+                             ELSE %(secret_key_id)s::text END,
+        secret_dek = CASE WHEN %(payload)s::jsonb IS NULL THEN secret_dek
+                          ELSE %(secret_dek)s::bytea END,
+        secret_data = CASE WHEN %(payload)s::jsonb IS NULL THEN secret_data
+                           ELSE %(secret_data)s::bytea END,
+        secrets_erased_at = CASE WHEN %(payload)s::jsonb IS NULL THEN secrets_erased_at END,
         checkpoint = (checkpoint - %(drop_checkpoint)s::text[]) || %(checkpoint)s::jsonb
     WHERE id = %(id)s AND status IN ('failed', 'cancelled')
     RETURNING id, attempts, %(from)s::text AS from_status
@@ -343,7 +367,10 @@ SELECT id FROM upd;
 -- An admin confirms a failed (uncertain) job did reach the portal: completed with that output.
 WITH upd AS (
     UPDATE job_queue SET status = 'completed', result = %(result)s::jsonb,
-        finished_at = %(now)s, updated_at = %(now)s
+        finished_at = %(now)s, updated_at = %(now)s,
+        secret_key_id = NULL, secret_dek = NULL, secret_data = NULL,
+        secrets_erased_at = CASE WHEN secret_data IS NULL THEN secrets_erased_at
+                                 ELSE %(now)s END
     WHERE id = %(id)s AND status = 'failed'
     RETURNING id, attempts
 ), ev AS (
@@ -412,13 +439,14 @@ WHERE j.status = 'failed'
 GROUP BY j.id ORDER BY j.finished_at DESC NULLS LAST LIMIT 10;
 
 -- name: store_document
-INSERT INTO job_documents (job_id, name, content_type, data, created_at)
-VALUES (%(job_id)s, %(name)s, %(content_type)s, %(data)s, %(now)s)
+INSERT INTO job_documents (job_id, name, content_type, data, key_id, created_at)
+VALUES (%(job_id)s, %(name)s, %(content_type)s, %(data)s, %(key_id)s, %(now)s)
 ON CONFLICT ON CONSTRAINT job_documents_name
-DO UPDATE SET content_type = EXCLUDED.content_type, data = EXCLUDED.data;
+DO UPDATE SET content_type = EXCLUDED.content_type, data = EXCLUDED.data,
+              key_id = EXCLUDED.key_id;
 
 -- name: documents_of
-SELECT name, content_type, data FROM job_documents WHERE job_id = %(job_id)s ORDER BY id;
+SELECT name, content_type, data, key_id FROM job_documents WHERE job_id = %(job_id)s ORDER BY id;
 
 -- name: document_names
 SELECT name, content_type, length(data) AS size FROM job_documents
@@ -443,14 +471,98 @@ UPDATE escalations SET send_attempts = send_attempts + 1, last_send_error = %(er
                        next_try_at = %(next_try_at)s
 WHERE id = %(id)s;
 
+-- name: erase_failed_secrets
+-- Crypto-shredding of failed jobs' sealed secrets once they have waited %(before)s for an
+-- admin retry (completed and cancelled jobs lose theirs at once: complete_many, cancel).
+WITH upd AS (
+    UPDATE job_queue SET secret_key_id = NULL, secret_dek = NULL, secret_data = NULL,
+                         secrets_erased_at = %(now)s
+    WHERE id IN (SELECT id FROM job_queue
+                 WHERE status = 'failed' AND finished_at < %(before)s
+                   AND secret_data IS NOT NULL
+                 LIMIT %(limit)s)
+    RETURNING id
+)
+SELECT count(*)::int AS erased FROM upd;
+
+-- name: sealed_rows
+-- Rotation: the next sealed jobs (by id) whose data key is wrapped by another KEK.
+SELECT id, secret_key_id, secret_dek FROM job_queue
+WHERE id > %(after)s AND secret_key_id IS NOT NULL AND secret_key_id <> %(current)s
+ORDER BY id LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: rewrap_rows
+-- Rotation: new wrappings of the same data keys (only rows still wrapped by the old KEK).
+UPDATE job_queue q SET secret_key_id = n.key_id, secret_dek = n.dek
+FROM unnest(%(ids)s::bigint[], %(old)s::text[], %(key_ids)s::text[], %(deks)s::bytea[])
+     AS n(id, old, key_id, dek)
+WHERE q.id = n.id AND q.secret_key_id = n.old;
+
+-- name: sealed_documents
+SELECT id, key_id, data FROM job_documents
+WHERE id > %(after)s AND key_id IS NOT NULL AND key_id <> %(current)s
+ORDER BY id LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: rewrap_documents
+UPDATE job_documents d SET key_id = n.key_id, data = n.data
+FROM unnest(%(ids)s::bigint[], %(old)s::text[], %(key_ids)s::text[], %(datas)s::bytea[])
+     AS n(id, old, key_id, data)
+WHERE d.id = n.id AND d.key_id = n.old;
+
+-- name: legacy_secret_rows
+-- Jobs of types with secret fields enqueued before they were sealed (migration 0012).
+SELECT id, job_type, payload FROM job_queue
+WHERE job_type = ANY(%(types)s::text[]) AND id > %(after)s AND secret_key_id IS NULL
+  AND secrets_erased_at IS NULL AND status IN ('pending', 'deferred', 'failed')
+ORDER BY id LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: seal_legacy_row
+UPDATE job_queue SET payload = %(payload)s::jsonb, secret_key_id = %(key_id)s,
+                     secret_dek = %(dek)s, secret_data = %(data)s
+WHERE id = %(id)s AND secret_key_id IS NULL;
+
+-- name: sealed_checkpoints
+-- Rotation: jobs whose checkpoint holds a value sealed under another KEK
+-- ("pqsealed1:<key id>:...", jobs/secrets_at_rest.py).
+SELECT id, checkpoint FROM job_queue q
+WHERE id > %(after)s AND EXISTS (
+    SELECT 1 FROM jsonb_each_text(q.checkpoint) e
+    WHERE starts_with(e.value, 'pqsealed1:') AND split_part(e.value, ':', 2) <> %(current)s)
+ORDER BY id LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: rewrap_checkpoint
+UPDATE job_queue SET checkpoint = checkpoint || %(patch)s::jsonb WHERE id = %(id)s;
+
+-- name: key_usage
+-- How many stored values each KEK wraps (portalq keys status / retire).
+SELECT key_id, sum(n)::int AS n FROM (
+    SELECT secret_key_id AS key_id, count(*) AS n FROM job_queue
+    WHERE secret_key_id IS NOT NULL GROUP BY secret_key_id
+    UNION ALL
+    SELECT key_id, count(*) FROM job_documents WHERE key_id IS NOT NULL GROUP BY key_id
+    UNION ALL
+    SELECT split_part(e.value, ':', 2), count(*)
+    FROM job_queue q CROSS JOIN LATERAL jsonb_each_text(q.checkpoint) e
+    WHERE starts_with(e.value, 'pqsealed1:') GROUP BY 1
+) u GROUP BY key_id ORDER BY key_id;
+
 -- name: prune_finished
--- Completed/cancelled jobs finished before %(before)s, with their events (job_events has no
+-- Completed/cancelled jobs finished before %(before)s, failed ones before
+-- %(failed_before)s, with their events (job_events has no
 -- foreign key); artifacts, documents and escalations go by ON DELETE CASCADE.
 WITH gone AS (
     DELETE FROM job_queue WHERE id IN (
-        SELECT id FROM job_queue
-        WHERE status IN ('completed', 'cancelled') AND finished_at < %(before)s
-        LIMIT %(limit)s)
+        (SELECT id FROM job_queue
+         WHERE status IN ('completed', 'cancelled') AND finished_at < %(before)s
+         LIMIT %(limit)s)
+        UNION ALL
+        (SELECT id FROM job_queue
+         WHERE status = 'failed' AND finished_at < %(failed_before)s
+         LIMIT %(limit)s))
     RETURNING id
 ), events AS (
     DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)
@@ -458,9 +570,14 @@ WITH gone AS (
 SELECT count(*)::int AS pruned FROM gone;
 
 -- name: prune_candidates
-SELECT id FROM job_queue
-WHERE status IN ('completed', 'cancelled') AND finished_at < %(before)s
-LIMIT %(limit)s;
+-- What prune_finished deletes, one by one (after a batch that could not be deleted).
+(SELECT id FROM job_queue
+ WHERE status IN ('completed', 'cancelled') AND finished_at < %(before)s
+ LIMIT %(limit)s)
+UNION ALL
+(SELECT id FROM job_queue
+ WHERE status = 'failed' AND finished_at < %(failed_before)s
+ LIMIT %(limit)s);
 
 -- name: prune_one
 WITH gone AS (

@@ -41,7 +41,7 @@ WS_ENV = "PORTALQ_BROWSER_WS"
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "playwright.config"
 SYSTEM_CHROMIUM = "/usr/bin/chromium"
 TRACE_POLICIES = ("on", "off", "retain-on-failure")
-DEFAULT_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-background-networking",
+DEFAULT_ARGS = ("--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run")
 
 
@@ -50,6 +50,8 @@ class BrowserConfig:
     headless: bool = True
     executable_path: str = ""
     args: tuple[str, ...] = DEFAULT_ARGS
+    #: Chromium's sandbox (off only where it cannot run: as root, or without user namespaces)
+    sandbox: bool = True
     ws_endpoint: str = ""
     expose_network: str = ""
     action_ms: int = 15_000
@@ -67,7 +69,8 @@ class BrowserConfig:
 # section -> key -> (attribute, type)
 _KEYS: dict[str, dict[str, tuple[str, type]]] = {
     "browser": {"headless": ("headless", bool), "executable_path": ("executable_path", str),
-                "args": ("args", list), "ws_endpoint": ("ws_endpoint", str),
+                "args": ("args", list), "sandbox": ("sandbox", bool),
+                "ws_endpoint": ("ws_endpoint", str),
                 "expose_network": ("expose_network", str)},
     "timeouts": {"action_ms": ("action_ms", int), "navigation_ms": ("navigation_ms", int)},
     "trace": {"policy": ("trace_policy", str), "screenshots": ("trace_screenshots", bool),
@@ -168,9 +171,17 @@ async def launch(playwright: Any, config: BrowserConfig) -> Any:
             headers={"x-playwright-launch-options": json.dumps(options)},
             expose_network=config.expose_network or None)
     executable = resolve_executable(playwright, config)
-    kwargs: dict[str, Any] = {"headless": config.headless, "args": list(config.args)}
+    kwargs: dict[str, Any] = {"headless": config.headless, "args": list(config.args),
+                              "chromium_sandbox": _sandbox(config)}
     try:
-        return await playwright.chromium.launch(executable_path=executable, **kwargs)
+        try:
+            return await playwright.chromium.launch(executable_path=executable, **kwargs)
+        except Exception as exc:
+            if not kwargs["chromium_sandbox"] or "sandbox" not in str(exc).lower():
+                raise
+            _no_sandbox_warning("Chromium's sandbox cannot start here (no user namespaces?)")
+            kwargs["chromium_sandbox"] = False
+            return await playwright.chromium.launch(executable_path=executable, **kwargs)
     except Exception as exc:
         fallback = _system_chromium()
         if executable is not None or fallback is None or "Executable doesn't exist" not in str(exc):
@@ -194,6 +205,26 @@ def note_missing(folder: Path, what: str, exc: BaseException | str) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / MISSING_EVIDENCE, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"what": what, "reason": reason}) + "\n")
+_warned: set[str] = set()
+
+
+def _no_sandbox_warning(why: str) -> None:
+    if why not in _warned:   # once per process
+        _warned.add(why)
+        log.warning("%s: Chromium runs WITHOUT its sandbox. Run portalq as a non-root user "
+                    "to keep it (see README, Data protection)", why)
+
+
+def _sandbox(config: BrowserConfig) -> bool:
+    """Whether to launch Chromium sandboxed: on by default; Chromium refuses its sandbox to
+    root, so as root it is off, said once (a log warning)."""
+    if not config.sandbox or "--no-sandbox" in config.args:
+        _no_sandbox_warning("the sandbox is turned off in the browser settings")
+        return False
+    if os.geteuid() == 0:
+        _no_sandbox_warning("running as root")
+        return False
+    return True
 
 
 class _Trace:

@@ -30,8 +30,8 @@ def test_enqueue_list_show_cancel_retry(db, dsn, tmp_path):
     assert out.returncode == 0, out.stderr
     row = json.loads(out.stdout)
     assert row["portal"] == "irs_ein" and row["priority"] == 3 and row["created"] is True
-    assert "123-45-6789" not in out.stdout  # the SSN is masked in output
-    assert row["payload"]["responsible_party"]["ssn"] == "***-**-6789"
+    assert "6789" not in out.stdout  # the SSN is sealed: not even its last digits shown
+    assert row["payload"]["responsible_party"]["ssn"] == "[encrypted]"
 
     out = run_cli("jobs", "list", "--json", "--order", "ORD-1001")
     assert [r["id"] for r in json.loads(out.stdout)] == [job_id]

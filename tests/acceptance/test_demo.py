@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import stat
 
 import psycopg
 import pytest
@@ -28,6 +29,7 @@ def test_demo_runs_every_sample_to_its_outcome(tmp_path):
                 "WHERE j.portal = 'delaware_icis' AND e.to_status = 'deferred'").fetchone()[0]
     finally:
         run_cli("db", "stop", env=env)
+        EmbeddedPostgres(home).destroy()   # as root its data directory is outside tmp_path
     outcome = {(o, t): s for o, t, s, _, _ in rows}
     assert outcome == {
         ("ORD-1001", "name_search"): "completed",
@@ -47,6 +49,11 @@ def test_demo_runs_every_sample_to_its_outcome(tmp_path):
     mails = [email.message_from_bytes(p.read_bytes(), policy=email.policy.default)
              for p in sorted((home / "demo-mailbox").glob("*.eml"))]
     subjects = [str(m["Subject"]) for m in mails]
+    # the mailbox (customers' documents, escalations) is owner-only whatever the umask
+    assert stat.S_IMODE((home / "demo-mailbox").stat().st_mode) == 0o700
+    assert mails and all(stat.S_IMODE(p.stat().st_mode) == 0o600
+                         for p in (home / "demo-mailbox").glob("*.eml"))
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
     assert any("attempts: process_crtc" in s and "ORD-1006" in s for s in subjects), subjects
     assert any("business: name_search" in s and "ORD-1002" in s for s in subjects), subjects
     assert any("CP 575" in s for s in subjects), subjects

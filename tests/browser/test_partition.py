@@ -70,7 +70,7 @@ def test_a_partitioned_node_fences_itself_and_nothing_is_filed_twice(tmp_path, m
             with StandinServer(host=ns.host_ip("portals")) as standin:
                 _scenario(tmp_path, ns, url, tcp_url, dsn, standin.base_url)
         finally:
-            pg.stop()
+            pg.destroy()   # as root its data directory is outside tmp_path
 
 
 def _scenario(tmp_path, ns, url, tcp_url, dsn, base):

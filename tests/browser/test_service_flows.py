@@ -23,9 +23,14 @@ def _service(db, tmp_path, standin_server, mailbox, **env):
 
 
 def _documents(dsn, job_id):
+    """The job's stored documents, opened (they are sealed at rest)."""
+    from jobs import crypto
+
     with psycopg.connect(dsn) as c:
-        return {n: bytes(d) for n, d in c.execute(
-            "SELECT name, data FROM job_documents WHERE job_id = %s", (job_id,)).fetchall()}
+        rows = c.execute("SELECT name, data, key_id FROM job_documents WHERE job_id = %s",
+                         (job_id,)).fetchall()
+    assert all(k is not None and not bytes(d).startswith(b"%PDF") for _n, d, k in rows)
+    return {n: crypto.open_blob(k, d) for n, d, k in rows}
 
 
 def _final(job_id):

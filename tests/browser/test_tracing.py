@@ -30,7 +30,7 @@ def test_repo_config_is_read():
     config = load_config(env={})
     assert config.source == str(REPO_CONFIG)
     assert config.headless and config.trace_policy == "retain-on-failure"
-    assert "--no-sandbox" in config.args and config.action_ms > 0
+    assert config.sandbox and "--no-sandbox" not in config.args and config.action_ms > 0
 
 
 def test_retired_artifacts_section_is_ignored_with_a_warning():

@@ -95,7 +95,8 @@ CASES = {
                      "detail": {"event": "portal closed"}},
     "stale_running": {"stale_before": NOW - timedelta(seconds=60), "limit": 500},
     "heartbeat": {"ids": [1, 2, 3], "worker": "w", "now": NOW},
-    "prune_finished": {"before": NOW - timedelta(days=30), "limit": 10000},
+    "prune_finished": {"before": NOW - timedelta(days=30),
+                       "failed_before": NOW - timedelta(days=90), "limit": 10000},
 }
 
 

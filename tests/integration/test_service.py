@@ -164,7 +164,7 @@ def test_service_survives_postgres_restart_and_drains_everything(tmp_path, monke
         assert resumed < 2.5
         assert rescued == 0
     finally:
-        pg.stop()
+        pg.destroy()   # as root its data directory is outside tmp_path
 
 
 def test_metrics_and_health_endpoints(db, dsn, tmp_path):

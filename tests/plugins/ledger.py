@@ -100,3 +100,32 @@ def tiny_png() -> bytes:
 
 
 register_handler("ledger_job", handler)
+
+
+class SecretPayload(BaseModel):
+    """``ssn`` is a secret field (sealed at rest); the handler checks it opened right."""
+
+    n: int
+    ssn: str
+    sleep_ms: int = 0
+    portal: str = "local"
+
+
+types.register(types.JobType("ledger_secret", SecretPayload, lambda p: p.portal,  # type: ignore[attr-defined]
+                             secret_fields=("ssn",)))
+
+
+def secret_ssn(n: int) -> str:
+    return f"900-{n // 10000 % 100:02d}-{n % 10000:04d}"
+
+
+async def secret_handler(ctx: Any) -> dict[str, Any]:
+    p = ctx.payload
+    if p["ssn"] != secret_ssn(p["n"]):
+        raise BusinessError(f"job {ctx.job_id}: the secret did not open to its value")
+    if p.get("sleep_ms"):
+        await asyncio.sleep(p["sleep_ms"] / 1000)
+    return {"checked": True, "attempt": ctx.attempt}
+
+
+register_handler("ledger_secret", secret_handler)

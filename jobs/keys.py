@@ -1,0 +1,132 @@
+"""Key rotation: re-wrap the stored data keys under the current KEK, in small batches (each
+its own short transaction, rows locked with SKIP LOCKED), while the service runs.
+
+The data itself is never re-encrypted: only each job's (and document's) data key, a few
+dozen bytes. Once :func:`usage` shows no row naming an old KEK, that key can be deleted
+(:func:`retire`); every copy of the database taken before (dumps, WAL, backups) is then
+unreadable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jobs import crypto, secrets_at_rest, sql, types
+from jobs.errors import IllegalTransition
+
+BATCH = 500
+
+
+@dataclass
+class RewrapReport:
+    current: str
+    jobs: int = 0
+    documents: int = 0
+    checkpoints: int = 0
+    legacy_sealed: int = 0
+    left: dict[str, int] | None = None
+
+
+def usage(conn: Any) -> dict[str, int]:
+    """Stored values per KEK id."""
+    return {r["key_id"]: r["n"] for r in sql.fetch(conn, "key_usage")}
+
+
+def _pass(connect: Callable[[], Any], p: crypto.KeyProvider, report: RewrapReport,
+          batch: int) -> None:
+    for select, update, column in (("sealed_rows", "rewrap_rows", "jobs"),
+                                   ("sealed_documents", "rewrap_documents", "documents")):
+        after = 0
+        while True:
+            with connect() as c:   # one short transaction per batch
+                rows = sql.fetch(c, select, {"after": after, "current": report.current,
+                                             "limit": batch})
+                if not rows:
+                    break
+                if column == "jobs":
+                    new = [crypto.rewrap(r["secret_key_id"], r["secret_dek"], p) for r in rows]
+                    sql.fetch(c, update, {
+                        "ids": [r["id"] for r in rows],
+                        "old": [r["secret_key_id"] for r in rows],
+                        "key_ids": [n[0] for n in new], "deks": [n[1] for n in new]})
+                else:
+                    new = [crypto.rewrap_blob(r["key_id"], r["data"], p) for r in rows]
+                    sql.fetch(c, update, {
+                        "ids": [r["id"] for r in rows], "old": [r["key_id"] for r in rows],
+                        "key_ids": [n[0] for n in new], "datas": [n[1] for n in new]})
+                after = rows[-1]["id"]
+                setattr(report, column, getattr(report, column) + len(rows))
+    after = 0
+    while True:   # sealed checkpoint values
+        with connect() as c:
+            rows = sql.fetch(c, "sealed_checkpoints", {"after": after, "current": report.current,
+                                                       "limit": batch})
+            if not rows:
+                break
+            for r in rows:
+                patch = {k: secrets_at_rest.rewrap_checkpoint_value(v, p)
+                         for k, v in r["checkpoint"].items()
+                         if isinstance(v, str) and v.startswith(secrets_at_rest.CHECKPOINT_PREFIX)}
+                sql.fetch(c, "rewrap_checkpoint", {"id": r["id"], "patch": json.dumps(patch)})
+            after = rows[-1]["id"]
+            report.checkpoints += len(rows)
+
+
+def seal_legacy(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int = BATCH) -> int:
+    """Jobs enqueued before secrets were sealed (plaintext secret fields in the payload,
+    still pending/deferred/failed): sealed now."""
+    kinds = [name for name in types.names() if types.get(name).secret_fields]
+    done, after = 0, 0
+    while kinds:
+        with connect() as c:
+            rows = sql.fetch(c, "legacy_secret_rows", {"types": kinds, "after": after,
+                                                       "limit": batch})
+            if not rows:
+                return done
+            for r in rows:
+                public, taken = secrets_at_rest.split(r["job_type"], r["payload"])
+                if not taken:
+                    continue
+                sealed = crypto.seal(json.dumps(taken).encode(), p)
+                sql.fetch(c, "seal_legacy_row", {
+                    "id": r["id"], "payload": json.dumps(public), "key_id": sealed.key_id,
+                    "dek": sealed.wrapped_dek, "data": sealed.data})
+                done += 1
+            after = rows[-1]["id"]
+    return done
+
+
+def rewrap_all(connect: Callable[[], Any], p: crypto.KeyProvider | None = None, *,
+               batch: int = BATCH, passes: int = 5) -> RewrapReport:
+    """Every stored data key wrapped by the provider's current KEK. Rows a worker held
+    locked at that moment are skipped and picked up by the next pass."""
+    p = p or crypto.provider()
+    report = RewrapReport(current=p.current_id())
+    report.legacy_sealed = seal_legacy(connect, p, batch)
+    for _ in range(passes):
+        _pass(connect, p, report, batch)
+        with connect() as c:
+            left = {k: n for k, n in usage(c).items() if k != report.current}
+        report.left = left
+        if not left:
+            break
+    return report
+
+
+def retire(connect: Callable[[], Any], key_id: str, p: crypto.KeyProvider | None = None,
+           ) -> RewrapReport:
+    """Re-wrap whatever still names ``key_id``, then delete it from the key file. Refused
+    while a stored value still needs it."""
+    p = p or crypto.provider()
+    if key_id == p.current_id():
+        raise IllegalTransition(f"key {key_id} is the current key: rotate first")
+    report = rewrap_all(connect, p)
+    if report.left and report.left.get(key_id):
+        raise IllegalTransition(f"{report.left[key_id]} stored value(s) still use key "
+                                f"{key_id}; run `portalq keys rotate` again")
+    if isinstance(p, crypto.FileKeyring):
+        p.remove(key_id)
+    return report

@@ -1,0 +1,258 @@
+"""A job's secret payload fields at rest: sealed at enqueue, opened only for the handler,
+erased after use.
+
+A job type declares its secret fields (``JobType.secret_fields``, dotted paths; ``*``
+stands for every element of a list). At enqueue their values are taken out of the payload
+(which keeps :data:`MARKER` in their place) and sealed together -- one JSON object
+``{path: value}`` -- with a fresh data key (:mod:`jobs.crypto`), into
+``job_queue.secret_key_id / secret_dek / secret_data``. The worker opens them in memory
+when it hands the payload to the handler. Completing or cancelling a job sets the three
+columns to NULL in the same statement (``secrets_erased_at`` says when); failed jobs keep
+them for ``PORTALQ_SECRET_RETENTION_DAYS`` (default 30) so an admin can retry, then the
+tick erases them. A retry that needs an erased value asks for it again.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from pydantic_core import to_json
+
+from jobs import crypto, types
+from jobs.errors import BusinessError, InputError
+
+MARKER = "[encrypted]"
+ERASED = "[erased]"
+
+
+class SecretsErased(BusinessError):
+    """The job's secret values were erased (it finished, or failed long ago)."""
+
+
+def _walk(node: Any, parts: list[str], prefix: str) -> Iterator[tuple[str, Any, str]]:
+    """(concrete path, parent container, leaf key) for every match of ``parts``."""
+    head, rest = parts[0], parts[1:]
+    if head == "*":
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                if rest:
+                    yield from _walk(item, rest, f"{prefix}{i}.")
+        return
+    if not isinstance(node, dict) or head not in node:
+        return
+    if not rest:
+        yield f"{prefix}{head}", node, head
+    else:
+        yield from _walk(node[head], rest, f"{prefix}{head}.")
+
+
+def _secret_fields(job_type: str) -> tuple[str, ...]:
+    try:
+        return types.get(job_type).secret_fields
+    except InputError:
+        return ()
+
+
+def _take(payload: dict[str, Any], specs: tuple[str, ...]) -> dict[str, Any]:
+    """Move the secret values out of ``payload`` (markers left), in place: {path: value}."""
+    taken: dict[str, Any] = {}
+    for spec in specs:
+        if "*" not in spec and spec.count(".") <= 2:   # the common case, without _walk
+            *parents, leaf = spec.split(".")
+            node: Any = payload
+            for part in parents:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict) and node.get(leaf) not in (None, MARKER):
+                taken[spec] = node[leaf]
+                node[leaf] = MARKER
+            continue
+        for path, parent, key in _walk(payload, spec.split("."), ""):
+            if parent[key] is not None and parent[key] != MARKER:
+                taken[path] = parent[key]
+                parent[key] = MARKER
+    return taken
+
+
+def values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
+    """The secret values present in a (revealed) payload."""
+    out = []
+    for spec in _secret_fields(job_type):
+        for _path, parent, key in _walk(payload, spec.split("."), ""):
+            value = parent[key]
+            if isinstance(value, str) and value and value not in (MARKER, ERASED):
+                out.append(value)
+    return out
+
+
+def split(job_type: str, payload: dict[str, Any], *, copy: bool = True,
+          ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(payload with markers in place of the secrets, {path: secret value}); ``payload``
+    is not changed unless ``copy`` is False."""
+    specs = _secret_fields(job_type)
+    if not specs:
+        return payload, {}
+    public = json.loads(json.dumps(payload)) if copy else payload
+    return public, _take(public, specs)
+
+
+def seal_columns(job_type: str, payload: dict[str, Any],
+                 provider: crypto.KeyProvider | None = None, *, copy: bool = True,
+                 ) -> dict[str, Any]:
+    """The stored form of a normalised payload: ``payload`` (JSON text) and the secret
+    columns (all None when the type declares no secret field or none is present)."""
+    public, taken = split(job_type, payload, copy=copy)
+    if not taken:   # (pydantic's JSON encoder: several times faster than json.dumps)
+        return {"payload": to_json(payload).decode(), "secret_key_id": None,
+                "secret_dek": None, "secret_data": None}
+    sealed = crypto.seal(to_json(taken), provider)
+    return {"payload": to_json(public).decode(), "secret_key_id": sealed.key_id,
+            "secret_dek": sealed.wrapped_dek, "secret_data": sealed.data}
+
+
+def has_markers(job_type: str, payload: Mapping[str, Any]) -> list[str]:
+    """The paths whose value is only a marker (sealed or erased)."""
+    out = []
+    for spec in _secret_fields(job_type):
+        for path, parent, key in _walk(payload, spec.split("."), ""):
+            if parent[key] in (MARKER, ERASED):
+                out.append(path)
+    return out
+
+
+def _put(payload: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``path`` in ``payload`` (a shallow copy), copying each container on the way:
+    the stored payload the job row holds is never changed."""
+    node: Any = payload
+    *parents, leaf = path.split(".")
+    for p in parents:
+        key: Any = int(p) if isinstance(node, list) else p
+        child = node[key]
+        child = list(child) if isinstance(child, list) else dict(child)
+        node[key] = child
+        node = child
+    node[int(leaf) if isinstance(node, list) else leaf] = value
+
+
+def reveal(job: Mapping[str, Any], provider: crypto.KeyProvider | None = None, *,
+           strict: bool = True) -> dict[str, Any]:
+    """The job's payload with its secret values back in place (in memory only).
+    Raises :class:`SecretsErased` if a value the payload needs was erased."""
+    if job.get("secret_data") is None and not _secret_fields(job["job_type"]):
+        return job["payload"] or {}   # nothing sealed, nothing to check (shared, not copied)
+    payload = dict(job["payload"] or {})
+    if job.get("secret_data") is None:
+        missing = has_markers(job["job_type"], payload)
+        if missing and strict:
+            raise SecretsErased(f"job {job['id']}: {', '.join(missing)} was erased; "
+                                f"retry it with --payload-patch giving the value again")
+        return payload
+    taken = json.loads(crypto.open_sealed(job["secret_key_id"], job["secret_dek"],
+                                          job["secret_data"], provider))
+    for path, value in taken.items():
+        _put(payload, path, value)
+    return payload
+
+
+def erased_message(job: Mapping[str, Any], paths: list[str]) -> str:
+    when = job.get("secrets_erased_at")
+    since = f" on {when:%Y-%m-%d}" if when is not None else ""
+    example = _patch_example(paths[0])
+    return (f"job {job['id']}: {', '.join(paths)} was erased{since}; give it again: "
+            f"portalq jobs retry {job['id']} --payload-patch '{example}'")
+
+
+def _patch_example(path: str) -> str:
+    obj: Any = "..."
+    for part in reversed(path.split(".")):
+        obj = {part: obj}
+    return json.dumps(obj)
+
+
+def for_display(job: Mapping[str, Any], payload: Any) -> Any:
+    """``payload`` (a copy, for output) with every secret field shown as [encrypted] or
+    [erased], never its value (older rows sealed nothing: masked all the same)."""
+    shown = ERASED if job.get("secret_data") is None and job.get("secrets_erased_at") else MARKER
+    for spec in _secret_fields(job.get("job_type", "")):
+        for _path, parent, key in _walk(payload, spec.split("."), ""):
+            if parent[key] is not None:
+                parent[key] = shown
+    return payload
+
+
+def stored(jt: types.JobType, model: Any) -> dict[str, Any]:
+    """The stored columns of a validated payload model (enqueue): JSON text serialised by
+    pydantic for types without secret fields (the common, fast case), else sealed."""
+    if not jt.secret_fields:
+        return {"payload": model.model_dump_json(exclude_none=True), "secret_key_id": None,
+                "secret_dek": None, "secret_data": None}
+    return seal_columns(jt.name, types.normalised(model), copy=False)   # a fresh dict
+
+
+def for_retry(job: Mapping[str, Any], patch: Mapping[str, Any] | None,
+              merge: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]],
+              ) -> dict[str, Any] | None:
+    """An admin retry: the new stored columns when ``patch`` changes the payload (the
+    merged payload validated and sealed again with a new data key), None otherwise.
+    :class:`InputError` when a value the job needs was erased and ``patch`` does not give
+    it again. Opens the sealed values in memory only, to validate the merged payload."""
+    if not patch:
+        if job.get("secret_data") is None:
+            missing = has_markers(job["job_type"], job["payload"] or {})
+            if missing:
+                raise InputError(erased_message(job, missing))
+        return None
+    merged = merge(reveal(job, strict=False), patch)
+    missing = has_markers(job["job_type"], merged)
+    if missing:
+        raise InputError(erased_message(job, missing))
+    jt, model = types.parse_payload(job["job_type"], merged)
+    return stored(jt, model)
+
+
+# -- checkpoint values ----------------------------------------------------------------------
+CHECKPOINT_PREFIX = "pqsealed1:"
+
+
+def _checkpoint_keys(job_type: str) -> tuple[str, ...]:
+    try:
+        return types.get(job_type).secret_checkpoints
+    except InputError:
+        return ()
+
+
+def seal_checkpoint(job_type: str, data: Mapping[str, Any],
+                    provider: crypto.KeyProvider | None = None) -> dict[str, Any]:
+    """``data`` (a checkpoint update) with the type's secret checkpoint values sealed:
+    ``"pqsealed1:<KEK id>:<base64 blob>"``."""
+    keys = _checkpoint_keys(job_type)
+    out = dict(data)
+    for key in keys:
+        if key in out and out[key] is not None:
+            key_id, blob = crypto.seal_blob(json.dumps(out[key]).encode(), provider)
+            out[key] = f"{CHECKPOINT_PREFIX}{key_id}:{base64.b64encode(blob).decode()}"
+    return out
+
+
+def open_checkpoint(job_type: str, checkpoint: Mapping[str, Any] | None,
+                    provider: crypto.KeyProvider | None = None) -> dict[str, Any]:
+    """The checkpoint with its sealed values opened (in memory)."""
+    out = dict(checkpoint or {})
+    for key, value in out.items():
+        if isinstance(value, str) and value.startswith(CHECKPOINT_PREFIX):
+            key_id, b64 = value[len(CHECKPOINT_PREFIX):].split(":", 1)
+            out[key] = json.loads(crypto.open_blob(key_id, base64.b64decode(b64), provider))
+    return out
+
+
+def checkpoint_for_display(checkpoint: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: (MARKER if isinstance(v, str) and v.startswith(CHECKPOINT_PREFIX) else v)
+            for k, v in (checkpoint or {}).items()}
+
+
+def rewrap_checkpoint_value(value: str, provider: crypto.KeyProvider | None = None) -> str:
+    key_id, b64 = value[len(CHECKPOINT_PREFIX):].split(":", 1)
+    new_id, blob = crypto.rewrap_blob(key_id, base64.b64decode(b64), provider)
+    return f"{CHECKPOINT_PREFIX}{new_id}:{base64.b64encode(blob).decode()}"
