@@ -174,9 +174,22 @@ class JobType:
     reconcilable: bool = True
     #: fields never shown in logs, errors or emails
     secret_fields: tuple[str, ...] = ()
+    #: portals a caller may name instead of :meth:`portal_for`'s (default: none; e.g. a
+    #: test or sandbox copy of the portal). Any other explicit portal is an input error:
+    #: an EIN request sent to the CRTC would also escape the IRS's per-day limit.
+    other_portals: tuple[str, ...] = ()
 
     def portal_for(self, payload: BaseModel) -> str:
         return self.portal(payload) if callable(self.portal) else self.portal
+
+    def choose_portal(self, payload: BaseModel, requested: str | None) -> str:
+        """The portal a job goes to: ``requested`` if this type allows it (InputError if
+        not), else the type's own for this payload."""
+        own = self.portal_for(payload)
+        if requested is None or requested == own or requested in self.other_portals:
+            return own if requested is None else requested
+        allowed = ", ".join((own, *self.other_portals))
+        raise InputError(f"{self.name} jobs go to portal {allowed}, not {requested!r}")
 
 
 _REGISTRY: dict[str, JobType] = {}

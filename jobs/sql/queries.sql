@@ -70,7 +70,7 @@ COPY job_queue (id, job_type, order_id, portal, payload, status, priority, run_a
                 max_attempts, rate_key, created_at, updated_at) FROM STDIN (FORMAT BINARY);
 
 -- name: ids_by_idempotency_key
-SELECT id, idempotency_key FROM job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
+SELECT id, idempotency_key, job_type FROM job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
 
 -- name: claim
 -- Claim due jobs: per open portal at most its capacity, by priority then run_at; one
