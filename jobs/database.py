@@ -137,7 +137,9 @@ def database_url(url: str | None = None, *, connect_timeout: float | None = None
     if not any(k == "connect_timeout" for k, _ in parsed.query):
         seconds = max(2, math.ceil(connect_timeout or connect_timeout_setting()))
         parsed = replace(parsed, query=(*parsed.query, ("connect_timeout", str(seconds))))
-    return parsed.sqlalchemy()
+    out = parsed.sqlalchemy()
+    libpq_dsn(out)  # unknown connection options: an input error now, not at connect time
+    return out
 
 
 def libpq_dsn(url: str) -> str:

@@ -53,8 +53,10 @@ def _bad_char(text: str, allowed: frozenset[str]) -> str | None:
         if ch in allowed:
             continue
         cat = unicodedata.category(ch)
-        if cat == "Cc" or cat in ("Zl", "Zp"):
+        if cat == "Cc":
             return "a NUL character" if ch == "\0" else f"a control character (U+{ord(ch):04X})"
+        if cat in ("Zl", "Zp"):
+            return f"a line break (U+{ord(ch):04X})"
         if cat == "Cs":
             return f"an unpaired surrogate (U+{ord(ch):04X})"
     return None

@@ -425,5 +425,6 @@ def run_service(
         first = exc.errors()[0]
         field = ".".join(map(str, first["loc"]))
         message = str(first["msg"]).removeprefix("Value error, ")
-        fail(f"invalid setting PORTALQ_{field.upper()}: {message}")
+        fail(message if message.startswith("invalid PORTALQ_")
+             else f"invalid setting PORTALQ_{field.upper()}: {message}")
     run(settings)
