@@ -309,7 +309,8 @@ def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then
 def demo(
     exit_when_done: Annotated[bool, typer.Option(
         "--exit-when-done", envvar="PORTALQ_DEMO_EXIT_WHEN_DONE",
-        help="exit once every sample job is final (non-interactive runs)")] = False,
+        help="exit once every sample job is final and every escalation mailed "
+             "(non-interactive runs)")] = False,
     timeout: Annotated[float, typer.Option(help="give up after this many seconds")] = 600,
 ) -> None:
     """Run the whole product on the zero-setup defaults with sample orders."""

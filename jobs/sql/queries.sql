@@ -387,6 +387,11 @@ FROM job_queue j LEFT JOIN escalations e ON e.job_id = j.id
 WHERE j.status = 'failed'
 GROUP BY j.id ORDER BY j.finished_at DESC NULLS LAST LIMIT 10;
 
+-- name: unsent_mail
+-- Escalations and portal notices not mailed yet (the demo exits only when none is left).
+SELECT (SELECT count(*) FROM escalations WHERE sent_at IS NULL)
+     + (SELECT count(*) FROM portal_notices WHERE sent_at IS NULL) AS n;
+
 -- name: store_document
 INSERT INTO job_documents (job_id, name, content_type, data, created_at)
 VALUES (%(job_id)s, %(name)s, %(content_type)s, %(data)s, %(now)s)
