@@ -179,6 +179,21 @@ def db(pg_server: TestServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 @pytest.fixture
+def server_home() -> Iterator[Path]:
+    """A fresh directory for an embedded server of a test's own. Not under pytest's
+    tmp_path: run as root, the server runs as another user that must traverse every parent,
+    and each pytest session resets /tmp/pytest-of-<user> to mode 0700 (a concurrent
+    session would lock the server out of its data directory mid-test)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="portalq-test-pg-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def dsn(db: str) -> str:
     from jobs.database import libpq_dsn
 

@@ -14,8 +14,8 @@ from tests.conftest import run_cli
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_demo_runs_every_sample_to_its_outcome(tmp_path):
-    home = tmp_path / "home"
+def test_demo_runs_every_sample_to_its_outcome(server_home):
+    home = server_home
     env = {"PORTALQ_HOME": str(home), "PORTALQ_DATABASE_URL": "", "COLUMNS": "200"}
     try:
         out = run_cli("demo", "--exit-when-done", "--timeout", "240", env=env, timeout=300)

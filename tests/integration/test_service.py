@@ -120,13 +120,14 @@ def test_escalation_waits_for_mail_server_then_sent_once(db, dsn, tmp_path):
 
 
 @pytest.mark.slow
-def test_service_survives_postgres_restart_and_drains_everything(tmp_path, monkeypatch):
+def test_service_survives_postgres_restart_and_drains_everything(tmp_path, server_home,
+                                                                 monkeypatch):
     """On a server of its own (embedded, fsync off), which it stops and starts under load,
     whatever server the other tests use."""
     from jobs.embedded import EmbeddedPostgres
     from jobs.migrate import upgrade
 
-    pg = EmbeddedPostgres(tmp_path / "pg", settings={"fsync": "off"})
+    pg = EmbeddedPostgres(server_home, settings={"fsync": "off"})
     db, dsn = pg.ensure_running(), pg.dsn()
     monkeypatch.setenv("PORTALQ_DATABASE_URL", db)
     try:

@@ -39,9 +39,9 @@ def test_a_server_started_by_hand_is_left_running(tmp_path):
     assert users.leave(lambda: (_ for _ in ()).throw(AssertionError("stopped"))) is False
 
 
-def test_a_whole_pytest_session_leaves_no_server_behind(tmp_path):
+def test_a_whole_pytest_session_leaves_no_server_behind(tmp_path, server_home):
     """A real session on a fresh test home: its server runs during the test, not after."""
-    home = tmp_path / "home"
+    home = server_home
     probe = tmp_path / "test_probe.py"
     probe.write_text(textwrap.dedent("""
         def test_uses_the_database(conn):
