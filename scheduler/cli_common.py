@@ -37,7 +37,8 @@ def database_error(exc: BaseException) -> tuple[int | None, str]:
             exc, psycopg.errors.ProgramLimitExceeded | psycopg.errors.QueryCanceled):
         text = str(exc).strip()
         first = text.splitlines()[0] if text else type(exc).__name__
-        if isinstance(exc, psycopg.errors.ConnectionTimeout) or "timeout expired" in first:
+        timeout_class = getattr(psycopg.errors, "ConnectionTimeout", ())
+        if isinstance(exc, timeout_class) or "timeout expired" in first:
             first = ("no answer within the connect timeout "
                      f"(PORTALQ_CONNECT_TIMEOUT_SECONDS): {first}")
         return EXIT_DB, f"database unavailable: {first}"
