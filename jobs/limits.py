@@ -15,7 +15,7 @@ but never echoes a payload value (it may be personal data). The limits (README "
 from __future__ import annotations
 
 import os
-import unicodedata
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,7 +35,10 @@ _TEXT_CONTROLS = frozenset("\t\n\r")
 
 def max_payload_bytes() -> int:
     """``PORTALQ_MAX_PAYLOAD_BYTES`` (default 256 KiB)."""
-    raw = os.environ.get("PORTALQ_MAX_PAYLOAD_BYTES", "").strip()
+    raw = os.environ.get("PORTALQ_MAX_PAYLOAD_BYTES")
+    if raw is None:
+        return DEFAULT_MAX_PAYLOAD_BYTES
+    raw = raw.strip()
     if not raw:
         return DEFAULT_MAX_PAYLOAD_BYTES
     try:
@@ -47,19 +50,26 @@ def max_payload_bytes() -> int:
     return value
 
 
+# Unicode categories Cc (controls: U+0000-001F, U+007F-009F), Zl/Zp (U+2028, U+2029) and Cs
+# (surrogates, which only a lone one can be in a str): one C-speed regex search per string
+_IDENT_BAD = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_TEXT_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
 def _bad_char(text: str, allowed: frozenset[str]) -> str | None:
-    """A description of the first character ``text`` may not hold, or None."""
-    for ch in text:
-        if ch in allowed:
-            continue
-        cat = unicodedata.category(ch)
-        if cat == "Cc":
-            return "a NUL character" if ch == "\0" else f"a control character (U+{ord(ch):04X})"
-        if cat in ("Zl", "Zp"):
-            return f"a line break (U+{ord(ch):04X})"
-        if cat == "Cs":
-            return f"an unpaired surrogate (U+{ord(ch):04X})"
-    return None
+    """A description of the first character ``text`` may not hold, or None. ``allowed``
+    is empty (identifiers) or the tab and line breaks of free text."""
+    found = (_TEXT_BAD if allowed else _IDENT_BAD).search(text)
+    if found is None:
+        return None
+    ch = found.group()
+    if ch == "\0":
+        return "a NUL character"
+    if ch in "\u2028\u2029":
+        return f"a line break (U+{ord(ch):04X})"
+    if "\ud800" <= ch <= "\udfff":
+        return f"an unpaired surrogate (U+{ord(ch):04X})"
+    return f"a control character (U+{ord(ch):04X})"
 
 
 def check_identifier(value: Any, what: str, max_length: int) -> str:
@@ -91,7 +101,33 @@ def check_text(value: Any, what: str, max_length: int = 10_000) -> str:
 
 def check_payload_strings(payload: Any, what: str = "payload") -> None:
     """Walk a JSON-like value: no key or string holds a character PostgreSQL cannot store
-    (NUL, lone surrogates) or another control character. The message gives the path only."""
+    (NUL, lone surrogates) or another control character. The message gives the path only.
+    (A fast walk first; the path is worked out only for a payload that fails.)"""
+    stack: list[Any] = [payload]
+    text_bad, ident_bad = _TEXT_BAD.search, _IDENT_BAD.search
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is str:
+            if text_bad(node):
+                break
+        elif kind is dict or (kind not in _SCALARS and isinstance(node, Mapping)):
+            if any(isinstance(k, str) and ident_bad(k) for k in node):
+                break
+            stack.extend(node.values())
+        elif kind is list or kind is tuple:
+            stack.extend(node)
+        elif kind not in _SCALARS and isinstance(node, str | list | tuple):
+            stack.append(str(node) if isinstance(node, str) else list(node))
+    else:
+        return
+    _raise_with_path(payload, what)
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _raise_with_path(payload: Any, what: str) -> None:
     stack: list[tuple[str, Any]] = [(what, payload)]
     while stack:
         path, node = stack.pop()
@@ -108,6 +144,7 @@ def check_payload_strings(payload: Any, what: str = "payload") -> None:
                 stack.append((f"{path}.{_safe_key(key)}", value))
         elif isinstance(node, list | tuple):
             stack.extend((f"{path}[{i}]", v) for i, v in enumerate(node))
+    raise AssertionError("unreachable: the fast walk found a bad character")
 
 
 def check_payload_size(payload_json: str, what: str = "payload") -> None:
