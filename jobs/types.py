@@ -142,7 +142,8 @@ class ProcessCrtcPayload(_Model):
 
 
 class DocumentRef(_Model):
-    source_job_id: int = Field(gt=0, description="the job whose stored documents to send")
+    source_job_id: int = Field(gt=0, le=2**63 - 1,
+                               description="the job whose stored documents to send")
     name: str | None = Field(default=None, description="only this document (default: all)")
 
 

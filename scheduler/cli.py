@@ -282,6 +282,8 @@ def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then
     """Live view: queue depth, running jobs and their step, deferred jobs, failures."""
     from scheduler import status as st
 
+    if not 0 < interval <= 3600:
+        fail(f"--interval must be in (0, 3600] seconds, got {interval}")
     _use_url(database_url)
     if as_json:
         print_json(st.snapshot())
@@ -314,6 +316,8 @@ def demo(
     timeout: Annotated[float, typer.Option(help="give up after this many seconds")] = 600,
 ) -> None:
     """Run the whole product on the zero-setup defaults with sample orders."""
+    if not timeout > 0:
+        fail(f"--timeout must be positive, got {timeout}")
     import asyncio
 
     from rich.console import Console
@@ -332,6 +336,8 @@ def standin(host: Annotated[str, typer.Option(envvar="PORTALQ_STANDIN_HOST")] = 
     """Serve the stand-in portals (BC Registries, IRS EIN, Delaware, CRTC) locally."""
     from portals.standin.app import serve
 
+    if not 0 <= port <= 65535:
+        fail(f"--port must be 0..65535, got {port}")
     serve(host, port)
 
 

@@ -197,6 +197,16 @@ def test_list_limit_must_be_positive(db):
     one_line_error(run_cli("jobs", "list", "--order", "a\tb"), 2, "order id must not contain")
 
 
+@pytest.mark.parametrize("args, message", [
+    (["status", "--interval", "-1"], "--interval must be in (0, 3600] seconds"),
+    (["standin", "--port", "70000"], "--port must be 0..65535"),
+    (["demo", "--timeout", "-5"], "--timeout must be positive"),
+    (["enqueue-batch", "/dev/null", "--chunk", "0"], "--chunk must be at least 1"),
+])
+def test_option_ranges(args, message):
+    one_line_error(run_cli(*args), 2, message)
+
+
 # -- settings ------------------------------------------------------------------------------
 @pytest.fixture
 def closed_port() -> int:
