@@ -182,6 +182,13 @@ def check_run_at(value: Any) -> datetime | None:
     return utc
 
 
+def check_job_id(job_id: Any) -> int:
+    """A job id: an integer (one outside bigint's range names no job)."""
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise InputError(f"a job id must be an integer, not {_json_type(job_id)}")
+    return job_id
+
+
 def check_list_limit(limit: Any) -> int:
     return check_int(limit, "limit", 1, MAX_LIST_LIMIT)
 

@@ -288,8 +288,16 @@ def enqueue(job_type: str, order_id: str, payload: Mapping[str, Any] | None = No
     return enqueue_many([NewJob(job_type, order_id, payload or {}, **options)], conn)[0]
 
 
+def _job_id(job_id: Any) -> int:
+    job_id = limits.check_job_id(job_id)
+    if not -(2**63) <= job_id < 2**63:
+        raise JobNotFound(f"no job with id {job_id}")
+    return job_id
+
+
 # -- inspection ---------------------------------------------------------------------------
 def get_job(job_id: int, conn: Any = None) -> dict[str, Any]:
+    job_id = _job_id(job_id)
     with _use(conn) as c:
         row = sql.fetch_one(c, "get_job", {"id": job_id})
         if row is None:
@@ -299,6 +307,7 @@ def get_job(job_id: int, conn: Any = None) -> dict[str, Any]:
 
 def show_job(job_id: int, conn: Any = None) -> dict[str, Any]:
     """The job with its events, artifacts and stored documents."""
+    job_id = _job_id(job_id)
     with _use(conn) as c:
         job = get_job(job_id, c)
         job["events"] = sql.fetch(c, "job_events", {"id": job_id})
@@ -324,6 +333,7 @@ def list_jobs(*, status: str | None = None, portal: str | None = None,
 
 # -- admin transitions --------------------------------------------------------------------
 def cancel(job_id: int, *, actor: str = "admin", conn: Any = None) -> None:
+    job_id = _job_id(job_id)
     with _use(conn) as c:
         job = sql.fetch_one(c, "get_job_for_update", {"id": job_id})
         if job is None:
@@ -343,6 +353,8 @@ def retry(job_id: int, *, payload_patch: Mapping[str, Any] | None = None,
     ``payload_patch`` is merged into the payload (JSON merge, top level and nested
     objects) and validated against the job type's schema before anything is written.
     """
+    job_id = _job_id(job_id)
+    limits.check_int(extra_attempts, "extra attempts", 1, 100)
     if payload_patch is not None:
         if not isinstance(payload_patch, Mapping):
             raise InputError("a payload patch must be a JSON object")
@@ -390,6 +402,7 @@ def resolve_not_filed(job_id: int, *, actor: str = "admin", note: str | None = N
 def resolve_filed(job_id: int, confirmation: str, *, actor: str = "admin",
                   note: str | None = None, conn: Any = None) -> None:
     """An admin found the uncertain submission on the portal: completed with its number."""
+    job_id = _job_id(job_id)
     confirmation = limits.check_identifier(confirmation, "confirmation number", 200)
     if note is not None:
         limits.check_text(note, "note")

@@ -144,6 +144,10 @@ def test_admin_functions_refuse_bad_input(conn, db):
         (lambda: queue.resolve_filed(job.id, "CONF\n1"), "confirmation number must not"),
         (lambda: queue.pause_portal("irs_ein", reason="r\0"), "reason must not contain"),
         (lambda: queue.pause_portal("irs\0", reason="r"), "portal must not contain"),
+        (lambda: queue.cancel("1"), "a job id must be an integer"),
+        (lambda: queue.get_job(True), "a job id must be an integer"),
+        (lambda: queue.show_job(2**70), f"no job with id {2**70}"),
+        (lambda: queue.retry(job.id, extra_attempts=0), "extra attempts must be 1..100"),
     ]:
         with pytest.raises(InputError, match=message):
             call()
