@@ -218,7 +218,8 @@ def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
         missing = [r["idempotency_key"] for i, r in enumerate(rows) if out[i] is None]
         if missing:
             found = sql.fetch(c, "ids_by_idempotency_key", {"keys": missing})
-            _check_existing_keys(found, rows)  # a key taken in between by another type
+            if not c.autocommit:  # a key taken by another type since the check: roll back
+                _check_existing_keys(found, rows)
             for row in found:
                 by_key.setdefault(row["idempotency_key"], row["id"])
             for i, r in enumerate(rows):
