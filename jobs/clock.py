@@ -66,11 +66,14 @@ def parse_instant(text: str) -> datetime:
     """Parse an ISO 8601 instant; a naive value is rejected (ambiguous across hosts)."""
     try:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise ValueError(f"not an ISO 8601 instant: {text!r}") from exc
     if value.tzinfo is None:
         raise ValueError(f"instant needs a UTC offset (e.g. 2026-12-01T09:00:00Z): {text!r}")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"instant out of range (years 1..9999 in UTC): {text!r}") from None
 
 
 _now: Callable[[], datetime] = _from_env()

@@ -17,6 +17,16 @@ class InputError(PortalqError, ValueError):
     """Bad input from a user or caller: nothing is written."""
 
 
+class BatchInputError(InputError):
+    """Bad input in one job of a batch (``enqueue_many``): ``index`` is its position
+    (0-based), ``detail`` the problem; the message reads "job N: detail"."""
+
+    def __init__(self, index: int, detail: str) -> None:
+        super().__init__(f"job {index + 1}: {detail}")
+        self.index = index
+        self.detail = detail
+
+
 class IllegalTransition(PortalqError):
     """The job is not in a state that allows the requested change."""
 

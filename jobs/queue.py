@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from jobs import clock, crypto, secrets_at_rest, sql, types
-from jobs.errors import IllegalTransition, InputError, JobNotFound
+from jobs import clock, crypto, limits, secrets_at_rest, sql, types
+from jobs.errors import BatchInputError, IllegalTransition, InputError, JobNotFound
 
 ACTIVE = ("pending", "deferred", "running")
 
@@ -85,28 +85,64 @@ def rate_key_for(jt: types.JobType, payload: Mapping[str, Any]) -> str | None:
 
 
 def _validate(job: NewJob, known_portals: set[str] | None) -> dict[str, Any]:
-    if not job.order_id or not str(job.order_id).strip():
-        raise InputError("an order id is required")
-    if not 1 <= job.max_attempts <= 100:
-        raise InputError(f"max attempts must be 1..100, got {job.max_attempts}")
-    if not -100 <= job.priority <= 100:
-        raise InputError(f"priority must be -100..100, got {job.priority}")
-    if job.run_at is not None and job.run_at.tzinfo is None:
-        raise InputError("run_at needs a timezone")
-    if job.idempotency_key is not None and not job.idempotency_key.strip():
-        raise InputError("an idempotency key must not be empty")
+    """One job's row, every field checked (jobs.limits) before anything is written."""
+    if not isinstance(job.job_type, str):
+        raise InputError("job type must be a string")
+    order_id = limits.check_identifier(job.order_id, "order id", limits.MAX_ORDER_ID)
+    max_attempts = limits.check_int(job.max_attempts, "max attempts", 1, 100)
+    priority = limits.check_int(job.priority, "priority", -100, 100)
+    run_at = limits.check_run_at(job.run_at)
+    key = job.idempotency_key
+    if key is not None:
+        key = limits.check_identifier(key, "idempotency key", limits.MAX_IDEMPOTENCY_KEY)
+    requested = job.portal
+    if requested is not None:
+        requested = limits.check_identifier(requested, "portal", 100)
+    types.get(job.job_type)  # an unknown type first: it names the problem best
+    if isinstance(job.payload, Mapping):
+        limits.check_payload_strings(job.payload)
     jt, model = types.parse_payload(job.job_type, job.payload)
-    portal = job.portal or jt.portal_for(model)
+    portal = jt.choose_portal(model, requested)
     if known_portals is not None and portal not in known_portals:
         raise InputError(f"unknown portal {portal!r}")
+    # the stored JSON text of types.normalised(model), serialised by pydantic
+    payload_json = model.model_dump_json(exclude_none=True)
+    limits.check_payload_size(payload_json)
     return {
-        "job_type": jt.name, "order_id": str(job.order_id).strip(), "portal": portal,
+        "job_type": jt.name, "order_id": order_id, "portal": portal,
         # the stored JSON text of types.normalised(model), secret fields sealed apart
-        **secrets_at_rest.stored(jt, model), "priority": job.priority,
-        "run_at": job.run_at, "max_attempts": job.max_attempts,
-        "idempotency_key": job.idempotency_key,
+        **({"payload": payload_json, "secret_key_id": None, "secret_dek": None,
+            "secret_data": None} if not jt.secret_fields
+           else secrets_at_rest.stored(jt, model)),
+        "priority": priority, "run_at": run_at, "max_attempts": max_attempts,
+        "idempotency_key": key,
         "rate_key": rate_key_for(jt, types.normalised(model)) if jt.rate_limit else None,
     }
+
+
+def _check_batch_keys(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Two lines of a batch with one idempotency key must be of one job type."""
+    seen: dict[str, tuple[int, str]] = {}
+    for i, r in enumerate(rows):
+        key = r["idempotency_key"]
+        if key is None:
+            continue
+        first = seen.setdefault(key, (i, r["job_type"]))
+        if first[1] != r["job_type"]:
+            raise BatchInputError(i, f"idempotency key already used by job {first[0] + 1} for "
+                                  f"a {first[1]} job, not {r['job_type']}")
+
+
+def _check_existing_keys(existing: Sequence[Mapping[str, Any]],
+                         rows: Sequence[Mapping[str, Any]]) -> None:
+    """An idempotency key already taken by a job of another type is an error, not a hit."""
+    found = {r["idempotency_key"]: r for r in existing}
+    for i, r in enumerate(rows):
+        other = found.get(r["idempotency_key"]) if r["idempotency_key"] else None
+        if other is not None and other["job_type"] != r["job_type"]:
+            detail = (f"idempotency key already used by job {other['id']}, a "
+                      f"{other['job_type']} job, not {r['job_type']}")
+            raise BatchInputError(i, detail) if len(rows) > 1 else InputError(detail)
 
 
 def _known_portals(conn: psycopg.Connection[Any]) -> set[str]:
@@ -129,9 +165,37 @@ def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
     """
     if not jobs:
         return []
-    rows = [_validate(job, None) for job in jobs]
+    try:
+        return _enqueue_many(jobs, conn)
+    except (psycopg.errors.DataError, psycopg.errors.ProgramLimitExceeded,
+            psycopg.DataError) as exc:
+        # the checks above should leave nothing for PostgreSQL to refuse; if it does, say
+        # which kind of error without its text (which may quote a payload value)
+        raise InputError("the database refused a value of the job"
+                         + (f" (SQLSTATE {exc.sqlstate})" if exc.sqlstate else "")) from None
+
+
+def _validate_all(jobs: Sequence[NewJob]) -> list[dict[str, Any]]:
+    if len(jobs) == 1:
+        return [_validate(jobs[0], None)]
+    rows = []
+    for i, job in enumerate(jobs):
+        try:
+            rows.append(_validate(job, None))
+        except InputError as exc:
+            raise BatchInputError(i, str(exc)) from None
+    return rows
+
+
+def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
+    rows = _validate_all(jobs)
+    _check_batch_keys(rows)
+    keys = [r["idempotency_key"] for r in rows if r["idempotency_key"] is not None]
     with _use(conn) as c:
         now = clock.now()
+        if len(rows) > 1 and keys:
+            # before the INSERT: on an autocommit connection it commits at once
+            _check_existing_keys(sql.fetch(c, "ids_by_idempotency_key", {"keys": keys}), rows)
         if len(rows) >= COPY_MIN and all(r["idempotency_key"] is None for r in rows):
             return _enqueue_copy(c, rows, now)
         if len(rows) == 1:
@@ -155,7 +219,10 @@ def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
                 pos += 1
         missing = [r["idempotency_key"] for i, r in enumerate(rows) if out[i] is None]
         if missing:
-            for row in sql.fetch(c, "ids_by_idempotency_key", {"keys": missing}):
+            found = sql.fetch(c, "ids_by_idempotency_key", {"keys": missing})
+            if not c.autocommit:  # a key taken by another type since the check: roll back
+                _check_existing_keys(found, rows)
+            for row in found:
                 by_key.setdefault(row["idempotency_key"], row["id"])
             for i, r in enumerate(rows):
                 if out[i] is None:
@@ -193,6 +260,7 @@ def _enqueue_one(c: psycopg.Connection[Any], params: dict[str, Any], *,
         raise InputError(f"unknown portal {params['portal']!r}")
     seen.add(params["portal"])
     existing = sql.fetch(c, "ids_by_idempotency_key", {"keys": [params["idempotency_key"]]})
+    _check_existing_keys(existing, [params])
     if existing:
         return Enqueued(existing[0]["id"], False)
     if again:  # that job was deleted in between (pruned): insert after all
@@ -224,8 +292,16 @@ def enqueue(job_type: str, order_id: str, payload: Mapping[str, Any] | None = No
     return enqueue_many([NewJob(job_type, order_id, payload or {}, **options)], conn)[0]
 
 
+def _job_id(job_id: Any) -> int:
+    job_id = limits.check_job_id(job_id)
+    if not -(2**63) <= job_id < 2**63:
+        raise JobNotFound(f"no job with id {job_id}")
+    return job_id
+
+
 # -- inspection ---------------------------------------------------------------------------
 def get_job(job_id: int, conn: Any = None) -> dict[str, Any]:
+    job_id = _job_id(job_id)
     with _use(conn) as c:
         row = sql.fetch_one(c, "get_job", {"id": job_id})
         if row is None:
@@ -235,6 +311,7 @@ def get_job(job_id: int, conn: Any = None) -> dict[str, Any]:
 
 def show_job(job_id: int, conn: Any = None) -> dict[str, Any]:
     """The job with its events, artifacts and stored documents."""
+    job_id = _job_id(job_id)
     with _use(conn) as c:
         job = get_job(job_id, c)
         job["events"] = sql.fetch(c, "job_events", {"id": job_id})
@@ -248,6 +325,9 @@ def list_jobs(*, status: str | None = None, portal: str | None = None,
               ) -> list[dict[str, Any]]:
     from jobs.models import JOB_STATUSES
 
+    limit = limits.check_list_limit(limit)
+    portal = limits.check_optional_filter(portal, "portal")
+    order_id = limits.check_optional_filter(order_id, "order id")
     if status is not None and status not in JOB_STATUSES:
         raise InputError(f"unknown status {status!r} (one of {', '.join(JOB_STATUSES)})")
     with _use(conn) as c:
@@ -257,6 +337,7 @@ def list_jobs(*, status: str | None = None, portal: str | None = None,
 
 # -- admin transitions --------------------------------------------------------------------
 def cancel(job_id: int, *, actor: str = "admin", conn: Any = None) -> None:
+    job_id = _job_id(job_id)
     with _use(conn) as c:
         job = sql.fetch_one(c, "get_job_for_update", {"id": job_id})
         if job is None:
@@ -276,6 +357,14 @@ def retry(job_id: int, *, payload_patch: Mapping[str, Any] | None = None,
     ``payload_patch`` is merged into the payload (JSON merge, top level and nested
     objects) and validated against the job type's schema before anything is written.
     """
+    job_id = _job_id(job_id)
+    limits.check_int(extra_attempts, "extra attempts", 1, 100)
+    if payload_patch is not None:
+        if not isinstance(payload_patch, Mapping):
+            raise InputError("a payload patch must be a JSON object")
+        limits.check_payload_strings(payload_patch, "payload patch")
+    if note is not None:
+        limits.check_text(note, "note")
     with _use(conn) as c:
         job = sql.fetch_one(c, "get_job_for_update", {"id": job_id})
         if job is None:
@@ -288,6 +377,8 @@ def retry(job_id: int, *, payload_patch: Mapping[str, Any] | None = None,
         stored = secrets_at_rest.for_retry(job, payload_patch, _merge) or {
             "payload": None, "secret_key_id": None, "secret_dek": None, "secret_data": None}
         if payload_patch:
+            if stored["payload"] is not None:
+                limits.check_payload_size(stored["payload"], "patched payload")
             detail["payload_changed"] = sorted(payload_patch)
         if checkpoint_patch or drop_checkpoints:
             detail["checkpoint_changed"] = sorted({*(checkpoint_patch or {}), *drop_checkpoints})
@@ -315,8 +406,10 @@ def resolve_not_filed(job_id: int, *, actor: str = "admin", note: str | None = N
 def resolve_filed(job_id: int, confirmation: str, *, actor: str = "admin",
                   note: str | None = None, conn: Any = None) -> None:
     """An admin found the uncertain submission on the portal: completed with its number."""
-    if not confirmation.strip():
-        raise InputError("a confirmation number is required")
+    job_id = _job_id(job_id)
+    confirmation = limits.check_identifier(confirmation, "confirmation number", 200)
+    if note is not None:
+        limits.check_text(note, "note")
     with _use(conn) as c:
         job = sql.fetch_one(c, "get_job_for_update", {"id": job_id})
         if job is None:
@@ -355,6 +448,8 @@ def escalate(c: psycopg.Connection[Any], job_id: int, attempt: int, kind: str,
 # -- operator pause / resume of a portal ----------------------------------------------------
 def pause_portal(portal: str, *, reason: str, conn: Any = None) -> bool:
     """Pause a portal until an operator resumes it; False if it was already paused."""
+    portal = limits.check_identifier(portal, "portal", 100)
+    reason = limits.check_identifier(reason, "reason", 500)
     with _use(conn) as c:
         if portal not in _known_portals(c):
             raise InputError(f"unknown portal {portal!r}")
@@ -367,6 +462,7 @@ def pause_portal(portal: str, *, reason: str, conn: Any = None) -> bool:
 
 
 def resume_portal(portal: str, *, conn: Any = None) -> bool:
+    portal = limits.check_identifier(portal, "portal", 100)
     with _use(conn) as c:
         if portal not in _known_portals(c):
             raise InputError(f"unknown portal {portal!r}")

@@ -142,7 +142,8 @@ class ProcessCrtcPayload(_Model):
 
 
 class DocumentRef(_Model):
-    source_job_id: int = Field(gt=0, description="the job whose stored documents to send")
+    source_job_id: int = Field(gt=0, le=2**63 - 1,
+                               description="the job whose stored documents to send")
     name: str | None = Field(default=None, description="only this document (default: all)")
 
 
@@ -176,9 +177,22 @@ class JobType:
     secret_fields: tuple[str, ...] = ()
     #: checkpoint keys whose values are personal data or capabilities: sealed at rest too
     secret_checkpoints: tuple[str, ...] = ()
+    #: portals a caller may name instead of :meth:`portal_for`'s (default: none; e.g. a
+    #: test or sandbox copy of the portal). Any other explicit portal is an input error:
+    #: an EIN request sent to the CRTC would also escape the IRS's per-day limit.
+    other_portals: tuple[str, ...] = ()
 
     def portal_for(self, payload: BaseModel) -> str:
         return self.portal(payload) if callable(self.portal) else self.portal
+
+    def choose_portal(self, payload: BaseModel, requested: str | None) -> str:
+        """The portal a job goes to: ``requested`` if this type allows it (InputError if
+        not), else the type's own for this payload."""
+        own = self.portal_for(payload)
+        if requested is None or requested == own or requested in self.other_portals:
+            return own if requested is None else requested
+        allowed = ", ".join((own, *self.other_portals))
+        raise InputError(f"{self.name} jobs go to portal {allowed}, not {requested!r}")
 
 
 _REGISTRY: dict[str, JobType] = {}

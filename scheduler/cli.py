@@ -26,6 +26,7 @@ from scheduler.cli_common import (
     _load_payload,
     _parse_instant,
     _use_url,
+    database_error,
     fail,
     print_json,
 )
@@ -112,42 +113,28 @@ def enqueue_batch(
     from rich.progress import Progress
 
     from jobs import queue
+    from jobs.errors import BatchInputError
+    from scheduler.cli_batch import read_batch
 
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror}")
-    jobs: list[queue.NewJob] = []
-    allowed = {"job_type", "order", "payload", "portal", "run_at", "priority", "max_attempts",
-               "idempotency_key"}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            fail(f"{path}:{number}: not valid JSON: {exc.msg}")
-        if not isinstance(item, dict) or not {"job_type", "order"} <= item.keys():
-            fail(f"{path}:{number}: needs an object with job_type and order")
-        unknown = set(item) - allowed
-        if unknown:
-            fail(f"{path}:{number}: unknown field(s) {', '.join(sorted(unknown))}")
-        jobs.append(queue.NewJob(
-            item["job_type"], item["order"], item.get("payload") or {},
-            run_at=_parse_instant(item.get("run_at"), f"{path}:{number}: run_at"),
-            priority=item.get("priority", 0), max_attempts=item.get("max_attempts", 5),
-            idempotency_key=item.get("idempotency_key"), portal=item.get("portal")))
+    if chunk < 1:
+        fail(f"--chunk must be at least 1, got {chunk}")
+    jobs, numbers = read_batch(path)
     _use_url(database_url)
     created = existing = 0
     with queue.connect() as conn, Progress(transient=True) as progress:
         task = progress.add_task("enqueueing", total=len(jobs))
-        for start in range(0, len(jobs), max(chunk, 1)):
+        for start in range(0, len(jobs), chunk):
             part = jobs[start:start + chunk]
             try:
                 results = queue.enqueue_many(part, conn)
+            except BatchInputError as exc:
+                conn.rollback()
+                fail(f"{path}:{numbers[start + exc.index]}: {exc.detail}")
             except InputError as exc:
                 conn.rollback()
-                fail(f"{path}: job {start + 1}..{start + len(part)}: {exc}")
+                where = numbers[start] if len(part) == 1 else (
+                    f"{numbers[start]}..{numbers[start + len(part) - 1]}")
+                fail(f"{path}:{where}: {exc}")
             created += sum(r.created for r in results)
             existing += sum(not r.created for r in results)
             progress.advance(task, len(part))
@@ -254,7 +241,8 @@ def jobs_retry(
         fail("give --confirmed-filed or --not-filed, not both")
     if payload_patch is not None and (confirmed_filed is not None or not_filed):
         fail("--payload-patch does not go with --confirmed-filed or --not-filed")
-    patch = _load_payload(payload_patch, None) if payload_patch is not None else None
+    patch = (_load_payload(payload_patch, None, "--payload-patch")
+             if payload_patch is not None else None)
     _use_url(database_url)
     if confirmed_filed is not None:
         queue.resolve_filed(job_id, confirmed_filed, actor=_actor(), note=note)
@@ -296,6 +284,8 @@ def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then
     """Live view: queue depth, running jobs and their step, deferred jobs, failures."""
     from scheduler import status as st
 
+    if not 0 < interval <= 3600:
+        fail(f"--interval must be in (0, 3600] seconds, got {interval}")
     _use_url(database_url)
     if as_json:
         print_json(st.snapshot())
@@ -323,10 +313,13 @@ def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then
 def demo(
     exit_when_done: Annotated[bool, typer.Option(
         "--exit-when-done", envvar="PORTALQ_DEMO_EXIT_WHEN_DONE",
-        help="exit once every sample job is final (non-interactive runs)")] = False,
+        help="exit once every sample job is final and every escalation mailed "
+             "(non-interactive runs)")] = False,
     timeout: Annotated[float, typer.Option(help="give up after this many seconds")] = 600,
 ) -> None:
     """Run the whole product on the zero-setup defaults with sample orders."""
+    if not timeout > 0:
+        fail(f"--timeout must be positive, got {timeout}")
     import asyncio
 
     from rich.console import Console
@@ -345,6 +338,8 @@ def standin(host: Annotated[str, typer.Option(envvar="PORTALQ_STANDIN_HOST")] = 
     """Serve the stand-in portals (BC Registries, IRS EIN, Delaware, CRTC) locally."""
     from portals.standin.app import serve
 
+    if not 0 <= port <= 65535:
+        fail(f"--port must be 0..65535, got {port}")
     serve(host, port)
 
 
@@ -367,10 +362,12 @@ def db_stop() -> None:
 
 @db_app.command("url")
 def db_url(database_url: DbUrl = None) -> None:
-    """Print the database URL portalq uses (starting the embedded server if needed)."""
+    """Print the database URL portalq uses (starting the embedded server if needed); a
+    password is shown as ***."""
     from jobs.database import database_url as resolve
+    from jobs.database import parse_url
 
-    typer.echo(resolve(database_url))
+    typer.echo(parse_url(resolve(database_url)).redacted())
 
 
 def _register() -> None:
@@ -381,8 +378,6 @@ def _register() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import psycopg
-
     _register()
     try:
         rc = app(args=argv, standalone_mode=False)
@@ -405,10 +400,12 @@ def main(argv: list[str] | None = None) -> None:
     except (InputError, PortalqError) as exc:
         typer.echo(f"portalq: error: {exc}", err=True)
         sys.exit(EXIT_INPUT)
-    except psycopg.OperationalError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        typer.echo(f"portalq: error: database unavailable: {first}", err=True)
-        sys.exit(4)
+    except Exception as exc:
+        code, message = database_error(exc)
+        if code is None:
+            raise
+        typer.echo(f"portalq: error: {message}", err=True)
+        sys.exit(code)
 
 
 @app.command("run")
@@ -436,5 +433,8 @@ def run_service(
         settings = Settings(**overrides)
     except ValidationError as exc:
         first = exc.errors()[0]
-        fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
+        field = ".".join(map(str, first["loc"]))
+        message = str(first["msg"]).removeprefix("Value error, ")
+        fail(message if message.startswith("invalid PORTALQ_")
+             else f"invalid setting PORTALQ_{field.upper()}: {message}")
     run(settings)

@@ -161,11 +161,14 @@ def close(code: str,
         fail("--to must be after --from")
     if not reason.strip():
         fail("--reason must not be empty")
+    from jobs.limits import check_identifier
+
+    reason = check_identifier(reason, "--reason", 500)  # one line, no control characters
     _use_url(database_url)
     with queue.connect() as c:
         _portal(_load(c), code)
         row = sql.fetch_one(c, "insert_closure", {"portal": code, "starts_at": starts,
-                                                  "ends_at": ends, "reason": reason.strip(),
+                                                  "ends_at": ends, "reason": reason,
                                                   "now": clock.now()})
         sql.fetch(c, "notify_portals", {"portal": code})
     assert row is not None

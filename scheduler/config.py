@@ -7,13 +7,13 @@ import os
 import socket
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PORTALQ_", env_file=os.environ.get(
-        "PORTALQ_CONFIG"), extra="ignore")
+        "PORTALQ_CONFIG"), extra="ignore", hide_input_in_errors=True)
 
     database_url: str | None = Field(None, description="PostgreSQL URL; unset: embedded server")
     node_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}",
@@ -56,7 +56,8 @@ class Settings(BaseSettings):
     smtp_url: str = Field("smtp://127.0.0.1:8025", description="smtp://[user:pass@]host:port"
                           " (smtps:// for TLS; ?starttls=1 for STARTTLS)")
     mail_from: str = "portalq@localhost"
-    metrics_port: int = Field(0, ge=0, description="Prometheus /metrics and /health; 0 = off")
+    metrics_port: int = Field(0, ge=0, le=65535,
+                              description="Prometheus /metrics and /health; 0 = off")
     metrics_host: str = "127.0.0.1"
     artifacts_dir: Path | None = Field(None, description="screenshots and traces "
                                        "(default: PORTALQ_HOME/artifacts)")
@@ -68,6 +69,26 @@ class Settings(BaseSettings):
                          "register job types and handlers")
     log_format: str = Field("text", pattern="^(text|json)$")
     log_level: str = "INFO"
+    connect_timeout_seconds: float = Field(10.0, gt=0, le=3600, description="longest wait "
+                                           "for a database connection to open")
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        from scheduler.logs import LEVELS
+
+        if value.upper() not in LEVELS:
+            raise ValueError(f"must be one of {', '.join(LEVELS)}")
+        return value.upper()
+
+    @field_validator("database_url")
+    @classmethod
+    def _parsable_url(cls, value: str | None) -> str | None:
+        if value:
+            from jobs.database import parse_url
+
+            parse_url(value)  # InputError, never quoting the password
+        return value
 
     def admins(self) -> list[str]:
         return [a.strip() for a in self.admin_emails.split(",") if a.strip()]

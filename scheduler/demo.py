@@ -155,7 +155,10 @@ async def _timeline(settings: Settings, standins: Any, mailbox: Path, exit_when_
                 job_type, order, payload = orders["crtc_down"]
                 ids["crtc_down"] = (await asyncio.to_thread(queue.enqueue, job_type, order,
                                                             payload)).id
-            finished = len(ids) == len(orders) and st.final(snap)
+            # done: every job final AND every escalation / portal notice mailed (a failed
+            # job's escalation row exists from the moment it failed; the tick mails it)
+            finished = (len(ids) == len(orders) and st.final(snap)
+                        and await asyncio.to_thread(st.unsent_mail) == 0)
             if finished and exit_when_done:
                 break
             if loop.time() > deadline:

@@ -16,19 +16,21 @@ from scheduler import logs, metrics
 from scheduler.config import Settings
 from scheduler.tick import Tick
 from scheduler.worker import Worker, make_pool
+from scheduler.zonedata import check_zone_data
 
 log = logging.getLogger("portalq.service")
 
 
 async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
                 stop: asyncio.Event | None = None, install_signals: bool = True) -> None:
+    check_zone_data()  # before anything: on old zone data every BC deferral is an hour off
     from jobs import files
     from jobs.database import home
 
     files.owner_only_process()   # artifacts, traces, mails: nobody else can read them
     files.private_dir(home())
     files.private_dir(settings.artifacts())
-    url = database_url(settings.database_url)
+    url = database_url(settings.database_url, connect_timeout=settings.connect_timeout_seconds)
     await asyncio.to_thread(upgrade_if_needed, url)
     dsn = libpq_dsn(url)
     pool = make_pool(settings, dsn)
@@ -91,6 +93,7 @@ def load_plugins(settings: Settings) -> None:
 
 
 def run(settings: Settings) -> None:
+    check_zone_data()  # refuse to start before logging or migrating anything
     logs.setup(settings.log_format, settings.log_level)
     load_plugins(settings)
     asyncio.run(serve(settings))

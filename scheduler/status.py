@@ -24,6 +24,12 @@ def snapshot(conn: Any = None) -> dict[str, Any]:
             "paused": [p["code"] for p in portals if p["paused_at"] is not None]}
 
 
+def unsent_mail(conn: Any = None) -> int:
+    """Escalations and portal notices still waiting to be mailed."""
+    with queue._use(conn) as c:  # noqa: SLF001 - the queue's own connection helper
+        return int(sql.fetch_value(c, "unsent_mail"))
+
+
 def final(snap: dict[str, Any]) -> bool:
     """No job is pending, deferred or running."""
     return not any(n for d in snap["depth"].values() for s, n in d.items()

@@ -8,13 +8,15 @@ Each test gets a database cloned from a migrated template (CREATE DATABASE ... T
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import itertools
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,59 @@ def _migrations_digest() -> str:
     return h.hexdigest()[:10]
 
 
+class ServerUsers:
+    """Which pytest sessions use the embedded test server: one file per session (its pid)
+    in ``<home>/sessions``, changed under a lock. The last session to leave stops the
+    server, if a test session started it (not one an operator started by hand), and never
+    while another live session (a concurrent pytest with the same home) still uses it."""
+
+    def __init__(self, home: Path) -> None:
+        self.dir = home / "sessions"
+        self.me = self.dir / str(os.getpid())
+        self.marker = self.dir / "started-by-tests"
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / ".lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            yield
+
+    def join(self, running: bool) -> None:
+        with self._locked():
+            self.me.touch()
+            if not running:
+                self.marker.touch()
+
+    def others_alive(self) -> bool:
+        for f in self.dir.iterdir():
+            if not f.name.isdigit() or f == self.me:
+                continue
+            try:
+                os.kill(int(f.name), 0)
+                return True
+            except ProcessLookupError:
+                f.unlink(missing_ok=True)  # a session that died without leaving
+            except PermissionError:
+                return True
+        return False
+
+    def leave(self, stop: Callable[[], None]) -> bool:
+        """Deregister; stop the server if this was the last session. True if stopped."""
+        with self._locked():
+            self.me.unlink(missing_ok=True)
+            if self.others_alive() or not self.marker.exists():
+                return False
+            stop()
+            self.marker.unlink(missing_ok=True)
+            return True
+
+
 class TestServer:
     def __init__(self) -> None:
         url = os.environ.get("PORTALQ_TEST_DATABASE_URL")
+        self.embedded = None
+        self.users: ServerUsers | None = None
         if url:
             self.base = make_url(url).set(drivername="postgresql+psycopg")
         else:
@@ -49,6 +101,9 @@ class TestServer:
             home = TEST_HOME
             settings = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
             pg = EmbeddedPostgres(home, settings=settings)
+            # registered before it is started: a session ending meanwhile sees this one
+            self.users = ServerUsers(home)
+            self.users.join(running=pg.is_running())
             try:
                 url = pg.ensure_running()
             except subprocess.CalledProcessError:
@@ -56,6 +111,7 @@ class TestServer:
                 # recover; it holds nothing worth keeping, so start over
                 shutil.rmtree(pg.pgdata, ignore_errors=True)
                 shutil.rmtree(home, ignore_errors=True)
+                self.users.join(running=False)
                 pg = EmbeddedPostgres(home, settings=settings)
                 url = pg.ensure_running()
             self.embedded = pg
@@ -63,6 +119,11 @@ class TestServer:
             # as the app role; tests/integration/test_data_protection.py checks that)
             self.base = make_url(pg.url(role="postgres"))
         self.template = f"portalq_tpl_{_migrations_digest()}"
+
+    def close(self) -> None:
+        """End of the session: stop the embedded server if no other session uses it."""
+        if self.users is not None and self.embedded is not None:
+            self.users.leave(self.embedded.stop)
 
     def url(self, database: str) -> str:
         return self.base.set(database=database).render_as_string(hide_password=False)
@@ -104,10 +165,13 @@ class TestServer:
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> TestServer:
+def pg_server() -> Iterator[TestServer]:
     server = TestServer()
-    server.ensure_template()
-    return server
+    try:
+        server.ensure_template()
+        yield server
+    finally:
+        server.close()
 
 
 @pytest.fixture
@@ -118,6 +182,21 @@ def db(pg_server: TestServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("PORTALQ_DATABASE_URL", url)
     yield url
     pg_server.drop(name)
+
+
+@pytest.fixture
+def server_home() -> Iterator[Path]:
+    """A fresh directory for an embedded server of a test's own. Not under pytest's
+    tmp_path: run as root, the server runs as another user that must traverse every parent,
+    and each pytest session resets /tmp/pytest-of-<user> to mode 0700 (a concurrent
+    session would lock the server out of its data directory mid-test)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="portalq-test-pg-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

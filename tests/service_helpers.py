@@ -91,6 +91,29 @@ def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05
         time.sleep(interval)
 
 
+def health(port: int) -> dict[str, Any]:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def wait_for_ticks(port: int, n: int, timeout: float = 60) -> None:
+    """Wait until the service on metrics ``port`` has completed ``n`` more ticks (its
+    /health ``last_tick`` changed n times): "later ticks did not do X", without a sleep."""
+    seen, count = health(port)["last_tick"], 0
+
+    def advanced() -> bool:
+        nonlocal seen, count
+        now = health(port)["last_tick"]
+        if now != seen:
+            seen, count = now, count + 1
+        return count >= n
+
+    wait_until(advanced, timeout, f"{n} more ticks", interval=0.1)
+
+
 def open_all_hours(dsn: str) -> None:
     """Every portal open 24/7, no holidays, no cut-off (flows tests run at any hour)."""
     with psycopg.connect(dsn, autocommit=True) as c:

@@ -79,7 +79,7 @@ COPY job_queue (id, job_type, order_id, portal, payload, status, priority, run_a
                 secret_data) FROM STDIN (FORMAT BINARY);
 
 -- name: ids_by_idempotency_key
-SELECT id, idempotency_key FROM job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
+SELECT id, idempotency_key, job_type FROM job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
 
 -- name: claim
 -- Claim due jobs: per open portal at most its capacity, by priority then run_at; one
@@ -437,6 +437,11 @@ SELECT j.id, j.job_type, j.order_id, j.attempts, j.last_error, j.finished_at,
 FROM job_queue j LEFT JOIN escalations e ON e.job_id = j.id
 WHERE j.status = 'failed'
 GROUP BY j.id ORDER BY j.finished_at DESC NULLS LAST LIMIT 10;
+
+-- name: unsent_mail
+-- Escalations and portal notices not mailed yet (the demo exits only when none is left).
+SELECT (SELECT count(*) FROM escalations WHERE sent_at IS NULL)
+     + (SELECT count(*) FROM portal_notices WHERE sent_at IS NULL) AS n;
 
 -- name: store_document
 INSERT INTO job_documents (job_id, name, content_type, data, key_id, created_at)

@@ -75,7 +75,7 @@ def test_options_from_environment(db, dsn):
     (["enqueue", "name_search", "--order", "O", "--payload", json.dumps(payloads.NAME_SEARCH),
       "--run-at", "2026-12-01T09:00:00"], "needs a UTC offset"),
     (["enqueue", "name_search", "--order", "O", "--payload", json.dumps(payloads.NAME_SEARCH),
-      "--portal", "moon"], "unknown portal 'moon'"),
+      "--portal", "moon"], "name_search jobs go to portal bc_corporate_online, not 'moon'"),
     (["enqueue", "name_search", "--order", "O", "--payload-file", "/nonexistent.json"],
      "cannot read payload file"),
     (["enqueue", "name_search"], "Missing option '--order'"),

@@ -11,7 +11,7 @@ import pytest
 
 from jobs import queue
 from tests.mailbox import Mailbox, free_port
-from tests.service_helpers import Service, add_local_portal, wait_until
+from tests.service_helpers import Service, add_local_portal, wait_for_ticks, wait_until
 
 
 def test_pickup_latency_with_a_60s_tick(db, dsn, tmp_path):
@@ -31,7 +31,9 @@ def test_pickup_latency_with_a_60s_tick(db, dsn, tmp_path):
         svc.stop()
     median = statistics.median(latencies)
     print(f"pickup latency median {median * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms")
-    assert median < 0.050
+    # without the NOTIFY wake-up a job would wait for the 60 s poll: far below that proves
+    # the wake-up, also on a busy machine (docs/benchmarks.md has the idle figures: ms)
+    assert median < 0.5
 
 
 @pytest.mark.slow
@@ -64,8 +66,10 @@ def test_two_nodes_5000_jobs_portal_limit_of_one_never_exceeded(db, dsn, tmp_pat
 def test_escalation_after_five_failures_exactly_one_mail_with_screenshot(db, dsn, tmp_path):
     add_local_portal(dsn)
     mailbox = Mailbox().start()
+    port = free_port()
     svc = Service(db, tmp_path, "esc", PORTALQ_ADMIN_EMAILS="ops@example.com",
-                  PORTALQ_SMTP_URL=mailbox.url, PORTALQ_RETRY_BASE_SECONDS=0.05).start()
+                  PORTALQ_SMTP_URL=mailbox.url, PORTALQ_RETRY_BASE_SECONDS=0.05,
+                  PORTALQ_METRICS_PORT=port).start()
     try:
         job = queue.enqueue("ledger_job", "ORD-1001", {"fail_times": 99, "screenshot": True})
         [mail] = mailbox.wait_for(1, 60)
@@ -73,7 +77,7 @@ def test_escalation_after_five_failures_exactly_one_mail_with_screenshot(db, dsn
         with psycopg.connect(dsn) as c:
             wait_until(lambda: c.execute("SELECT sent_at IS NOT NULL FROM escalations"
                                          ).fetchone()[0], 10, "escalation marked sent")
-        time.sleep(2.5)  # two more 1 s ticks must not send it again
+        wait_for_ticks(port, 2)  # two more ticks must not send it again
     finally:
         svc.stop()
         mailbox.stop()
@@ -92,9 +96,10 @@ def test_escalation_after_five_failures_exactly_one_mail_with_screenshot(db, dsn
 
 def test_escalation_waits_for_mail_server_then_sent_once(db, dsn, tmp_path):
     add_local_portal(dsn)
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     svc = Service(db, tmp_path, "esc2", PORTALQ_ADMIN_EMAILS="ops@example.com",
-                  PORTALQ_SMTP_URL=f"smtp://127.0.0.1:{port}").start()
+                  PORTALQ_SMTP_URL=f"smtp://127.0.0.1:{port}",
+                  PORTALQ_METRICS_PORT=metrics_port).start()
     mailbox = None
     try:
         queue.enqueue("ledger_job", "ORD-2", {"permanent": True})
@@ -105,7 +110,7 @@ def test_escalation_waits_for_mail_server_then_sent_once(db, dsn, tmp_path):
             mailbox.wait_for(1, 30)
             wait_until(lambda: c.execute("SELECT sent_at IS NOT NULL FROM escalations"
                                          ).fetchone()[0], 10, "marked sent")
-        time.sleep(2.5)  # later ticks must not send it again
+        wait_for_ticks(metrics_port, 2)  # later ticks must not send it again
     finally:
         svc.stop()
         if mailbox:
@@ -115,13 +120,14 @@ def test_escalation_waits_for_mail_server_then_sent_once(db, dsn, tmp_path):
 
 
 @pytest.mark.slow
-def test_service_survives_postgres_restart_and_drains_everything(tmp_path, monkeypatch):
+def test_service_survives_postgres_restart_and_drains_everything(tmp_path, server_home,
+                                                                 monkeypatch):
     """On a server of its own (embedded, fsync off), which it stops and starts under load,
     whatever server the other tests use."""
     from jobs.embedded import EmbeddedPostgres
     from jobs.migrate import upgrade
 
-    pg = EmbeddedPostgres(tmp_path / "pg", settings={"fsync": "off"})
+    pg = EmbeddedPostgres(server_home, settings={"fsync": "off"})
     db, dsn = pg.ensure_running(), pg.dsn()
     monkeypatch.setenv("PORTALQ_DATABASE_URL", db)
     try:
