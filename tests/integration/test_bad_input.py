@@ -139,8 +139,10 @@ def test_admin_functions_refuse_bad_input(conn, db):
         (lambda: queue.retry(job.id, note="why\0"), "note must not contain"),
         (lambda: queue.retry(job.id, payload_patch={"legal_name": "X\0"}), "payload patch"),
         (lambda: queue.retry(job.id, payload_patch=["x"]), "must be a JSON object"),
-        (lambda: queue.retry(job.id, payload_patch={"principal_activity": "x" * 300_000}),
-         "patched payload is"),
+        # (the cancelled job's SSN was erased: a patch must give it again)
+        (lambda: queue.retry(job.id, payload_patch={
+            "principal_activity": "x" * 300_000,
+            "responsible_party": {"ssn": "123-45-6789"}}), "patched payload is"),
         (lambda: queue.resolve_filed(job.id, "CONF\n1"), "confirmation number must not"),
         (lambda: queue.pause_portal("irs_ein", reason="r\0"), "reason must not contain"),
         (lambda: queue.pause_portal("irs\0", reason="r"), "portal must not contain"),
