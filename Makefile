@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 PYTEST_ARGS ?=
+# extras installed with portalq: the image (deploy/Dockerfile) builds with EXTRAS= (none)
+EXTRAS ?= test
 
 .PHONY: help venv browser demo test test-fast lint bench bench-browser clean
 
@@ -13,7 +15,7 @@ help:  ## list the targets
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.$(if $(EXTRAS),[$(EXTRAS)])'
 	touch $@
 
 venv: $(VENV)/.installed  ## create the virtualenv and install portalq with test tools

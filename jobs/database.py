@@ -37,9 +37,24 @@ def _split(url: str) -> tuple[str, str]:
     return scheme, rest
 
 
+def secret_file(name: str) -> str | None:
+    """The value of setting ``name`` (e.g. ``database_url``) from a file in
+    ``PORTALQ_SECRETS_DIR`` (Kubernetes/compose secrets mounted as files), if there is one.
+    The file is named ``PORTALQ_<NAME>`` or ``portalq_<name>``; surrounding whitespace is
+    dropped."""
+    folder = os.environ.get("PORTALQ_SECRETS_DIR")
+    if not folder:
+        return None
+    for candidate in (f"PORTALQ_{name.upper()}", f"portalq_{name.lower()}"):
+        path = Path(folder) / candidate
+        if path.is_file():
+            return path.read_text().strip() or None
+    return None
+
+
 def database_url(url: str | None = None) -> str:
     """The SQLAlchemy URL to use, starting the embedded server when none is configured."""
-    url = url or os.environ.get("PORTALQ_DATABASE_URL")
+    url = url or os.environ.get("PORTALQ_DATABASE_URL") or secret_file("database_url")
     if not url:
         return embedded().ensure_running()
     scheme, rest = _split(url)

@@ -6,14 +6,25 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
+    """Settings from the environment, then the config file, then files in
+    ``PORTALQ_SECRETS_DIR`` (one file per setting, named ``portalq_<setting>``: secrets
+    mounted as files), then the defaults."""
+
     model_config = SettingsConfigDict(env_prefix="PORTALQ_", env_file=os.environ.get(
         "PORTALQ_CONFIG"), extra="ignore")
+
+    def __init__(self, **values: Any) -> None:
+        folder = os.environ.get("PORTALQ_SECRETS_DIR")
+        if folder and "_secrets_dir" not in values:
+            values["_secrets_dir"] = folder
+        super().__init__(**values)
 
     database_url: str | None = Field(None, description="PostgreSQL URL; unset: embedded server")
     node_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}",
