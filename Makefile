@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # extras installed with portalq: the image (deploy/Dockerfile) builds with EXTRAS= (none)
 EXTRAS ?= test
 
-.PHONY: help venv browser demo test test-fast lint bench bench-browser clean
+.PHONY: help venv browser pgbouncer demo test test-fast lint bench bench-browser clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -23,15 +23,18 @@ venv: $(VENV)/.installed  ## create the virtualenv and install portalq with test
 browser: venv  ## make sure a Chromium exists (Playwright download, else system package)
 	@tools/ensure-browser.sh $(PY)
 
+pgbouncer:  ## make sure PgBouncer exists (system package; tests start their own)
+	@tools/ensure-pgbouncer.sh
+
 demo: venv browser  ## run the demo: embedded Postgres, stand-in portals, mailbox, service
 	$(VENV)/bin/portalq demo
 
-test: venv browser  ## run the whole test suite (unit, integration, browser, acceptance)
+test: venv browser pgbouncer  ## run the whole test suite (unit, integration, browser, acceptance)
 	$(VENV)/bin/ruff check jobs scheduler portals tests
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-fast: venv  ## the tests without the slow soak/chaos runs
+test-fast: venv pgbouncer  ## the tests without the slow soak/chaos runs
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: venv  ## ruff + import-layer contracts

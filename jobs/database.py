@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -63,6 +63,29 @@ def database_url(url: str | None = None) -> str:
     return f"{scheme}://{rest}"
 
 
+def direct_database_url(url: str | None = None, direct: str | None = None) -> str:
+    """The URL for what a transaction pooler (PgBouncer in transaction mode) cannot carry:
+    LISTEN, the leader's session advisory lock, migrations. ``direct`` (or
+    ``PORTALQ_DIRECT_DATABASE_URL``, or its secret file), else the main URL."""
+    direct = direct or os.environ.get("PORTALQ_DIRECT_DATABASE_URL") or secret_file(
+        "direct_database_url")
+    return database_url(direct) if direct else database_url(url)
+
+
+def behind_pooler(direct: str | None = None) -> bool:
+    """A direct URL is configured: the main URL is then a transaction pooler."""
+    return bool(direct or os.environ.get("PORTALQ_DIRECT_DATABASE_URL")
+                or secret_file("direct_database_url"))
+
+
+def connect_options(direct: str | None = None) -> dict[str, Any]:
+    """psycopg connection options for the main URL. Behind a pooler: no server-side
+    prepared statements (psycopg prepares a statement run 5 times on a connection; with
+    transaction pooling the next transaction may meet a server connection that never saw
+    it -- PgBouncer < 1.21, or >= 1.21 without max_prepared_statements)."""
+    return {"prepare_threshold": None} if behind_pooler(direct) else {}
+
+
 def libpq_dsn(url: str) -> str:
     """The psycopg/libpq form of a SQLAlchemy URL."""
     _, rest = _split(url)
@@ -73,4 +96,5 @@ def libpq_dsn(url: str) -> str:
 def engine(url: str | None = None) -> Engine:
     from sqlalchemy import create_engine
 
-    return create_engine(database_url(url), pool_pre_ping=True, future=True)
+    return create_engine(database_url(url), pool_pre_ping=True, future=True,
+                         connect_args=connect_options())

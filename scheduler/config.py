@@ -27,6 +27,10 @@ class Settings(BaseSettings):
         super().__init__(**values)
 
     database_url: str | None = Field(None, description="PostgreSQL URL; unset: embedded server")
+    direct_database_url: str | None = Field(
+        None, description="PostgreSQL itself, when database_url is a transaction pooler "
+        "(PgBouncer): LISTEN, the leader's advisory lock and migrations use it; unset: "
+        "database_url")
     node_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}",
                          description="this process's name in lock_owner and events")
     workers: int = Field(4, ge=1, le=256, description="jobs run concurrently by this process")
@@ -65,6 +69,13 @@ class Settings(BaseSettings):
                          "register job types and handlers")
     log_format: str = Field("text", pattern="^(text|json)$")
     log_level: str = "INFO"
+
+    def pool_options(self) -> dict[str, Any]:
+        """psycopg options for connections to ``database_url`` (see
+        :func:`jobs.database.connect_options`)."""
+        from jobs.database import connect_options
+
+        return connect_options(self.direct_database_url)
 
     def admins(self) -> list[str]:
         return [a.strip() for a in self.admin_emails.split(",") if a.strip()]

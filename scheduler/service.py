@@ -10,7 +10,7 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from jobs.database import database_url, libpq_dsn
+from jobs.database import database_url, direct_database_url, libpq_dsn
 from jobs.migrate import upgrade_if_needed
 from scheduler import logs, metrics
 from scheduler.config import Settings
@@ -23,12 +23,15 @@ log = logging.getLogger("portalq.service")
 async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
                 stop: asyncio.Event | None = None, install_signals: bool = True) -> None:
     url = database_url(settings.database_url)
-    await asyncio.to_thread(upgrade_if_needed, url)
-    dsn = libpq_dsn(url)
-    pool = make_pool(settings, dsn)
+    # behind PgBouncer (transaction pooling) the pool goes through the pooler; what needs
+    # a session of its own (LISTEN, the leader's advisory lock, migrations) goes direct
+    direct_url = direct_database_url(settings.database_url, settings.direct_database_url)
+    await asyncio.to_thread(upgrade_if_needed, direct_url)
+    direct = libpq_dsn(direct_url)
+    pool = make_pool(settings, libpq_dsn(url))
     await pool.open(wait=True, timeout=60)
-    worker = Worker(settings, pool, dsn)
-    tick = Tick(settings, worker, dsn)
+    worker = Worker(settings, pool, direct)
+    tick = Tick(settings, worker, direct)
     await worker.refresh_portals()
 
     scheduler = AsyncIOScheduler(timezone="UTC")

@@ -57,8 +57,10 @@ async def _usable(conn: psycopg.AsyncConnection[Any]) -> None:
 
 def make_pool(settings: Settings, dsn: str) -> AsyncConnectionPool:
     """The process's connection pool (opened by the caller)."""
+    # issue 18 hook: behind PgBouncer, pool_options() turns off prepared statements
     return AsyncConnectionPool(dsn, min_size=2, max_size=settings.workers + 4, open=False,
-                               kwargs={"autocommit": True}, reconnect_timeout=3600,
+                               kwargs={"autocommit": True, **settings.pool_options()},
+                               reconnect_timeout=3600,
                                check=_usable, reset=_note_return)
 
 
