@@ -65,6 +65,10 @@ class Settings(BaseSettings):
                              "portals; per portal: PORTALQ_PORTAL_URL_<CODE>")
     browser_ws: str = Field("", description="remote Playwright browser (ws://...) instead of a "
                             "local Chromium")
+    portals: str = Field("", description="comma-separated portals this node claims jobs of "
+                         "(its role); empty: all")
+    job_types: str = Field("", description="comma-separated job types this node claims "
+                           "(its role); empty: all")
     plugins: str = Field("", description="comma-separated modules imported at start; they "
                          "register job types and handlers")
     log_format: str = Field("text", pattern="^(text|json)$")

@@ -32,7 +32,12 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     await pool.open(wait=True, timeout=60)
     worker = Worker(settings, pool, direct)
     tick = Tick(settings, worker, direct)
-    await worker.refresh_portals()
+    try:
+        await worker.refresh_portals()
+        worker.role.check(worker.portals)   # unknown portal or job type: exit 2
+    except BaseException:
+        await pool.close()
+        raise
 
     scheduler = AsyncIOScheduler(timezone="UTC")
     scheduler.add_job(tick.run, "interval", seconds=settings.tick_seconds, id="tick",
@@ -60,8 +65,8 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
         server = await metrics.serve(settings.metrics_host, settings.metrics_port, health,
                                      refresh)
     loops = worker.start_loops()
-    log.info("portalq running: node=%s workers=%d tick=%ss", settings.node_id,
-             settings.workers, settings.tick_seconds)
+    log.info("portalq running: node=%s workers=%d tick=%ss role: %s", settings.node_id,
+             settings.workers, settings.tick_seconds, worker.role.describe())
     if ready is not None:
         ready.set()
     if install_signals:

@@ -27,7 +27,7 @@ from jobs.errors import (
     RetryableError,
     UncertainOutcome,
 )
-from scheduler import calendars, metrics
+from scheduler import calendars, metrics, roles
 from scheduler.config import Settings
 from scheduler.context import JobContext, LostJob
 from scheduler.handlers import handler_for
@@ -84,6 +84,7 @@ class Worker:
         self._browser_lock = asyncio.Lock()
         self.browser_config: Any = None
         self.healthy = True
+        self.role = roles.Role.of(settings)  # issue 18 hook: node roles
 
     # -- browser (one per process, started on first use) ----------------------------------
     async def browser(self) -> Any:
@@ -123,7 +124,7 @@ class Worker:
                 if p.code not in self._calendar_errors:
                     log.error("portal %s: calendar error (%s); no jobs start on it", p.code, exc)
                 self._calendar_errors.add(p.code)
-        return out
+        return self.role.restrict(out)  # issue 18 hook: node roles (scheduler/roles.py)
 
     # -- loops ---------------------------------------------------------------------------
     async def listen(self) -> None:
