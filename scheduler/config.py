@@ -65,6 +65,10 @@ class Settings(BaseSettings):
                              "portals; per portal: PORTALQ_PORTAL_URL_<CODE>")
     browser_ws: str = Field("", description="remote Playwright browser (ws://...) instead of a "
                             "local Chromium")
+    browser_max_contexts: int = Field(0, ge=0, description="open contexts per remote browser "
+                                      "endpoint at once, from this process (0: no cap)")
+    browser_connect_timeout_seconds: float = Field(30.0, gt=0, description="connecting to a "
+                                                   "remote browser server gives up after this")
     portals: str = Field("", description="comma-separated portals this node claims jobs of "
                          "(its role); empty: all")
     job_types: str = Field("", description="comma-separated job types this node claims "
@@ -90,6 +94,13 @@ class Settings(BaseSettings):
         from jobs.database import home
 
         return home() / "artifacts"
+
+    def browser_endpoints(self) -> dict[str, str]:
+        """Remote browser per portal: ``PORTALQ_BROWSER_WS_<CODE>``; ``"*"``:
+        ``PORTALQ_BROWSER_WS`` for the others (none: a local Chromium)."""
+        from portals.flows.pool import endpoints_from_env
+
+        return endpoints_from_env(os.environ, self.browser_ws)
 
     def portal_urls(self) -> dict[str, str]:
         base = self.standin_url.rstrip("/")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -11,6 +13,10 @@ from jobs import types, worker_api
 
 if TYPE_CHECKING:
     from scheduler.worker import Worker
+
+
+#: how long a "target closed" error waits for the browser's disconnect to show
+BROWSER_GONE_WAIT_S = 3.0
 
 
 def secret_values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
@@ -41,6 +47,7 @@ class JobContext:
         self.checkpoints: dict[str, Any] = dict(job["checkpoint"] or {})
         self.artifacts_dir = artifacts_dir
         self._browser_contexts: list[Any] = []
+        self._browser_gone = asyncio.Event()
         self.failed = False
 
     @cached_property
@@ -58,11 +65,35 @@ class JobContext:
     async def new_browser_context(self) -> Any:
         from portals.flows import browser
 
-        b = await self._worker.browser()
         self.artifacts_dir.mkdir(parents=True, exist_ok=True)
-        context = await browser.new_context(b, self._worker.browser_config, self.artifacts_dir)
+        pool = getattr(self._worker, "browser_pool", None)   # set by service.serve
+        if pool is not None and pool.serves(self.portal):
+            context = await pool.new_context(self.portal, self.artifacts_dir)
+        else:
+            b = await self._worker.browser()
+            context = await browser.new_context(b, self._worker.browser_config,
+                                                self.artifacts_dir)
         self._browser_contexts.append(context)
+        b = context.browser
+        if b is not None:
+            b.on("disconnected", lambda *_: self._browser_gone.set())
+            if not b.is_connected():
+                self._browser_gone.set()
         return context
+
+    async def browser_lost(self, exc: BaseException | None = None) -> bool:
+        """A browser this job used is gone (its remote server died or was restarted).
+
+        A page call can fail ("Target ... has been closed") a moment before the client
+        sees the connection's end: for that error the disconnect is awaited briefly."""
+        if not self._browser_contexts:
+            return False
+        if self._browser_gone.is_set():
+            return True
+        if exc is not None and "has been closed" in str(exc):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._browser_gone.wait(), BROWSER_GONE_WAIT_S)
+        return self._browser_gone.is_set()
 
     def secrets(self) -> list[str]:
         return secret_values(self.job_type, self.payload)

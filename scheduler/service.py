@@ -31,6 +31,16 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     pool = make_pool(settings, libpq_dsn(url))
     await pool.open(wait=True, timeout=60)
     worker = Worker(settings, pool, direct)
+    endpoints = settings.browser_endpoints()
+    if endpoints:
+        from portals.flows import browser as browser_config
+        from portals.flows.pool import BrowserPool
+
+        # remote browsers per portal (or one for all): JobContext takes contexts from it
+        worker.browser_pool = BrowserPool(  # type: ignore[attr-defined]
+            browser_config.load_config(), endpoints,
+            max_contexts=settings.browser_max_contexts,
+            connect_timeout_s=settings.browser_connect_timeout_seconds)
     tick = Tick(settings, worker, direct)
     try:
         await worker.refresh_portals()
@@ -79,6 +89,8 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
         server.close()
     await tick.close()
     await worker.close_browser()
+    if getattr(worker, "browser_pool", None) is not None:
+        await worker.browser_pool.close()
     await pool.close()
     log.info("stopped")
 
