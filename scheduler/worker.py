@@ -384,10 +384,16 @@ class Worker:
         """Stop claiming; give running jobs ``grace`` seconds, then release the rest."""
         self.stopping.set()
         self.wake.set()
-        tasks = list(self.running.values())
-        if tasks:
-            log.info("waiting up to %.0fs for %d running job(s)", grace, len(tasks))
-            await asyncio.wait(tasks, timeout=grace)
+        # issue 18 fix (tests/integration/test_rolling_restart.py): a claim in flight when
+        # SIGTERM came starts its jobs after this point; they get the grace period too,
+        # instead of being cancelled at once and run again elsewhere
+        deadline = asyncio.get_running_loop().time() + grace
+        while tasks := [t for t in self.running.values() if not t.done()]:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            log.info("waiting up to %.0fs for %d running job(s)", remaining, len(tasks))
+            await asyncio.wait(tasks, timeout=remaining)
         leftover = [jid for jid, t in self.running.items() if not t.done()]
         for jid in leftover:
             self.running[jid].cancel()
