@@ -48,6 +48,7 @@ class JobContext:
         self.artifacts_dir = artifacts_dir
         self._browser_contexts: list[Any] = []
         self._browser_gone = asyncio.Event()
+        self._watched: dict[Any, Any] = {}   # browser -> its "disconnected" listener
         self.failed = False
 
     @cached_property
@@ -75,11 +76,22 @@ class JobContext:
                                                 self.artifacts_dir)
         self._browser_contexts.append(context)
         b = context.browser
-        if b is not None:
-            b.on("disconnected", lambda *_: self._browser_gone.set())
+        if b is not None and b not in self._watched:
+            def gone(*_: Any) -> None:
+                self._browser_gone.set()
+
+            b.on("disconnected", gone)
+            self._watched[b] = gone
             if not b.is_connected():
                 self._browser_gone.set()
         return context
+
+    def unwatch_browsers(self) -> None:
+        """The job is over: stop listening to its browsers (a local one lives on)."""
+        for b, gone in self._watched.items():
+            with contextlib.suppress(Exception):
+                b.remove_listener("disconnected", gone)
+        self._watched.clear()
 
     async def browser_lost(self, exc: BaseException | None = None) -> bool:
         """A browser this job used is gone (its remote server died or was restarted).

@@ -67,5 +67,9 @@ def browser_guarded(handler: Handler) -> Handler:
                 raise DeferUntil("browser server lost mid-flow",
                                  when=clock.now() + BROWSER_RETRY_AFTER) from exc
             raise
+        finally:
+            unwatch = getattr(ctx, "unwatch_browsers", None)
+            if unwatch is not None:
+                unwatch()
 
     return run

@@ -128,6 +128,10 @@ class BrowserPool:
                 ep.open_contexts -= 1
                 if ep.slots is not None:
                     ep.slots.release()
+                try:   # the connection outlives the context: no listener left behind
+                    b.remove_listener("disconnected", release)
+                except Exception:  # noqa: BLE001 - already gone with its browser
+                    log.debug("listener already removed")
 
         context.on("close", release)
         # a lost server may not report each context's close: its disconnect frees them

@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -293,3 +294,29 @@ def test_a_mismatched_server_defers_the_job_without_spending_an_attempt(
     with psycopg.connect(dsn) as c:
         streak = c.execute("SELECT outage_streak FROM portals WHERE code = 'gamma'").fetchone()
     assert streak == (0,)   # not counted against the portal's circuit breaker
+
+
+def test_closed_contexts_leave_no_listener_on_the_shared_connection(servers,
+                                                                    browser_config_file):
+    from portals.flows.browser import close_context
+
+    config = load_config(browser_config_file)
+    pool = BrowserPool(config, {"*": servers[0].url}, max_contexts=2, connect_timeout_s=20)
+
+    async def go(tmp: Path) -> tuple[int, int, dict]:
+        try:
+            first = await pool.new_context("any", tmp)
+            # the public Browser wraps a pyee emitter, which can count its listeners
+            b = first.browser._impl_obj
+            baseline = len(b.listeners("disconnected"))
+            await close_context(first)
+            for _ in range(5):
+                await close_context(await pool.new_context("any", tmp))
+            return baseline, len(b.listeners("disconnected")), pool.stats()
+        finally:
+            await pool.close()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        baseline, after, stats = asyncio.run(go(Path(tmp)))
+    assert after == baseline - 1        # the first context's listener went with it too
+    assert stats == {servers[0].url: {"open_contexts": 0, "connects": 1}}
