@@ -4,8 +4,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 PYTEST_ARGS ?=
+# extras installed with portalq: the image (deploy/Dockerfile) builds with EXTRAS= (none)
+EXTRAS ?= test
 
-.PHONY: help venv browser demo test test-fast lint bench bench-browser clean
+.PHONY: help venv browser pgbouncer demo test test-fast lint bench bench-browser clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -13,7 +15,7 @@ help:  ## list the targets
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.$(if $(EXTRAS),[$(EXTRAS)])'
 	touch $@
 
 venv: $(VENV)/.installed  ## create the virtualenv and install portalq with test tools
@@ -21,15 +23,18 @@ venv: $(VENV)/.installed  ## create the virtualenv and install portalq with test
 browser: venv  ## make sure a Chromium exists (Playwright download, else system package)
 	@tools/ensure-browser.sh $(PY)
 
+pgbouncer:  ## make sure PgBouncer exists (system package; tests start their own)
+	@tools/ensure-pgbouncer.sh
+
 demo: venv browser  ## run the demo: embedded Postgres, stand-in portals, mailbox, service
 	$(VENV)/bin/portalq demo
 
-test: venv browser  ## run the whole test suite (unit, integration, browser, acceptance)
+test: venv browser pgbouncer  ## run the whole test suite (unit, integration, browser, acceptance)
 	$(VENV)/bin/ruff check jobs scheduler portals tests
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-fast: venv  ## the tests without the slow soak/chaos runs
+test-fast: venv pgbouncer  ## the tests without the slow soak/chaos runs
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: venv  ## ruff + import-layer contracts

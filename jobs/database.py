@@ -127,10 +127,25 @@ def parse_url(url: str, what: str = "PORTALQ_DATABASE_URL") -> ParsedUrl:
                  database=database, query=query)
 
 
+def secret_file(name: str) -> str | None:
+    """The value of setting ``name`` (e.g. ``database_url``) from a file in
+    ``PORTALQ_SECRETS_DIR`` (Kubernetes/compose secrets mounted as files), if there is one.
+    The file is named ``PORTALQ_<NAME>`` or ``portalq_<name>``; surrounding whitespace is
+    dropped."""
+    folder = os.environ.get("PORTALQ_SECRETS_DIR")
+    if not folder:
+        return None
+    for candidate in (f"PORTALQ_{name.upper()}", f"portalq_{name.lower()}"):
+        path = Path(folder) / candidate
+        if path.is_file():
+            return path.read_text().strip() or None
+    return None
+
+
 def database_url(url: str | None = None, *, connect_timeout: float | None = None) -> str:
     """The SQLAlchemy URL to use, starting the embedded server when none is configured.
     It carries the connect timeout (``connect_timeout``) unless the URL sets its own."""
-    url = url or os.environ.get("PORTALQ_DATABASE_URL")
+    url = url or os.environ.get("PORTALQ_DATABASE_URL") or secret_file("database_url")
     if not url:
         url = embedded().ensure_running()
     parsed = parse_url(url)
@@ -140,6 +155,30 @@ def database_url(url: str | None = None, *, connect_timeout: float | None = None
     out = parsed.sqlalchemy()
     libpq_dsn(out)  # unknown connection options: an input error now, not at connect time
     return out
+
+
+def direct_database_url(url: str | None = None, direct: str | None = None, *,
+                        connect_timeout: float | None = None) -> str:
+    """The URL for what a transaction pooler (PgBouncer in transaction mode) cannot carry:
+    LISTEN, the leader's session advisory lock, migrations. ``direct`` (or
+    ``PORTALQ_DIRECT_DATABASE_URL``, or its secret file), else the main URL."""
+    direct = direct or os.environ.get("PORTALQ_DIRECT_DATABASE_URL") or secret_file(
+        "direct_database_url")
+    return database_url(direct or url, connect_timeout=connect_timeout)
+
+
+def behind_pooler(direct: str | None = None) -> bool:
+    """A direct URL is configured: the main URL is then a transaction pooler."""
+    return bool(direct or os.environ.get("PORTALQ_DIRECT_DATABASE_URL")
+                or secret_file("direct_database_url"))
+
+
+def connect_options(direct: str | None = None) -> dict[str, Any]:
+    """psycopg connection options for the main URL. Behind a pooler: no server-side
+    prepared statements (psycopg prepares a statement run 5 times on a connection; with
+    transaction pooling the next transaction may meet a server connection that never saw
+    it -- PgBouncer < 1.21, or >= 1.21 without max_prepared_statements)."""
+    return {"prepare_threshold": None} if behind_pooler(direct) else {}
 
 
 def libpq_dsn(url: str) -> str:
@@ -164,4 +203,5 @@ def libpq_dsn(url: str) -> str:
 def engine(url: str | None = None) -> Engine:
     from sqlalchemy import create_engine
 
-    return create_engine(database_url(url), pool_pre_ping=True, future=True)
+    return create_engine(database_url(url), pool_pre_ping=True, future=True,
+                         connect_args=connect_options())

@@ -32,6 +32,8 @@ class Capacity:
     portal: str
     limit: int | None
     day: tuple[datetime, datetime] | None = None
+    #: only these job types (a node's role); None: any. One list for the whole claim.
+    job_types: tuple[str, ...] | None = None
 
 
 async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], limit: int,
@@ -48,9 +50,14 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     if not capacities:
         return []
     caps = sorted(capacities, key=lambda c: c.portal)   # one lock order on every node
+    job_types = {c.job_types for c in caps}
+    if len(job_types) != 1:
+        raise ValueError("one claim takes one job-type filter for all its portals")
+    only = job_types.pop()
     jobs = await sql.afetch(conn, "claim", {
         "portals": [c.portal for c in caps], "limits": [c.limit for c in caps],
-        "limit": limit, "worker": worker, "now": now})
+        "limit": limit, "worker": worker, "now": now,
+        "job_types": list(only) if only is not None else None})
     if not any(j["rate_key"] for j in jobs):
         return jobs
     days = {c.portal: c.day for c in capacities}

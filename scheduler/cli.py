@@ -414,6 +414,12 @@ def run_service(
                                                 "[env PORTALQ_WORKERS, default 4]")] = None,
     tick: Annotated[float | None, typer.Option(help="tick period in seconds "
                                                "[env PORTALQ_TICK_SECONDS, default 60]")] = None,
+    portals: Annotated[str | None, typer.Option(
+        "--portals", help="claim jobs of these portals only, comma-separated (this node's "
+        "role) [env PORTALQ_PORTALS, default all]")] = None,
+    job_types: Annotated[str | None, typer.Option(
+        "--job-types", help="claim jobs of these types only, comma-separated "
+        "[env PORTALQ_JOB_TYPES, default all]")] = None,
     database_url: DbUrl = None,
 ) -> None:
     """Run the scheduler service (until SIGTERM/SIGINT)."""
@@ -429,6 +435,11 @@ def run_service(
         overrides["tick_seconds"] = tick
     if database_url:
         overrides["database_url"] = database_url
+    for name, value in (("portals", portals), ("job_types", job_types)):
+        if value is not None:
+            if not value.strip(", "):
+                fail(f"--{name.replace('_', '-')} needs at least one name")
+            overrides[name] = value
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:

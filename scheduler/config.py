@@ -6,16 +6,31 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
+    """Settings from the environment, then the config file, then files in
+    ``PORTALQ_SECRETS_DIR`` (one file per setting, named ``portalq_<setting>``: secrets
+    mounted as files), then the defaults."""
+
     model_config = SettingsConfigDict(env_prefix="PORTALQ_", env_file=os.environ.get(
         "PORTALQ_CONFIG"), extra="ignore", hide_input_in_errors=True)
 
+    def __init__(self, **values: Any) -> None:
+        folder = os.environ.get("PORTALQ_SECRETS_DIR")
+        if folder and "_secrets_dir" not in values:
+            values["_secrets_dir"] = folder
+        super().__init__(**values)
+
     database_url: str | None = Field(None, description="PostgreSQL URL; unset: embedded server")
+    direct_database_url: str | None = Field(
+        None, description="PostgreSQL itself, when database_url is a transaction pooler "
+        "(PgBouncer): LISTEN, the leader's advisory lock and migrations use it; unset: "
+        "database_url")
     node_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}",
                          description="this process's name in lock_owner and events")
     workers: int = Field(4, ge=1, le=256, description="jobs run concurrently by this process")
@@ -65,6 +80,14 @@ class Settings(BaseSettings):
                              "portals; per portal: PORTALQ_PORTAL_URL_<CODE>")
     browser_ws: str = Field("", description="remote Playwright browser (ws://...) instead of a "
                             "local Chromium")
+    browser_max_contexts: int = Field(0, ge=0, description="open contexts per remote browser "
+                                      "endpoint at once, from this process (0: no cap)")
+    browser_connect_timeout_seconds: float = Field(30.0, gt=0, description="connecting to a "
+                                                   "remote browser server gives up after this")
+    portals: str = Field("", description="comma-separated portals this node claims jobs of "
+                         "(its role); empty: all")
+    job_types: str = Field("", description="comma-separated job types this node claims "
+                           "(its role); empty: all")
     plugins: str = Field("", description="comma-separated modules imported at start; they "
                          "register job types and handlers")
     log_format: str = Field("text", pattern="^(text|json)$")
@@ -90,6 +113,13 @@ class Settings(BaseSettings):
             parse_url(value)  # InputError, never quoting the password
         return value
 
+    def pool_options(self) -> dict[str, Any]:
+        """psycopg options for connections to ``database_url`` (see
+        :func:`jobs.database.connect_options`)."""
+        from jobs.database import connect_options
+
+        return connect_options(self.direct_database_url)
+
     def admins(self) -> list[str]:
         return [a.strip() for a in self.admin_emails.split(",") if a.strip()]
 
@@ -99,6 +129,13 @@ class Settings(BaseSettings):
         from jobs.database import home
 
         return home() / "artifacts"
+
+    def browser_endpoints(self) -> dict[str, str]:
+        """Remote browser per portal: ``PORTALQ_BROWSER_WS_<CODE>``; ``"*"``:
+        ``PORTALQ_BROWSER_WS`` for the others (none: a local Chromium)."""
+        from portals.flows.pool import endpoints_from_env
+
+        return endpoints_from_env(os.environ, self.browser_ws)
 
     def portal_urls(self) -> dict[str, str]:
         base = self.standin_url.rstrip("/")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -11,6 +13,10 @@ from jobs import secrets_at_rest, worker_api
 
 if TYPE_CHECKING:
     from scheduler.worker import Worker
+
+
+#: how long a "target closed" error waits for the browser's disconnect to show
+BROWSER_GONE_WAIT_S = 3.0
 
 
 def secret_values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
@@ -43,6 +49,8 @@ class JobContext:
             self._payload_error = self._payload_error or exc
         self.artifacts_dir = artifacts_dir
         self._browser_contexts: list[Any] = []
+        self._browser_gone = asyncio.Event()
+        self._watched: dict[Any, Any] = {}   # browser -> its "disconnected" listener
         self.failed = False
 
     @property
@@ -89,11 +97,46 @@ class JobContext:
     async def new_browser_context(self) -> Any:
         from portals.flows import browser
 
-        b = await self._worker.browser()
         self.artifacts_dir.mkdir(parents=True, exist_ok=True)
-        context = await browser.new_context(b, self._worker.browser_config, self.artifacts_dir)
+        pool = getattr(self._worker, "browser_pool", None)   # set by service.serve
+        if pool is not None and pool.serves(self.portal):
+            context = await pool.new_context(self.portal, self.artifacts_dir)
+        else:
+            b = await self._worker.browser()
+            context = await browser.new_context(b, self._worker.browser_config,
+                                                self.artifacts_dir)
         self._browser_contexts.append(context)
+        b = context.browser
+        if b is not None and b not in self._watched:
+            def gone(*_: Any) -> None:
+                self._browser_gone.set()
+
+            b.on("disconnected", gone)
+            self._watched[b] = gone
+            if not b.is_connected():
+                self._browser_gone.set()
         return context
+
+    def unwatch_browsers(self) -> None:
+        """The job is over: stop listening to its browsers (a local one lives on)."""
+        for b, gone in self._watched.items():
+            with contextlib.suppress(Exception):
+                b.remove_listener("disconnected", gone)
+        self._watched.clear()
+
+    async def browser_lost(self, exc: BaseException | None = None) -> bool:
+        """A browser this job used is gone (its remote server died or was restarted).
+
+        A page call can fail ("Target ... has been closed") a moment before the client
+        sees the connection's end: for that error the disconnect is awaited briefly."""
+        if not self._browser_contexts:
+            return False
+        if self._browser_gone.is_set():
+            return True
+        if exc is not None and "has been closed" in str(exc):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._browser_gone.wait(), BROWSER_GONE_WAIT_S)
+        return self._browser_gone.is_set()
 
     def secrets(self) -> list[str]:
         try:

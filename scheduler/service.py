@@ -10,7 +10,7 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from jobs.database import database_url, libpq_dsn
+from jobs.database import database_url, direct_database_url, libpq_dsn
 from jobs.migrate import upgrade_if_needed
 from scheduler import logs, metrics
 from scheduler.config import Settings
@@ -30,14 +30,34 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     files.owner_only_process()   # artifacts, traces, mails: nobody else can read them
     files.private_dir(home())
     files.private_dir(settings.artifacts())
-    url = database_url(settings.database_url, connect_timeout=settings.connect_timeout_seconds)
-    await asyncio.to_thread(upgrade_if_needed, url)
-    dsn = libpq_dsn(url)
-    pool = make_pool(settings, dsn)
+    timeout = settings.connect_timeout_seconds
+    url = database_url(settings.database_url, connect_timeout=timeout)
+    # behind PgBouncer (transaction pooling) the pool goes through the pooler; what needs
+    # a session of its own (LISTEN, the leader's advisory lock, migrations) goes direct
+    direct_url = direct_database_url(settings.database_url, settings.direct_database_url,
+                                     connect_timeout=timeout)
+    await asyncio.to_thread(upgrade_if_needed, direct_url)
+    direct = libpq_dsn(direct_url)
+    pool = make_pool(settings, libpq_dsn(url))
     await pool.open(wait=True, timeout=60)
-    worker = Worker(settings, pool, dsn)
-    tick = Tick(settings, worker, dsn)
-    await worker.refresh_portals()
+    worker = Worker(settings, pool, direct)
+    endpoints = settings.browser_endpoints()
+    if endpoints:
+        from portals.flows import browser as browser_config
+        from portals.flows.pool import BrowserPool
+
+        # remote browsers per portal (or one for all): JobContext takes contexts from it
+        worker.browser_pool = BrowserPool(  # type: ignore[attr-defined]
+            browser_config.load_config(), endpoints,
+            max_contexts=settings.browser_max_contexts,
+            connect_timeout_s=settings.browser_connect_timeout_seconds)
+    tick = Tick(settings, worker, direct)
+    try:
+        await worker.refresh_portals()
+        worker.role.check(worker.portals)   # unknown portal or job type: exit 2
+    except BaseException:
+        await pool.close()
+        raise
 
     scheduler = AsyncIOScheduler(timezone="UTC")
     scheduler.add_job(tick.run, "interval", seconds=settings.tick_seconds, id="tick",
@@ -67,8 +87,8 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     worker.on_outbox = tick.kick_outbox
     loops = worker.start_loops()
     loops.append(asyncio.create_task(tick.outbox_loop(), name="outbox"))
-    log.info("portalq running: node=%s workers=%d tick=%ss", settings.node_id,
-             settings.workers, settings.tick_seconds)
+    log.info("portalq running: node=%s workers=%d tick=%ss role: %s", settings.node_id,
+             settings.workers, settings.tick_seconds, worker.role.describe())
     if ready is not None:
         ready.set()
     if install_signals:
@@ -81,6 +101,8 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
         server.close()
     await tick.close()
     await worker.close_browser()
+    if getattr(worker, "browser_pool", None) is not None:
+        await worker.browser_pool.close()
     await pool.close()
     log.info("stopped")
 

@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from jobs import clock, types, worker_api
 from portals.flows.browser import MISSING_EVIDENCE
-from scheduler import calendars, metrics, outcomes
+from scheduler import calendars, metrics, outcomes, roles
 from scheduler.config import Settings
 from scheduler.context import JobContext, LostJob
 from scheduler.handlers import handler_for
@@ -74,7 +74,8 @@ def make_pool(settings: Settings, dsn: str) -> AsyncConnectionPool:
     """The process's connection pool (opened by the caller)."""
     _cap_pool_reconnects(settings.reconnect_cap_seconds)
     return AsyncConnectionPool(dsn, min_size=2, max_size=settings.workers + 4, open=False,
-                               kwargs={"autocommit": True}, reconnect_timeout=3600,
+                               kwargs={"autocommit": True, **settings.pool_options()},
+                               reconnect_timeout=3600,
                                check=_usable, reset=_note_return)
 
 
@@ -109,6 +110,7 @@ class Worker:
             retry_cap_seconds=settings.retry_cap_seconds,
             probe_seconds=settings.breaker_probe_seconds,
             probe_limit=settings.breaker_probe_limit)
+        self.role = roles.Role.of(settings)  # node roles (scheduler/roles.py)
 
     # -- browser (one per process, started on first use) ----------------------------------
     async def browser(self) -> Any:
@@ -148,7 +150,7 @@ class Worker:
                 if p.code not in self._calendar_errors:
                     log.error("portal %s: calendar error (%s); no jobs start on it", p.code, exc)
                 self._calendar_errors.add(p.code)
-        return out
+        return self.role.restrict(out)  # issue 18 hook: node roles (scheduler/roles.py)
 
     # -- loops ---------------------------------------------------------------------------
     async def listen(self) -> None:
@@ -474,7 +476,14 @@ class Worker:
 
     async def stop_loops(self, loops: list[asyncio.Task[None]], grace: float) -> None:
         """Graceful stop: :meth:`drain`, then end the loops (the flush loop ends by itself
-        once the last completions are written)."""
+        once the last completions are written). A claim in flight is let finish first, so
+        the jobs it took are drained like the others (not left ``running`` until rescued)."""
+        self.stopping.set()
+        self.wake.set()
+        claim = next((t for t in loops if t.get_name() == "claim"), None)
+        if claim is not None and not claim.done():
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(claim), timeout=max(min(grace, 10), 1))
         await self.drain(grace)
         for t in loops:
             if t.get_name() != "flush":
@@ -486,10 +495,16 @@ class Worker:
         """Stop claiming; give running jobs ``grace`` seconds, then release the rest."""
         self.stopping.set()
         self.wake.set()
-        tasks = list(self.running.values())
-        if tasks:
-            log.info("waiting up to %.0fs for %d running job(s)", grace, len(tasks))
-            await asyncio.wait(tasks, timeout=grace)
+        # issue 18 fix (tests/integration/test_rolling_restart.py): a claim in flight when
+        # SIGTERM came starts its jobs after this point; they get the grace period too,
+        # instead of being cancelled at once and run again elsewhere
+        deadline = asyncio.get_running_loop().time() + grace
+        while tasks := [t for t in self.running.values() if not t.done()]:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            log.info("waiting up to %.0fs for %d running job(s)", remaining, len(tasks))
+            await asyncio.wait(tasks, timeout=remaining)
         leftover = [jid for jid, t in self.running.items() if not t.done()]
         for jid in leftover:
             self.running[jid].cancel()

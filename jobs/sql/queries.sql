@@ -89,6 +89,7 @@ SELECT id, idempotency_key, job_type FROM job_queue WHERE idempotency_key = ANY(
 -- lock: that count is current although this statement's snapshot is older, and jobs
 -- claimed by others since are skipped by FOR UPDATE SKIP LOCKED's re-check of the status.
 -- portals[] is sorted (locks are always taken in one order: no deadlock between nodes).
+-- %(job_types)s: NULL, or the only job types this node takes (its role).
 WITH caps AS MATERIALIZED (
     SELECT c.portal,
            CASE WHEN c.lim IS NULL THEN %(limit)s
@@ -102,6 +103,7 @@ WITH caps AS MATERIALIZED (
         WHERE q.portal = caps.portal
           AND q.status IN ('pending', 'deferred')
           AND q.run_at <= %(now)s
+          AND (%(job_types)s::text[] IS NULL OR q.job_type = ANY(%(job_types)s::text[]))
         ORDER BY q.priority DESC, q.run_at, q.id
         LIMIT greatest(caps.cap, 0)
         FOR UPDATE SKIP LOCKED

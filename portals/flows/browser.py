@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import tomllib
 import uuid
@@ -156,20 +157,64 @@ def _system_chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+class BrowserUnavailable(RuntimeError):
+    """A remote browser server could not be used (unreachable, timed out, refused): not
+    the job's fault -- the runner refunds the attempt."""
+
+
+class BrowserVersionMismatch(BrowserUnavailable):
+    """The browser server runs another Playwright release than this node."""
+
+
+def playwright_version() -> str:
+    from importlib.metadata import version
+
+    return version("playwright")
+
+
+async def connect(playwright: Any, config: BrowserConfig, endpoint: str | None = None, *,
+                  timeout_s: float = 30.0) -> Any:
+    """A Browser of the ``playwright run-server`` at ``endpoint`` (default
+    ``config.ws_endpoint``), within ``timeout_s``.
+
+    The server compares the client's Playwright release (major.minor, sent in the
+    User-Agent) with its own and refuses another one (HTTP 428): that refusal becomes
+    :class:`BrowserVersionMismatch` with both versions; any other failure to connect,
+    :class:`BrowserUnavailable`.
+    """
+    endpoint = endpoint or config.ws_endpoint
+    # run-server reads launch options from this header (args/executablePath only
+    # with --unsafe); a launch-options query parameter in the URL takes precedence.
+    options: dict[str, Any] = {"headless": config.headless}
+    if config.args:
+        options["args"] = list(config.args)
+    if config.executable_path:
+        options["executablePath"] = config.executable_path
+    try:
+        return await playwright.chromium.connect(
+            endpoint, timeout=timeout_s * 1000,
+            headers={"x-playwright-launch-options": json.dumps(options)},
+            expose_network=config.expose_network or None)
+    except Exception as exc:
+        text = str(exc)
+        server = re.search(r"server version: v?(\d+\.\d+)", text)
+        if server or "428 Precondition Required" in text:
+            ours = playwright_version()
+            release = ".".join(ours.split(".")[:2])
+            theirs = server.group(1) if server else "another release"
+            raise BrowserVersionMismatch(
+                f"browser server {endpoint} runs Playwright {theirs}, this node runs "
+                f"{release} ({ours}): run the server from the same release "
+                f"(pip install 'playwright=={release}.*'; python -m playwright run-server)"
+            ) from None
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        raise BrowserUnavailable(f"browser server {endpoint}: {first[:300]}") from None
+
+
 async def launch(playwright: Any, config: BrowserConfig) -> Any:
     """A Browser: connected to ``config.ws_endpoint`` if set, else launched locally."""
     if config.ws_endpoint:
-        # run-server reads launch options from this header (args/executablePath only
-        # with --unsafe); a launch-options query parameter in the URL takes precedence.
-        options: dict[str, Any] = {"headless": config.headless}
-        if config.args:
-            options["args"] = list(config.args)
-        if config.executable_path:
-            options["executablePath"] = config.executable_path
-        return await playwright.chromium.connect(
-            config.ws_endpoint, timeout=config.navigation_ms,
-            headers={"x-playwright-launch-options": json.dumps(options)},
-            expose_network=config.expose_network or None)
+        return await connect(playwright, config, timeout_s=config.navigation_ms / 1000)
     executable = resolve_executable(playwright, config)
     kwargs: dict[str, Any] = {"headless": config.headless, "args": list(config.args),
                               "chromium_sandbox": _sandbox(config)}

@@ -91,15 +91,19 @@ def test_claim_uses_its_index_with_100k_finished_jobs(dsn):
             SELECT 'deliver', 'P' || g, 'email', '{}', 'pending', now(), now(), now()
             FROM generate_series(1, 50) g""")
         c.execute("ANALYZE job_queue")
-        with c.transaction():
-            sql = "EXPLAIN (FORMAT JSON) " + query("claim")
-            plan = c.execute(sql, {"portals": ["email"], "limits": [None], "limit": 10,
-                                   "worker": "w", "now": "2100-01-01T00:00:00Z"}).fetchone()[0]
-            raise_rollback = psycopg.Rollback()
-            text = json.dumps(plan)
-            assert "job_queue_claim" in text, text
-            assert '"Seq Scan"' not in text or '"Relation Name": "job_queue"' not in _seq(plan)
-            raise raise_rollback
+        # job_types: any (None), or a node's role (migration-free filter in the claim)
+        for job_types in (None, ["deliver", "name_search"]):
+            with c.transaction():
+                sql = "EXPLAIN (FORMAT JSON) " + query("claim")
+                plan = c.execute(sql, {"portals": ["email"], "limits": [None], "limit": 10,
+                                       "worker": "w", "now": "2100-01-01T00:00:00Z",
+                                       "job_types": job_types}).fetchone()[0]
+                raise_rollback = psycopg.Rollback()
+                text = json.dumps(plan)
+                assert "job_queue_claim" in text, text
+                assert '"Seq Scan"' not in text or '"Relation Name": "job_queue"' not in _seq(
+                    plan)
+                raise raise_rollback
 
 
 def _seq(plan) -> str:

@@ -90,6 +90,7 @@ def _literal(value) -> str:
 
 CASES = {
     "claim": {"portals": ["irs_ein", "p2"], "limits": [None, 2], "limit": 50, "worker": "w",
+              "job_types": None,
               "now": NOW},
     "defer_portal": {"portal": "irs_ein", "next_open": NOW + timedelta(days=1), "now": NOW,
                      "detail": {"event": "portal closed"}},

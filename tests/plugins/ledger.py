@@ -47,9 +47,11 @@ _lock = asyncio.Lock()
 async def _db() -> psycopg.AsyncConnection[Any]:
     global _conn
     if _conn is None or _conn.closed:
-        from jobs.database import database_url, libpq_dsn
+        from jobs.database import connect_options, database_url, libpq_dsn
 
-        _conn = await psycopg.AsyncConnection.connect(libpq_dsn(database_url()), autocommit=True)
+        # connect_options: no prepared statements behind PgBouncer (test_pgbouncer.py)
+        _conn = await psycopg.AsyncConnection.connect(libpq_dsn(database_url()), autocommit=True,
+                                                      **connect_options())
     return _conn
 
 
