@@ -27,6 +27,21 @@ def pgbouncer_binary() -> str | None:
         "/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None)
 
 
+def _from_passfile(server: URL, user: str) -> str:
+    """The user's password from the URL's libpq ``passfile`` (the embedded server keeps its
+    generated passwords there, never in a URL); "" when there is none."""
+    passfile = server.query.get("passfile")
+    if isinstance(passfile, tuple):
+        passfile = passfile[0]
+    if not passfile or not Path(passfile).is_file():
+        return ""
+    for line in Path(passfile).read_text().splitlines():
+        fields = line.split(":")
+        if len(fields) >= 5 and fields[3] in (user, "*"):
+            return ":".join(fields[4:]).replace("\\:", ":").replace("\\\\", "\\")
+    return ""
+
+
 class PgBouncer:
     """``PgBouncer(server_url, folder).start()``; ``url(db)`` is a URL through it."""
 
@@ -43,7 +58,7 @@ class PgBouncer:
             host = host[0]
         port = self.server.port or 5432
         user = self.server.username or "postgres"
-        password = self.server.password or ""
+        password = self.server.password or _from_passfile(self.server, user)
         quoted = password.replace('"', '""')
         (self.folder / "userlist.txt").write_text(f'"{user}" "{quoted}"\n')
         auth = "scram-sha-256" if password else "trust"
@@ -98,8 +113,10 @@ admin_users = {user}
 
     def url(self, database: str) -> str:
         """A SQLAlchemy URL of ``database`` through the pooler."""
-        return URL.create("postgresql+psycopg", username=self.server.username or "postgres",
-                          password=self.server.password, host="127.0.0.1", port=self.port,
+        user = self.server.username or "postgres"
+        return URL.create("postgresql+psycopg", username=user,
+                          password=self.server.password or _from_passfile(self.server, user)
+                          or None, host="127.0.0.1", port=self.port,
                           database=database).render_as_string(hide_password=False)
 
     def dsn(self, database: str) -> str:

@@ -256,6 +256,6 @@ def test_settings_read_secret_files(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert settings.smtp_url == "smtp://mailer:s3cret@smtp.example:587"
     from jobs.database import database_url
 
-    assert database_url() == "postgresql+psycopg://u:pw@db/portalq"
+    assert database_url().split("?")[0] == "postgresql+psycopg://u:pw@db/portalq"
     monkeypatch.setenv("PORTALQ_SMTP_URL", "smtp://env:25")   # the environment wins
     assert Settings().smtp_url == "smtp://env:25"
