@@ -372,9 +372,10 @@ def db_url(database_url: DbUrl = None) -> None:
 
 
 def _register() -> None:
-    from scheduler import cli_portals
+    from scheduler import cli_console, cli_portals
 
     app.add_typer(cli_portals.app, name="portals")
+    cli_console.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -54,6 +54,14 @@ class Settings(BaseSettings):
                          "register job types and handlers")
     log_format: str = Field("text", pattern="^(text|json)$")
     log_level: str = "INFO"
+    console_url: str = Field("", description="the admin console's address as admins reach "
+                             "it (e.g. https://portalq.internal:8780); escalation mails link "
+                             "to the job's page there")
+
+    def job_url(self, job_id: int) -> str | None:
+        """The console page of a job (None without PORTALQ_CONSOLE_URL)."""
+        base = self.console_url.strip().rstrip("/")
+        return f"{base}/jobs/{int(job_id)}" if base else None
 
     def admins(self) -> list[str]:
         return [a.strip() for a in self.admin_emails.split(",") if a.strip()]

@@ -1,0 +1,122 @@
+"""Live updates: one LISTEN connection per console process, fanned out to every open
+overview over server-sent events.
+
+A notification (an enqueue, a portal change) or, while anyone watches, the refresh period
+recomputes the overview's live part once (debounced) and sends the same HTML fragment to
+every subscriber: ten open pages cost one query round, not ten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from starlette.concurrency import run_in_threadpool
+
+if TYPE_CHECKING:
+    from scheduler.console.app import Console
+
+log = logging.getLogger("portalq.console")
+DEBOUNCE = 0.25
+
+
+class Hub:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.subscribers: set[asyncio.Queue[str]] = set()
+        self.kick = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+        self.stopping = asyncio.Event()
+        self.renders = 0  # fragments computed (tests and the benchmark read it)
+
+    async def start(self) -> None:
+        self.kick = asyncio.Event()
+        self.stopping = asyncio.Event()
+        self.tasks = [asyncio.create_task(self._listen()), asyncio.create_task(self._pump())]
+
+    async def stop(self) -> None:
+        self.stopping.set()
+        for q in list(self.subscribers):
+            q.put_nowait("")  # wakes each stream, which then ends
+        for t in self.tasks:
+            t.cancel()
+        for t in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    def subscribe(self) -> asyncio.Queue[str]:
+        q: asyncio.Queue[str] = asyncio.Queue(maxsize=4)
+        self.subscribers.add(q)
+        self.kick.set()  # a first fragment at once
+        return q
+
+    def unsubscribe(self, q: asyncio.Queue[str]) -> None:
+        self.subscribers.discard(q)
+
+    async def _listen(self) -> None:
+        delay = 0.2
+        while not self.stopping.is_set():
+            try:
+                async with await psycopg.AsyncConnection.connect(self.console.dsn,
+                                                                 autocommit=True) as conn:
+                    await conn.execute("LISTEN portalq_jobs")
+                    await conn.execute("LISTEN portalq_portals")
+                    delay = 0.2
+                    async for _ in conn.notifies():
+                        self.kick.set()
+            except (psycopg.OperationalError, OSError) as exc:
+                log.warning("console listener lost the database (%s)", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _pump(self) -> None:
+        period = self.console.settings.live_refresh_seconds
+        while not self.stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.kick.wait(), timeout=period)
+            self.kick.clear()
+            if not self.subscribers:
+                continue
+            await asyncio.sleep(DEBOUNCE)  # a burst of enqueues: one refresh
+            self.kick.clear()
+            try:
+                fragment = await run_in_threadpool(self.render)
+            except Exception:  # noqa: BLE001 - a failed refresh must not end live updates
+                log.exception("live overview refresh failed")
+                continue
+            self.renders += 1
+            for q in list(self.subscribers):
+                if q.full():
+                    with contextlib.suppress(asyncio.QueueEmpty):
+                        q.get_nowait()
+                q.put_nowait(fragment)
+
+    def render(self) -> str:
+        from scheduler.console.pages_overview import live_fragment
+
+        return live_fragment(self.console)
+
+
+def sse(fragment: str, event: str = "overview") -> str:
+    data = "\n".join(f"data: {line}" for line in fragment.splitlines() or [""])
+    return f"event: {event}\n{data}\n\n"
+
+
+async def stream(hub: Hub, request: Any) -> Any:
+    q = hub.subscribe()
+    try:
+        yield "retry: 2000\n\n"
+        while not hub.stopping.is_set():
+            try:
+                fragment = await asyncio.wait_for(q.get(), timeout=15)
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            if not fragment or await request.is_disconnected():
+                break
+            yield sse(fragment)
+    finally:
+        hub.unsubscribe(q)
