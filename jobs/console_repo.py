@@ -68,22 +68,8 @@ def _like_escape(text: str) -> str:
 
 
 def first_id_at_or_after(conn: Any, at: datetime) -> int | None:
-    """The lowest job id enqueued at or after ``at``: a binary search over ids (about 25
-    primary-key probes at 10 million rows)."""
-    bounds = sql.fetch_one(conn, "console_id_bounds")
-    if not bounds or bounds["lo"] is None:
-        return None
-    lo, hi = bounds["lo"], bounds["hi"] + 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        row = sql.fetch_one(conn, "console_created_at_of", {"id": mid})
-        if row is not None and row["created_at"] >= at:
-            hi = mid
-        else:
-            lo = (row["id"] + 1) if row is not None else hi
-            lo = max(lo, mid + 1)
-    row = sql.fetch_one(conn, "console_created_at_of", {"id": lo})
-    return row["id"] if row else None
+    """The lowest job id enqueued at or after ``at`` (a binary search over ids in SQL)."""
+    return sql.fetch_value(conn, "console_first_id_at", {"at": at})
 
 
 @dataclass
@@ -109,15 +95,12 @@ def jobs_page(conn: Any, flt: JobFilter, *, before_id: int | None = None,
             top = min(top, end)
     params = {**flt.params(), "before_id": top, "floor_id": floor, "window": window,
               "limit": limit}
-    rows = sql.fetch(conn, "console_jobs_page", params)
-    summary = rows.pop()  # the window's row: lowest id read, how many
-    hits = [masking.scrub_ssn_like(r) for r in rows]
-    for r in hits:
-        r.pop("scanned_to", None)
-        r.pop("scanned", None)
-    scanned = summary["scanned"] or 0
+    hits = [masking.scrub_ssn_like(r) for r in sql.fetch(conn, "console_jobs_page", params)]
     if len(hits) >= limit:
-        return Page(hits, hits[-1]["id"], False, scanned)
+        return Page(hits, hits[-1]["id"], False, len(hits))
+    summary = sql.fetch_one(conn, "console_jobs_window", params)
+    assert summary is not None
+    scanned = summary["scanned"] or 0
     if scanned >= window and summary["scanned_to"] is not None:
         return Page(hits, summary["scanned_to"], True, scanned)
     return Page(hits, None, False, scanned)
@@ -170,17 +153,29 @@ def depth(conn: Any) -> dict[str, dict[str, int]]:
     return out
 
 
-def throughput(conn: Any, hours: int = 24) -> list[dict[str, Any]]:
-    """Per hour of the last ``hours`` (oldest first): completed and failed counts."""
+def throughput(conn: Any, hours: int = 24,
+               cache: dict[datetime, dict[str, int]] | None = None) -> list[dict[str, Any]]:
+    """Per hour of the last ``hours`` (oldest first): completed and failed counts.
+
+    ``cache`` (kept by the caller across calls) holds the hours already past: only the
+    hours missing from it and the current one are counted, so a refresh reads one hour
+    of finished jobs, not a day."""
     now = clock.now().replace(minute=0, second=0, microsecond=0)
     since = now - timedelta(hours=hours - 1)
-    counts: dict[tuple[datetime, str], int] = {
-        (r["hour"], r["status"]): r["n"]
-        for r in sql.fetch(conn, "console_throughput", {"since": since})}
-    return [{"hour": since + timedelta(hours=i),
-             "completed": counts.get((since + timedelta(hours=i), "completed"), 0),
-             "failed": counts.get((since + timedelta(hours=i), "failed"), 0)}
-            for i in range(hours)]
+    wanted = [since + timedelta(hours=i) for i in range(hours)]
+    cache = cache if cache is not None else {}
+    for hour in [h for h in cache if h < since]:
+        del cache[hour]
+    start = next(h for h in wanted if h not in cache or h == now)
+    counted: dict[datetime, dict[str, int]] = {h: {"completed": 0, "failed": 0}
+                                               for h in wanted if h >= start}
+    for r in sql.fetch(conn, "console_throughput", {"since": start}):
+        if r["hour"] in counted:
+            counted[r["hour"]][r["status"]] = r["n"]
+    for hour, counts in counted.items():
+        if hour < now:
+            cache[hour] = counts
+    return [{"hour": h, **(counted.get(h) or cache[h])} for h in wanted]
 
 
 def running(conn: Any) -> list[dict[str, Any]]:

@@ -646,35 +646,44 @@ ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: console_jobs_page
 -- One page of the console's job list, newest first, keyset on id. Bounded: at most
--- %(window)s candidate rows (below %(before_id)s and at or above %(floor_id)s, by the
--- index the status filter picks) are read; the filters that have no index of their own are
--- applied to those. scanned_to is the lowest id read, so the next page (or, if this window
--- held too few matches, the continued search) starts below it. Run without a prepared
--- plan (each run planned for its parameters, so a status filter uses its partial index).
-WITH w AS MATERIALIZED (
+-- %(window)s candidate rows (below %(before_id)s and at or above %(floor_id)s, in id order
+-- of the index the status / portal / order filter picks) are read, and the reading stops
+-- as soon as %(limit)s of them pass the filters that have no index of their own (hit);
+-- only the page's rows are fetched again (by primary key). Run without a prepared plan
+-- (each run planned for its parameters: a status filter uses its partial index).
+SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
+       j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
+       coalesce(j.checkpoint->>'step', j.checkpoint->>'stage') AS step
+FROM (
+    SELECT id FROM (
+        SELECT id,
+               (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
+               AND (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s)
+               AND (%(created_to)s::timestamptz IS NULL OR created_at < %(created_to)s)
+               AND (%(field_path)s::text[] IS NULL
+                    OR coalesce(lower(payload #>> %(field_path)s::text[]) LIKE %(field_like)s,
+                                false)) AS hit
+        FROM job_queue
+        WHERE id < %(before_id)s AND id >= %(floor_id)s
+          AND (%(status)s::text IS NULL OR status = %(status)s)
+          AND (%(portal)s::text IS NULL OR portal = %(portal)s)
+          AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
+        ORDER BY id DESC LIMIT %(window)s
+    ) w WHERE hit ORDER BY id DESC LIMIT %(limit)s
+) page CROSS JOIN LATERAL (SELECT * FROM job_queue q WHERE q.id = page.id) j
+ORDER BY j.id DESC;
+
+-- name: console_jobs_window
+-- For a page that came back short: the lowest id its window read and how many (index
+-- only), where a continued search starts.
+SELECT min(id) AS scanned_to, count(*)::int AS scanned FROM (
     SELECT id FROM job_queue
     WHERE id < %(before_id)s AND id >= %(floor_id)s
       AND (%(status)s::text IS NULL OR status = %(status)s)
       AND (%(portal)s::text IS NULL OR portal = %(portal)s)
       AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
     ORDER BY id DESC LIMIT %(window)s
-), hits AS (
-    SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
-           j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
-           coalesce(j.checkpoint->>'step', j.checkpoint->>'stage') AS step
-    FROM job_queue j JOIN w ON w.id = j.id
-    WHERE (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s)
-      AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s)
-      AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
-      AND (%(field_path)s::text[] IS NULL
-           OR lower(j.payload #>> %(field_path)s::text[]) LIKE %(field_like)s)
-    ORDER BY j.id DESC LIMIT %(limit)s
-)
-SELECT h.*, NULL::bigint AS scanned_to, NULL::int AS scanned FROM hits h
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       min(id), count(*)::int FROM w
-ORDER BY 1 DESC NULLS LAST;
+) w;
 
 -- name: console_job_ids_matching
 -- The ids a bulk action over "everything the filter matches" acts on, capped at %(limit)s;
@@ -695,17 +704,24 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- name: console_jobs_status_of
 SELECT id, status FROM job_queue WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id DESC;
 
--- name: console_first_id_after
--- The lowest job id created at or after %(at)s, found by id (job ids and created_at rise
--- together): the time-range filter becomes an id range the primary key serves.
-SELECT id FROM job_queue WHERE id >= %(lo)s ORDER BY id LIMIT 1;
-
--- name: console_id_bounds
-SELECT (SELECT id FROM job_queue ORDER BY id LIMIT 1) AS lo,
-       (SELECT id FROM job_queue ORDER BY id DESC LIMIT 1) AS hi;
-
--- name: console_created_at_of
-SELECT id, created_at FROM job_queue WHERE id >= %(id)s ORDER BY id LIMIT 1;
+-- name: console_first_id_at
+-- The lowest job id enqueued at or after %(at)s: a binary search over ids (job ids and
+-- created_at rise together), about 25 primary-key probes at 10 million rows, in one
+-- statement. A time range becomes an id range the primary key serves.
+WITH RECURSIVE b(lo, hi) AS (
+    SELECT (SELECT id FROM job_queue ORDER BY id LIMIT 1),
+           (SELECT id FROM job_queue ORDER BY id DESC LIMIT 1) + 1
+    UNION ALL
+    SELECT CASE WHEN m.id IS NULL OR m.created_at >= %(at)s THEN b.lo ELSE m.id + 1 END,
+           CASE WHEN m.id IS NULL OR m.created_at >= %(at)s THEN k.mid ELSE b.hi END
+    FROM b CROSS JOIN LATERAL (SELECT (b.lo + b.hi) / 2 AS mid) k
+    LEFT JOIN LATERAL (SELECT id, created_at FROM job_queue WHERE id >= k.mid
+                       ORDER BY id LIMIT 1) m ON true
+    WHERE b.lo < b.hi
+)
+SELECT j.id FROM job_queue j
+WHERE j.id >= (SELECT lo FROM b WHERE lo >= hi LIMIT 1) AND j.created_at >= %(at)s
+ORDER BY j.id LIMIT 1;
 
 -- name: console_depth
 -- Queue depth of the unfinished states by portal: read through the partial indexes

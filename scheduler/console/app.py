@@ -72,8 +72,10 @@ class Console:
         env.filters["t"] = _fmt_time
         env.filters["tojson_pretty"] = to_json
         from scheduler.console.live import Hub
+        from scheduler.console.pages_overview import Snapshots
 
         self.hub = Hub(self)
+        self.snapshots = Snapshots(self)
 
     @contextlib.contextmanager
     def db(self) -> Iterator[Any]:
@@ -109,7 +111,12 @@ class UserMiddleware:
                     state["signed_out"] = "Your session ended (idle or signed out)."
             state["user"] = user
             state["session_token"] = token if user else None
-        await self.app(scope, receive, send)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if scope["type"] == "http" and scope["method"] == "POST":
+                # a write from this console: the overview shows it at the next view
+                self.console.snapshots.invalidate()
 
     def _lookup(self, token: str) -> console_users.User | None:
         with self.console.db() as conn:
@@ -173,11 +180,24 @@ def create_app(dsn: str, settings: ConsoleSettings | None = None,
     return outer
 
 
-def serve(dsn: str, settings: ConsoleSettings) -> None:
+def server(app: ASGIApp, host: str, port: int) -> Any:
+    """A uvicorn server for the console that ends the live streams as soon as it is asked to
+    stop (SIGINT/SIGTERM or ``should_exit``), so shutdown never waits on an open page."""
     import uvicorn
 
-    uvicorn.run(create_app(dsn, settings), host=settings.host, port=settings.port,
-                log_level="warning", timeout_graceful_shutdown=2, proxy_headers=False)
+    class Server(uvicorn.Server):
+        async def on_tick(self, counter: int) -> bool:
+            stop = await super().on_tick(counter)
+            if stop:
+                app.console.hub.close_streams()  # type: ignore[attr-defined]
+            return stop
+
+    return Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                 timeout_graceful_shutdown=5, proxy_headers=False))
+
+
+def serve(dsn: str, settings: ConsoleSettings) -> None:
+    server(create_app(dsn, settings), settings.host, settings.port).run()
 
 
 __all__ = ["create_app", "serve", "Console", "HTMLResponse"]

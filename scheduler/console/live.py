@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("portalq.console")
 DEBOUNCE = 0.25
+#: at most one recomputation a second, however fast notifications come
+MIN_INTERVAL = 1.0
 
 
 class Hub:
@@ -38,9 +40,7 @@ class Hub:
         self.tasks = [asyncio.create_task(self._listen()), asyncio.create_task(self._pump())]
 
     async def stop(self) -> None:
-        self.stopping.set()
-        for q in list(self.subscribers):
-            q.put_nowait("")  # wakes each stream, which then ends
+        self.close_streams()
         for t in self.tasks:
             t.cancel()
         for t in self.tasks:
@@ -66,22 +66,34 @@ class Hub:
                     await conn.execute("LISTEN portalq_portals")
                     delay = 0.2
                     async for _ in conn.notifies():
+                        self.console.snapshots.invalidate()
                         self.kick.set()
             except (psycopg.OperationalError, OSError) as exc:
                 log.warning("console listener lost the database (%s)", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    def close_streams(self) -> None:
+        """End every open stream (server shutdown: the browsers reconnect to the next one)."""
+        self.stopping.set()
+        for q in list(self.subscribers):
+            with contextlib.suppress(asyncio.QueueFull):
+                q.put_nowait("")
+
     async def _pump(self) -> None:
         period = self.console.settings.live_refresh_seconds
+        last = 0.0
+        loop = asyncio.get_running_loop()
         while not self.stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.kick.wait(), timeout=period)
             self.kick.clear()
             if not self.subscribers:
                 continue
-            await asyncio.sleep(DEBOUNCE)  # a burst of enqueues: one refresh
+            # a burst of enqueues: one refresh
+            await asyncio.sleep(max(DEBOUNCE, MIN_INTERVAL - (loop.time() - last)))
             self.kick.clear()
+            last = loop.time()
             try:
                 fragment = await run_in_threadpool(self.render)
             except Exception:  # noqa: BLE001 - a failed refresh must not end live updates
@@ -115,7 +127,7 @@ async def stream(hub: Hub, request: Any) -> Any:
             except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue
-            if not fragment or await request.is_disconnected():
+            if not fragment:
                 break
             yield sse(fragment)
     finally:

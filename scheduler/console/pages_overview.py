@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -35,15 +37,44 @@ def portal_states(conn: Any, now: datetime) -> list[dict[str, Any]]:
     return out
 
 
-def snapshot(conn: Any) -> dict[str, Any]:
+def compute(conn: Any, hours_cache: dict[datetime, dict[str, int]] | None = None,
+            ) -> dict[str, Any]:
     now = clock.now()
     depth = console_repo.depth(conn)
     portals = portal_states(conn, now)
     totals = {s: sum(d.get(s, 0) for d in depth.values()) for s in STATUSES}
     return {"at": now, "portals": portals, "depth": depth, "totals": totals,
             "statuses": STATUSES, "running": console_repo.running(conn),
-            "throughput": console_repo.throughput(conn),
+            "throughput": console_repo.throughput(conn, cache=hours_cache),
             "rows_estimate": console_repo.table_estimate(conn)}
+
+
+class Snapshots:
+    """The overview's numbers, computed at most once per refresh period per console process
+    (page views and the live stream share them) unless a notification says they changed."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.lock = threading.Lock()
+        self.latest: dict[str, Any] | None = None
+        self.taken = 0.0
+        self.hours: dict[datetime, dict[str, int]] = {}
+        self.computed = 0
+
+    def invalidate(self) -> None:
+        """Something changed (a notification, a write from this console): the next view
+        recomputes."""
+        self.taken = 0.0
+
+    def get(self, *, fresh: bool = False) -> dict[str, Any]:
+        with self.lock:
+            age = time.monotonic() - self.taken
+            if fresh or self.latest is None or age >= self.console.settings.live_refresh_seconds:
+                with self.console.db() as conn:
+                    self.latest = compute(conn, self.hours)
+                self.taken = time.monotonic()
+                self.computed += 1
+            return self.latest
 
 
 def chart(hours: list[dict[str, Any]], width: int = 720, height: int = 140,
@@ -67,8 +98,7 @@ def chart(hours: list[dict[str, Any]], width: int = 720, height: int = 140,
 
 
 def live_fragment(console: Console) -> str:
-    with console.db() as conn:
-        snap = snapshot(conn)
+    snap = console.snapshots.get(fresh=True)
     template = console.templates.get_template("_live.html")
     return template.render(snap=snap, chart=chart(snap["throughput"]))
 
@@ -76,15 +106,13 @@ def live_fragment(console: Console) -> str:
 def routes(console: Console) -> list[Route]:
     def overview(request: Request) -> Response:
         require(request)
-        with console.db() as conn:
-            snap = snapshot(conn)
+        snap = console.snapshots.get()
         return console.render(request, "overview.html", snap=snap,
                               chart=chart(snap["throughput"]))
 
     def overview_json(request: Request) -> Response:
         require(request)
-        with console.db() as conn:
-            return console.json(snapshot(conn))
+        return console.json(console.snapshots.get())
 
     async def events(request: Request) -> Response:
         require(request)

@@ -28,16 +28,14 @@ ROLES = ("viewer", "operator", "admin")
 
 class ConsoleServer:
     def __init__(self, dsn: str, artifacts: Path, **settings: Any) -> None:
-        import uvicorn
+        from scheduler.console.app import server
 
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         config = ConsoleSettings(port=self.port, secret="test-secret-" + "x" * 20,
                                  **settings)
         self.app = create_app(dsn, config, Settings(artifacts_dir=artifacts))
-        self.server = uvicorn.Server(uvicorn.Config(
-            self.app, host="127.0.0.1", port=self.port, log_level="warning",
-            timeout_graceful_shutdown=1, lifespan="on"))
+        self.server = server(self.app, "127.0.0.1", self.port)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> ConsoleServer:
