@@ -81,8 +81,8 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
                                    created_at, updated_at, finished_at, last_error)
             SELECT 'name_search', 'ORD-' || (2000 + g), 'bc_corporate_online',
                    '{"names": ["Sample Name Ltd."]}', s, %(now)s, 1,
-                   %(now)s - g * interval '50 seconds', %(now)s,
-                   %(now)s - g * interval '50 seconds',
+                   %(now)s - (1701 - g) * interval '50 seconds', %(now)s,
+                   %(now)s - (1701 - g) * interval '50 seconds',
                    CASE WHEN s = 'failed' THEN 'name rejected by examiner' END
             FROM generate_series(1, 1700) g,
                  LATERAL (SELECT CASE WHEN g %% 23 = 0 THEN 'failed' ELSE 'completed' END AS s) x
