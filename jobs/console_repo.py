@@ -131,13 +131,6 @@ def job_page(conn: Any, job_id: int) -> dict[str, Any]:
     return masking.public_job(job)
 
 
-def raw_job(conn: Any, job_id: int) -> dict[str, Any]:
-    """The stored job (secrets included): only for an edit's merge, never for display."""
-    from jobs import queue
-
-    return queue.get_job(job_id, conn)
-
-
 def artifact(conn: Any, artifact_id: int) -> dict[str, Any] | None:
     return sql.fetch_one(conn, "console_artifact", {"id": artifact_id})
 

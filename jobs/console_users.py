@@ -159,5 +159,11 @@ def session_user(conn: Any, token: str, idle: timedelta) -> User | None:
     return User(row["user_id"], row["name"], row["role"], row["session_id"])
 
 
+def session_live(conn: Any, token: str, idle: timedelta) -> bool:
+    """Like :func:`session_user` but without counting as activity (a live stream)."""
+    return bool(sql.fetch(conn, "console_session_live", {
+        "token_hash": _digest(token), "idle_before": clock.now() - idle}))
+
+
 def end_session(conn: Any, token: str) -> None:
     sql.fetch(conn, "console_session_end", {"token_hash": _digest(token), "now": clock.now()})

@@ -612,6 +612,13 @@ WITH s AS (
 SELECT s.id AS session_id, u.id AS user_id, u.name, u.role
 FROM s JOIN console_users u ON u.id = s.user_id;
 
+-- name: console_session_live
+-- Is the session still live? (for a long-open live stream: it must not keep the session
+-- alive, so it does not touch last_seen_at)
+SELECT s.id FROM console_sessions s JOIN console_users u ON u.id = s.user_id
+WHERE s.token_hash = %(token_hash)s AND s.ended_at IS NULL
+  AND s.last_seen_at >= %(idle_before)s AND u.disabled_at IS NULL;
+
 -- name: console_session_end
 UPDATE console_sessions SET ended_at = %(now)s
 WHERE token_hash = %(token_hash)s AND ended_at IS NULL RETURNING id;

@@ -23,7 +23,7 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobs import console_users
-from jobs.errors import IllegalTransition, InputError, PortalqError
+from jobs.errors import IllegalTransition, InputError, JobNotFound, PortalqError
 from scheduler.config import Settings
 from scheduler.console.config import ConsoleSettings, secret_key
 from scheduler.console.security import SecurityHeaders, Sessions, SignInRequired, derive
@@ -137,6 +137,8 @@ def _error_page(console: Console) -> Any:
             status, message = exc.status_code, str(exc.detail)
         elif isinstance(exc, IllegalTransition):
             status, message = 409, str(exc)
+        elif isinstance(exc, JobNotFound):
+            status, message = 404, str(exc)
         else:
             status, message = 400, str(exc)
         if request.url.path.endswith(".json") or request.url.path == "/events":

@@ -106,6 +106,12 @@ class Hub:
                         q.get_nowait()
                 q.put_nowait(fragment)
 
+    def session_live(self, token: str) -> bool:
+        from jobs import console_users
+
+        with self.console.db() as conn:
+            return console_users.session_live(conn, token, self.console.sessions.idle)
+
     def render(self) -> str:
         from scheduler.console.pages_overview import live_fragment
 
@@ -117,18 +123,32 @@ def sse(fragment: str, event: str = "overview") -> str:
     return f"event: {event}\n{data}\n\n"
 
 
+#: how often an open stream checks that its session is still live
+SESSION_CHECK_SECONDS = 15.0
+
+
 async def stream(hub: Hub, request: Any) -> Any:
+    """The live fragments for one page, until the page goes, the server stops, or the
+    session ends (idle, signed out, user disabled): the stream itself is not activity, so
+    an overview left open does not keep a session alive."""
+    token = request.state.session_token
     q = hub.subscribe()
+    checked = asyncio.get_running_loop().time()
     try:
         yield "retry: 2000\n\n"
         while not hub.stopping.is_set():
             try:
-                fragment = await asyncio.wait_for(q.get(), timeout=15)
+                fragment = await asyncio.wait_for(q.get(), timeout=SESSION_CHECK_SECONDS)
             except TimeoutError:
-                yield ": keep-alive\n\n"
-                continue
-            if not fragment:
+                fragment = None
+            if fragment == "":
                 break
-            yield sse(fragment)
+            now = asyncio.get_running_loop().time()
+            if now - checked >= SESSION_CHECK_SECONDS:
+                checked = now
+                if not await run_in_threadpool(hub.session_live, token):
+                    yield "event: signed-out\ndata: \n\n"
+                    break
+            yield sse(fragment) if fragment else ": keep-alive\n\n"
     finally:
         hub.unsubscribe(q)

@@ -161,7 +161,11 @@ def test_write_without_csrf_token_is_refused(env, signin, run):
     assert job_row(env["dsn"], job_id)["status"] == "pending"
 
 
-def test_idle_session_is_signed_out(env, signin, run):
+def test_idle_session_is_signed_out(env, signin, run, monkeypatch):
+    from playwright.async_api import expect
+
+    from scheduler.console import live
+
     moving = MovableClock()
     clock.set_clock(moving)
     page = signin("operator")
@@ -172,6 +176,14 @@ def test_idle_session_is_signed_out(env, signin, run):
     run(page.goto("/jobs"))
     assert "/login" in page.url
     assert "session ended" in run(page.locator(".note").inner_text())
+
+    # an overview left open on its live stream is signed out too (the stream is not
+    # activity): the page goes to the sign-in form by itself
+    monkeypatch.setattr(live, "SESSION_CHECK_SECONDS", 0.3)
+    page = signin("operator")
+    run(expect(page.locator("#live-state")).to_have_text("live"))
+    moving.offset += timedelta(minutes=31)
+    run(page.wait_for_url("**/login?next=/", timeout=5000))
 
 
 # --- secrets ---------------------------------------------------------------------------------

@@ -10,6 +10,10 @@ document.addEventListener("DOMContentLoaded", function () {
       live.innerHTML = event.data;  // server-rendered, autoescaped fragment
       if (state) { state.textContent = "live"; state.className = "live-state"; }
     });
+    source.addEventListener("signed-out", function () {
+      source.close();
+      window.location.reload();  // the server sends this page to the sign-in form
+    });
     source.addEventListener("error", function () {
       if (state) { state.textContent = "reconnecting…"; state.className = "live-state off"; }
     });
