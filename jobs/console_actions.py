@@ -144,6 +144,36 @@ def add_closure(conn: Any, actor: Actor, code: str, starts: datetime, ends: date
         return int(row["id"])
 
 
+def remove_closure(conn: Any, actor: Actor, code: str, closure_id: int, reason: str) -> None:
+    with conn.transaction():
+        _portal_state(conn, code)
+        row = sql.fetch_one(conn, "console_closure_delete", {"id": closure_id, "portal": code})
+        if row is None:
+            raise InputError(f"no closure {closure_id} of {code}")
+        sql.fetch(conn, "notify_portals", {"portal": code})
+        audit.record(conn, actor, "portal.reopen", f"portal:{code}", reason,
+                     before={"closure": row["id"], "from": row["starts_at"],
+                             "to": row["ends_at"], "reason": row["reason"]}, after=None)
+
+
+def set_hours(conn: Any, actor: Actor, code: str, windows: list[tuple[int, Any, Any]],
+              reason: str) -> None:
+    """Replace a portal's weekly hours with ``windows`` ((weekday, opens, closes), parsed
+    by the caller as ``portalq portals set-hours`` parses them)."""
+    with conn.transaction():
+        _portal_state(conn, code)
+        before = [(r["weekday"], r["opens"], r["closes"])
+                  for r in sql.fetch(conn, "portal_hours") if r["portal"] == code]
+        sql.fetch(conn, "delete_portal_hours", {"portal": code, "weekday": None})
+        sql.fetch(conn, "insert_portal_hours", {
+            "portal": code, "weekdays": [w[0] for w in windows],
+            "opens": [w[1] for w in windows], "closes": [w[2] for w in windows]})
+        sql.fetch(conn, "touch_portal", {"portal": code, "now": clock.now()})
+        sql.fetch(conn, "notify_portals", {"portal": code})
+        audit.record(conn, actor, "portal.set_hours", f"portal:{code}", reason,
+                     before={"hours": before}, after={"hours": windows})
+
+
 # -- escalations -----------------------------------------------------------------------------
 def escalation(conn: Any, actor: Actor, escalation_id: int, what: str, reason: str) -> None:
     """``acknowledge``, ``assign`` (to the actor) or ``resolve`` an escalation."""

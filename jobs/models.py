@@ -273,8 +273,8 @@ escalation_handling = Table(
 
 # the console's job list (keyset by id) for the statuses an operator filters on most; partial,
 # so finished jobs (the bulk of the table) add nothing to them
-# (INCLUDE: the overview's depth by portal is counted from the index alone)
-Index("job_queue_failed_id", job_queue.c.id, postgresql_include=["portal"],
+# (INCLUDE: the overview's depth by portal and failures per hour come from the index alone)
+Index("job_queue_failed_id", job_queue.c.id, postgresql_include=["portal", "finished_at"],
       postgresql_where=text("status = 'failed'"))
 Index("job_queue_waiting_id", job_queue.c.id, postgresql_include=["portal", "status"],
       postgresql_where=text("status IN ('pending','deferred')"))

@@ -802,3 +802,7 @@ ON CONFLICT (escalation_id) DO UPDATE SET
 -- name: console_closures
 SELECT id, portal, starts_at, ends_at, reason FROM portal_closures
 WHERE ends_at > %(after)s ORDER BY starts_at, id;
+
+-- name: console_closure_delete
+DELETE FROM portal_closures WHERE id = %(id)s AND portal = %(portal)s
+RETURNING id, starts_at, ends_at, reason;

@@ -81,9 +81,10 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["escalation_id"], ["escalations.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("escalation_id"),
     )
-    # INCLUDE: the overview's depth by portal (and status) is counted from the index alone
+    # INCLUDE: the overview's depth by portal (and status) and its failures per hour are
+    # counted from the index alone
     op.create_index("job_queue_failed_id", "job_queue", ["id"],
-                    postgresql_include=["portal"],
+                    postgresql_include=["portal", "finished_at"],
                     postgresql_where=sa.text("status = 'failed'"))
     op.create_index("job_queue_waiting_id", "job_queue", ["id"],
                     postgresql_include=["portal", "status"],

@@ -81,17 +81,18 @@ class Hub:
                 q.put_nowait("")
 
     async def _pump(self) -> None:
-        period = self.console.settings.live_refresh_seconds
         last = 0.0
         loop = asyncio.get_running_loop()
+        snapshots = self.console.snapshots
         while not self.stopping.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.kick.wait(), timeout=period)
+                await asyncio.wait_for(self.kick.wait(), timeout=snapshots.period())
             self.kick.clear()
             if not self.subscribers:
                 continue
             # a burst of enqueues: one refresh
-            await asyncio.sleep(max(DEBOUNCE, MIN_INTERVAL - (loop.time() - last)))
+            gap = max(MIN_INTERVAL, 10 * snapshots.cost)
+            await asyncio.sleep(max(DEBOUNCE, gap - (loop.time() - last)))
             self.kick.clear()
             last = loop.time()
             try:

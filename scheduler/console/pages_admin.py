@@ -14,6 +14,7 @@ from starlette.routing import Route
 from jobs import audit, clock, console_actions, console_repo, console_users
 from jobs.clock import parse_instant
 from jobs.errors import InputError
+from scheduler import calendars
 from scheduler.console.pages_jobs import _reason, actor
 from scheduler.console.pages_overview import portal_states
 from scheduler.console.security import require
@@ -30,6 +31,21 @@ def _instant(value: object, name: str):  # type: ignore[no-untyped-def]
         return parse_instant(text if ("Z" in text or "+" in text[10:]) else text + "Z")
     except ValueError as exc:
         raise InputError(f"{name}: {exc}") from None
+
+
+def _windows(text: object) -> list[tuple[int, object, object]]:
+    """Weekly hours as ``portalq portals set-hours`` reads them, one window per line or
+    comma ("Mon-Fri 08:00-18:00, Sat 09:00-13:00")."""
+    from portals import calendar as cal
+
+    specs = [p.strip() for p in str(text or "").replace("\n", ",").split(",") if p.strip()]
+    if not specs:
+        raise InputError("give the weekly hours, e.g. Mon-Fri 08:00-18:00")
+    try:
+        parsed = [w for spec in specs for w in cal.parse_window(spec)]
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return [(w.weekday, w.opens, w.closes) for w in parsed]
 
 
 def routes(console: Console) -> list[Route]:
@@ -59,18 +75,24 @@ def routes(console: Console) -> list[Route]:
 
     def portals(request: Request) -> Response:
         user = require(request)
+        from portals import calendar as cal
+
         with console.db() as conn:
             states = portal_states(conn, clock.now())
             closures = console_repo.closures(conn)
+            portals_by_code = calendars.load_sync(conn)
+        hours = {code: ", ".join(cal.format_window(w) for w in sorted(
+            p.calendar.windows, key=lambda w: (w.weekday, w.opens)))
+            for code, p in portals_by_code.items()}
         return console.render(request, "portals.html", portals=states, closures=closures,
-                              can_act=user.can("operator"))
+                              hours=hours, can_act=user.can("operator"))
 
     async def portal_act(request: Request) -> Response:
         user = require(request, "operator")
         form = await request.form()
         reason = _reason(form)
         code, what = request.path_params["code"], request.path_params["what"]
-        if what not in ("pause", "resume", "close"):
+        if what not in ("pause", "resume", "close", "reopen", "hours"):
             raise HTTPException(404, "no such action")
 
         def run() -> None:
@@ -80,9 +102,17 @@ def routes(console: Console) -> list[Route]:
                     console_actions.pause_portal(conn, a, code, reason)
                 elif what == "resume":
                     console_actions.resume_portal(conn, a, code, reason)
-                else:
+                elif what == "close":
                     console_actions.add_closure(conn, a, code, _instant(form.get("from"), "from"),
                                                 _instant(form.get("to"), "to"), reason)
+                elif what == "reopen":
+                    closure = str(form.get("closure") or "")
+                    if not closure.isdigit():
+                        raise InputError("which closure?")
+                    console_actions.remove_closure(conn, a, code, int(closure), reason)
+                else:
+                    console_actions.set_hours(conn, a, code, _windows(form.get("hours")),
+                                              reason)
 
         await run_in_threadpool(run)
         return RedirectResponse("/portals", status_code=303)

@@ -60,6 +60,13 @@ class Snapshots:
         self.taken = 0.0
         self.hours: dict[datetime, dict[str, int]] = {}
         self.computed = 0
+        self.cost = 0.0  # seconds the last computation took
+
+    def period(self) -> float:
+        """The refresh period: the configured one, longer when a computation is slow (huge
+        queues), so the live overview never costs a console process more than ~5 % of a
+        core."""
+        return max(self.console.settings.live_refresh_seconds, 20 * self.cost)
 
     def invalidate(self) -> None:
         """Something changed (a notification, a write from this console): the next view
@@ -69,10 +76,12 @@ class Snapshots:
     def get(self, *, fresh: bool = False) -> dict[str, Any]:
         with self.lock:
             age = time.monotonic() - self.taken
-            if fresh or self.latest is None or age >= self.console.settings.live_refresh_seconds:
+            if fresh or self.latest is None or age >= self.period():
+                started = time.monotonic()
                 with self.console.db() as conn:
                     self.latest = compute(conn, self.hours)
                 self.taken = time.monotonic()
+                self.cost = self.taken - started
                 self.computed += 1
             return self.latest
 

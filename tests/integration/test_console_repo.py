@@ -195,3 +195,22 @@ def test_sessions_end_when_idle_or_when_the_user_is_disabled(conn):
     with psycopg.connect(conn.info.dsn) as other:  # stored as Argon2id, never the password
         digest = other.execute("SELECT password_hash FROM console_users").fetchone()[0]
     assert digest.startswith("$argon2id$") and "long enough" not in digest
+
+
+def test_closure_removed_and_hours_set_audited(conn):
+    from datetime import time as dtime
+
+    from jobs import sql
+
+    closure = console_actions.add_closure(conn, OPS, "crtc", T0, T0 + timedelta(hours=2), "x")
+    with pytest.raises(InputError):
+        console_actions.remove_closure(conn, OPS, "irs_ein", closure, "wrong portal")
+    console_actions.remove_closure(conn, OPS, "crtc", closure, "maintenance called off")
+    assert conn.execute("SELECT count(*) FROM portal_closures").fetchone()[0] == 0
+    console_actions.set_hours(conn, OPS, "crtc", [(0, dtime(8), dtime(18))], "winter hours")
+    assert [(r["weekday"], r["opens"], r["closes"]) for r in sql.fetch(conn, "portal_hours")
+            if r["portal"] == "crtc"] == [(0, dtime(8), dtime(18))]
+    row = audit.entries(conn, action="portal.set_hours")[0]
+    assert row["after"] == {"hours": [[0, "08:00:00", "18:00:00"]]} and row["before"]["hours"]
+    assert [r["action"] for r in audit.entries(conn)][:2] == ["portal.set_hours",
+                                                              "portal.reopen"]
