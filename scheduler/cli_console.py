@@ -137,6 +137,14 @@ def console(host: Annotated[str | None, typer.Option(
     except ValidationError as exc:
         first = exc.errors()[0]
         fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
+    import socket
+
+    try:  # a busy port is one line, not a server start-up traceback
+        with socket.create_server((settings.host, settings.port)):
+            pass
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).split(" (while")[0]
+        fail(f"cannot listen on {settings.host}:{settings.port}: {reason}", code=3)
     _use_url(database_url)
     url = resolve(None)
     migrate.upgrade_if_needed(url)
