@@ -225,3 +225,79 @@ portal_outage_signs = Table(
     Column("job_id", BigInteger, primary_key=True),
     Column("seen_at", TZ, nullable=False),
 )
+# -- the admin console (migration 0011) -----------------------------------------------------
+CONSOLE_ROLES = ("viewer", "operator", "admin")
+
+console_users = Table(
+    "console_users", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("role", Text, nullable=False),
+    # Argon2id (argon2-cffi's encoded form, parameters included)
+    Column("password_hash", Text, nullable=False),
+    Column("created_at", TZ, nullable=False),
+    Column("password_changed_at", TZ, nullable=False),
+    Column("disabled_at", TZ),
+    CheckConstraint("role IN ('viewer','operator','admin')", name="console_users_role"),
+)
+
+console_sessions = Table(
+    "console_sessions", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    # sha256 of the random token the (signed) cookie carries: a stolen table opens nothing
+    Column("token_hash", Text, nullable=False, unique=True),
+    Column("user_id", BigInteger, ForeignKey("console_users.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("created_at", TZ, nullable=False),
+    Column("last_seen_at", TZ, nullable=False),
+    Column("ended_at", TZ),
+    Index("console_sessions_user", "user_id"),
+)
+
+console_login_failures = Table(
+    "console_login_failures", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("at", TZ, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("ip", Text, nullable=False),
+    Index("console_login_failures_name", "name", "at"),
+    Index("console_login_failures_ip", "ip", "at"),
+)
+
+audit_log = Table(
+    "audit_log", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("at", TZ, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("role", Text),
+    # "console" or "cli"
+    Column("source", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    # e.g. "job:42", "portal:irs_ein", "user:ada", "jobs:bulk"
+    Column("target", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    # secret fields masked before they get here (jobs.masking)
+    Column("before", JSONB),
+    Column("after", JSONB),
+    Index("audit_log_target", "target", "id"),
+)
+
+escalation_handling = Table(
+    "escalation_handling", metadata,
+    Column("escalation_id", BigInteger, ForeignKey("escalations.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("acknowledged_at", TZ),
+    Column("acknowledged_by", Text),
+    Column("assigned_to", Text),
+    Column("resolved_at", TZ),
+    Column("resolved_by", Text),
+    Column("updated_at", TZ, nullable=False),
+)
+
+# the console's job list (keyset by id) for the statuses an operator filters on most; partial,
+# so finished jobs (the bulk of the table) add nothing to them
+# (INCLUDE: the overview's depth by portal and failures per hour come from the index alone)
+Index("job_queue_failed_id", job_queue.c.id, postgresql_include=["portal", "finished_at"],
+      postgresql_where=text("status = 'failed'"))
+Index("job_queue_waiting_id", job_queue.c.id, postgresql_include=["portal", "status"],
+      postgresql_where=text("status IN ('pending','deferred')"))

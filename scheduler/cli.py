@@ -244,16 +244,33 @@ def jobs_retry(
     patch = (_load_payload(payload_patch, None, "--payload-patch")
              if payload_patch is not None else None)
     _use_url(database_url)
+    reason = note or "portalq jobs retry"
     if confirmed_filed is not None:
-        queue.resolve_filed(job_id, confirmed_filed, actor=_actor(), note=note)
+        _audited("job.confirm_filed", job_id, reason, lambda c: queue.resolve_filed(
+            job_id, confirmed_filed, actor=_actor(), note=note, conn=c))
         typer.echo(f"job {job_id} completed as filed ({confirmed_filed.strip()})")
         return
     if not_filed:
-        queue.resolve_not_filed(job_id, actor=_actor(), note=note)
+        _audited("job.not_filed", job_id, reason, lambda c: queue.resolve_not_filed(
+            job_id, actor=_actor(), note=note, conn=c))
         typer.echo(f"job {job_id} resumes from before its submission")
         return
-    queue.retry(job_id, payload_patch=patch, note=note, actor=_actor())
+    _audited("job.retry_with_payload" if patch else "job.retry", job_id, reason,
+             lambda c: queue.retry(job_id, payload_patch=patch, note=note, actor=_actor(),
+                                   conn=c))
     typer.echo(f"job {job_id} queued again")
+
+
+def _audited(action: str, job_id: int, reason: str, change: Any) -> None:
+    """An admin change of a job and its audit row (who, what, when, why, before/after),
+    committed together -- as the console records its actions."""
+    from jobs import console_actions, queue
+    from jobs.audit import Actor
+
+    queue.get_job(job_id)   # an unknown id: one line, exit 2
+    with queue.connect() as conn:
+        console_actions.job_action(conn, Actor(_actor(), None, "cli"), action, job_id,
+                                   reason, lambda: change(conn))
 
 
 @jobs_app.command("cancel")
@@ -262,7 +279,8 @@ def jobs_cancel(job_id: int, database_url: DbUrl = None) -> None:
     from jobs import queue
 
     _use_url(database_url)
-    queue.cancel(job_id, actor=_actor())
+    _audited("job.cancel", job_id, "portalq jobs cancel",
+             lambda c: queue.cancel(job_id, actor=_actor(), conn=c))
     typer.echo(f"job {job_id} cancelled")
 
 
@@ -371,10 +389,11 @@ def db_url(database_url: DbUrl = None) -> None:
 
 
 def _register() -> None:
-    from scheduler import cli_keys, cli_portals
+    from scheduler import cli_console, cli_keys, cli_portals
 
     app.add_typer(cli_portals.app, name="portals")
     app.add_typer(cli_keys.app, name="keys")
+    cli_console.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -94,6 +94,14 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     connect_timeout_seconds: float = Field(10.0, gt=0, le=3600, description="longest wait "
                                            "for a database connection to open")
+    console_url: str = Field("", description="the admin console's address as admins reach "
+                             "it (e.g. https://portalq.internal:8780); escalation mails link "
+                             "to the job's page there")
+
+    def job_url(self, job_id: int) -> str | None:
+        """The console page of a job (None without PORTALQ_CONSOLE_URL)."""
+        base = self.console_url.strip().rstrip("/")
+        return f"{base}/jobs/{int(job_id)}" if base else None
 
     @field_validator("log_level")
     @classmethod

@@ -122,6 +122,9 @@ def build_escalation(settings: Settings, esc: dict[str, Any],
         lines += ["To act:", f"  portalq jobs show {esc['job_id']}",
                   f"  portalq jobs retry {esc['job_id']}",
                   f"  portalq jobs cancel {esc['job_id']}"]
+    link = settings.job_url(esc["job_id"])
+    if link:
+        lines += ["", f"In the console: {link}"]
     lines += _erasure_note(settings, esc["job_type"])
     shot = None
     if screenshot is not None:

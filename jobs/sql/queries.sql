@@ -733,3 +733,255 @@ SELECT pg_try_advisory_lock(7262010200) AS leader;
 
 -- name: unlock_leader
 SELECT pg_advisory_unlock(7262010200);
+
+-- =========================================================================================
+-- The admin console (scheduler/console), run from jobs/console_repo.py and jobs/audit.py.
+-- =========================================================================================
+
+-- name: console_user_add
+INSERT INTO console_users (name, role, password_hash, created_at, password_changed_at)
+VALUES (%(name)s, %(role)s, %(password_hash)s, %(now)s, %(now)s)
+ON CONFLICT (name) DO NOTHING
+RETURNING id, name, role;
+
+-- name: console_user_by_name
+SELECT id, name, role, password_hash, created_at, password_changed_at, disabled_at
+FROM console_users WHERE name = %(name)s;
+
+-- name: console_user_set_password
+UPDATE console_users SET password_hash = %(password_hash)s,
+                         password_changed_at = %(now)s
+WHERE name = %(name)s RETURNING id;
+
+-- name: console_user_rehash
+UPDATE console_users SET password_hash = %(password_hash)s WHERE id = %(id)s;
+
+-- name: console_user_disable
+-- Disabling a user also ends every session of theirs.
+WITH u AS (
+    UPDATE console_users SET disabled_at = %(now)s
+    WHERE name = %(name)s AND disabled_at IS NULL RETURNING id
+), s AS (
+    UPDATE console_sessions SET ended_at = %(now)s
+    WHERE user_id IN (SELECT id FROM u) AND ended_at IS NULL
+)
+SELECT id FROM u;
+
+-- name: console_users
+SELECT id, name, role, created_at, password_changed_at, disabled_at,
+       (SELECT max(last_seen_at) FROM console_sessions s WHERE s.user_id = u.id) AS last_seen_at
+FROM console_users u ORDER BY name;
+
+-- name: console_session_start
+INSERT INTO console_sessions (token_hash, user_id, created_at, last_seen_at)
+VALUES (%(token_hash)s, %(user_id)s, %(now)s, %(now)s) RETURNING id;
+
+-- name: console_session_touch
+-- The session behind a cookie, if it is live (not ended, not idle past %(idle_before)s, its
+-- user enabled); last_seen_at moves on (at most every few seconds: %(touch_before)s).
+WITH s AS (
+    SELECT s.id, s.user_id, s.last_seen_at FROM console_sessions s
+    JOIN console_users u ON u.id = s.user_id
+    WHERE s.token_hash = %(token_hash)s AND s.ended_at IS NULL
+      AND s.last_seen_at >= %(idle_before)s AND u.disabled_at IS NULL
+), t AS (
+    UPDATE console_sessions c SET last_seen_at = %(now)s FROM s
+    WHERE c.id = s.id AND s.last_seen_at < %(touch_before)s
+)
+SELECT s.id AS session_id, u.id AS user_id, u.name, u.role
+FROM s JOIN console_users u ON u.id = s.user_id;
+
+-- name: console_session_live
+-- Is the session still live? (for a long-open live stream: it must not keep the session
+-- alive, so it does not touch last_seen_at)
+SELECT s.id FROM console_sessions s JOIN console_users u ON u.id = s.user_id
+WHERE s.token_hash = %(token_hash)s AND s.ended_at IS NULL
+  AND s.last_seen_at >= %(idle_before)s AND u.disabled_at IS NULL;
+
+-- name: console_session_end
+UPDATE console_sessions SET ended_at = %(now)s
+WHERE token_hash = %(token_hash)s AND ended_at IS NULL RETURNING id;
+
+-- name: console_login_failed
+INSERT INTO console_login_failures (at, name, ip) VALUES (%(now)s, %(name)s, %(ip)s);
+
+-- name: console_login_failures
+-- Failed sign-ins since %(since)s for this name and from this address.
+SELECT (SELECT count(*) FROM console_login_failures
+        WHERE name = %(name)s AND at >= %(since)s)::int AS by_name,
+       (SELECT count(*) FROM console_login_failures
+        WHERE ip = %(ip)s AND at >= %(since)s)::int AS by_ip;
+
+-- name: console_login_failures_prune
+DELETE FROM console_login_failures WHERE at < %(before)s;
+
+-- name: audit_add
+INSERT INTO audit_log (at, actor, role, source, action, target, reason, before, after)
+VALUES (%(now)s, %(actor)s, %(role)s, %(source)s, %(action)s, %(target)s, %(reason)s,
+        %(before)s::jsonb, %(after)s::jsonb)
+RETURNING id;
+
+-- name: audit_list
+-- Newest first, keyset on id; optional target / actor / action filters.
+SELECT id, at, actor, role, source, action, target, reason, before, after FROM audit_log
+WHERE id < %(before_id)s
+  AND (%(target)s::text IS NULL OR target = %(target)s)
+  AND (%(actor)s::text IS NULL OR actor = %(actor)s)
+  AND (%(action)s::text IS NULL OR action = %(action)s)
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: console_jobs_page
+-- One page of the console's job list, newest first, keyset on id. Bounded: at most
+-- %(window)s candidate rows (below %(before_id)s and at or above %(floor_id)s, in id order
+-- of the index the status / portal / order filter picks) are read, and the reading stops
+-- as soon as %(limit)s of them pass the filters that have no index of their own (hit);
+-- only the page's rows are fetched again (by primary key). Run without a prepared plan
+-- (each run planned for its parameters: a status filter uses its partial index).
+SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
+       j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
+       coalesce(j.checkpoint->>'step', j.checkpoint->>'stage') AS step
+FROM (
+    SELECT id FROM (
+        SELECT id,
+               (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
+               AND (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s)
+               AND (%(created_to)s::timestamptz IS NULL OR created_at < %(created_to)s)
+               AND (%(field_path)s::text[] IS NULL
+                    OR coalesce(lower(payload #>> %(field_path)s::text[]) LIKE %(field_like)s,
+                                false)) AS hit
+        FROM job_queue
+        WHERE id < %(before_id)s AND id >= %(floor_id)s
+          AND (%(status)s::text IS NULL OR status = %(status)s)
+          AND (%(portal)s::text IS NULL OR portal = %(portal)s)
+          AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
+        ORDER BY id DESC LIMIT %(window)s
+    ) w WHERE hit ORDER BY id DESC LIMIT %(limit)s
+) page CROSS JOIN LATERAL (SELECT * FROM job_queue q WHERE q.id = page.id) j
+ORDER BY j.id DESC;
+
+-- name: console_jobs_window
+-- For a page that came back short: the lowest id its window read and how many (index
+-- only), where a continued search starts.
+SELECT min(id) AS scanned_to, count(*)::int AS scanned FROM (
+    SELECT id FROM job_queue
+    WHERE id < %(before_id)s AND id >= %(floor_id)s
+      AND (%(status)s::text IS NULL OR status = %(status)s)
+      AND (%(portal)s::text IS NULL OR portal = %(portal)s)
+      AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
+    ORDER BY id DESC LIMIT %(window)s
+) w;
+
+-- name: console_job_ids_matching
+-- The ids a bulk action over "everything the filter matches" acts on, capped at %(limit)s;
+-- same filters as console_jobs_page, restricted to %(statuses)s (the states the action
+-- allows). Unbounded window: a bulk action is rare, previewed, and capped.
+SELECT id FROM job_queue j
+WHERE status = ANY(%(statuses)s::text[])
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(portal)s::text IS NULL OR portal = %(portal)s)
+  AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
+  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
+  AND (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s)
+  AND (%(created_to)s::timestamptz IS NULL OR created_at < %(created_to)s)
+  AND (%(field_path)s::text[] IS NULL
+       OR lower(j.payload #>> %(field_path)s::text[]) LIKE %(field_like)s)
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: console_jobs_status_of
+SELECT id, status FROM job_queue WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id DESC;
+
+-- name: console_first_id_at
+-- The lowest job id enqueued at or after %(at)s: a binary search over ids (job ids and
+-- created_at rise together), about 25 primary-key probes at 10 million rows, in one
+-- statement. A time range becomes an id range the primary key serves.
+WITH RECURSIVE b(lo, hi) AS (
+    SELECT (SELECT id FROM job_queue ORDER BY id LIMIT 1),
+           (SELECT id FROM job_queue ORDER BY id DESC LIMIT 1) + 1
+    UNION ALL
+    SELECT CASE WHEN m.id IS NULL OR m.created_at >= %(at)s THEN b.lo ELSE m.id + 1 END,
+           CASE WHEN m.id IS NULL OR m.created_at >= %(at)s THEN k.mid ELSE b.hi END
+    FROM b CROSS JOIN LATERAL (SELECT (b.lo + b.hi) / 2 AS mid) k
+    LEFT JOIN LATERAL (SELECT id, created_at FROM job_queue WHERE id >= k.mid
+                       ORDER BY id LIMIT 1) m ON true
+    WHERE b.lo < b.hi
+)
+SELECT j.id FROM job_queue j
+WHERE j.id >= (SELECT lo FROM b WHERE lo >= hi LIMIT 1) AND j.created_at >= %(at)s
+ORDER BY j.id LIMIT 1;
+
+-- name: console_depth
+-- Queue depth of the unfinished states by portal: read through the partial indexes
+-- (claim, running, failed), never the finished bulk of the table.
+SELECT portal, status, count(*)::int AS n FROM job_queue
+WHERE status IN ('pending', 'deferred') GROUP BY portal, status
+UNION ALL
+SELECT portal, 'running', count(*)::int FROM job_queue WHERE status = 'running'
+GROUP BY portal
+UNION ALL
+SELECT portal, 'failed', count(*)::int FROM job_queue WHERE status = 'failed'
+GROUP BY portal;
+
+-- name: console_throughput
+-- Completed and failed jobs per hour since %(since)s (the finished and failed indexes).
+SELECT date_trunc('hour', finished_at) AS hour, 'completed' AS status, count(*)::int AS n
+FROM job_queue WHERE status IN ('completed', 'cancelled') AND finished_at >= %(since)s
+  AND status = 'completed'
+GROUP BY 1
+UNION ALL
+SELECT date_trunc('hour', finished_at), 'failed', count(*)::int
+FROM job_queue WHERE status = 'failed' AND finished_at >= %(since)s
+GROUP BY 1;
+
+-- name: console_table_estimate
+SELECT greatest(reltuples, 0)::bigint AS rows FROM pg_class WHERE oid = 'job_queue'::regclass;
+
+-- name: console_artifacts
+SELECT id, attempt, kind, path, created_at FROM job_artifacts WHERE job_id = %(job_id)s
+ORDER BY attempt, id;
+
+-- name: console_artifact
+SELECT id, job_id, attempt, kind, path FROM job_artifacts WHERE id = %(id)s;
+
+-- name: console_document
+SELECT name, content_type, data FROM job_documents WHERE job_id = %(job_id)s AND name = %(name)s;
+
+-- name: console_job_escalations
+SELECT e.id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at, e.send_attempts,
+       e.last_send_error, h.acknowledged_at, h.acknowledged_by, h.assigned_to,
+       h.resolved_at, h.resolved_by
+FROM escalations e LEFT JOIN escalation_handling h ON h.escalation_id = e.id
+WHERE e.job_id = %(job_id)s ORDER BY e.id;
+
+-- name: console_escalations_inbox
+-- What needs a human, oldest first (resolved ones only with %(include_resolved)s).
+SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
+       j.job_type, j.order_id, j.portal, j.status, j.last_error,
+       h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at, h.resolved_by
+FROM escalations e JOIN job_queue j ON j.id = e.job_id
+LEFT JOIN escalation_handling h ON h.escalation_id = e.id
+WHERE %(include_resolved)s OR h.resolved_at IS NULL
+ORDER BY e.created_at, e.id LIMIT %(limit)s;
+
+-- name: console_escalation
+SELECT e.id, e.job_id, h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at,
+       h.resolved_by
+FROM escalations e LEFT JOIN escalation_handling h ON h.escalation_id = e.id
+WHERE e.id = %(id)s FOR UPDATE OF e;
+
+-- name: console_escalation_set
+INSERT INTO escalation_handling (escalation_id, acknowledged_at, acknowledged_by, assigned_to,
+                                 resolved_at, resolved_by, updated_at)
+VALUES (%(id)s, %(acknowledged_at)s, %(acknowledged_by)s, %(assigned_to)s, %(resolved_at)s,
+        %(resolved_by)s, %(now)s)
+ON CONFLICT (escalation_id) DO UPDATE SET
+    acknowledged_at = EXCLUDED.acknowledged_at, acknowledged_by = EXCLUDED.acknowledged_by,
+    assigned_to = EXCLUDED.assigned_to, resolved_at = EXCLUDED.resolved_at,
+    resolved_by = EXCLUDED.resolved_by, updated_at = EXCLUDED.updated_at;
+
+-- name: console_closures
+SELECT id, portal, starts_at, ends_at, reason FROM portal_closures
+WHERE ends_at > %(after)s ORDER BY starts_at, id;
+
+-- name: console_closure_delete
+DELETE FROM portal_closures WHERE id = %(id)s AND portal = %(portal)s
+RETURNING id, starts_at, ends_at, reason;

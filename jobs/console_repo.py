@@ -1,0 +1,190 @@
+"""The console's reads: the job list (filtered, keyset-paged, bounded), a job's page, the
+overview's numbers, the escalations inbox. Every statement is in ``queries.sql``.
+
+Bounded means: no page reads more than :data:`WINDOW` candidate rows, whatever the filters.
+Status filters read their partial index (failed, waiting, running); order id its index; a
+time range becomes an id range (ids and enqueue times rise together); the filters without an
+index (job type, payload field) are applied to the window. A window that held fewer matches
+than a page says where the search stopped, and the next page continues from there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobs import clock, masking, sql, types
+from jobs.errors import InputError
+from jobs.models import JOB_STATUSES
+
+WINDOW = 20_000
+PAGE = 50
+MAX_ID = 2**63 - 1
+
+
+@dataclass
+class JobFilter:
+    status: str | None = None
+    portal: str | None = None
+    job_type: str | None = None
+    order_id: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    #: a payload field (dotted path, e.g. ``legal_name`` or ``applicant.name``) and the text
+    #: its value contains (case-insensitive)
+    field: str | None = None
+    value: str | None = None
+
+    def check(self) -> JobFilter:
+        if self.status is not None and self.status not in JOB_STATUSES:
+            raise InputError(f"unknown status {self.status!r}")
+        if self.job_type is not None:
+            types.get(self.job_type)
+        if (self.field is None) != (self.value is None):
+            raise InputError("a payload filter needs both a field and a value")
+        if self.field is not None:
+            if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", self.field):
+                raise InputError(f"not a payload field: {self.field!r}")
+            scope = [self.job_type] if self.job_type else types.names()
+            if masking.field_is_secret(scope, self.field):
+                raise InputError(f"{self.field} is a secret field: it cannot be searched")
+        if self.created_from and self.created_to and self.created_to <= self.created_from:
+            raise InputError("the time range ends before it starts")
+        return self
+
+    def params(self) -> dict[str, Any]:
+        return {"status": self.status, "portal": self.portal, "job_type": self.job_type,
+                "order_id": self.order_id, "created_from": self.created_from,
+                "created_to": self.created_to,
+                "field_path": self.field.split(".") if self.field else None,
+                "field_like": (f"%{_like_escape(self.value.lower())}%"
+                               if self.value is not None else None)}
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
+
+
+def first_id_at_or_after(conn: Any, at: datetime) -> int | None:
+    """The lowest job id enqueued at or after ``at`` (a binary search over ids in SQL)."""
+    return sql.fetch_value(conn, "console_first_id_at", {"at": at})
+
+
+@dataclass
+class Page:
+    rows: list[dict[str, Any]]
+    #: continue below this id (None: nothing further)
+    next_before: int | None
+    #: True if the window ran out before a page was full: the search stopped at next_before
+    partial: bool
+    scanned: int
+
+
+def jobs_page(conn: Any, flt: JobFilter, *, before_id: int | None = None,
+              limit: int = PAGE, window: int = WINDOW) -> Page:
+    flt.check()
+    floor = 0
+    top = before_id if before_id is not None else MAX_ID
+    if flt.created_from is not None:
+        floor = first_id_at_or_after(conn, flt.created_from) or MAX_ID
+    if flt.created_to is not None:
+        end = first_id_at_or_after(conn, flt.created_to)
+        if end is not None:
+            top = min(top, end)
+    params = {**flt.params(), "before_id": top, "floor_id": floor, "window": window,
+              "limit": limit}
+    hits = [masking.scrub_ssn_like(r) for r in sql.fetch(conn, "console_jobs_page", params)]
+    if len(hits) >= limit:
+        return Page(hits, hits[-1]["id"], False, len(hits))
+    summary = sql.fetch_one(conn, "console_jobs_window", params)
+    assert summary is not None
+    scanned = summary["scanned"] or 0
+    if scanned >= window and summary["scanned_to"] is not None:
+        return Page(hits, summary["scanned_to"], True, scanned)
+    return Page(hits, None, False, scanned)
+
+
+def ids_matching(conn: Any, flt: JobFilter, statuses: tuple[str, ...], cap: int,
+                 ) -> list[int]:
+    flt.check()
+    rows = sql.fetch(conn, "console_job_ids_matching",
+                     {**flt.params(), "statuses": list(statuses), "limit": cap})
+    return [r["id"] for r in rows]
+
+
+def statuses_of(conn: Any, ids: list[int]) -> dict[int, str]:
+    return {r["id"]: r["status"] for r in sql.fetch(conn, "console_jobs_status_of",
+                                                    {"ids": ids})}
+
+
+def job_page(conn: Any, job_id: int) -> dict[str, Any]:
+    """Everything the job page shows, secrets masked/scrubbed (jobs.masking)."""
+    from jobs import queue
+
+    job = queue.get_job(job_id, conn)
+    job["events"] = sql.fetch(conn, "job_events", {"id": job_id})
+    job["artifacts"] = sql.fetch(conn, "console_artifacts", {"job_id": job_id})
+    job["documents"] = sql.fetch(conn, "document_names", {"job_id": job_id})
+    job["escalations"] = sql.fetch(conn, "console_job_escalations", {"job_id": job_id})
+    return masking.public_job(job)
+
+
+def artifact(conn: Any, artifact_id: int) -> dict[str, Any] | None:
+    return sql.fetch_one(conn, "console_artifact", {"id": artifact_id})
+
+
+def document(conn: Any, job_id: int, name: str) -> dict[str, Any] | None:
+    return sql.fetch_one(conn, "console_document", {"job_id": job_id, "name": name})
+
+
+def depth(conn: Any) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for row in sql.fetch(conn, "console_depth"):
+        out.setdefault(row["portal"], {})[row["status"]] = row["n"]
+    return out
+
+
+def throughput(conn: Any, hours: int = 24,
+               cache: dict[datetime, dict[str, int]] | None = None) -> list[dict[str, Any]]:
+    """Per hour of the last ``hours`` (oldest first): completed and failed counts.
+
+    ``cache`` (kept by the caller across calls) holds the hours already past: only the
+    hours missing from it and the current one are counted, so a refresh reads one hour
+    of finished jobs, not a day."""
+    now = clock.now().replace(minute=0, second=0, microsecond=0)
+    since = now - timedelta(hours=hours - 1)
+    wanted = [since + timedelta(hours=i) for i in range(hours)]
+    cache = cache if cache is not None else {}
+    for hour in [h for h in cache if h < since]:
+        del cache[hour]
+    start = next(h for h in wanted if h not in cache or h == now)
+    counted: dict[datetime, dict[str, int]] = {h: {"completed": 0, "failed": 0}
+                                               for h in wanted if h >= start}
+    for r in sql.fetch(conn, "console_throughput", {"since": start}):
+        if r["hour"] in counted:
+            counted[r["hour"]][r["status"]] = r["n"]
+    for hour, counts in counted.items():
+        if hour < now:
+            cache[hour] = counts
+    return [{"hour": h, **(counted.get(h) or cache[h])} for h in wanted]
+
+
+def running(conn: Any) -> list[dict[str, Any]]:
+    return sql.fetch(conn, "status_running")
+
+
+def table_estimate(conn: Any) -> int:
+    return int(sql.fetch_value(conn, "console_table_estimate") or 0)
+
+
+def escalations_inbox(conn: Any, *, include_resolved: bool = False, limit: int = 200,
+                      ) -> list[dict[str, Any]]:
+    rows = sql.fetch(conn, "console_escalations_inbox",
+                     {"include_resolved": include_resolved, "limit": limit})
+    return [masking.scrub_ssn_like(r) for r in rows]
+
+
+def closures(conn: Any) -> list[dict[str, Any]]:
+    return sql.fetch(conn, "console_closures", {"after": clock.now()})

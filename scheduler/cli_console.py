@@ -1,0 +1,158 @@
+"""``portalq console``, ``portalq users ...`` and ``portalq audit``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from scheduler.cli_common import DbUrl, _use_url, fail, print_json
+
+users_app = typer.Typer(no_args_is_help=True, help="Console users and their roles.")
+
+
+def _password(confirm: bool) -> str:
+    """From standard input when it is not a terminal (first line), else a prompt."""
+    if not sys.stdin.isatty():
+        line = sys.stdin.readline().rstrip("\r\n")
+        if not line:
+            fail("no password on standard input")
+        return line
+    return typer.prompt("password", hide_input=True, confirmation_prompt=confirm)
+
+
+def _audit_cli(conn: object, action: str, target: str, reason: str, after: object) -> None:
+    from jobs import audit
+    from scheduler.cli import _actor
+
+    audit.record(conn, audit.Actor(_actor(), None, "cli"), action, target, reason,
+                 after=after)
+
+
+@users_app.command("add")
+def users_add(name: str,
+              role: Annotated[str, typer.Option(help="viewer | operator | admin")] = "viewer",
+              database_url: DbUrl = None) -> None:
+    """Add a console user; the password comes from standard input or a prompt."""
+    from jobs import console_users, queue
+
+    if role not in console_users.RANK:
+        fail(f"unknown role {role!r} (one of viewer, operator, admin)")
+    password = _password(confirm=True)
+    _use_url(database_url)
+    with queue.connect() as c, c.transaction():
+        row = console_users.add_user(c, name, role, password)
+        _audit_cli(c, "user.add", f"user:{row['name']}", "portalq users add",
+                   {"role": row["role"]})
+    typer.echo(f"user {row['name']} added ({row['role']})")
+
+
+@users_app.command("passwd")
+def users_passwd(name: str, database_url: DbUrl = None) -> None:
+    """Set a user's password (standard input or a prompt)."""
+    from jobs import console_users, queue
+
+    password = _password(confirm=True)
+    _use_url(database_url)
+    with queue.connect() as c, c.transaction():
+        console_users.set_password(c, name, password)
+        _audit_cli(c, "user.passwd", f"user:{name}", "portalq users passwd", None)
+    typer.echo(f"password of {name} changed")
+
+
+@users_app.command("disable")
+def users_disable(name: str, database_url: DbUrl = None) -> None:
+    """Disable a user: their sessions end at once, they cannot sign in."""
+    from jobs import console_users, queue
+
+    _use_url(database_url)
+    with queue.connect() as c, c.transaction():
+        console_users.disable(c, name)
+        _audit_cli(c, "user.disable", f"user:{name}", "portalq users disable", None)
+    typer.echo(f"user {name} disabled")
+
+
+@users_app.command("list")
+def users_list(as_json: Annotated[bool, typer.Option("--json")] = False,
+               database_url: DbUrl = None) -> None:
+    """Console users, roles, last activity."""
+    from jobs import console_users, queue
+
+    _use_url(database_url)
+    with queue.connect() as c:
+        rows = console_users.users(c)
+    if as_json:
+        print_json(rows)
+        return
+    typer.echo(f"{'NAME':<24} {'ROLE':<9} {'STATE':<9} LAST SEEN")
+    for r in rows:
+        seen = f"{r['last_seen_at']:%Y-%m-%d %H:%M}Z" if r["last_seen_at"] else "-"
+        typer.echo(f"{r['name']:<24} {r['role']:<9} "
+                   f"{'disabled' if r['disabled_at'] else 'active':<9} {seen}")
+
+
+def audit(target: Annotated[str | None, typer.Option(help="e.g. job:42, portal:irs_ein")] = None,
+          actor: Annotated[str | None, typer.Option(help="who")] = None,
+          action: Annotated[str | None, typer.Option(help="e.g. job.retry")] = None,
+          limit: Annotated[int, typer.Option()] = 50,
+          as_json: Annotated[bool, typer.Option("--json")] = False,
+          database_url: DbUrl = None) -> None:
+    """The audit log, newest first: who did what, when, why (before/after with --json)."""
+    from jobs import audit as audit_log
+    from jobs import queue
+
+    _use_url(database_url)
+    with queue.connect() as c:
+        rows = audit_log.entries(c, target=target, actor=actor, action=action, limit=limit)
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        typer.echo(f"{r['id']:>6}  {r['at']:%Y-%m-%d %H:%M:%S}Z  {r['actor']:<20} "
+                   f"{r['action']:<24} {r['target']:<20} {r['reason']}")
+
+
+def console(host: Annotated[str | None, typer.Option(
+                help="address to listen on [env PORTALQ_CONSOLE_HOST, default 127.0.0.1]")] = None,
+            port: Annotated[int | None, typer.Option(
+                help="port [env PORTALQ_CONSOLE_PORT, default 8780]")] = None,
+            database_url: DbUrl = None) -> None:
+    """Serve the admin console (sign in with a user from `portalq users add`)."""
+    from pydantic import ValidationError
+
+    from jobs import migrate
+    from jobs.database import database_url as resolve
+    from jobs.database import libpq_dsn
+    from scheduler.console.app import serve
+    from scheduler.console.config import ConsoleSettings
+
+    overrides: dict[str, object] = {}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    try:
+        settings = ConsoleSettings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
+    import socket
+
+    try:  # a busy port is one line, not a server start-up traceback
+        with socket.create_server((settings.host, settings.port)):
+            pass
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).split(" (while")[0]
+        fail(f"cannot listen on {settings.host}:{settings.port}: {reason}", code=3)
+    _use_url(database_url)
+    url = resolve(None)
+    migrate.upgrade_if_needed(url)
+    typer.echo(f"portalq console on http://{settings.host}:{settings.port}/", err=True)
+    serve(libpq_dsn(url), settings)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(users_app, name="users")
+    app.command("audit")(audit)
+    app.command("console")(console)

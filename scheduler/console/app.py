@@ -1,0 +1,205 @@
+"""The console application: middleware (security headers, CSRF, the signed-in user), the
+connection pool, the live hub, templates, and the routes of the page modules."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asgi_csrf
+from psycopg_pool import ConnectionPool
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from jobs import console_users
+from jobs.errors import IllegalTransition, InputError, JobNotFound, PortalqError
+from scheduler.config import Settings
+from scheduler.console.config import ConsoleSettings, secret_key
+from scheduler.console.security import SecurityHeaders, Sessions, SignInRequired, derive
+
+HERE = Path(__file__).parent
+
+
+def _fmt_time(value: Any, tz: str | None = None) -> str:
+    if not isinstance(value, datetime):
+        return "-" if value is None else str(value)
+    if tz:
+        from zoneinfo import ZoneInfo
+
+        return value.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M %Z")
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bytes | memoryview):
+        return f"<{len(value)} bytes>"
+    return str(value)
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, default=_json_default, sort_keys=True, indent=2)
+
+
+class Console:
+    """What the routes share: settings, pool, sessions, templates, live hub."""
+
+    def __init__(self, dsn: str, settings: ConsoleSettings, service: Settings) -> None:
+        self.dsn, self.settings, self.service = dsn, settings, service
+        self.pool = ConnectionPool(dsn, min_size=1, max_size=8, open=False, kwargs={
+            "autocommit": True, "prepare_threshold": None})
+        self.secret = secret_key(settings)
+        self.sessions = Sessions(self.secret, timedelta(minutes=settings.idle_minutes),
+                                 timedelta(hours=settings.max_session_hours),
+                                 settings.secure_cookies)
+        self.throttle = console_users.Throttle(
+            settings.login_failures_per_name, settings.login_failures_per_ip,
+            timedelta(minutes=settings.login_window_minutes))
+        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+        env = self.templates.env
+        env.filters["t"] = _fmt_time
+        env.filters["tojson_pretty"] = to_json
+        from scheduler.console.live import Hub
+        from scheduler.console.pages_overview import Snapshots
+
+        self.hub = Hub(self)
+        self.snapshots = Snapshots(self)
+
+    @contextlib.contextmanager
+    def db(self) -> Iterator[Any]:
+        with self.pool.connection() as conn:
+            yield conn
+
+    def render(self, request: Request, name: str, status: int = 200, **context: Any,
+               ) -> Response:
+        token = request.scope.get("csrftoken")
+        context.setdefault("user", request.state.user)
+        context["csrftoken"] = token() if token else ""
+        return self.templates.TemplateResponse(request, name, context, status_code=status)
+
+    def json(self, data: Any, status: int = 200) -> Response:
+        return Response(to_json(data), status_code=status, media_type="application/json")
+
+
+class UserMiddleware:
+    """Puts the signed-in user (or None) on ``request.state.user``."""
+
+    def __init__(self, app: ASGIApp, console: Console) -> None:
+        self.app, self.console = app, console
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not scope["path"].startswith("/static/"):
+            request = Request(scope)
+            token = self.console.sessions.token(request)
+            user = None
+            state = scope.setdefault("state", {})
+            if token:
+                user = await run_in_threadpool(self._lookup, token)
+                if user is None:
+                    state["signed_out"] = "Your session ended (idle or signed out)."
+            state["user"] = user
+            state["session_token"] = token if user else None
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if scope["type"] == "http" and scope["method"] == "POST":
+                # a write from this console: the overview shows it at the next view
+                self.console.snapshots.invalidate()
+
+    def _lookup(self, token: str) -> console_users.User | None:
+        with self.console.db() as conn:
+            return console_users.session_user(conn, token, self.console.sessions.idle)
+
+
+async def _sign_in(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, SignInRequired)
+    if request.method == "GET" and not request.url.path.endswith(".json") \
+            and request.url.path != "/events":
+        return RedirectResponse(f"/login?next={exc.next_url}", status_code=303)
+    return JSONResponse({"error": "sign in first"}, status_code=401)
+
+
+def _error_page(console: Console) -> Any:
+    async def handler(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, HTTPException):
+            status, message = exc.status_code, str(exc.detail)
+        elif isinstance(exc, IllegalTransition):
+            status, message = 409, str(exc)
+        elif isinstance(exc, JobNotFound):
+            status, message = 404, str(exc)
+        else:
+            status, message = 400, str(exc)
+        if request.url.path.endswith(".json") or request.url.path == "/events":
+            return JSONResponse({"error": message}, status_code=status)
+        user = getattr(request.state, "user", None)
+        return console.render(request, "error.html", status=status, message=message,
+                              user=user)
+    return handler
+
+
+def create_app(dsn: str, settings: ConsoleSettings | None = None,
+               service: Settings | None = None) -> ASGIApp:
+    console = Console(dsn, settings or ConsoleSettings(), service or Settings())
+    from scheduler.console import pages_admin, pages_jobs, pages_overview
+
+    routes = [*pages_overview.routes(console), *pages_jobs.routes(console),
+              *pages_admin.routes(console),
+              Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        console.pool.open(wait=True, timeout=30)
+        await console.hub.start()
+        try:
+            yield
+        finally:
+            await console.hub.stop()
+            console.pool.close()
+
+    errors = _error_page(console)
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
+        SignInRequired: _sign_in, HTTPException: errors, InputError: errors,
+        IllegalTransition: errors, PortalqError: errors})
+    app.state.console = console
+    wrapped: ASGIApp = UserMiddleware(app, console)
+    wrapped = asgi_csrf.asgi_csrf(wrapped, signing_secret=derive(console.secret, "csrf"),
+                                  cookie_samesite="Strict", cookie_secure=settings.secure_cookies
+                                  if settings else False, always_protect={"/login"})
+    outer = SecurityHeaders(wrapped)
+    outer.console = console  # type: ignore[attr-defined]
+    return outer
+
+
+def server(app: ASGIApp, host: str, port: int) -> Any:
+    """A uvicorn server for the console that ends the live streams as soon as it is asked to
+    stop (SIGINT/SIGTERM or ``should_exit``), so shutdown never waits on an open page."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def on_tick(self, counter: int) -> bool:
+            stop = await super().on_tick(counter)
+            if stop:
+                app.console.hub.close_streams()  # type: ignore[attr-defined]
+            return stop
+
+    return Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                 timeout_graceful_shutdown=5, proxy_headers=False))
+
+
+def serve(dsn: str, settings: ConsoleSettings) -> None:
+    server(create_app(dsn, settings), settings.host, settings.port).run()
+
+
+__all__ = ["create_app", "serve", "Console", "HTMLResponse"]

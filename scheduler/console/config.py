@@ -1,0 +1,52 @@
+"""The console's settings (``PORTALQ_CONSOLE_*``) and its secret key."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ConsoleSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PORTALQ_CONSOLE_", env_file=os.environ.get(
+        "PORTALQ_CONFIG"), extra="ignore")
+
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(8780, ge=0, le=65535)
+    idle_minutes: float = Field(30.0, gt=0, description="a session unused this long ends")
+    max_session_hours: float = Field(12.0, gt=0, description="a session ends this long after "
+                                     "sign-in, used or not")
+    secret: str = Field("", description="signing key for cookies (default: a key generated "
+                        "once in PORTALQ_HOME/console-secret, mode 0600)")
+    secure_cookies: bool = Field(False, description="mark cookies Secure (behind HTTPS)")
+    live_refresh_seconds: float = Field(5.0, gt=0, description="the live overview's refresh "
+                                        "when no notification came (one query per process)")
+    login_failures_per_name: int = Field(5, ge=1)
+    login_failures_per_ip: int = Field(20, ge=1)
+    login_window_minutes: float = Field(15.0, gt=0)
+
+
+def secret_key(settings: ConsoleSettings) -> str:
+    """``PORTALQ_CONSOLE_SECRET``, else the key in ``PORTALQ_HOME/console-secret``, created
+    (0600, never overwritten) on first use."""
+    if settings.secret:
+        return settings.secret
+    from jobs.database import home
+
+    path = Path(home()) / "console-secret"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = secrets.token_urlsafe(48)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it first
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    return key

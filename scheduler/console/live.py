@@ -1,0 +1,155 @@
+"""Live updates: one LISTEN connection per console process, fanned out to every open
+overview over server-sent events.
+
+A notification (an enqueue, a portal change) or, while anyone watches, the refresh period
+recomputes the overview's live part once (debounced) and sends the same HTML fragment to
+every subscriber: ten open pages cost one query round, not ten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from starlette.concurrency import run_in_threadpool
+
+if TYPE_CHECKING:
+    from scheduler.console.app import Console
+
+log = logging.getLogger("portalq.console")
+DEBOUNCE = 0.25
+#: at most one recomputation a second, however fast notifications come
+MIN_INTERVAL = 1.0
+
+
+class Hub:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.subscribers: set[asyncio.Queue[str]] = set()
+        self.kick = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+        self.stopping = asyncio.Event()
+        self.renders = 0  # fragments computed (tests and the benchmark read it)
+
+    async def start(self) -> None:
+        self.kick = asyncio.Event()
+        self.stopping = asyncio.Event()
+        self.tasks = [asyncio.create_task(self._listen()), asyncio.create_task(self._pump())]
+
+    async def stop(self) -> None:
+        self.close_streams()
+        for t in self.tasks:
+            t.cancel()
+        for t in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    def subscribe(self) -> asyncio.Queue[str]:
+        q: asyncio.Queue[str] = asyncio.Queue(maxsize=4)
+        self.subscribers.add(q)
+        self.kick.set()  # a first fragment at once
+        return q
+
+    def unsubscribe(self, q: asyncio.Queue[str]) -> None:
+        self.subscribers.discard(q)
+
+    async def _listen(self) -> None:
+        delay = 0.2
+        while not self.stopping.is_set():
+            try:
+                async with await psycopg.AsyncConnection.connect(self.console.dsn,
+                                                                 autocommit=True) as conn:
+                    await conn.execute("LISTEN portalq_jobs")
+                    await conn.execute("LISTEN portalq_portals")
+                    delay = 0.2
+                    async for _ in conn.notifies():
+                        self.console.snapshots.invalidate()
+                        self.kick.set()
+            except (psycopg.OperationalError, OSError) as exc:
+                log.warning("console listener lost the database (%s)", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def close_streams(self) -> None:
+        """End every open stream (server shutdown: the browsers reconnect to the next one)."""
+        self.stopping.set()
+        for q in list(self.subscribers):
+            with contextlib.suppress(asyncio.QueueFull):
+                q.put_nowait("")
+
+    async def _pump(self) -> None:
+        last = 0.0
+        loop = asyncio.get_running_loop()
+        snapshots = self.console.snapshots
+        while not self.stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.kick.wait(), timeout=snapshots.period())
+            self.kick.clear()
+            if not self.subscribers:
+                continue
+            # a burst of enqueues: one refresh
+            gap = max(MIN_INTERVAL, 10 * snapshots.cost)
+            await asyncio.sleep(max(DEBOUNCE, gap - (loop.time() - last)))
+            self.kick.clear()
+            last = loop.time()
+            try:
+                fragment = await run_in_threadpool(self.render)
+            except Exception:  # noqa: BLE001 - a failed refresh must not end live updates
+                log.exception("live overview refresh failed")
+                continue
+            self.renders += 1
+            for q in list(self.subscribers):
+                if q.full():
+                    with contextlib.suppress(asyncio.QueueEmpty):
+                        q.get_nowait()
+                q.put_nowait(fragment)
+
+    def session_live(self, token: str) -> bool:
+        from jobs import console_users
+
+        with self.console.db() as conn:
+            return console_users.session_live(conn, token, self.console.sessions.idle)
+
+    def render(self) -> str:
+        from scheduler.console.pages_overview import live_fragment
+
+        return live_fragment(self.console)
+
+
+def sse(fragment: str, event: str = "overview") -> str:
+    data = "\n".join(f"data: {line}" for line in fragment.splitlines() or [""])
+    return f"event: {event}\n{data}\n\n"
+
+
+#: how often an open stream checks that its session is still live
+SESSION_CHECK_SECONDS = 15.0
+
+
+async def stream(hub: Hub, request: Any) -> Any:
+    """The live fragments for one page, until the page goes, the server stops, or the
+    session ends (idle, signed out, user disabled): the stream itself is not activity, so
+    an overview left open does not keep a session alive."""
+    token = request.state.session_token
+    q = hub.subscribe()
+    checked = asyncio.get_running_loop().time()
+    try:
+        yield "retry: 2000\n\n"
+        while not hub.stopping.is_set():
+            try:
+                fragment = await asyncio.wait_for(q.get(), timeout=SESSION_CHECK_SECONDS)
+            except TimeoutError:
+                fragment = None
+            if fragment == "":
+                break
+            now = asyncio.get_running_loop().time()
+            if now - checked >= SESSION_CHECK_SECONDS:
+                checked = now
+                if not await run_in_threadpool(hub.session_live, token):
+                    yield "event: signed-out\ndata: \n\n"
+                    break
+            yield sse(fragment) if fragment else ": keep-alive\n\n"
+    finally:
+        hub.unsubscribe(q)

@@ -1,0 +1,268 @@
+"""Jobs: the filtered list (keyset pages, bulk retry/cancel), a job's page, its evidence
+(screenshots, trace, documents) and its actions."""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from jobs import console_actions, console_repo, masking, sql, types
+from jobs.audit import Actor
+from jobs.clock import parse_instant
+from jobs.console_users import User
+from jobs.errors import InputError
+from jobs.models import JOB_STATUSES
+from scheduler.console.security import require
+
+if TYPE_CHECKING:
+    from scheduler.console.app import Console
+
+FILTERS = ("status", "portal", "job_type", "order_id", "created_from", "created_to", "field",
+           "value")
+DONE = {"retry": "Queued again.", "retry_with_payload": "Queued again with the new payload.",
+        "cancel": "Cancelled.", "confirm_filed": "Completed as filed.",
+        "not_filed": "Resumes from before its submission."}
+
+
+def actor(user: User) -> Actor:
+    return Actor(user.name, user.role, "console")
+
+
+def escalation_mail(console: Console, job: dict[str, Any], esc: dict[str, Any]) -> str:
+    """The escalation's mail as the mailer builds it (subject and text; the screenshot it
+    attaches is in the gallery), from the job as shown (secrets already masked)."""
+    from scheduler.mailer import build_escalation
+
+    msg = build_escalation(console.service, {
+        **{k: job.get(k) for k in ("job_type", "order_id", "portal", "attempts",
+                                   "max_attempts", "last_error", "checkpoint")},
+        "id": esc["id"], "job_id": job["id"], "kind": esc["kind"], "reason": esc["reason"]},
+        None)
+    body = msg.get_content()
+    return masking.scrub_ssn_like(f"To: {msg['To'] or '(PORTALQ_ADMIN_EMAILS unset)'}\n"
+                                  f"Subject: {msg['Subject']}\n\n{body}")
+
+
+def parse_filter(values: Any) -> console_repo.JobFilter:
+    def get(name: str) -> str | None:
+        v = values.get(name)
+        return str(v).strip() or None if v is not None else None
+
+    def instant(name: str) -> Any:
+        v = get(name)
+        if v is None:
+            return None
+        try:  # a datetime-local field has no offset: it is UTC here
+            return parse_instant(v if ("Z" in v or "+" in v[10:]) else v + "Z")
+        except ValueError as exc:
+            raise InputError(f"{name}: {exc}") from None
+
+    return console_repo.JobFilter(
+        status=get("status"), portal=get("portal"), job_type=get("job_type"),
+        order_id=get("order_id"), created_from=instant("created_from"),
+        created_to=instant("created_to"), field=get("field"), value=get("value")).check()
+
+
+def filter_query(values: Any) -> dict[str, str]:
+    return {k: str(values[k]) for k in FILTERS if values.get(k)}
+
+
+def _reason(form: FormData) -> str:
+    reason = str(form.get("reason") or "").strip()
+    if not reason:
+        raise InputError("say why (a reason is required for every action)")
+    return reason
+
+
+def routes(console: Console) -> list[Route]:
+    def jobs_list(request: Request, as_json: bool = False) -> Response:
+        user = require(request)
+        q = request.query_params
+        flt = parse_filter(q)
+        before = q.get("before")
+        try:
+            before_id = int(before) if before else None
+        except ValueError:
+            raise InputError("before: not a job id") from None
+        with console.db() as conn:
+            page = console_repo.jobs_page(conn, flt, before_id=before_id)
+            portals = [p["code"] for p in sql.fetch(conn, "list_portals")]
+        query = filter_query(q)
+        next_url = (f"/jobs?{urlencode({**query, 'before': page.next_before})}"
+                    if page.next_before else None)
+        if as_json:
+            return console.json({"jobs": page.rows, "next": next_url, "partial": page.partial,
+                                 "scanned": page.scanned})
+        return console.render(request, "jobs.html", page=page, query=query, next_url=next_url,
+                              statuses=JOB_STATUSES, portals=portals, job_types=types.names(),
+                              can_act=user.can("operator"), filter_qs=urlencode(query))
+
+    def jobs_json(request: Request) -> Response:
+        return jobs_list(request, as_json=True)
+
+    def load(job_id: Any) -> dict[str, Any]:
+        try:
+            jid = int(job_id)
+        except ValueError:
+            raise HTTPException(404, "no such job") from None
+        with console.db() as conn:
+            return console_repo.job_page(conn, jid)
+
+    def job(request: Request) -> Response:
+        user = require(request)
+        data = load(request.path_params["job_id"])
+        attempts: dict[int, list[dict[str, Any]]] = {}
+        for a in data["artifacts"]:
+            attempts.setdefault(a["attempt"], []).append(a)
+        done = DONE.get(request.query_params.get("done", ""))
+        uncertain = (data["checkpoint"] or {}).get("stage") == "submitting"
+        mails = {e["id"]: escalation_mail(console, data, e) for e in data["escalations"]}
+        return console.render(request, "job.html", job=data, attempts=attempts, done=done,
+                              mails=mails,
+                              can_act=user.can("operator"), uncertain=uncertain,
+                              payload_json=json.dumps(data["payload"], indent=2,
+                                                      sort_keys=True),
+                              link=console.service.job_url(data["id"]))
+
+    def job_json(request: Request) -> Response:
+        require(request)
+        data = load(request.path_params["job_id"])
+        return console.json(data)
+
+    def edit(request: Request) -> Response:
+        require(request, "operator")
+        data = load(request.path_params["job_id"])
+        return console.render(request, "edit.html", job=data, mask=masking.MASK,
+                              secrets=masking.secret_fields(data["job_type"]),
+                              payload_json=json.dumps(data["payload"], indent=2,
+                                                      sort_keys=True), error=None)
+
+    async def act(request: Request) -> Response:
+        user = require(request, "operator")
+        job_id = int(request.path_params["job_id"])
+        what = request.path_params["action"]
+        form = await request.form()
+        reason = _reason(form)
+        from starlette.concurrency import run_in_threadpool
+
+        def run() -> None:
+            with console.db() as conn:
+                a = actor(user)
+                if what == "retry":
+                    console_actions.retry(conn, a, job_id, reason)
+                elif what == "cancel":
+                    console_actions.cancel(conn, a, job_id, reason)
+                elif what == "confirm_filed":
+                    console_actions.confirm_filed(conn, a, job_id, reason,
+                                                  str(form.get("confirmation") or ""))
+                elif what == "not_filed":
+                    console_actions.not_filed(conn, a, job_id, reason)
+                elif what == "retry_with_payload":
+                    try:
+                        edited = json.loads(str(form.get("payload") or ""))
+                    except json.JSONDecodeError as exc:
+                        raise InputError(f"payload is not valid JSON: {exc.msg} at line "
+                                         f"{exc.lineno}") from None
+                    if not isinstance(edited, dict):
+                        raise InputError("payload must be a JSON object")
+                    console_actions.retry_with_payload(conn, a, job_id, reason, edited)
+                else:
+                    raise HTTPException(404, "no such action")
+
+        await run_in_threadpool(run)
+        return RedirectResponse(f"/jobs/{job_id}?done={what}", status_code=303)
+
+    async def bulk(request: Request) -> Response:
+        """Preview (how many, which) and then, with confirm=yes, do it."""
+        user = require(request, "operator")
+        form = await request.form()
+        action = str(form.get("action") or "")
+        if action not in console_actions.BULK_STATES:
+            raise InputError("choose retry or cancel")
+        statuses = console_actions.BULK_STATES[action]
+        selected = [int(v) for v in form.getlist("id") if str(v).isdigit()]
+        scope_all = form.get("scope") == "filter"
+        flt = parse_filter(form)
+        from starlette.concurrency import run_in_threadpool
+
+        def pick() -> list[int]:
+            with console.db() as conn:
+                if scope_all:
+                    return console_repo.ids_matching(conn, flt, statuses,
+                                                     console_actions.BULK_CAP + 1)
+                found = console_repo.statuses_of(conn, selected)
+                return [i for i, s in found.items() if s in statuses]
+
+        ids = await run_in_threadpool(pick)
+        if not ids:
+            raise InputError(f"nothing to {action}: no selected job is "
+                             f"{' or '.join(statuses)}")
+        if len(ids) > console_actions.BULK_CAP:
+            raise InputError(f"the filter matches more than {console_actions.BULK_CAP} jobs "
+                             "that can be acted on: narrow it")
+        scope = ({"filter": filter_query(form)} if scope_all else {"selected": selected})
+        if form.get("confirm") != "yes":
+            return console.render(request, "bulk.html", action=action, ids=ids,
+                                  count=len(ids), scope_all=scope_all, selected=selected,
+                                  query=filter_query(form), statuses=statuses,
+                                  reason=str(form.get("reason") or ""))
+        reason = _reason(form)
+        expected = str(form.get("expected") or "")
+        if expected != str(len(ids)):
+            raise InputError(f"the jobs matched changed since the preview ({expected} then, "
+                             f"{len(ids)} now): preview again")
+
+        def run() -> dict[str, list[int]]:
+            with console.db() as conn:
+                return console_actions.bulk(conn, actor(user), action, ids, reason,
+                                            scope=scope)
+
+        result = await run_in_threadpool(run)
+        return console.render(request, "bulk.html", action=action, result=result,
+                              count=len(ids), ids=ids, query=filter_query(form))
+
+    def artifact(request: Request) -> Response:
+        require(request)
+        with console.db() as conn:
+            row = console_repo.artifact(conn, int(request.path_params["artifact_id"]))
+        if row is None:
+            raise HTTPException(404, "no such artifact")
+        root = console.service.artifacts().resolve()
+        path = Path(row["path"]).resolve()
+        if not path.is_relative_to(root) or not path.is_file():
+            raise HTTPException(404, "the artifact file is gone (pruned or moved)")
+        if row["kind"] == "screenshot":
+            return FileResponse(path, media_type=mimetypes.guess_type(path.name)[0]
+                                or "image/png")
+        return FileResponse(path, filename=f"job{row['job_id']}-attempt{row['attempt']}-"
+                            f"{path.name}", media_type="application/octet-stream")
+
+    def document(request: Request) -> Response:
+        # a document is the portal's own output (it may name the responsible party's tax
+        # id): operators and admins only, never scanned or rewritten
+        require(request, "operator")
+        with console.db() as conn:
+            row = console_repo.document(conn, int(request.path_params["job_id"]),
+                                        request.path_params["name"])
+        if row is None:
+            raise HTTPException(404, "no such document")
+        safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in row["name"])
+        return Response(bytes(row["data"]), media_type="application/octet-stream", headers={
+            "Content-Disposition": f'attachment; filename="{safe}"'})
+
+    return [Route("/jobs", jobs_list), Route("/jobs.json", jobs_json),
+            Route("/jobs/bulk", bulk, methods=["POST"]),
+            Route("/jobs/{job_id:int}.json", job_json),
+            Route("/jobs/{job_id}", job), Route("/jobs/{job_id}/edit", edit),
+            Route("/jobs/{job_id:int}/{action}", act, methods=["POST"]),
+            Route("/artifacts/{artifact_id:int}", artifact),
+            Route("/jobs/{job_id:int}/documents/{name}", document)]

@@ -1,0 +1,27 @@
+// portalq console: live overview (server-sent events) and "select all" on the job list.
+// No inline script anywhere (Content-Security-Policy: script-src 'self').
+"use strict";
+document.addEventListener("DOMContentLoaded", function () {
+  var live = document.querySelector("[data-live]");
+  if (live && window.EventSource) {
+    var state = document.getElementById("live-state");
+    var source = new EventSource(live.getAttribute("data-live"));
+    source.addEventListener("overview", function (event) {
+      live.innerHTML = event.data;  // server-rendered, autoescaped fragment
+      if (state) { state.textContent = "live"; state.className = "live-state"; }
+    });
+    source.addEventListener("signed-out", function () {
+      source.close();
+      window.location.reload();  // the server sends this page to the sign-in form
+    });
+    source.addEventListener("error", function () {
+      if (state) { state.textContent = "reconnecting…"; state.className = "live-state off"; }
+    });
+  }
+  var all = document.getElementById("select-all");
+  if (all) {
+    all.addEventListener("change", function () {
+      document.querySelectorAll("input.pick").forEach(function (box) { box.checked = all.checked; });
+    });
+  }
+});

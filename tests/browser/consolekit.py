@@ -1,0 +1,132 @@
+"""The admin console under test: a real uvicorn server (in a thread of the test process, so
+``jobs.clock`` moves its time too) on a fresh database, users made with the real CLI, and
+a job with an SSN and evidence to look at."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import zipfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from flowkit import SSN, free_port, secret_forms
+
+from jobs import clock, queue
+from scheduler.config import Settings
+from scheduler.console.app import create_app
+from scheduler.console.config import ConsoleSettings
+from tests import payloads
+from tests.conftest import run_cli
+
+PASSWORD = "correct horse battery staple"
+ROLES = ("viewer", "operator", "admin")
+
+
+class ConsoleServer:
+    def __init__(self, dsn: str, artifacts: Path, **settings: Any) -> None:
+        from scheduler.console.app import server
+
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        config = ConsoleSettings(port=self.port, secret="test-secret-" + "x" * 20,
+                                 **settings)
+        self.app = create_app(dsn, config, Settings(artifacts_dir=artifacts))
+        self.server = server(self.app, "127.0.0.1", self.port)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> ConsoleServer:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the console did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    @property
+    def console(self) -> Any:
+        return self.app.console
+
+
+def add_users(dsn_url: str) -> None:
+    for role in ROLES:
+        out = run_cli("users", "add", role, "--role", role, input=PASSWORD + "\n",
+                      env={"PORTALQ_DATABASE_URL": dsn_url})
+        assert out.returncode == 0, out.stderr
+
+
+def seed(dsn: str, artifacts: Path) -> dict[str, int]:
+    """Jobs to look at: an EIN job with an SSN, failed with an uncertain outcome (its last
+    error even carries the SSN, as a careless flow might write it), escalated, with a
+    screenshot, a trace and a document; a failed name search; a pending BC filing."""
+    ids: dict[str, int] = {}
+    with psycopg.connect(dsn, autocommit=True) as c:
+        ids["ein"] = queue.enqueue("obtain_ein", "ORD-EIN-1", payloads.OBTAIN_EIN, conn=c).id
+        ids["name"] = queue.enqueue("name_search", "ORD-NS-1", payloads.NAME_SEARCH, conn=c).id
+        ids["bc"] = queue.enqueue("file_entity", "ORD-BC-1", payloads.FILE_ENTITY_BC, conn=c).id
+        ids["bc2"] = queue.enqueue("file_entity", "ORD-BC-2", payloads.FILE_ENTITY_BC,
+                                   conn=c).id
+        now = clock.now()
+        c.execute("""UPDATE job_queue SET status = 'failed', attempts = 1, finished_at = %s,
+                        checkpoint = '{"stage": "submitting", "step": "submit"}',
+                        last_error = %s WHERE id = %s""",
+                  (now, f"portal did not answer after submit for SSN {SSN.replace('-', '')}",
+                   ids["ein"]))
+        c.execute("UPDATE job_queue SET status = 'failed', attempts = 5, finished_at = %s, "
+                  "last_error = 'name rejected' WHERE id = %s", (now, ids["name"]))
+        c.execute("""INSERT INTO job_events (job_id, at, attempt, from_status, to_status,
+                        error, worker) VALUES (%s, %s, 1, 'running', 'failed', %s, 'w1')""",
+                  (ids["ein"], now, f"uncertain: SSN {SSN.replace('-', ' ')} maybe filed"))
+        for key, kind in (("ein", "uncertain"), ("name", "business")):
+            queue.escalate(c, ids[key], 1, kind, f"{kind} outcome")
+        folder = artifacts / str(ids["ein"]) / "attempt-1"
+        folder.mkdir(parents=True, exist_ok=True)
+        shot = folder / "after-submit.png"
+        shot.write_bytes(_png())
+        trace = folder / "trace.zip"
+        with zipfile.ZipFile(trace, "w") as z:
+            z.writestr("trace.trace", json.dumps({"type": "context-options"}))
+        for path, kind in ((shot, "screenshot"), (trace, "trace")):
+            c.execute("""INSERT INTO job_artifacts (job_id, attempt, kind, path, created_at)
+                         VALUES (%s, 1, %s, %s, %s)""", (ids["ein"], kind, str(path), now))
+        c.execute("""INSERT INTO job_documents (job_id, name, content_type, data, created_at)
+                     VALUES (%s, 'confirmation.pdf', 'application/pdf', %s, %s)""",
+                  (ids["ein"], b"%PDF-1.4 stand-in", now))
+    return ids
+
+
+def _png() -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    raw = b"".join(b"\x00" + b"\x80\x90\xa0" * 8 for _ in range(8))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 8, 8, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def assert_no_ssn(text: str | bytes, where: str) -> None:
+    data = text.encode() if isinstance(text, str) else text
+    for form in secret_forms(SSN):
+        assert form not in data, f"{form!r} found in {where}"
+
+
+class MovableClock:
+    """Real time plus an offset the test can move (the server thread reads it too)."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
