@@ -87,10 +87,14 @@ def masked_payload(job_type: str, payload: Mapping[str, Any] | None) -> dict[str
 
 def public_job(job: Mapping[str, Any]) -> dict[str, Any]:
     """A job row (and whatever lists it carries: events, ...) fit to show: secrets masked
-    in the payload and scrubbed everywhere else; the rate key (a hash of one) dropped."""
+    in the payload and scrubbed everywhere else; the rate key (a hash of one) dropped.
+    The stored payload holds its secret values sealed (jobs.secrets_at_rest: the console
+    never decrypts them), so what they are is not known here: the rest of the job is also
+    scrubbed of anything shaped like an SSN/ITIN."""
     secrets = secret_values(job["job_type"], job.get("payload"))
-    out = {k: v for k, v in job.items() if k not in ("rate_key", "payload")}
-    out = scrub(out, secrets)
+    out = {k: v for k, v in job.items()
+           if k not in ("rate_key", "payload", "secret_key_id", "secret_dek", "secret_data")}
+    out = scrub_ssn_like(scrub(out, secrets))
     out["payload"] = scrub(masked_payload(job["job_type"], job.get("payload")), secrets)
     return out
 

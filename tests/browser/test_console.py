@@ -75,7 +75,8 @@ def signin(env, browser, run):
 
 def job_row(dsn: str, job_id: int) -> dict[str, Any]:
     with psycopg.connect(dsn) as c:
-        cur = c.execute("SELECT status, payload, checkpoint, result FROM job_queue "
+        cur = c.execute("SELECT status, job_type, payload, checkpoint, result, secret_key_id, "
+                        "secret_dek, secret_data FROM job_queue "
                         "WHERE id = %s", (job_id,))
         return dict(zip([d.name for d in cur.description], cur.fetchone(), strict=True))
 
@@ -255,7 +256,9 @@ def test_every_action_is_audited(env, signin, run):
     assert "Queued again with the new payload" in run(page.locator("#done").inner_text())
     row = job_row(dsn, ids["ein"])
     assert row["payload"]["legal_name"] == "Widgets Two LLC"
-    assert row["payload"]["responsible_party"]["ssn"] == SSN and row["status"] == "pending"
+    from jobs.secrets_at_rest import reveal
+
+    assert reveal(row)["responsible_party"]["ssn"] == SSN and row["status"] == "pending"
     assert row["checkpoint"]["stage"] == "submitting"  # checkpoints kept
 
     # a schema-invalid edit is refused, nothing written

@@ -166,10 +166,11 @@ def test_two_nodes_drain_through_pgbouncer_exactly_once(db, dsn, pooled, tmp_pat
 def test_portal_limit_holds_through_pgbouncer(db, dsn, pooled, tmp_path):
     add_local_portal(dsn, code="narrow", max_sessions=1)
     n = 200
+    # both nodes up before the jobs arrive (else the first one up may drain them alone)
+    nodes = [_node(db, pooled, tmp_path, f"n{i}", PORTALQ_WORKERS=4).start() for i in range(2)]
     queue.enqueue_many([queue.NewJob("ledger_job", f"O{i}", {"portal": "narrow",
                                                               "sleep_ms": 5})
                         for i in range(n)])
-    nodes = [_node(db, pooled, tmp_path, f"n{i}", PORTALQ_WORKERS=4).start() for i in range(2)]
     try:
         wait_until(lambda: _status_counts(dsn).get("completed") == n, 120, "all jobs done",
                    interval=0.2)
