@@ -187,7 +187,10 @@ def test_portal_limit_holds_through_pgbouncer(db, dsn, pooled, tmp_path):
         nodes_used = c.execute("SELECT count(DISTINCT node) FROM ledger").fetchone()[0]
     assert (runs, distinct) == (n, n)
     assert overlaps == 0
-    assert nodes_used == 2
+    # which node runs the jobs is not the point: with a limit of one, the node that frees
+    # the slot claims the next job at once, so on a busy machine one node may take them
+    # all (two nodes sharing the work through the pooler: the drain test above)
+    assert nodes_used >= 1
 
 
 def _status_counts(dsn: str) -> dict[str, int]:
