@@ -20,7 +20,7 @@ from scheduler import mailer
 from scheduler.config import Settings
 from scheduler.worker import Backoff, Worker, make_pool
 from tests.mailbox import Mailbox, free_port
-from tests.service_helpers import Service, add_local_portal, wait_until
+from tests.service_helpers import Service, add_local_portal, health, wait_until
 
 
 def statuses(conn, ids):
@@ -216,10 +216,12 @@ def test_a_crash_mid_batch_resends_at_most_the_message_in_flight(db, dsn, conn):
 def test_escalations_are_mailed_at_once_not_at_the_next_tick(db, dsn, tmp_path):
     add_local_portal(dsn)
     mailbox = Mailbox().start()
+    port = free_port()
     svc = Service(db, tmp_path, "now", PORTALQ_TICK_SECONDS=60, PORTALQ_ADMIN_EMAILS="ops@x.org",
-                  PORTALQ_SMTP_URL=mailbox.url).start()
+                  PORTALQ_SMTP_URL=mailbox.url, PORTALQ_METRICS_PORT=port).start()
     try:
-        time.sleep(0.5)  # past the first tick (it runs at start)
+        # past the first tick (it runs at start): only the NOTIFY can send the mail now
+        wait_until(lambda: health(port)["last_tick"] is not None, 30, "the first tick")
         t0 = time.monotonic()
         queue.enqueue("ledger_job", "ORD-9", {"permanent": True})
         [mail] = mailbox.wait_for(1, 10)
