@@ -62,17 +62,18 @@ def scrub(value: Any, secrets: Iterable[str]) -> Any:
     pattern = _pattern(secrets)
     if pattern is None:
         return value
+    return _map_strings(value, lambda text: pattern.sub("***", text))
 
-    def walk(v: Any) -> Any:
-        if isinstance(v, str):
-            return pattern.sub("***", v)
-        if isinstance(v, Mapping):
-            return {k: walk(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return [walk(x) for x in v]
-        return v
 
-    return walk(value)
+def _map_strings(value: Any, fn: Any) -> Any:
+    """``value`` (JSON-like) with ``fn`` applied to every string in it."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, Mapping):
+        return {k: _map_strings(x, fn) for k, x in value.items()}
+    if isinstance(value, list | tuple):
+        return [_map_strings(x, fn) for x in value]
+    return value
 
 
 def masked_payload(job_type: str, payload: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -148,14 +149,4 @@ _SSN_LIKE = re.compile(r"(?<!\d)\d{3}[\s.-]?\d{2}[\s.-]?\d{4}(?!\d)")
 def scrub_ssn_like(value: Any) -> Any:
     """For text shown without its job's payload at hand (lists, inbox): anything shaped
     like an SSN/ITIN is replaced by ``***``."""
-
-    def walk(v: Any) -> Any:
-        if isinstance(v, str):
-            return _SSN_LIKE.sub("***", v)
-        if isinstance(v, Mapping):
-            return {k: walk(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return [walk(x) for x in v]
-        return v
-
-    return walk(value)
+    return _map_strings(value, lambda text: _SSN_LIKE.sub("***", text))
