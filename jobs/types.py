@@ -1,157 +1,39 @@
-"""Job types: payload schemas, portal routing, per-key rate limits; a public registry.
+"""Job types: one declaration each -- payload schema, portal, secrets, rate limit, flow.
 
-Users add their own job type with :func:`register`::
+The registry lives with the queue; what a job type *is* (its payload model, its flow) lives
+with whoever declares it -- portalq's own portals in :mod:`portals.catalogue`, a plugin in its
+own package. One call declares everything::
 
     class Payload(BaseModel): ...
-    register(JobType("renew_license", Payload, portal="state_registry"))
 
-and a handler for it on the service side (``scheduler.handlers.register_handler``).
+    register(JobType("renew_license", Payload, portal="state_registry",
+                     flow="my_portal.flow:renew_license",      # or the coroutine itself
+                     secret_fields=("owner.ssn",)))
+
+Plugins are loaded by the registry itself on its first lookup (:mod:`jobs.plugins`), so every
+CLI command, the service and the console know the same job types.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+import importlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, ValidationError
 
-from jobs.errors import InputError
+from jobs import plugins
+from jobs.errors import BusinessError, InputError
 
-_DIGITS9 = r"^\d{3}-?\d{2}-?\d{4}$"
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+#: a flow or handler: ``async def run(ctx) -> dict | None`` (ctx: portals.flows.FlowContext)
+Flow = Callable[[Any], Awaitable[Mapping[str, Any] | None]]
+#: an order source: the business's order id -> the job's payload (validated like any payload)
+OrderSource = Callable[[str], Mapping[str, Any]]
 
 
-class Address(_Model):
-    street: str = Field(min_length=1)
-    city: str = Field(min_length=1)
-    region: str = Field(min_length=2, description="state or province code")
-    postal_code: str = Field(min_length=3)
-    country: str = "US"
-
-
-class Person(_Model):
-    first_name: str = Field(min_length=1)
-    middle_name: str | None = None
-    last_name: str = Field(min_length=1)
-    email: str | None = None
-    address: Address | None = None
-
-
-class ResponsibleParty(Person):
-    suffix: str | None = None
-    ssn: str | None = Field(default=None, pattern=_DIGITS9, repr=False)
-    itin: str | None = Field(default=None, pattern=_DIGITS9, repr=False)
-
-    @model_validator(mode="after")
-    def _one_id(self) -> ResponsibleParty:
-        if not self.ssn and not self.itin:
-            raise ValueError("the responsible party needs an SSN or an ITIN")
-        return self
-
-    def tax_id(self) -> str:
-        return self.ssn or self.itin or ""
-
-
-class ShareClass(_Model):
-    name: str = Field(min_length=1)
-    max_shares: int | None = Field(default=None, gt=0)
-
-
-class FileEntityPayload(_Model):
-    jurisdiction: Literal["BC", "DE"]
-    entity_type: Literal["BC_COMPANY", "ULC", "LLC", "CORPORATION"]
-    legal_name: str | None = Field(default=None, description="None: a numbered company (BC)")
-    nr_number: str | None = Field(default=None, pattern=r"^NR ?\d{7}$")
-    #: a CONDITIONAL name request may be used once its consent letter is in hand
-    nr_consent_received: bool = False
-    completing_party: Person
-    incorporators: list[Person] = Field(default_factory=list)
-    directors: list[Person] = Field(default_factory=list)
-    share_classes: list[ShareClass] = Field(default_factory=list)
-    agreement: Literal["sample", "custom"] = "sample"
-    registered_office: Address
-    registered_agent: str | None = None
-    contact_email: str
-    contact_phone: str = Field(pattern=r"^\+?[\d\s().-]{7,20}$")
-
-
-    @model_validator(mode="after")
-    def _entity_type_fits_jurisdiction(self) -> FileEntityPayload:
-        allowed = {"BC": ("BC_COMPANY", "ULC"), "DE": ("LLC", "CORPORATION")}[self.jurisdiction]
-        if self.entity_type not in allowed:
-            raise ValueError(f"a {self.jurisdiction} filing is one of {', '.join(allowed)}, "
-                             f"not {self.entity_type}")
-        return self
-
-
-class ObtainEinPayload(_Model):
-    legal_structure: Literal["LLC", "CORPORATION", "PARTNERSHIP", "SOLE_PROPRIETOR"]
-    members: int = Field(default=1, ge=1)
-    state: str = Field(pattern=r"^[A-Z]{2}$")
-    reason: Literal["NEW_BUSINESS", "HIRED_EMPLOYEES", "BANKING_NEEDS",
-                    "CHANGING_LEGAL_STRUCTURE", "PURCHASED_BUSINESS"] = "NEW_BUSINESS"
-    responsible_party: ResponsibleParty
-    address: Address
-    phone: str = Field(pattern=r"^\+?[\d\s().-]{7,20}$")
-    legal_name: str = Field(min_length=1)
-    start_month: int = Field(ge=1, le=12)
-    start_year: int = Field(ge=1900, le=2100)
-    closing_month: int = Field(default=12, ge=1, le=12)
-    expected_employees: int = Field(default=0, ge=0)
-    principal_activity: str = Field(min_length=1)
-
-
-class Applicant(_Model):
-    name: str = Field(min_length=1)
-    email: str
-    phone: str = Field(pattern=r"^\+?[\d\s().-]{7,20}$")
-
-
-class NameSearchPayload(_Model):
-    jurisdiction: Literal["BC"] = "BC"
-    names: list[Annotated[str, Field(min_length=1, max_length=150)]] = Field(
-        min_length=1, max_length=3, description="up to 3, in order of preference")
-    entity_type: Literal["BC_COMPANY", "ULC"] = "BC_COMPANY"
-    applicant: Applicant
-
-
-class CrtcContact(_Model):
-    name: str = Field(min_length=1)
-    email: str
-    phone: str = Field(pattern=r"^\+?[\d\s().-]{7,20}$")
-
-
-class ProcessCrtcPayload(_Model):
-    company_name: str = Field(min_length=1)
-    incorporation_number: str | None = None
-    province: str = Field(pattern=r"^[A-Z]{2}$")
-    services: list[Literal["reseller", "voip", "long_distance", "internet"]] = Field(
-        default_factory=lambda: ["reseller"], min_length=1)
-    contact: CrtcContact
-    letter_text: str = Field(min_length=1)
-
-
-class DocumentRef(_Model):
-    source_job_id: int = Field(gt=0, le=2**63 - 1,
-                               description="the job whose stored documents to send")
-    name: str | None = Field(default=None, description="only this document (default: all)")
-
-
-class DeliverPayload(_Model):
-    to: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-    subject: str = "Your documents"
-    body: str = "Please find your documents attached."
-    documents: list[DocumentRef] = Field(min_length=1)
+class NoFlow(BusinessError):
+    """The job type has no flow on this node: nothing can run it, so it fails at once."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +63,14 @@ class JobType:
     #: test or sandbox copy of the portal). Any other explicit portal is an input error:
     #: an EIN request sent to the CRTC would also escape the IRS's per-day limit.
     other_portals: tuple[str, ...] = ()
+    #: what runs a job: ``"module:function"`` (imported when a job runs, so enqueueing never
+    #: imports a browser) or the coroutine function itself; None: nothing on this node
+    flow: str | Flow | None = None
+    #: False for flows that need no browser (mail delivery, plain API calls)
+    uses_browser: bool = True
+    #: builds the payload from the business's order (``portalq enqueue T --order O``);
+    #: without one, ``PORTALQ_ORDER_SQL_<TYPE>`` may map orders (jobs/orders.py)
+    order_source: OrderSource | None = None
 
     def portal_for(self, payload: BaseModel) -> str:
         return self.portal(payload) if callable(self.portal) else self.portal
@@ -194,16 +84,37 @@ class JobType:
         allowed = ", ".join((own, *self.other_portals))
         raise InputError(f"{self.name} jobs go to portal {allowed}, not {requested!r}")
 
+    def resolve_flow(self) -> Flow:
+        """The coroutine function that runs this type's jobs (:class:`NoFlow` if none)."""
+        if self.flow is None:
+            raise NoFlow(f"no flow is registered for job type {self.name!r} on this node")
+        if callable(self.flow):
+            return self.flow
+        module, _, func = self.flow.partition(":")
+        try:
+            return getattr(importlib.import_module(module), func)  # type: ignore[no-any-return]
+        except (ImportError, AttributeError) as exc:
+            raise NoFlow(f"flow {self.flow!r} of job type {self.name!r} cannot be "
+                         f"loaded: {exc}") from None
+
 
 _REGISTRY: dict[str, JobType] = {}
 
 
 def register(job_type: JobType) -> JobType:
+    """Declare (or re-declare) a job type."""
     _REGISTRY[job_type.name] = job_type
     return job_type
 
 
+def set_flow(name: str, flow: str | Flow, *, uses_browser: bool = False) -> JobType:
+    """Point an already declared type at another flow (a test double of a portal, a
+    handler written apart from its declaration)."""
+    return register(replace(get(name), flow=flow, uses_browser=uses_browser))
+
+
 def get(name: str) -> JobType:
+    plugins.load()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -212,6 +123,7 @@ def get(name: str) -> JobType:
 
 
 def names() -> list[str]:
+    plugins.load()
     return sorted(_REGISTRY)
 
 
@@ -242,23 +154,5 @@ def validate_payload(job_type: str, payload: Any) -> tuple[JobType, dict[str, An
     return jt, normalised(model), jt.portal_for(model)
 
 
-def _entity_portal(p: BaseModel) -> str:
-    return {"BC": "bc_corporate_online", "DE": "delaware_icis"}[p.jurisdiction]  # type: ignore[attr-defined]
-
-
-register(JobType("file_entity", FileEntityPayload, _entity_portal))
-register(JobType(
-    "obtain_ein", ObtainEinPayload, "irs_ein",
-    reconcilable=False,
-    rate_limit=RateLimit(key=lambda p: p["responsible_party"].get("ssn")
-                         or p["responsible_party"].get("itin", "")),
-    secret_fields=("responsible_party.ssn", "responsible_party.itin"),
-    # the CP 575 link opens the letter (name, address, EIN) for whoever holds it
-    secret_checkpoints=("cp575_url",),
-))
-register(JobType("name_search", NameSearchPayload, "bc_corporate_online"))
-register(JobType("process_crtc", ProcessCrtcPayload, "crtc"))
-register(JobType("deliver", DeliverPayload, "email"))
-
-__all__ = ["JobType", "RateLimit", "register", "get", "names", "parse_payload", "normalised",
-           "validate_payload"]
+__all__ = ["Flow", "JobType", "NoFlow", "OrderSource", "RateLimit", "register", "set_flow",
+           "get", "names", "parse_payload", "normalised", "validate_payload"]

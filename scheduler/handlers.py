@@ -1,7 +1,7 @@
-"""Which coroutine runs a job: the portal flows by default, or a registered handler.
+"""Which coroutine runs a job: the flow its job type declares (jobs/types.py), guarded.
 
-    from scheduler.handlers import register_handler
-    register_handler("renew_license", my_async_handler)   # async def (ctx) -> dict | None
+There is one registry, the job types'. ``register_handler`` remains for plugins written
+against it: it points a declared type at a handler that needs no browser.
 """
 
 from __future__ import annotations
@@ -11,26 +11,23 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from jobs import clock
+from jobs import clock, types
 
 log = logging.getLogger("portalq.worker")
 
 Handler = Callable[[Any], Awaitable[Mapping[str, Any] | None]]
 
-_HANDLERS: dict[str, Handler] = {}
 
-
-def register_handler(job_type: str, handler: Handler) -> None:
-    _HANDLERS[job_type] = handler
+def register_handler(job_type: str, handler: Handler, *, uses_browser: bool = False) -> None:
+    """Run ``job_type``'s jobs with ``handler`` (same as ``types.set_flow``)."""
+    types.set_flow(job_type, handler, uses_browser=uses_browser)
 
 
 def handler_for(job_type: str, payload: Mapping[str, Any]) -> tuple[Handler, bool]:
-    """(handler, uses_browser)."""
-    if job_type in _HANDLERS:
-        return browser_guarded(_HANDLERS[job_type]), False
-    from portals.flows import flow_for
-
-    return browser_guarded(flow_for(job_type, payload)), job_type != "deliver"
+    """(handler, uses_browser). A type with no flow raises ``types.NoFlow``, a business
+    error: the job fails at once instead of being retried for nothing."""
+    jt = types.get(job_type)
+    return browser_guarded(jt.resolve_flow()), jt.uses_browser
 
 
 #: a job whose browser server was lost (or could not be reached) waits this long

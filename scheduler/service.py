@@ -108,10 +108,10 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
 
 
 def load_plugins(settings: Settings) -> None:
-    import importlib
+    """The same plugins every CLI command loads (jobs/plugins.py)."""
+    from jobs import plugins
 
-    for name in filter(None, (m.strip() for m in settings.plugins.split(","))):
-        importlib.import_module(name)
+    plugins.load(settings.plugins)
 
 
 def run(settings: Settings) -> None:

@@ -19,7 +19,6 @@ from typing import Any
 
 from jobs import clock
 from jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
-from jobs.types import FileEntityPayload, Person
 from portals.flows.base import (
     ConnectionLost,
     Evidence,
@@ -32,6 +31,7 @@ from portals.flows.base import (
     page_text,
 )
 from portals.flows.context import FlowContext
+from portals.payloads import FileEntityPayload, Person
 
 PORTAL = "delaware_icis"
 DOC_TYPES = {"LLC": "LLC", "CORPORATION": "CORPORATION"}

@@ -15,8 +15,8 @@ from typing import Any
 
 from jobs import clock
 from jobs.errors import BusinessError, RetryableError
-from jobs.types import DeliverPayload
 from portals.flows.context import FlowContext
+from portals.payloads import DeliverPayload
 
 
 async def collect(ctx: FlowContext, p: DeliverPayload) -> list[tuple[str, str, bytes]]:

@@ -26,7 +26,6 @@ from jobs.errors import (
     RetryableError,
     UncertainOutcome,
 )
-from jobs.types import ObtainEinPayload
 from portals.flows.base import (
     ConnectionLost,
     Evidence,
@@ -41,6 +40,7 @@ from portals.flows.base import (
 )
 from portals.flows.browser import untraced
 from portals.flows.context import FlowContext
+from portals.payloads import ObtainEinPayload
 
 PORTAL = "irs_ein"
 IRS_TZ = "America/New_York"

@@ -12,11 +12,12 @@ from sqlalchemy.orm import Session
 
 from jobs import queue, types
 from jobs.errors import InputError
+from portals.payloads import NameSearchPayload
 from tests import payloads
 
 # name_search that may also be sent to the portals these tests name, so what answers an
 # unknown one is the database's portal check (name_search itself refuses any other portal)
-ANYWHERE = types.register(types.JobType("name_search_anywhere", types.NameSearchPayload,
+ANYWHERE = types.register(types.JobType("name_search_anywhere", NameSearchPayload,
                                         "bc_corporate_online", other_portals=("moon", "tmp")))
 
 

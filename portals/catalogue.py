@@ -1,0 +1,51 @@
+"""portalq's own portals and job types, declared the way any plugin declares its own.
+
+Loaded through the ``portalq.plugins`` entry point ``builtin`` (pyproject.toml), like every
+other plugin (jobs/plugins.py). Each job type is one declaration: payload schema, portal,
+secrets, rate limit, and the flow (named as ``module:function``, imported only when a job
+runs, so enqueueing never imports a browser).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.types import JobType, RateLimit, register
+from portals.payloads import (
+    DeliverPayload,
+    FileEntityPayload,
+    NameSearchPayload,
+    ObtainEinPayload,
+    ProcessCrtcPayload,
+)
+
+#: where each jurisdiction files
+ENTITY_PORTALS = {"BC": "bc_corporate_online", "DE": "delaware_icis"}
+
+
+def _entity_portal(p: Any) -> str:
+    return ENTITY_PORTALS[p.jurisdiction]
+
+
+def _tax_id(p: Any) -> str:
+    party = p["responsible_party"]
+    return str(party.get("ssn") or party.get("itin") or "")
+
+
+register(JobType("file_entity", FileEntityPayload, _entity_portal,
+                 flow="portals.flows.entity:file_entity"))
+register(JobType(
+    "obtain_ein", ObtainEinPayload, "irs_ein",
+    flow="portals.flows.irs:obtain_ein",
+    reconcilable=False,
+    rate_limit=RateLimit(key=_tax_id),
+    secret_fields=("responsible_party.ssn", "responsible_party.itin"),
+    # the CP 575 link opens the letter (name, address, EIN) for whoever holds it
+    secret_checkpoints=("cp575_url",),
+))
+register(JobType("name_search", NameSearchPayload, "bc_corporate_online",
+                 flow="portals.flows.bc:name_search"))
+register(JobType("process_crtc", ProcessCrtcPayload, "crtc",
+                 flow="portals.flows.crtc:process_crtc"))
+register(JobType("deliver", DeliverPayload, "email", flow="portals.flows.deliver:deliver",
+                 uses_browser=False))

@@ -1,0 +1,58 @@
+"""The plugin route works from every command, not only ``portalq run`` (issue 14)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import run_cli
+
+PLUGIN = {"PORTALQ_PLUGINS": "tests.plugins.renewal"}
+SSN = "123-45-6789"
+PAYLOAD = json.dumps({"licence": "L-1", "owner_ssn": SSN})
+
+
+def test_unknown_without_the_plugin(db, dsn):
+    out = run_cli("enqueue", "renew_licence", "--order", "ORD-1", "--payload", PAYLOAD)
+    assert out.returncode != 0
+    assert "unknown job type 'renew_licence'" in out.stderr
+    assert out.stderr.count("\n") == 1
+
+
+def test_enqueue_show_batch_and_patch_through_the_plugin(db, dsn, tmp_path):
+    out = run_cli("enqueue", "renew_licence", "--order", "ORD-1", "--payload", PAYLOAD,
+                  env=PLUGIN)
+    assert out.returncode == 0, out.stderr
+    job_id = int(out.stdout.strip())
+
+    shown = run_cli("jobs", "show", str(job_id), "--json", env=PLUGIN)
+    assert shown.returncode == 0, shown.stderr
+    assert SSN not in shown.stdout           # the plugin's secret field, masked
+    assert json.loads(shown.stdout)["payload"]["licence"] == "L-1"
+
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("\n".join(json.dumps({"job_type": "renew_licence", "order": f"ORD-{i}",
+                                           "payload": {"licence": f"L-{i}",
+                                                       "owner_ssn": SSN}})
+                               for i in (2, 3)) + "\n")
+    out = run_cli("enqueue-batch", str(batch), env=PLUGIN)
+    assert out.returncode == 0, out.stderr
+
+    assert run_cli("jobs", "cancel", str(job_id), env=PLUGIN).returncode == 0
+    # a cancelled job's secrets are erased at once: the patch gives the SSN again
+    patch = {"owner_ssn": SSN}
+    bad = run_cli("jobs", "retry", str(job_id), "--payload-patch",
+                  json.dumps({**patch, "years": 9}), env=PLUGIN)
+    assert bad.returncode != 0 and "years" in bad.stderr   # validated by the plugin's schema
+    good = run_cli("jobs", "retry", str(job_id), "--payload-patch",
+                   json.dumps({**patch, "years": 2}), env=PLUGIN)
+    assert good.returncode == 0, good.stderr
+    after = json.loads(run_cli("jobs", "show", str(job_id), "--json", env=PLUGIN).stdout)
+    assert after["payload"]["years"] == 2 and after["status"] == "pending"
+
+
+def test_a_plugin_that_cannot_load_is_one_line(db, dsn):
+    out = run_cli("enqueue", "name_search", "--order", "ORD-1", "--payload", "{}",
+                  env={"PORTALQ_PLUGINS": "no_such_plugin_module"})
+    assert out.returncode != 0
+    assert out.stderr.strip() == ("portalq: error: cannot load plugin no_such_plugin_module: "
+                                  "ModuleNotFoundError: No module named 'no_such_plugin_module'")

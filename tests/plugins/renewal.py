@@ -1,0 +1,24 @@
+"""A plugin job type declared in one call, as docs/adding-a-portal.md shows: used by the tests
+of the plugin route (every CLI command loads ``PORTALQ_PLUGINS``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from jobs.types import JobType, register
+
+
+class RenewalPayload(BaseModel):
+    licence: str = Field(min_length=1)
+    owner_ssn: str = Field(pattern=r"^\d{3}-\d{2}-\d{4}$")
+    years: int = Field(default=1, ge=1, le=5)
+
+
+async def renew(ctx: Any) -> dict[str, Any]:
+    return {"renewed": ctx.payload["licence"]}
+
+
+register(JobType("renew_licence", RenewalPayload, "email", flow=renew, uses_browser=False,
+                 secret_fields=("owner_ssn",)))
