@@ -58,6 +58,8 @@ portals = Table(
     Column("holidays_region", Text),
     Column("holidays_from", SmallInteger),
     Column("holidays_to", SmallInteger),
+    # the real portal's address (flows start there); a demo or test overrides it explicitly
+    Column("url", Text),
     Column("updated_at", TZ, nullable=False, server_default=text("now()")),
     CheckConstraint("max_concurrent_sessions > 0", name="portals_max_sessions_positive"),
     CheckConstraint("cutoff_minutes >= 0", name="portals_cutoff_nonnegative"),

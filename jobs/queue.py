@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from jobs import clock, crypto, limits, secrets_at_rest, sql, types
+from jobs import clock, crypto, limits, secrets_at_rest, sql, submission, types
 from jobs.errors import BatchInputError, IllegalTransition, InputError, JobNotFound
 
 ACTIVE = ("pending", "deferred", "running")
@@ -397,9 +397,11 @@ def resolve_not_filed(job_id: int, *, actor: str = "admin", note: str | None = N
     """An admin checked the portal: the uncertain submission did NOT arrive. The job
     resumes from just before its point of no return (earlier checkpoints kept)."""
     job = get_job(job_id, conn)
-    if (job["checkpoint"] or {}).get("stage") != "submitting":
+    if not submission.in_doubt(job["checkpoint"]):
         raise IllegalTransition(f"job {job_id} has no unconfirmed submission to resolve")
-    retry(job_id, drop_checkpoints=["stage"], checkpoint_patch={"resolved": "not_filed"},
+    patch = submission.resolved(job["checkpoint"], submission.State.NOT_FILED, clock.now(),
+                                by=actor)
+    retry(job_id, checkpoint_patch={**patch, "resolved": "not_filed"},
           actor=actor, note=note or "admin: not filed", conn=conn)
 
 

@@ -18,7 +18,7 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from jobs import clock, crypto, sql, types
+from jobs import clock, crypto, sql, submission, types
 
 AConn = AsyncConnection[Any]
 log = logging.getLogger("portalq.queue")
@@ -238,8 +238,9 @@ async def add_artifact(conn: AConn, *, job_id: int, attempt: int, kind: str, pat
 
 # -- maintenance (run by one node at a time) ----------------------------------------------
 def past_point_of_no_return(checkpoint: Any) -> bool:
-    """Did the job's flow start a submission it has not seen confirmed?"""
-    return isinstance(checkpoint, Mapping) and checkpoint.get("stage") == "submitting"
+    """Did the job's flow start a submission it has not seen confirmed (the submission
+    protocol's record, jobs/submission.py -- nothing else decides it)?"""
+    return isinstance(checkpoint, Mapping) and bool(submission.in_doubt(checkpoint))
 
 
 def rescue_decision(row: Mapping[str, Any], *, reconcilable: bool,

@@ -49,3 +49,8 @@ register(JobType("process_crtc", ProcessCrtcPayload, "crtc",
                  flow="portals.flows.crtc:process_crtc"))
 register(JobType("deliver", DeliverPayload, "email", flow="portals.flows.deliver:deliver",
                  uses_browser=False))
+
+#: where each built-in portal's stand-in is served, under ``PORTALQ_STANDIN_URL``
+#: (portals/standin; the demo and the tests only -- a real install uses ``portals.url``)
+STANDIN_PATHS = {"bc_corporate_online": "bc", "irs_ein": "irs", "delaware_icis": "delaware",
+                 "crtc": "crtc"}

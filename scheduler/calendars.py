@@ -30,6 +30,8 @@ class Portal:
     paused_by: str | None = None
     probe_at: datetime | None = None
     pause_reason: str | None = None
+    #: the real portal's address (``portals.url``)
+    url: str | None = None
 
     @property
     def code(self) -> str:
@@ -78,7 +80,7 @@ def build(portals: list[Mapping[str, Any]], hours: list[Mapping[str, Any]],
             enabled, reason = False, f"invalid calendar data: {exc}"
         out[code] = Portal(cal, p["max_concurrent_sessions"], enabled,
                            p["paused_at"] is not None, p.get("paused_by"), p.get("probe_at"),
-                           reason)
+                           reason, p.get("url"))
     return out
 
 

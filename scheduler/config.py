@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,10 @@ class Settings(BaseSettings):
     metrics_host: str = "127.0.0.1"
     artifacts_dir: Path | None = Field(None, description="screenshots and traces "
                                        "(default: PORTALQ_HOME/artifacts)")
-    standin_url: str = Field("http://127.0.0.1:8765", description="base URL of the stand-in "
-                             "portals; per portal: PORTALQ_PORTAL_URL_<CODE>")
+    standin_url: str = Field("", description="point the built-in portals at the stand-ins "
+                             "served there (demo and tests only; e.g. http://127.0.0.1:8765). "
+                             "Empty: each portal's own address (portals.url); per portal: "
+                             "PORTALQ_PORTAL_URL_<CODE>")
     browser_ws: str = Field("", description="remote Playwright browser (ws://...) instead of a "
                             "local Chromium")
     browser_max_contexts: int = Field(0, ge=0, description="open contexts per remote browser "
@@ -97,6 +100,11 @@ class Settings(BaseSettings):
     console_url: str = Field("", description="the admin console's address as admins reach "
                              "it (e.g. https://portalq.internal:8780); escalation mails link "
                              "to the job's page there")
+
+    def redirected_portals(self) -> dict[str, str]:
+        """Portals this configuration points away from their own address (stand-ins or a
+        ``PORTALQ_PORTAL_URL_<CODE>``): a production start says so."""
+        return self.portal_urls({})
 
     def job_url(self, job_id: int) -> str | None:
         """The console page of a job (None without PORTALQ_CONSOLE_URL)."""
@@ -145,10 +153,16 @@ class Settings(BaseSettings):
 
         return endpoints_from_env(os.environ, self.browser_ws)
 
-    def portal_urls(self) -> dict[str, str]:
-        base = self.standin_url.rstrip("/")
-        urls = {"bc_corporate_online": f"{base}/bc", "irs_ein": f"{base}/irs",
-                "delaware_icis": f"{base}/delaware", "crtc": f"{base}/crtc"}
+    def portal_urls(self, stored: Mapping[str, str | None] | None = None) -> dict[str, str]:
+        """Where each portal's flow starts: its stored address (``portals.url``), unless the
+        stand-ins are asked for (``PORTALQ_STANDIN_URL``) or one portal is pointed elsewhere
+        (``PORTALQ_PORTAL_URL_<CODE>``)."""
+        urls = {code: url for code, url in (stored or {}).items() if url}
+        if self.standin_url.strip():
+            from portals.catalogue import STANDIN_PATHS
+
+            base = self.standin_url.strip().rstrip("/")
+            urls.update({code: f"{base}/{path}" for code, path in STANDIN_PATHS.items()})
         for key, value in os.environ.items():
             if key.startswith("PORTALQ_PORTAL_URL_"):
                 urls[key.removeprefix("PORTALQ_PORTAL_URL_").lower()] = value

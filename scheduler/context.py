@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs import secrets_at_rest, worker_api
+from jobs.submission import Reporting
 
 if TYPE_CHECKING:
     from scheduler.worker import Worker
@@ -24,7 +25,9 @@ def secret_values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
     return secrets_at_rest.values(job_type, payload)
 
 
-class JobContext:
+class JobContext(Reporting):
+    """``submission()`` and ``step()`` come from :class:`jobs.submission.Reporting`."""
+
     def __init__(self, worker: Worker, job: Mapping[str, Any], artifacts_dir: Path) -> None:
         self._worker = worker
         self.job_id: int = job["id"]
@@ -76,7 +79,8 @@ class JobContext:
 
     @cached_property
     def portal_urls(self) -> dict[str, str]:
-        return self._worker.settings.portal_urls()
+        return self._worker.settings.portal_urls(
+            {code: p.url for code, p in self._worker.portals.items()})
 
     async def save_checkpoint(self, **data: Any) -> None:
         """Durably, before returning. The write is guarded by this worker's lock on the job

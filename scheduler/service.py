@@ -55,6 +55,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     try:
         await worker.refresh_portals()
         worker.role.check(worker.portals)   # unknown portal or job type: exit 2
+        _say_where_portals_point(settings, worker.portals)
     except BaseException:
         await pool.close()
         raise
@@ -105,6 +106,20 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
         await worker.browser_pool.close()
     await pool.close()
     log.info("stopped")
+
+
+def _say_where_portals_point(settings: Settings, portals: dict[str, Any]) -> None:
+    """A production start says which portals its flows will not drive for real."""
+    redirected = settings.redirected_portals()
+    if redirected:
+        log.warning("portals pointed away from their own address (stand-ins or "
+                    "PORTALQ_PORTAL_URL_*): %s",
+                    ", ".join(f"{c} -> {u}" for c, u in sorted(redirected.items())))
+    missing = sorted(c for c, p in portals.items()
+                     if not p.url and c not in redirected and c != "email")
+    if missing:
+        log.warning("portals with no address (portals.url): %s; their browser jobs will "
+                    "fail until one is set", ", ".join(missing))
 
 
 def load_plugins(settings: Settings) -> None:

@@ -426,7 +426,7 @@ ORDER BY portal, status;
 
 -- name: status_running
 SELECT id, job_type, order_id, portal, attempts, started_at,
-       coalesce(checkpoint->>'step', checkpoint->>'stage') AS step
+       checkpoint->>'step' AS step
 FROM job_queue WHERE status = 'running' ORDER BY started_at LIMIT 20;
 
 -- name: status_deferred
@@ -596,7 +596,8 @@ SELECT count(*)::int AS pruned FROM gone;
 
 -- name: list_portals
 SELECT code, name, timezone, holiday_country, holiday_subdiv, max_concurrent_sessions,
-       cutoff_minutes, enabled, paused_at, pause_reason, paused_by, probe_at, outage_streak
+       cutoff_minutes, enabled, paused_at, pause_reason, paused_by, probe_at, outage_streak,
+       url
 FROM portals ORDER BY code;
 
 -- name: portal_holidays
@@ -839,7 +840,7 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- (each run planned for its parameters: a status filter uses its partial index).
 SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
        j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
-       coalesce(j.checkpoint->>'step', j.checkpoint->>'stage') AS step
+       j.checkpoint->>'step' AS step
 FROM (
     SELECT id FROM (
         SELECT id,

@@ -1,16 +1,14 @@
 """BC Registries flows: ``name_search`` (a Name Request) and ``file_entity`` for BC.
 
-Checkpoints (merged into the job's checkpoints, in this order)::
-
-    stage="submitting", submission="name_request", name_request_reference=...
-    stage="submitted",  nr_number="NR 1234567", nr_state=..., nr_name=..., nr_expires_on=...
-    stage="submitting", submission="incorporation", incorporation_reference=...
-    stage="submitted",  incorporation_number="BC1234567", legal_name=...
+Submissions (jobs/submission.py), in this order: ``name_request`` (confirmed with
+``nr_number="NR 1234567"``, ``nr_state``, ``nr_name``, ``nr_expires_on``, which are also kept
+as plain checkpoints) and ``incorporation`` (confirmed with ``incorporation_number="BC1234567"``
+and ``legal_name``); each reference goes in the portal's own reference field.
 
 A retry resumes from them: an ``nr_number`` is never requested again (its state is looked
-up instead); a ``"submitting"`` stage without its confirmation is reconciled through the
-portal's lookup by the checkpointed client reference — found: that submission is used;
-not found: nothing reached the registry, so it is submitted again (same reference).
+up instead); a submission in doubt is reconciled through the portal's lookup by its
+reference — found: that submission is used; not found: nothing reached the registry, so it
+is submitted again (same reference).
 
 ``file_entity_bc`` chooses the company name this way: ``nr_number`` in the payload → use
 it; else an NR an earlier attempt obtained; else ``legal_name`` → request an NR for it
@@ -29,11 +27,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from jobs.errors import BusinessError, RetryableError
+from jobs.submission import Submission
 from portals.flows.base import browser_page
-from portals.flows.bc_crtc_common import PortalPage, client_reference
+from portals.flows.bc_crtc_common import PortalPage
 from portals.flows.context import FlowContext
 
 PORTAL = "bc_corporate_online"
+NAME_REQUEST, INCORPORATION = "name_request", "incorporation"
 ENTITY = {"BC_COMPANY": "BC", "CORPORATION": "BC", "ULC": "ULC"}
 FEES = {"BC": "$350.00", "ULC": "$1,000.00"}
 STEPS = ("Define Your Company", "Add People and Roles", "Create Share Structure",
@@ -83,16 +83,18 @@ class BcPortal(PortalPage):
     async def name_request(self, names: Iterable[str], entity: str,
                            applicant: Mapping[str, str]) -> dict[str, Any]:
         cp, contact = self.ctx.checkpoints, applicant["email"]
+        sub = self.ctx.submission(NAME_REQUEST)
         if cp.get("nr_number"):  # obtained earlier: never a second NR, re-read its state
             found = await self.find_nr(contact, nr=str(cp["nr_number"]))
             if found:
-                return await self._nr_confirmed(found)
+                return await self._nr_confirmed(sub, found)
             return {k: cp.get(k) for k in ("nr_number", "nr_state", "nr_name", "nr_expires_on")}
-        if cp.get("stage") == "submitting" and cp.get("submission") == "name_request":
-            found = await self.find_nr(contact, reference=str(cp["name_request_reference"]))
+        if sub.in_doubt:
+            await self.ctx.step("looking the name request up")
+            found = await self.find_nr(contact, reference=sub.reference)
             if found:
-                return await self._nr_confirmed(found)
-        reference = client_reference(self.ctx, "name_request")
+                return await self._nr_confirmed(sub, found)
+        await self.ctx.step("name request")
         await self.goto(f"{self.base}/nr", "the Name Request")
         if not await self.select("Entity type", entity):
             raise RetryableError(f"{PORTAL}: entity type {entity} not offered — portal changed?")
@@ -103,17 +105,17 @@ class BcPortal(PortalPage):
         await self.fill("Applicant name", applicant["name"])
         await self.fill("Phone", applicant["phone"])
         await self.fill("Email", applicant["email"])
-        await self.fill("Your reference (optional)", reference)
+        await self.fill("Your reference (optional)", sub.reference)
         await self.text("#fee", "the Name Request payment", r"Fee: \$30\.00")
         await self.shot("nr-applicant")
-        await self.ctx.save_checkpoint(stage="submitting", submission="name_request",
-                                       name_request_reference=reference)
-        await self.submit_final("Submit and Pay", "the Name Request", "#nr-number")
-        await self.shot("nr-result")
-        return await self._nr_confirmed(await self._read_nr("the Name Request result"))
+        await self.ctx.step("submit")
+        async with sub:
+            await self.submit_final("Submit and Pay", "the Name Request", "#nr-number")
+            await self.shot("nr-result")
+            return await self._nr_confirmed(sub, await self._read_nr("the Name Request result"))
 
-    async def _nr_confirmed(self, nr: dict[str, Any]) -> dict[str, Any]:
-        await self.ctx.save_checkpoint(stage="submitted", **nr)
+    async def _nr_confirmed(self, sub: Submission, nr: dict[str, Any]) -> dict[str, Any]:
+        await sub.confirmed(also=nr, **nr)
         return nr
 
     async def _read_nr(self, where: str) -> dict[str, Any]:
@@ -150,10 +152,11 @@ class BcPortal(PortalPage):
                 "certificate": await row.locator("a.certificate").get_attribute("href")}
 
     async def step(self, n: int) -> None:
+        await self.ctx.step(STEPS[n - 1])
         await self.expect_step(STEPS[n - 1])
 
     async def incorporate(self, p: Mapping[str, Any], entity: str, nr_number: str,
-                          consent: bool) -> dict[str, Any]:
+                          consent: bool, sub: Submission) -> dict[str, Any]:
         page = self.page
         await self.goto(f"{self.base}/inc", "the incorporation start page")
         await self.shot("inc-start")
@@ -213,30 +216,33 @@ class BcPortal(PortalPage):
         if fee != f"Fee: {FEES[entity]}":
             raise BusinessError(f"{PORTAL}: unexpected fee on review ({fee!r}, expected "
                                 f"{FEES[entity]}); not filed")
-        reference = client_reference(self.ctx, "incorporation")
-        await self.fill("Folio or Reference Number", reference)
+        await self.fill("Folio or Reference Number", sub.reference)
         boxes = page.locator("form").get_by_role("checkbox")
         if await boxes.count() != 3:
             raise RetryableError(f"{PORTAL}: expected three certify statements — portal changed?")
         for i in range(3):
             await boxes.nth(i).check()
         await self.shot("review")
-        await self.ctx.save_checkpoint(stage="submitting", submission="incorporation",
-                                       incorporation_reference=reference)
-        await self.submit_final("File and Pay", "the incorporation filing",
-                                "#incorporation-number")
-        await self.shot("filed")
-        where = "the incorporation confirmation"
-        return {"incorporation_number": await self.text("#incorporation-number", where,
-                                                        r"BC\d{7}"),
-                "legal_name": await self.text("#legal-name", where),
-                "certificate": await page.locator("#certificate").get_attribute("href")}
+        await self.ctx.step("submit")
+        async with sub:
+            await self.submit_final("File and Pay", "the incorporation filing",
+                                    "#incorporation-number")
+            await self.shot("filed")
+            where = "the incorporation confirmation"
+            filing = {"incorporation_number": await self.text("#incorporation-number", where,
+                                                              r"BC\d{7}"),
+                      "legal_name": await self.text("#legal-name", where),
+                      "certificate": await page.locator("#certificate").get_attribute("href")}
+            await sub.confirmed(incorporation_number=filing["incorporation_number"],
+                                legal_name=filing["legal_name"])
+        return filing
 
-    async def finish(self, filing: dict[str, Any], nr_number: str | None,
+    async def finish(self, sub: Submission, filing: dict[str, Any], nr_number: str | None,
                      reconciled: bool) -> dict[str, Any]:
         number = filing["incorporation_number"]
-        await self.ctx.save_checkpoint(stage="submitted", incorporation_number=number,
-                                       legal_name=filing["legal_name"])
+        if sub.confirmation is None:   # found by the lookup after an attempt in doubt
+            await sub.confirmed(incorporation_number=number, legal_name=filing["legal_name"])
+        await self.ctx.step("certificate")
         if not filing.get("certificate"):
             raise RetryableError(f"{PORTAL}: no certificate link for {number}")
         data = await self.pdf(filing["certificate"], "the certificate of incorporation")
@@ -271,8 +277,7 @@ async def name_search(ctx: FlowContext) -> dict[str, Any]:
             "name": result["nr_name"], "expires_on": result["nr_expires_on"]}
 
 
-_NR_KEYS = ("nr_number", "nr_state", "nr_name", "nr_expires_on", "nr_for_name",
-            "name_request_reference")
+_NR_KEYS = ("nr_number", "nr_state", "nr_name", "nr_expires_on", "nr_for_name")
 
 
 def _nr_for_another_name(p: Mapping[str, Any], cp: Mapping[str, Any]) -> bool:
@@ -289,18 +294,22 @@ async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
         bc = BcPortal(ctx, page, evidence)
         if _nr_for_another_name(p, cp):
             # an admin patched the name after a rejection: that NR named the old one
-            await ctx.save_checkpoint(**dict.fromkeys(_NR_KEYS), earlier_nrs=[
-                *cp.get("earlier_nrs", []), {k: cp.get(k) for k in _NR_KEYS}])
+            old = ctx.submission(NAME_REQUEST)
+            ref = old.earlier.reference if old.earlier else None
+            await old.retire(also={**dict.fromkeys(_NR_KEYS), "earlier_nrs": [
+                *cp.get("earlier_nrs", []),
+                {**{k: cp.get(k) for k in _NR_KEYS}, "name_request_reference": ref}]})
             cp = ctx.checkpoints
         nr_number = _nr(p.get("nr_number")) or _nr(cp.get("nr_number"))
-        if cp.get("incorporation_number") or (
-                cp.get("stage") == "submitting" and cp.get("submission") == "incorporation"):
-            found = await bc.find_filing(str(cp["incorporation_reference"]))
+        sub = ctx.submission(INCORPORATION)
+        if sub.confirmation is not None or sub.in_doubt:
+            await ctx.step("looking the filing up")
+            found = await bc.find_filing(sub.reference)
             if found:
-                return await bc.finish(found, nr_number or None, reconciled=True)
-            if cp.get("incorporation_number"):
-                raise RetryableError(f"{PORTAL}: filing {cp['incorporation_number']} not found "
-                                     "by its reference yet")
+                return await bc.finish(sub, found, nr_number or None, reconciled=True)
+            if sub.confirmation is not None:
+                raise RetryableError(f"{PORTAL}: filing {sub.confirmation['incorporation_number']}"
+                                     " not found by its reference yet")
         if not nr_number and p.get("legal_name"):
             party = p["completing_party"]
             applicant = {"name": f"{party['first_name']} {party['last_name']}",
@@ -308,5 +317,5 @@ async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
             await ctx.save_checkpoint(nr_for_name=p["legal_name"])
             nr = await bc.name_request([p["legal_name"]], entity, applicant)
             nr_number = usable_nr(nr, consent)["nr_number"]
-        filing = await bc.incorporate(p, entity, nr_number, consent)
-        return await bc.finish(filing, nr_number or None, reconciled=False)
+        filing = await bc.incorporate(p, entity, nr_number, consent, sub)
+        return await bc.finish(sub, filing, nr_number or None, reconciled=False)

@@ -16,14 +16,13 @@ alert/confirm dialog           accepted, noted in ``dialogs``, the flow continue
 Submissions past the point of no return go through :meth:`PortalPage.submit_final`: a
 broken connection or a page that is neither a confirmation nor a recognised error means
 "outcome unknown" — a :class:`RetryableError` whose retry reconciles through the portal's
-lookup (the caller checkpointed ``stage="submitting"`` and the client reference first).
+lookup (the caller entered its submission first: ``async with ctx.submission(...)``).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import secrets
 from typing import Any
 from urllib.parse import urljoin
 
@@ -32,13 +31,6 @@ from portals.flows.base import Evidence, check_pdf, redact
 from portals.flows.context import FlowContext
 
 log = logging.getLogger("portalq.flows")
-
-
-def client_reference(ctx: FlowContext, kind: str) -> str:
-    """The reference a submission carries so a later attempt can find it: reused from the
-    checkpoints when an earlier attempt already chose one, else a new unique one."""
-    saved = ctx.checkpoints.get(f"{kind}_reference")
-    return str(saved) if saved else f"PQ{ctx.job_id}-{kind[:3].upper()}-{secrets.token_hex(3)}"
 
 
 #: the portal's own signals on a loaded page, read in one round trip

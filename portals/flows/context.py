@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from jobs.submission import Submission
+
 
 class FlowContext(Protocol):
     job_id: int
@@ -21,7 +23,7 @@ class FlowContext(Protocol):
     attempt: int
     payload: Mapping[str, Any]
     #: checkpoints reached by earlier attempts (and this one), e.g.
-    #: {"nr_number": "NR 1234567", "stage": "submitting"}
+    #: {"nr_for_name": "Acme Ltd", "submissions": {...}, "step": "review page"}
     checkpoints: Mapping[str, Any]
     #: where this attempt's screenshots/traces go (created by the runner)
     artifacts_dir: Path
@@ -30,6 +32,13 @@ class FlowContext(Protocol):
 
     async def save_checkpoint(self, **data: Any) -> None:
         """Merge ``data`` into the job's checkpoints, durably, before returning."""
+
+    def submission(self, name: str, reference: str | None = None) -> Submission:
+        """The point of no return named ``name`` (jobs/submission.py): its earlier state,
+        and ``async with`` it around the click that files; ``confirmed(...)`` after."""
+
+    async def step(self, text: str) -> None:
+        """Report where the flow is ("review page"); the status view shows it."""
 
     async def new_browser_context(self) -> Any:
         """A fresh Playwright ``BrowserContext`` (tracing per playwright.config)."""

@@ -3,14 +3,12 @@
 Telecom Cover Page → Attach Documents (the registration letter, sent as a text file made
 from ``letter_text``) → confirmation number and confirmation letter PDF.
 
-Checkpoints::
+Submission ``crtc_registration`` (jobs/submission.py), its reference the portal's "Your file
+reference", confirmed with ``confirmation="CRTC-2026-000123"``.
 
-    stage="submitting", submission="crtc_registration", crtc_registration_reference=...
-    stage="submitted", confirmation="CRTC-2026-000123"
-
-A retry with a confirmation, or with "submitting" and no confirmation, first searches the
-portal's submissions by the checkpointed file reference: found → that submission is the
-result (its letter is fetched again); not found → it is submitted again.
+A retry of a confirmed or in-doubt submission first searches the portal's submissions by
+that reference: found → that submission is the result (its letter is fetched again); not
+found → it is submitted again (in doubt) or tried later (confirmed, not listed yet).
 """
 
 from __future__ import annotations
@@ -18,8 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.errors import BusinessError, RetryableError
+from jobs.submission import Submission
 from portals.flows.base import browser_page
-from portals.flows.bc_crtc_common import PortalPage, client_reference
+from portals.flows.bc_crtc_common import PortalPage
 from portals.flows.context import FlowContext
 
 PORTAL = "crtc"
@@ -47,7 +46,7 @@ class CrtcPortal(PortalPage):
                                                 CONFIRMATION),
                 "letter": await rows.first.locator("a.letter").get_attribute("href")}
 
-    async def register(self, p: Any) -> dict[str, Any]:
+    async def register(self, p: Any, sub: Submission) -> dict[str, Any]:
         page = self.page
         await self.goto(f"{self.base}/register", "the registration")
         await self.expect_step("Telecom Cover Page")
@@ -62,8 +61,7 @@ class CrtcPortal(PortalPage):
         await self.fill("Contact name", contact["name"])
         await self.fill("Contact email", contact["email"])
         await self.fill("Contact phone", contact["phone"])
-        reference = client_reference(self.ctx, KIND)
-        await self.fill("Your file reference", reference)
+        await self.fill("Your file reference", sub.reference)
         await self.shot("cover-page")
         await self.submit("Continue", "the Telecom Cover Page")
 
@@ -72,18 +70,20 @@ class CrtcPortal(PortalPage):
             {"name": "registration-letter.txt", "mimeType": "text/plain",
              "buffer": p["letter_text"].encode("utf-8")})
         await self.shot("documents")
-        await self.ctx.save_checkpoint(stage="submitting", submission=KIND,
-                                       crtc_registration_reference=reference)
-        await self.submit_final("Submit Registration", "the registration",
-                                "#confirmation-number")
-        await self.shot("confirmation")
-        return {"confirmation": await self.text("#confirmation-number", "the confirmation",
-                                                CONFIRMATION),
-                "letter": await page.locator("#confirmation-letter").get_attribute("href")}
+        await self.ctx.step("submit")
+        async with sub:
+            await self.submit_final("Submit Registration", "the registration",
+                                    "#confirmation-number")
+            await self.shot("confirmation")
+            found = {"confirmation": await self.text("#confirmation-number",
+                                                     "the confirmation", CONFIRMATION),
+                     "letter": await page.locator("#confirmation-letter").get_attribute("href")}
+            await sub.confirmed(confirmation=found["confirmation"])
+        return found
 
     async def finish(self, found: dict[str, Any], reconciled: bool) -> dict[str, Any]:
         number = found["confirmation"]
-        await self.ctx.save_checkpoint(stage="submitted", confirmation=number)
+        await self.ctx.step("confirmation letter")
         if not found.get("letter"):
             raise RetryableError(f"{PORTAL}: no confirmation letter link for {number}")
         data = await self.pdf(found["letter"], "the confirmation letter")
@@ -93,15 +93,18 @@ class CrtcPortal(PortalPage):
 
 
 async def process_crtc(ctx: FlowContext) -> dict[str, Any]:
-    cp = ctx.checkpoints
+    sub = ctx.submission(KIND)
     async with browser_page(ctx) as (page, evidence):
         crtc = CrtcPortal(ctx, page, evidence)
-        if cp.get("confirmation") or (cp.get("stage") == "submitting"
-                                      and cp.get("submission") == KIND):
-            found = await crtc.find(str(cp[f"{KIND}_reference"]))
+        if sub.confirmation is not None or sub.in_doubt:
+            await ctx.step("looking the submission up")
+            found = await crtc.find(sub.reference)
             if found:
+                if sub.in_doubt:
+                    await sub.confirmed(confirmation=found["confirmation"])
                 return await crtc.finish(found, reconciled=True)
-            if cp.get("confirmation"):
-                raise RetryableError(f"{PORTAL}: submission {cp['confirmation']} not found by "
-                                     "its reference yet")
-        return await crtc.finish(await crtc.register(ctx.payload), reconciled=False)
+            if sub.confirmation is not None:
+                raise RetryableError(f"{PORTAL}: submission {sub.confirmation['confirmation']} "
+                                     "not found by its reference yet")
+        await ctx.step("cover page")
+        return await crtc.finish(await crtc.register(ctx.payload, sub), reconciled=False)

@@ -1,15 +1,12 @@
 """``file_entity`` for Delaware: a certificate of formation (LLC) or incorporation.
 
-Checkpoints (``ctx.checkpoints``):
-    client_ref       our reference on the filing, stable for the job (``PQ-<job id>``): the
-                     portal's status lookup finds a filing by it
-    stage            "submitting" (point of no return passed) | "filed"
-    file_number      the 7-digit Delaware file number, saved the moment it shows
-    certificate_url  where the filed certificate can be downloaded
-    reconciled       "found" / "not_found": what the lookup said after an uncertain submit
+Submission ``formation`` (jobs/submission.py), its reference stable for the job
+(``PQ-<job id>``: the portal's status lookup finds a filing by it), confirmed with
+``file_number`` (7 digits) and ``certificate_url``. Other checkpoints: ``reconciled``
+("found" / "not_found": what the lookup said after an uncertain submit), ``documents``.
 
-A retry after "submitting" without a file number looks the filing up by ``client_ref``:
-found -> completed without filing again; not found -> nothing was filed, submit again.
+A retry of a submission in doubt looks the filing up by its reference: found -> completed
+without filing again; not found -> nothing was filed, submit again.
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jobs import clock
 from jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
 from portals.flows.base import (
     ConnectionLost,
@@ -34,6 +30,7 @@ from portals.flows.context import FlowContext
 from portals.payloads import FileEntityPayload, Person
 
 PORTAL = "delaware_icis"
+SUBMISSION = "formation"
 DOC_TYPES = {"LLC": "LLC", "CORPORATION": "CORPORATION"}
 FILE_NUMBER_RE = re.compile(r"^\d{7}$")
 
@@ -158,26 +155,30 @@ class DelawareFiling:
 
 async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
     p = FileEntityPayload.model_validate(dict(ctx.payload))
-    cp = ctx.checkpoints
-    if cp.get("file_number"):
-        return await _certificate_only(ctx, cp)
-    client_ref = cp.get("client_ref") or f"PQ-{ctx.job_id}"
+    sub = ctx.submission(SUBMISSION, reference=f"PQ-{ctx.job_id}")
+    if sub.confirmation is not None:
+        return await _certificate_only(ctx, sub.confirmation)
     async with browser_page(ctx, accept_dialogs=True) as (page, evidence):
         de = DelawareFiling(page, ctx.portal_urls[PORTAL], evidence)
         found = None
-        if cp.get("stage") == "submitting":
-            found = await de.lookup(client_ref)
+        if sub.in_doubt:
+            await ctx.step("looking the filing up")
+            found = await de.lookup(sub.reference)
             await ctx.save_checkpoint(reconciled="found" if found else "not_found")
+            if found:
+                await sub.confirmed(file_number=found[0], certificate_url=found[1])
         if found is None:
+            await ctx.step("entity")
             await de.start()
-            await de.entity(p, client_ref)
+            await de.entity(p, sub.reference)
             await de.details(p)
+            await ctx.step("submit")
             button = await de.submit_control()
-            await ctx.save_checkpoint(stage="submitting", client_ref=client_ref,
-                                      submitted_at=clock.now().isoformat())
-            found = await de.submit(button)
+            async with sub:
+                found = await de.submit(button)
+                await sub.confirmed(file_number=found[0], certificate_url=found[1])
         number, cert_url = found
-        await ctx.save_checkpoint(stage="filed", file_number=number, certificate_url=cert_url)
+        await ctx.step("certificate")
         await evidence.shot(page, "filed")
         name, pdf = await download(page, de.certificate_link, ctx.artifacts_dir)
     await ctx.store_document(name, "application/pdf", pdf)
@@ -186,6 +187,7 @@ async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
 
 
 async def _certificate_only(ctx: FlowContext, cp: Any) -> dict[str, Any]:
+    """Filed by an earlier attempt: never the portal's form again, only the certificate."""
     url = cp.get("certificate_url", "")
     name = url.rsplit("/", 1)[-1] if url else ""
     if name and not await has_document(ctx, name):

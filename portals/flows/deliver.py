@@ -54,9 +54,10 @@ async def deliver(ctx: FlowContext) -> dict[str, Any]:
     if cp.get("sent_at"):
         return {"sent_to": cp.get("sent_to", p.to), "documents": list(cp.get("documents", [])),
                 "message_id": cp.get("message_id")}
+    await ctx.step("collecting documents")
     documents = await collect(ctx, p)
     message_id = cp.get("message_id") or make_msgid(domain="portalq.local")
-    await ctx.save_checkpoint(message_id=message_id)
+    await ctx.save_checkpoint(message_id=message_id, step="sending")
     msg = build_message(p, documents, message_id)
     try:
         await ctx.send_mail(msg)

@@ -1,13 +1,11 @@
 """``obtain_ein``: an EIN from the IRS EIN Assistant, and its CP 575 letter.
 
-Checkpoints (``ctx.checkpoints``):
-    stage          "submitting" (point of no return passed) | "not_accepted" (the IRS answered
-                   with a refusal: starting over is safe) | "assigned" (EIN known)
-    client_ref     our reference for the attempt that submitted
-    ein, cp575_url the confirmation, saved the moment the EIN page shows
-    last_error     the IRS reference number of the last refusal (e.g. "109")
+Submission ``ein_application`` (jobs/submission.py): confirmed with ``ein`` and
+``legal_name``; refused with the IRS reference number (e.g. "109": starting over is safe).
+Checkpoints besides it: ``cp575_url`` (sealed: the letter's link opens it for anyone),
+``last_error``, ``documents``.
 
-The IRS has no lookup: after "submitting" without an EIN nobody can tell whether an EIN was
+The IRS has no lookup: after the click without an EIN nobody can tell whether an EIN was
 issued, so a retry raises UncertainOutcome (a second application would mean a second EIN or
 error 101). The identity -> review -> submit part never appears in a trace (``untraced``).
 """
@@ -17,7 +15,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jobs import clock
 from jobs.errors import (
     BusinessError,
     DeferUntil,
@@ -43,6 +40,7 @@ from portals.flows.context import FlowContext
 from portals.payloads import ObtainEinPayload
 
 PORTAL = "irs_ein"
+SUBMISSION = "ein_application"
 IRS_TZ = "America/New_York"
 EIN_RE = re.compile(r"^\d{2}-\d{7}$")
 STRUCTURES = {"LLC": "Limited Liability Company (LLC)", "CORPORATION": "Corporation",
@@ -220,32 +218,35 @@ def _absolute(page_url: str, href: str) -> str:
 
 async def obtain_ein(ctx: FlowContext) -> dict[str, Any]:
     p = ObtainEinPayload.model_validate(dict(ctx.payload))
-    cp = ctx.checkpoints
-    if cp.get("ein"):
-        return await _letter_only(ctx, cp)
-    if cp.get("stage") == "submitting":
+    sub = ctx.submission(SUBMISSION)
+    if sub.confirmation is not None:
+        return await _letter_only(ctx, sub.confirmation)
+    if sub.in_doubt:
         raise UncertainOutcome(
-            f"an earlier attempt submitted the EIN application ({cp.get('client_ref')}) but no "
+            f"an earlier attempt submitted the EIN application ({sub.reference}) but no "
             f"EIN was recorded; the IRS offers no lookup, so it is not resubmitted")
-    client_ref = f"PQ-{ctx.job_id}-{ctx.attempt}"
     async with browser_page(ctx, accept_dialogs=True) as (page, evidence):
         irs = EinAssistant(page, ctx.portal_urls[PORTAL], evidence)
+        await ctx.step("legal structure")
         await irs.open()
         await irs.legal_structure(p)
         async with untraced(page.context, secrets=ctx.secrets()):
+            await ctx.step("identity")
             await irs.identity(p)
             await irs.addresses(p)
             await irs.details(p)
+            await ctx.step("submit")
             button = await irs.submit_control()
-            await ctx.save_checkpoint(stage="submitting", client_ref=client_ref,
-                                      submitted_at=clock.now().isoformat())
-            try:
-                ein, letter_url = await irs.submit(button)
-            except Refused as refused:
-                await ctx.save_checkpoint(stage="not_accepted", last_error=refused.code)
-                raise refused.outcome from None
-        await ctx.save_checkpoint(stage="assigned", ein=ein, cp575_url=letter_url,
-                                  legal_name=p.legal_name)
+            async with sub:
+                try:
+                    ein, letter_url = await irs.submit(button)
+                except Refused as refused:
+                    await sub.refused(refused.code)
+                    await ctx.save_checkpoint(last_error=refused.code)
+                    raise refused.outcome from None
+                await sub.confirmed(also={"cp575_url": letter_url}, ein=ein,
+                                    legal_name=p.legal_name)
+        await ctx.step("letter")
         await evidence.shot(page, "ein-assignment")
         name, pdf = await download(page, page.locator("#cp575"), ctx.artifacts_dir)
     await ctx.store_document(name, "application/pdf", pdf)
@@ -253,13 +254,13 @@ async def obtain_ein(ctx: FlowContext) -> dict[str, Any]:
     return {"ein": ein, "legal_name": p.legal_name, "documents": [name]}
 
 
-async def _letter_only(ctx: FlowContext, cp: Any) -> dict[str, Any]:
+async def _letter_only(ctx: FlowContext, confirmation: Any) -> dict[str, Any]:
     """The EIN is known from an earlier attempt: never the portal again, only the letter."""
-    url = cp.get("cp575_url", "")
+    url = ctx.checkpoints.get("cp575_url", "")
     name = url.rsplit("/", 1)[-1] if url else ""
     if name and not await has_document(ctx, name):
         name, pdf = await fetch_document(ctx, url)
         await ctx.store_document(name, "application/pdf", pdf)
         await ctx.save_checkpoint(documents=[name])
-    return {"ein": cp["ein"], "legal_name": cp.get("legal_name", ""),
+    return {"ein": confirmation["ein"], "legal_name": confirmation.get("legal_name", ""),
             "documents": [name] if name else []}

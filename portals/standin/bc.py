@@ -261,6 +261,7 @@ def create_app(state: PortalState) -> Starlette:
             state.sessions.pop(request.cookies.get("nr_session", ""), None)
         if state.faults.drop_after_submit:
             return drop_connection(request)
+        await state.hang_if_asked()
         return show("Name Request Submitted", _nr_details(reg, entry))
 
     @guard

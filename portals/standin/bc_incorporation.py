@@ -245,6 +245,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: ui.Sess
             state.sessions.pop(request.cookies.get(sessions.cookie, ""), None)
         if state.faults.drop_after_submit:
             return drop_connection(request)
+        await state.hang_if_asked()
         return show("Incorporation Complete", (
             f'<dl><dt>Incorporation Number</dt><dd id="incorporation-number">{number}</dd>'
             f'<dt>Legal Name</dt><dd id="legal-name">{esc(entry["legal_name"])}</dd>'

@@ -151,6 +151,7 @@ def create_app(state: PortalState) -> Starlette:
             state.sessions.pop(request.cookies.get(sessions.cookie, ""), None)
         if state.faults.drop_after_submit:
             return drop_connection(request)
+        await state.hang_if_asked()
         return show("Submission received", (
             f'<dl><dt>Confirmation number</dt><dd id="confirmation-number">{number}</dd>'
             f'<dt>Status</dt><dd id="submission-status">RECEIVED</dd></dl><p>A confirmation '

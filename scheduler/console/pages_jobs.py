@@ -21,6 +21,7 @@ from jobs.clock import parse_instant
 from jobs.console_users import User
 from jobs.errors import InputError
 from jobs.models import JOB_STATUSES
+from jobs.worker_api import past_point_of_no_return
 from scheduler.console.security import require
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def routes(console: Console) -> list[Route]:
         for a in data["artifacts"]:
             attempts.setdefault(a["attempt"], []).append(a)
         done = DONE.get(request.query_params.get("done", ""))
-        uncertain = (data["checkpoint"] or {}).get("stage") == "submitting"
+        uncertain = past_point_of_no_return(data["checkpoint"])
         mails = {e["id"]: escalation_mail(console, data, e) for e in data["escalations"]}
         return console.render(request, "job.html", job=data, attempts=attempts, done=done,
                               mails=mails,

@@ -56,12 +56,20 @@ def entries(portals: Any, portal: str, kind: str) -> list[dict[str, Any]]:
 def crash_after_checkpoint(ctx: Any, portals: Any, key: str, portal: str = BC,
                            **faults: Any) -> None:
     """Make ``ctx`` switch ``faults`` on in ``portal``'s stand-in right after the flow saves
-    the checkpoint ``key`` — as if the attempt died there (its next page fails)."""
+    the checkpoint ``key`` (or, for ``"confirmed:<name>"``, confirms submission ``name``) —
+    as if the attempt died there (its next page fails)."""
+    from tests.checkpoints import state
+
     save = ctx.save_checkpoint
+
+    def hit(data: dict[str, Any]) -> bool:
+        if key.startswith("confirmed:"):
+            return state(data, key.removeprefix("confirmed:")) == "confirmed"
+        return key in data
 
     async def save_then_fail(**data: Any) -> None:
         await save(**data)
-        if key in data:
+        if hit(data):
             portals.server.state[portal].faults.update(faults)
 
     ctx.save_checkpoint = save_then_fail

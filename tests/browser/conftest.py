@@ -29,6 +29,7 @@ from flowkit import SSN, free_port
 
 from jobs import clock
 from jobs.errors import InputError
+from jobs.submission import Reporting
 from jobs.types import validate_payload
 from portals.flows.browser import BrowserConfig, load_config, new_context
 from portals.standin.app import StandinServer
@@ -78,7 +79,7 @@ class Mailbox:
         return message_from_bytes(self.messages[index].content, policy=policy.default)  # type: ignore[return-value]
 
 
-class LocalFlowContext:
+class LocalFlowContext(Reporting):
     """FlowContext for tests and local runs."""
 
     def __init__(self, job_type: str, payload: dict[str, Any], *, browser: Any,

@@ -20,6 +20,7 @@ from scheduler.config import Settings
 from scheduler.console.app import create_app
 from scheduler.console.config import ConsoleSettings
 from tests import payloads
+from tests.checkpoints import in_doubt
 from tests.conftest import run_cli
 
 PASSWORD = "correct horse battery staple"
@@ -76,9 +77,9 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
                                    conn=c).id
         now = clock.now()
         c.execute("""UPDATE job_queue SET status = 'failed', attempts = 1, finished_at = %s,
-                        checkpoint = '{"stage": "submitting", "step": "submit"}',
+                        checkpoint = %s,
                         last_error = %s WHERE id = %s""",
-                  (now, f"portal did not answer after submit for SSN {SSN.replace('-', '')}",
+                  (json.dumps({**in_doubt("ein_application"), "step": "submit"}), now, f"portal did not answer after submit for SSN {SSN.replace('-', '')}",
                    ids["ein"]))
         c.execute("UPDATE job_queue SET status = 'failed', attempts = 5, finished_at = %s, "
                   "last_error = 'name rejected' WHERE id = %s", (now, ids["name"]))

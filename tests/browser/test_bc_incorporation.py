@@ -21,6 +21,7 @@ from flowkit import inflate_all
 from jobs.clock import FrozenClock, set_clock
 from jobs.errors import BusinessError, PortalClosed, RetryableError
 from portals.flows.bc import file_entity_bc, name_search
+from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser
 
@@ -53,9 +54,9 @@ def test_numbered_company_end_to_end(run, portals, make_ctx):
     assert filing["kind"] == "incorporation" and filing["incorporation_number"] == number
     assert filing["fee"] == "$350.00" and filing["directors"] == ["Ann Lee", "Bo Chan"]
     assert filing["completing_party"] == "Ann Lee" and filing["incorporators"] == ["Ann Lee"]
-    assert filing["reference"] == ctx.checkpoints["incorporation_reference"]
-    assert ctx.checkpoints["stage"] == "submitted"
-    assert ctx.checkpoints["incorporation_number"] == number
+    assert filing["reference"] == record(ctx.checkpoints, "incorporation").reference
+    assert state(ctx.checkpoints, "incorporation") == "confirmed"
+    assert record(ctx.checkpoints, "incorporation").confirmation["incorporation_number"] == number
     shots = sorted(p.name for p in ctx.artifacts_dir.glob("*.png"))
     assert shots == ["01-inc-start.png", "02-step1.png", "03-step2.png", "04-step3.png",
                      "05-step4.png", "06-review.png", "07-filed.png"]
@@ -94,8 +95,8 @@ def test_answer_lost_after_filing_is_reconciled(run, portals, make_ctx):
     ctx = bc_ctx(make_ctx)
     with pytest.raises(RetryableError, match="outcome unknown"):
         run(file_entity_bc(ctx))
-    assert ctx.checkpoints["stage"] == "submitting"
-    assert "incorporation_number" not in ctx.checkpoints
+    assert state(ctx.checkpoints, "incorporation") == "submitting"
+    assert not record(ctx.checkpoints, "incorporation").confirmation
 
     portals.control(BC, drop_after_submit=False)
     result = run(file_entity_bc(ctx.retry()))
@@ -111,7 +112,7 @@ def test_system_error_at_filing_then_retry_files_once(run, portals, make_ctx):
     ctx = bc_ctx(make_ctx)
     with pytest.raises(RetryableError, match="system error 503"):
         run(file_entity_bc(ctx))
-    assert ctx.checkpoints["stage"] == "submitting" and portals.ledger(BC) == []
+    assert state(ctx.checkpoints, "incorporation") == "submitting" and portals.ledger(BC) == []
     result = run(file_entity_bc(ctx.retry()))  # lookup finds nothing: safe to file
     [filing] = portals.ledger(BC)
     assert result["reconciled"] is False

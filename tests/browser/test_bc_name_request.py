@@ -12,6 +12,7 @@ from bckit import BC, MONDAY_10_PT, NAME_SEARCH, build, entries
 from jobs.clock import FrozenClock, set_clock
 from jobs.errors import BusinessError, PortalClosed, RetryableError
 from portals.flows.bc import name_search
+from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser
 
@@ -41,8 +42,8 @@ def test_name_request_end_to_end(run, portals, make_ctx):
     assert "604-555-0100" not in str(entry) and "6045550100" not in str(entry)
     assert "ann@" not in str(entry)
     cp = ctx.checkpoints
-    assert cp["stage"] == "submitted" and cp["nr_number"] == result["nr_number"]
-    assert cp["name_request_reference"] == entry["reference"]
+    assert state(cp, "name_request") == "confirmed" and cp["nr_number"] == result["nr_number"]
+    assert record(cp, "name_request").reference == entry["reference"]
     shots = sorted(p.name for p in ctx.artifacts_dir.glob("*.png"))
     assert shots == ["01-nr-names.png", "02-nr-applicant.png", "03-nr-result.png"]
 
@@ -104,12 +105,12 @@ def test_system_error_on_submit_then_retry_submits_once(run, portals, make_ctx):
     ctx = nr_ctx(make_ctx)
     with pytest.raises(RetryableError):
         run(name_search(ctx))
-    assert ctx.checkpoints["stage"] == "submitting" and portals.ledger(BC) == []
+    assert state(ctx.checkpoints, "name_request") == "submitting" and portals.ledger(BC) == []
     # the retry looks the reference up, finds nothing, and submits (same reference)
     result = run(name_search(ctx.retry()))
     [entry] = portals.ledger(BC)
     assert entry["nr_number"] == result["nr_number"]
-    assert entry["reference"] == ctx.checkpoints["name_request_reference"]
+    assert entry["reference"] == record(ctx.checkpoints, "name_request").reference
 
 
 def test_answer_lost_after_submit_is_reconciled(run, portals, make_ctx):
@@ -117,7 +118,8 @@ def test_answer_lost_after_submit_is_reconciled(run, portals, make_ctx):
     ctx = nr_ctx(make_ctx)
     with pytest.raises(RetryableError, match="outcome unknown"):
         run(name_search(ctx))
-    assert ctx.checkpoints["stage"] == "submitting" and "nr_number" not in ctx.checkpoints
+    assert state(ctx.checkpoints, "name_request") == "submitting"
+    assert "nr_number" not in ctx.checkpoints
     portals.control(BC, drop_after_submit=False)
     retry = ctx.retry()
     result = run(name_search(retry))

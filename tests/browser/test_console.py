@@ -24,6 +24,7 @@ from flowkit import SSN
 
 from jobs import clock
 from tests import payloads
+from tests.checkpoints import state
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.browser
@@ -259,7 +260,7 @@ def test_every_action_is_audited(env, signin, run):
     from jobs.secrets_at_rest import reveal
 
     assert reveal(row)["responsible_party"]["ssn"] == SSN and row["status"] == "pending"
-    assert row["checkpoint"]["stage"] == "submitting"  # checkpoints kept
+    assert state(row["checkpoint"], "ein_application") == "submitting"  # checkpoints kept
 
     # a schema-invalid edit is refused, nothing written
     run(page.goto(f"/jobs/{ids['name']}/edit"))

@@ -11,6 +11,7 @@ from flowkit import inflate_all
 
 from jobs.errors import BusinessError, PortalClosed, RetryableError
 from portals.flows.crtc import process_crtc
+from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser
 
@@ -37,8 +38,9 @@ def test_registration_end_to_end(run, portals, make_ctx):
     assert entry["province"] == "BC" and entry["contact"] == "Ann Lee"
     letter = CRTC_PAYLOAD["letter_text"].encode()
     assert entry["letter"]["sha256"] == hashlib.sha256(letter).hexdigest()
-    assert entry["reference"] == ctx.checkpoints["crtc_registration_reference"]
-    assert ctx.checkpoints["stage"] == "submitted" and ctx.checkpoints["confirmation"] == number
+    assert entry["reference"] == record(ctx.checkpoints, "crtc_registration").reference
+    assert state(ctx.checkpoints, "crtc_registration") == "confirmed"
+    assert record(ctx.checkpoints, "crtc_registration").confirmation["confirmation"] == number
     shots = sorted(p.name for p in ctx.artifacts_dir.glob("*.png"))
     assert shots == ["01-cover-page.png", "02-documents.png", "03-confirmation.png"]
 
@@ -70,7 +72,8 @@ def test_answer_lost_after_submit_is_reconciled(run, portals, make_ctx):
     ctx = crtc_ctx(make_ctx)
     with pytest.raises(RetryableError, match="outcome unknown"):
         run(process_crtc(ctx))
-    assert ctx.checkpoints["stage"] == "submitting" and "confirmation" not in ctx.checkpoints
+    assert state(ctx.checkpoints, "crtc_registration") == "submitting"
+    assert not record(ctx.checkpoints, "crtc_registration").confirmation
 
     portals.control(CRTC, drop_after_submit=False)
     result = run(process_crtc(ctx.retry()))
@@ -82,13 +85,15 @@ def test_answer_lost_after_submit_is_reconciled(run, portals, make_ctx):
 def test_retry_after_confirmation_does_not_resubmit(run, portals, make_ctx):
     ctx = crtc_ctx(make_ctx)
     # the attempt dies right after recording the confirmation, before the letter is kept
-    crash_after_checkpoint(ctx, portals, "confirmation", portal=CRTC, maintenance=True)
+    crash_after_checkpoint(ctx, portals, "confirmed:crtc_registration", portal=CRTC,
+                           maintenance=True)
     with pytest.raises(PortalClosed):
         run(process_crtc(ctx))
     portals.control(CRTC, maintenance=False)
     result = run(process_crtc(ctx.retry()))
     [entry] = portals.ledger(CRTC)
-    assert result["confirmation"] == entry["confirmation"] == ctx.checkpoints["confirmation"]
+    assert result["confirmation"] == entry["confirmation"] == record(
+        ctx.checkpoints, "crtc_registration").confirmation["confirmation"]
     assert ctx.documents.by_job[ctx.job_id][0][2].startswith(b"%PDF-")
 
 

@@ -18,6 +18,7 @@ import pytest
 from jobs import clock, queue
 from tests import payloads
 from tests.browser.flowkit import artifact_blobs, secret_forms
+from tests.checkpoints import state
 from tests.conftest import run_cli
 from tests.mailbox import Mailbox, free_port
 from tests.service_helpers import Service, open_all_hours, wait_until
@@ -83,7 +84,7 @@ def test_no_ssn_at_rest_after_completed_failed_and_cancelled_jobs(
     rows = {j: queue.get_job(j) for j in (done, fails, cancelled)}
     assert [rows[j]["status"] for j in (done, fails, cancelled)] == [
         "completed", "failed", "cancelled"], {j: r["last_error"] for j, r in rows.items()}
-    assert rows[fails]["checkpoint"]["stage"] == "not_accepted"   # past the identity step
+    assert state(rows[fails]["checkpoint"], "ein_application") == "refused"  # past identity
     assert "business: obtain_ein" in mail["Subject"]
     body = next(p for p in mail.walk() if p.get_content_type() == "text/plain")
     assert "erased 30 days after the failure" in body.get_payload(decode=True).decode()

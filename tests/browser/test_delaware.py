@@ -10,6 +10,7 @@ from flowkit import inflate_all
 
 from jobs.errors import BusinessError, PortalClosed, RetryableError
 from portals.flows.delaware import file_entity_de
+from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser
 
@@ -40,8 +41,8 @@ def test_llc_formation_end_to_end(run, portals, de_ctx):
     assert b"CERTIFICATE OF FORMATION" in text and b"Blue Heron Ventures LLC" in text
     [entry] = portals.ledger(PORTAL)
     assert entry["file_number"] == result["file_number"]
-    assert entry["client_ref"] == ctx.checkpoints["client_ref"] == f"PQ-{ctx.job_id}"
-    assert ctx.checkpoints["stage"] == "filed"
+    assert entry["client_ref"] == record(ctx.checkpoints, "formation").reference == f"PQ-{ctx.job_id}"
+    assert state(ctx.checkpoints, "formation") == "confirmed"
     assert [p.name for p in sorted(ctx.artifacts_dir.glob("*.png"))] == [
         "01-home.png", "02-entity.png", "03-details.png", "04-review.png", "05-filed.png"]
     assert not (ctx.artifacts_dir / "trace.zip").exists()  # retain-on-failure, succeeded
@@ -64,7 +65,7 @@ def test_not_eligible_for_online_filing_is_a_business_error(run, portals, de_ctx
                                 {"name": "Preferred", "max_shares": 100}])
     exc = fails(run, ctx, BusinessError)
     assert "not eligible for online filing" in str(exc) and "more than one class" in str(exc)
-    assert portals.ledger(PORTAL) == [] and "stage" not in ctx.checkpoints
+    assert portals.ledger(PORTAL) == [] and state(ctx.checkpoints, "formation") is None
     assert (ctx.artifacts_dir / "trace.zip").exists()  # kept: the attempt failed
 
 
@@ -84,7 +85,8 @@ def test_dropped_answer_is_reconciled_by_lookup(run, portals, de_ctx):
     portals.control(PORTAL, drop_after_submit=True)
     ctx = de_ctx()
     assert "reconciles" in str(fails(run, ctx, RetryableError))
-    assert ctx.checkpoints["stage"] == "submitting" and "file_number" not in ctx.checkpoints
+    assert state(ctx.checkpoints, "formation") == "submitting"
+    assert not record(ctx.checkpoints, "formation").confirmation
     [entry] = portals.ledger(PORTAL)
     portals.control(PORTAL, drop_after_submit=False)
     retry = ctx.retry()
@@ -99,7 +101,7 @@ def test_system_error_at_submit_then_lookup_finds_nothing_and_files(run, portals
     portals.control(PORTAL, error_code="E503", error_times=1)
     ctx = de_ctx()
     assert "HTTP 500" in str(fails(run, ctx, RetryableError))
-    assert ctx.checkpoints["stage"] == "submitting" and portals.ledger(PORTAL) == []
+    assert state(ctx.checkpoints, "formation") == "submitting" and portals.ledger(PORTAL) == []
     retry = ctx.retry()
     result = run(file_entity_de(retry))
     assert retry.checkpoints["reconciled"] == "not_found"

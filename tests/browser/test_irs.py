@@ -13,6 +13,7 @@ from jobs.clock import FrozenClock, set_clock
 from jobs.errors import BusinessError, DeferUntil, PortalClosed, RetryableError, UncertainOutcome
 from portals.flows.base import next_midnight
 from portals.flows.irs import obtain_ein
+from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser
 
@@ -51,7 +52,8 @@ def test_obtain_ein_end_to_end(run, portals, make_ctx, ein_payload):
     text = inflate_all(pdf)
     assert result["ein"].encode() in text and b"Acme Widgets LLC" in text
     assert b"6789" not in text  # the letter carries no part of the SSN
-    assert ctx.checkpoints["stage"] == "assigned" and ctx.checkpoints["ein"] == result["ein"]
+    assert state(ctx.checkpoints, "ein_application") == "confirmed"
+    assert record(ctx.checkpoints, "ein_application").confirmation["ein"] == result["ein"]
 
     [entry] = portals.ledger(PORTAL)
     assert entry["ein"] == result["ein"] and entry["legal_name"] == "Acme Widgets LLC"
@@ -83,7 +85,8 @@ def test_system_error_is_retryable_and_restart_is_safe(run, portals, irs_ctx, co
     ctx = irs_ctx()
     exc = fails(run, ctx, RetryableError)
     assert code in str(exc) and "24 hours" in str(exc)
-    assert ctx.checkpoints["stage"] == "not_accepted" and ctx.checkpoints["last_error"] == code
+    assert state(ctx.checkpoints, "ein_application") == "refused"
+    assert ctx.checkpoints["last_error"] == code
     if code != "109":
         return
     retry = ctx.retry()
@@ -104,7 +107,7 @@ def test_second_ein_same_responsible_party_same_day_is_deferred(run, portals, ir
     exc = fails(run, second, DeferUntil)
     assert exc.when == next_midnight("America/New_York", TUESDAY_10_ET)
     assert exc.when == datetime(2026, 3, 11, 4, 0, tzinfo=UTC)  # midnight EDT
-    assert second.checkpoints["stage"] == "not_accepted"
+    assert state(second.checkpoints, "ein_application") == "refused"
     assert len(portals.ledger(PORTAL)) == 1
     clock.set(exc.when + timedelta(hours=8))  # next IRS day, 08:00 ET
     assert run(obtain_ein(second.retry()))["ein"]
@@ -121,7 +124,8 @@ def test_dropped_answer_is_uncertain_and_never_resubmitted(run, portals, irs_ctx
     portals.control(PORTAL, drop_after_submit=True)
     ctx = irs_ctx()
     fails(run, ctx, UncertainOutcome)
-    assert ctx.checkpoints["stage"] == "submitting" and "ein" not in ctx.checkpoints
+    assert state(ctx.checkpoints, "ein_application") == "submitting"
+    assert not record(ctx.checkpoints, "ein_application").confirmation
     assert len(portals.ledger(PORTAL)) == 1
     portals.control(PORTAL, drop_after_submit=False)
     retry = ctx.retry()
@@ -157,7 +161,7 @@ def test_idle_over_15_minutes_expires_the_session_mid_flow(run, portals, irs_ctx
     idle_before_each_page(ctx, timedelta(minutes=15, seconds=1), from_page=4)
     exc = fails(run, ctx, RetryableError)
     assert "session expired" in str(exc)
-    assert "stage" not in ctx.checkpoints and portals.ledger(PORTAL) == []
+    assert state(ctx.checkpoints, "ein_application") is None and portals.ledger(PORTAL) == []
 
 
 def test_idle_under_15_minutes_keeps_the_session(run, portals, irs_ctx):
@@ -170,7 +174,7 @@ def test_session_expiry_fault_then_retry(run, portals, irs_ctx):
     portals.control(PORTAL, expire_session=True)
     ctx = irs_ctx()
     assert "session expired" in str(fails(run, ctx, RetryableError))
-    assert "stage" not in ctx.checkpoints  # expired before the point of no return
+    assert state(ctx.checkpoints, "ein_application") is None  # expired before the point of no return
     assert run(obtain_ein(ctx.retry()))["ein"]
 
 

@@ -8,8 +8,10 @@ import psycopg
 import pytest
 
 from jobs import queue
+from jobs.worker_api import past_point_of_no_return
 from tests import payloads
 from tests.browser import bckit
+from tests.checkpoints import state
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until
 
@@ -17,9 +19,10 @@ pytestmark = pytest.mark.browser
 
 
 def _service(db, tmp_path, standin_server, mailbox, **env):
+    env = {"PORTALQ_WORKERS": 3, **env}
     return Service(db, tmp_path, "flows", PORTALQ_STANDIN_URL=standin_server.base_url,
                    PORTALQ_ADMIN_EMAILS="ops@example.com", PORTALQ_SMTP_URL=mailbox.url,
-                   PORTALQ_RETRY_BASE_SECONDS=0.2, PORTALQ_WORKERS=3, **env)
+                   PORTALQ_RETRY_BASE_SECONDS=0.2, **env)
 
 
 def _documents(dsn, job_id):
@@ -70,6 +73,10 @@ def test_every_job_type_end_to_end(db, dsn, tmp_path, standin_server, portals):
         docs = _documents(dsn, jobs[key])
         assert docs and all(d.startswith(b"%PDF-") for d in docs.values()), key
     assert queue.get_job(deliver)["status"] == "completed"
+    # every flow reported its steps through ctx.step (the last one stays on the job)
+    assert queue.get_job(deliver)["checkpoint"]["step"] == "sending"
+    assert all(r["checkpoint"].get("step") for r in rows.values()), {
+        k: r["checkpoint"].get("step") for k, r in rows.items()}
     attached = [p for p in delivered.walk() if p.get_filename()]
     assert attached and attached[0].get_payload(decode=True).startswith(b"%PDF-")
     # each filing reached its portal exactly once
@@ -125,7 +132,7 @@ def _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox, port
     victim = _service(db, tmp_path, standin_server, mailbox).start()
     try:
         wait_until(lambda: len(portals.ledger(portal)) == 1, 60, "the submission")
-        assert queue.get_job(job_id)["checkpoint"].get("stage") == "submitting"
+        assert past_point_of_no_return(queue.get_job(job_id)["checkpoint"])
         victim.signal(signal.SIGKILL)
         victim.wait(10)
     finally:
@@ -195,7 +202,8 @@ def test_uncertain_outcome_resolved_not_filed_files_exactly_once(
         job = queue.enqueue("obtain_ein", "ORD-U", payloads.OBTAIN_EIN).id
         wait_until(lambda: _final(job), 60, "the uncertain outcome")
         failed = queue.get_job(job)
-        assert failed["status"] == "failed" and failed["checkpoint"]["stage"] == "submitting"
+        assert failed["status"] == "failed"
+        assert state(failed["checkpoint"], "ein_application") == "submitting"
         [mail] = mailbox.wait_for(1, 30)
         assert "uncertain" in mail["Subject"]
         assert portals.ledger("irs_ein") == []  # the admin checks the portal: nothing there
@@ -286,3 +294,35 @@ def test_no_ssn_in_any_artifact_log_email_or_error_of_a_service_run(
             UNION ALL SELECT reason FROM escalations""").fetchall()
     for (text,) in texts:
         assert not any(f.decode() in text for f in forms), text
+
+
+def test_the_status_view_shows_each_flows_step(db, dsn, tmp_path, standin_server, portals):
+    """``portalq status`` shows, for every built-in browser flow, the step the flow reported
+    (here: each waits at its point of no return; deliver's step is checked above)."""
+    import json
+
+    from tests.conftest import run_cli
+
+    open_all_hours(dsn)
+    for portal in ("bc_corporate_online", "delaware_icis", "irs_ein", "crtc"):
+        portals.control(portal, hang_after_submit=True)
+    mailbox = Mailbox().start()
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_WORKERS=5).start()
+    try:
+        jobs = [queue.enqueue("name_search", "ORD-1", bckit.NAME_SEARCH).id,
+                queue.enqueue("file_entity", "ORD-2", bckit.FILE_ENTITY).id,
+                queue.enqueue("file_entity", "ORD-3", payloads.FILE_ENTITY_DE).id,
+                queue.enqueue("obtain_ein", "ORD-4", payloads.OBTAIN_EIN).id,
+                queue.enqueue("process_crtc", "ORD-5", bckit.CRTC_PAYLOAD).id]
+        wait_until(lambda: sum(len(portals.ledger(p)) for p in (
+            "bc_corporate_online", "delaware_icis", "irs_ein", "crtc")) == 5, 90,
+            "every flow at its point of no return")
+        out = run_cli("status", "--json")
+        assert out.returncode == 0, out.stderr
+        steps = {r["id"]: r["step"] for r in json.loads(out.stdout)["running"]}
+        assert steps == dict.fromkeys(jobs, "submit")
+    finally:
+        for portal in ("bc_corporate_online", "delaware_icis", "irs_ein", "crtc"):
+            portals.control(portal, hang_after_submit=False)
+        svc.stop()
+        mailbox.stop()

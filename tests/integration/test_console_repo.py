@@ -15,6 +15,7 @@ from jobs.console_repo import JobFilter
 from jobs.errors import IllegalTransition, InputError
 from jobs.sql import query
 from tests import payloads
+from tests.checkpoints import in_doubt, state
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 OPS = Actor("ops", "operator")
@@ -109,10 +110,11 @@ def test_list_and_overview_read_indexes_not_the_finished_bulk(conn):
 
 # --- actions ---------------------------------------------------------------------------------
 
-def _failed_ein(conn, stage: str = "submitting") -> int:
+def _failed_ein(conn, doubt: bool = True) -> int:
     job_id = queue.enqueue("obtain_ein", "ORD-1", payloads.OBTAIN_EIN, conn=conn).id
+    cp = {**(in_doubt("ein_application") if doubt else {}), "identity": "done"}
     conn.execute("UPDATE job_queue SET status = 'failed', attempts = 1, checkpoint = %s "
-                 "WHERE id = %s", (json.dumps({"stage": stage, "identity": "done"}), job_id))
+                 "WHERE id = %s", (json.dumps(cp), job_id))
     return job_id
 
 
@@ -120,7 +122,7 @@ def test_not_filed_resumes_and_is_audited_with_masked_before_and_after(conn):
     job_id = _failed_ein(conn)
     console_actions.not_filed(conn, OPS, job_id, "not on the portal")
     job = queue.get_job(job_id, conn)
-    assert job["status"] == "pending" and "stage" not in job["checkpoint"]
+    assert job["status"] == "pending" and state(job["checkpoint"], "ein_application") == "not_filed"
     [row] = audit.entries(conn, target=f"job:{job_id}")
     assert (row["action"], row["actor"], row["reason"]) == ("job.not_filed", "ops",
                                                            "not on the portal")

@@ -5,6 +5,7 @@ crashes that spent attempts, escalations that waited for the tick."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from datetime import timedelta
@@ -19,6 +20,7 @@ from jobs.worker_api import Capacity
 from scheduler import mailer
 from scheduler.config import Settings
 from scheduler.worker import Backoff, Worker, make_pool
+from tests import checkpoints
 from tests.mailbox import Mailbox, free_port
 from tests.service_helpers import Service, add_local_portal, health, wait_until
 
@@ -263,6 +265,13 @@ def _stale(conn, ids, when):
                  "attempts = attempts + 1, heartbeat_at = %s WHERE id = ANY(%s)", (when, ids))
 
 
+def _after_server_start():
+    """A frozen "now" the rescuer can judge heartbeats against: a heartbeat counts from the
+    server's start at the earliest (stale_running), so a test run within a minute of the
+    embedded server's start must not freeze the clock at the real now."""
+    return clock.now() + timedelta(hours=1)
+
+
 def _rescue(dsn, crash_limit=3):
     async def go():
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
@@ -274,7 +283,7 @@ def _rescue(dsn, crash_limit=3):
 def test_crashes_refund_attempts_up_to_the_crash_limit_then_escalate(db, dsn, conn):
     add_local_portal(dsn)
     job = queue.enqueue("ledger_job", "O1", {})
-    frozen = clock.FrozenClock(clock.now())
+    frozen = clock.FrozenClock(_after_server_start())
     clock.set_clock(frozen)
     for crash in range(1, 4):
         _stale(conn, [job.id], clock.now() - timedelta(seconds=61))
@@ -298,8 +307,9 @@ def test_a_filing_rescued_past_submission_with_its_attempts_spent_is_reconciled(
 
     de = queue.enqueue("file_entity", "ORD-DE", dict(payloads.FILE_ENTITY_DE), max_attempts=2)
     irs = queue.enqueue("obtain_ein", "ORD-EIN", dict(payloads.OBTAIN_EIN))
-    conn.execute("UPDATE job_queue SET checkpoint = '{\"stage\": \"submitting\"}', attempts = 1")
-    frozen = clock.FrozenClock(clock.now())
+    conn.execute("UPDATE job_queue SET checkpoint = %s, attempts = 1",
+                 (json.dumps(checkpoints.in_doubt()),))
+    frozen = clock.FrozenClock(_after_server_start())
     clock.set_clock(frozen)
     _stale(conn, [de.id, irs.id], clock.now() - timedelta(seconds=61))
     assert _rescue(dsn) == {de.id: "pending", irs.id: "failed"}

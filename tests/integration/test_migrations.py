@@ -121,3 +121,60 @@ def _seq(plan) -> str:
                 walk(v)
     walk(plan)
     return json.dumps(found)
+
+
+def test_0014_keeps_a_submission_in_doubt_in_doubt_and_back(db, dsn):
+    """Checkpoints written before the submission protocol: after 0014 the rescuer reads only
+    the protocol's record, so every old "submitting" must become a record in doubt (and a
+    downgrade must give the old code its "stage" back)."""
+    from alembic import command
+
+    from jobs import submission
+    from jobs.worker_api import past_point_of_no_return
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("DROP SCHEMA public CASCADE")
+        c.execute("CREATE SCHEMA public")
+    migrate.upgrade(db, "0011")
+    old = {
+        "de_doubt": ("file_entity", {"jurisdiction": "DE"},
+                     {"stage": "submitting", "client_ref": "PQ-1"}),
+        "de_filed": ("file_entity", {"jurisdiction": "DE"},
+                     {"stage": "filed", "client_ref": "PQ-2", "file_number": "1234567"}),
+        "bc_inc": ("file_entity", {"jurisdiction": "BC"},
+                   {"stage": "submitting", "submission": "incorporation",
+                    "incorporation_reference": "PQ3-INC-aa", "nr_number": "NR 1234567",
+                    "nr_state": "APPROVED", "name_request_reference": "PQ3-NAM-bb"}),
+        "irs_doubt": ("obtain_ein", {}, {"stage": "submitting", "client_ref": "PQ-4-1"}),
+        "irs_refused": ("obtain_ein", {}, {"stage": "not_accepted", "last_error": "109"}),
+        "crtc": ("process_crtc", {}, {"stage": "submitted", "confirmation": "CRTC-2026-000001",
+                                      "crtc_registration_reference": "PQ5-CRT-cc"}),
+        "plugin": ("ledger_job", {}, {"stage": "submitting"}),
+    }
+    ids = {}
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for key, (job_type, payload, cp) in old.items():
+            ids[key] = c.execute(
+                "INSERT INTO job_queue (job_type, order_id, portal, payload, checkpoint, run_at,"
+                " created_at, updated_at) VALUES (%s, 'O', 'email', %s, %s, now(), now(), now())"
+                " RETURNING id",
+                (job_type, json.dumps(payload), json.dumps(cp))).fetchone()[0]
+        migrate.upgrade(db)
+        cps = dict(c.execute("SELECT id, checkpoint FROM job_queue").fetchall())
+        url = c.execute("SELECT url FROM portals WHERE code = 'irs_ein'").fetchone()[0]
+    assert url.startswith("https://") and "irs.gov" in url
+    recs = {k: submission.records(cps[i]) for k, i in ids.items()}
+    doubt = {k for k, i in ids.items() if past_point_of_no_return(cps[i])}
+    assert doubt == {"de_doubt", "bc_inc", "irs_doubt", "plugin"}
+    assert recs["de_doubt"]["formation"].reference == "PQ-1"
+    assert recs["de_filed"]["formation"].confirmation == {"file_number": "1234567"}
+    assert recs["bc_inc"]["incorporation"].reference == "PQ3-INC-aa"
+    assert recs["bc_inc"]["name_request"].state == "confirmed"
+    assert recs["irs_refused"]["ein_application"].state == "refused"
+    assert recs["crtc"]["crtc_registration"].confirmation == {"confirmation": "CRTC-2026-000001"}
+
+    command.downgrade(migrate.alembic_config(db), "0011")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        cps = dict(c.execute("SELECT id, checkpoint FROM job_queue").fetchall())
+    assert {k for k, i in ids.items() if cps[i].get("stage") == "submitting"} == doubt
+    assert not any("submissions" in cp for cp in cps.values())

@@ -55,7 +55,9 @@ def _kind(kind: str, name: str) -> dict[str, Any]:
 def _setting_names() -> set[str]:
     names = {f"PORTALQ_{name.upper()}" for name in Settings.model_fields}
     # per-portal families, for the seeded portals
-    names |= {f"{family}{code.upper()}" for code in Settings().portal_urls()
+    from portals.catalogue import STANDIN_PATHS
+
+    names |= {f"{family}{code.upper()}" for code in STANDIN_PATHS
               for family in ("PORTALQ_BROWSER_WS_", "PORTALQ_PORTAL_URL_")}
     # read outside Settings: the config file, the secrets folder, the browser config
     return names | {"PORTALQ_CONFIG", "PORTALQ_SECRETS_DIR", "PORTALQ_PLAYWRIGHT_CONFIG",

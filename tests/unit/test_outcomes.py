@@ -16,10 +16,11 @@ from jobs.errors import (
 )
 from jobs.worker_api import rescue_decision
 from scheduler.outcomes import Policy, PortalState, decide, is_outage_sign
+from tests import checkpoints
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 POLICY = Policy(retry_base_seconds=10, retry_cap_seconds=100, probe_seconds=60, probe_limit=3)
-SUBMITTING = {"stage": "submitting"}
+SUBMITTING = checkpoints.in_doubt()
 
 
 def job(attempts=1, max_attempts=5, checkpoint=None, probe_failures=0):

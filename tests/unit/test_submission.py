@@ -1,0 +1,115 @@
+"""The submission protocol (jobs/submission.py): what it writes, and what its readers see."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+from jobs import submission
+from jobs.submission import State, Submission
+from jobs.worker_api import past_point_of_no_return
+
+NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
+
+
+class Ctx:
+    """Checkpoints merged the way the queue merges them (top-level keys)."""
+
+    def __init__(self, checkpoints=None):
+        self.checkpoints = dict(checkpoints or {})
+        self.writes: list[dict] = []
+
+    async def save(self, **data):
+        self.writes.append(data)
+        self.checkpoints.update(data)
+
+    def sub(self, name, reference=None):
+        return Submission(name, 42, lambda: self.checkpoints, self.save, lambda: NOW, reference)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_the_checkpoint_is_written_before_the_click_and_the_confirmation_after():
+    ctx = Ctx()
+    sub = ctx.sub("incorporation")
+    clicked_when_in_doubt = []
+
+    async def file():
+        async with sub:
+            clicked_when_in_doubt.append(past_point_of_no_return(ctx.checkpoints))
+            await sub.confirmed(number="BC1234567")
+
+    run(file())
+    assert clicked_when_in_doubt == [True]
+    assert not past_point_of_no_return(ctx.checkpoints)
+    rec = submission.records(ctx.checkpoints)["incorporation"]
+    assert (rec.state, rec.confirmation, rec.reference) == (
+        State.CONFIRMED, {"number": "BC1234567"}, sub.reference)
+    assert sub.reference.startswith("PQ42-INC-")
+
+
+def test_a_crash_inside_the_block_leaves_it_in_doubt_and_the_retry_sees_it():
+    ctx = Ctx()
+
+    async def crash():
+        async with ctx.sub("formation", reference="PQ-42"):
+            raise ConnectionError("the answer never came")
+
+    with pytest.raises(ConnectionError):
+        run(crash())
+    again = ctx.sub("formation")
+    assert again.in_doubt and again.reference == "PQ-42" and again.confirmation is None
+    assert [r.name for r in submission.in_doubt(ctx.checkpoints)] == ["formation"]
+
+
+@pytest.mark.parametrize(("state", "in_doubt", "reused"), [
+    (State.SUBMITTING, True, True),
+    (State.CONFIRMED, False, True),     # found again by the same reference
+    (State.REFUSED, False, False),      # nothing filed: a new submission, a new reference
+    (State.NOT_FILED, False, False),
+])
+def test_what_a_later_attempt_sees(state, in_doubt, reused):
+    cp = {submission.KEY: {"x": {"state": str(state), "reference": "OLD"}}}
+    sub = Ctx(cp).sub("x")
+    assert sub.in_doubt is in_doubt and past_point_of_no_return(cp) is in_doubt
+    assert (sub.reference == "OLD") is reused
+
+
+def test_two_submissions_of_one_job_are_kept_apart():
+    ctx = Ctx()
+
+    async def both():
+        nr = ctx.sub("name_request")
+        async with nr:
+            await nr.confirmed(nr_number="NR 1234567")
+        async with ctx.sub("incorporation"):
+            pass   # pressed; no answer
+
+    run(both())
+    recs = submission.records(ctx.checkpoints)
+    assert recs["name_request"].state is State.CONFIRMED
+    assert recs["incorporation"].state is State.SUBMITTING
+
+
+def test_an_admin_resolution_answers_every_submission_in_doubt():
+    cp = submission.started({}, "a", "R1", NOW)
+    patch = submission.resolved(cp, State.NOT_FILED, NOW, by="ops")
+    assert not submission.in_doubt(patch)
+    assert submission.records(patch)["a"].confirmation == {"by": "ops"}
+
+
+def test_a_submission_in_doubt_cannot_be_retired():
+    ctx = Ctx(submission.started({}, "name_request", "R1", NOW))
+    with pytest.raises(RuntimeError):
+        run(ctx.sub("name_request").retire())
+
+
+@pytest.mark.parametrize("junk", [None, [], "submitting", {"submissions": "x"},
+                                  {"submissions": {"a": {"state": "bogus"}}},
+                                  {"stage": "submitting"}])
+def test_shapes_that_are_no_record(junk):
+    assert submission.in_doubt(junk) == [] and not past_point_of_no_return(junk)
