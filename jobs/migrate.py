@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import migrations
 
@@ -98,3 +98,21 @@ def upgrade_if_needed(url: str) -> None:
         except psycopg.errors.UndefinedTable:
             pass
     upgrade(url)
+
+
+def seed_portals(url: str, portals: list[dict[str, Any]]) -> list[str]:
+    """Add the declared portals the database lacks (rows from ``PortalPreset.as_row``), in
+    one transaction; existing portals are left as they are. Returns the codes added."""
+    import psycopg
+
+    from jobs import sql
+    from jobs.database import libpq_dsn
+    from jobs.embedded import owner_url
+
+    added = []
+    with psycopg.connect(libpq_dsn(owner_url(url))) as conn:
+        for row in portals:
+            if sql.fetch_one(conn, "seed_portal", row) is not None:
+                sql.fetch(conn, "seed_portal_hours", row)
+                added.append(str(row["code"]))
+    return added

@@ -18,6 +18,29 @@ from portals.payloads import (
     ObtainEinPayload,
     ProcessCrtcPayload,
 )
+from portals.presets import PRESETS, PortalPreset
+
+_PORTALS: dict[str, PortalPreset] = {}
+
+
+def declare_portal(portal: PortalPreset) -> PortalPreset:
+    """A portal a plugin brings: ``portalq migrate`` (and ``portalq run``) add its row and
+    weekly hours when the database has no portal of that code yet -- never overwriting what
+    an operator changed since (hours, closures, the address)."""
+    _PORTALS[portal.code] = portal
+    return portal
+
+
+def declared_portals() -> list[PortalPreset]:
+    """Every declared portal (plugins loaded first)."""
+    from jobs import plugins
+
+    plugins.load()
+    return list(_PORTALS.values())
+
+
+for _preset in PRESETS.values():
+    declare_portal(_preset)
 
 #: where each jurisdiction files
 ENTITY_PORTALS = {"BC": "bc_corporate_online", "DE": "delaware_icis"}

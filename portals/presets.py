@@ -39,8 +39,20 @@ class PortalPreset:
     windows: tuple[Window, ...]
     holiday_country: str | None
     holiday_subdiv: str | None
-    max_concurrent_sessions: int
+    max_concurrent_sessions: int | None
     cutoff_minutes: int
+    #: the real portal's address (``portals.url``; the built-ins' are seeded by migration)
+    url: str | None = None
+
+    def as_row(self) -> dict[str, object]:
+        """The seed row (portals + portal_hours) :func:`jobs.migrate.seed_portals` takes."""
+        return {"code": self.code, "name": self.name, "timezone": self.timezone,
+                "holiday_country": self.holiday_country, "holiday_subdiv": self.holiday_subdiv,
+                "max_concurrent_sessions": self.max_concurrent_sessions,
+                "cutoff_minutes": self.cutoff_minutes, "url": self.url,
+                "weekdays": [w.weekday for w in self.windows],
+                "opens": [w.opens for w in self.windows],
+                "closes": [w.closes for w in self.windows]}
 
 
 PRESETS: dict[str, PortalPreset] = {

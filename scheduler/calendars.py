@@ -101,6 +101,15 @@ def load_sync(conn: Any) -> dict[str, Portal]:
     return build(*[sql.fetch(conn, name, _load_params()) for name in _LOAD])
 
 
+def seed_declared_portals(url: str) -> list[str]:
+    """The portals declared in code (portals.catalogue, plugins) that the database lacks:
+    added with their weekly hours. Returns their codes."""
+    from jobs.migrate import seed_portals
+    from portals.catalogue import declared_portals
+
+    return seed_portals(url, [p.as_row() for p in declared_portals()])
+
+
 # --- stored holidays ----------------------------------------------------------------
 #: the years stored: from last year to this many years ahead; the tick extends them once
 #: next year would no longer be covered

@@ -59,10 +59,13 @@ def migrate(database_url: DbUrl = None,
         before = m.current(url)
         m.upgrade(url)
         after = m.current(url)
-        from scheduler.calendars import store_holidays
+        from scheduler.calendars import seed_declared_portals, store_holidays
 
+        added = seed_declared_portals(url)
         stored = store_holidays(url)
     typer.echo(f"schema at {after}" + ("" if before == after else f" (was {before or 'empty'})"))
+    if added:
+        typer.echo(f"portals added: {', '.join(added)}")
     if stored:
         typer.echo(f"holidays stored for {', '.join(stored)}")
 

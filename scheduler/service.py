@@ -37,6 +37,11 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     direct_url = direct_database_url(settings.database_url, settings.direct_database_url,
                                      connect_timeout=timeout)
     await asyncio.to_thread(upgrade_if_needed, direct_url)
+    from scheduler.calendars import seed_declared_portals
+
+    added = await asyncio.to_thread(seed_declared_portals, direct_url)
+    if added:
+        log.info("declared portals added: %s", ", ".join(added))
     direct = libpq_dsn(direct_url)
     pool = make_pool(settings, libpq_dsn(url))
     await pool.open(wait=True, timeout=60)

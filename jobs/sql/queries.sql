@@ -986,3 +986,19 @@ WHERE ends_at > %(after)s ORDER BY starts_at, id;
 -- name: console_closure_delete
 DELETE FROM portal_closures WHERE id = %(id)s AND portal = %(portal)s
 RETURNING id, starts_at, ends_at, reason;
+
+-- name: seed_portal
+-- A declared portal (portals.catalogue.declare_portal) the database does not have yet; an
+-- existing row is never touched (its operator may have changed it).
+INSERT INTO portals (code, name, timezone, holiday_country, holiday_subdiv,
+                     max_concurrent_sessions, cutoff_minutes, url)
+VALUES (%(code)s, %(name)s, %(timezone)s, %(holiday_country)s, %(holiday_subdiv)s,
+        %(max_concurrent_sessions)s, %(cutoff_minutes)s, %(url)s)
+ON CONFLICT (code) DO NOTHING
+RETURNING code;
+
+-- name: seed_portal_hours
+INSERT INTO portal_hours (portal, weekday, opens, closes)
+SELECT %(code)s, w.weekday, w.opens, w.closes
+FROM unnest(%(weekdays)s::smallint[], %(opens)s::time[], %(closes)s::time[])
+     AS w(weekday, opens, closes);

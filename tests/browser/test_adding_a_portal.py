@@ -1,0 +1,44 @@
+"""docs/adding-a-portal.md works as written: its four files, copied into a plugin package,
+run their own test -- enqueued from the CLI through PORTALQ_PLUGINS, run by ``portalq run``
+against the toy stand-in, killed with SIGKILL right after submit, filed once (issue 14)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.browser
+
+DOC = ROOT / "docs" / "adding-a-portal.md"
+BLOCK = re.compile(r"^```python (\S+)\n(.*?)^```$", re.M | re.S)
+
+
+def files_of_the_doc() -> dict[str, str]:
+    return {path: body for path, body in BLOCK.findall(DOC.read_text())}
+
+
+def test_the_document_names_at_most_four_files():
+    files = files_of_the_doc()
+    assert sorted(files) == ["toy_portal/flow.py", "toy_portal/portal.py",
+                             "toy_portal/standin.py", "toy_portal/test_toy.py"]
+
+
+def test_the_toy_portal_from_the_document_files_once(db, tmp_path):
+    plugin = tmp_path / "plugin"
+    for path, body in files_of_the_doc().items():
+        (plugin / path).parent.mkdir(parents=True, exist_ok=True)
+        (plugin / path).write_text(body)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin), str(ROOT)]),
+           "PORTALQ_DATABASE_URL": db, "PORTALQ_HOME": str(tmp_path / "home")}
+    env.pop("PORTALQ_PLUGINS", None)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--rootdir", str(plugin), str(plugin / "toy_portal" / "test_toy.py")],
+                         cwd=plugin, env=env, capture_output=True, text=True, timeout=280)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "1 passed" in out.stdout
