@@ -74,7 +74,8 @@ def migrate(database_url: DbUrl = None,
 def enqueue(
     job_type: Annotated[str, typer.Argument(help="file_entity, obtain_ein, name_search, ...")],
     order: Annotated[str, typer.Option("--order", envvar="PORTALQ_ORDER", help="order id")],
-    payload: Annotated[str | None, typer.Option(help="payload as JSON")] = None,
+    payload: Annotated[str | None, typer.Option(
+        help="payload as JSON (default: built from the order, see jobs/orders.py)")] = None,
     payload_file: Annotated[Path | None, typer.Option(help="payload JSON file")] = None,
     portal: Annotated[str | None, typer.Option(help="portal code (default: by type)")] = None,
     run_at: Annotated[str | None, typer.Option(help="ISO 8601 instant")] = None,
@@ -84,13 +85,18 @@ def enqueue(
     as_json: Annotated[bool, typer.Option("--json", help="print the job row")] = False,
     database_url: DbUrl = None,
 ) -> None:
-    """Enqueue one job; prints its id."""
-    import jobs.types  # noqa: F401  (registers the built-in types)
+    """Enqueue one job; prints its id. Without --payload the payload is built from the order
+    by the job type's order source."""
     from jobs import queue
 
-    data = _load_payload(payload, payload_file)
+    given = payload is not None or payload_file is not None
+    data = _load_payload(payload, payload_file) if given else None
     when = _parse_instant(run_at, "--run-at")
     _use_url(database_url)
+    if data is None:
+        from jobs.orders import payload_for_order
+
+        data = payload_for_order(job_type, order)
     result = queue.enqueue(job_type, order, data, run_at=when, priority=priority,
                            max_attempts=max_attempts, idempotency_key=idempotency_key,
                            portal=portal)

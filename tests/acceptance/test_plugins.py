@@ -56,3 +56,12 @@ def test_a_plugin_that_cannot_load_is_one_line(db, dsn):
     assert out.returncode != 0
     assert out.stderr.strip() == ("portalq: error: cannot load plugin no_such_plugin_module: "
                                   "ModuleNotFoundError: No module named 'no_such_plugin_module'")
+
+
+def test_a_plugins_order_source_builds_the_payload(db, dsn):
+    out = run_cli("enqueue", "renew_licence", "--order", "L-7", "--json", env=PLUGIN)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["payload"]["years"] == 3
+    missing = run_cli("enqueue", "renew_licence", "--order", "X-1", env=PLUGIN)
+    assert missing.returncode != 0
+    assert "no order 'X-1' in the order source of renew_licence" in missing.stderr

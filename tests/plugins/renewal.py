@@ -20,5 +20,12 @@ async def renew(ctx: Any) -> dict[str, Any]:
     return {"renewed": ctx.payload["licence"]}
 
 
+def from_order(order_id: str) -> dict[str, Any] | None:
+    """The business's order book, as a plugin would read it (here: orders named L-<n>)."""
+    if not order_id.startswith("L-"):
+        return None
+    return {"licence": order_id, "owner_ssn": "123-45-6789", "years": 3}
+
+
 register(JobType("renew_licence", RenewalPayload, "email", flow=renew, uses_browser=False,
-                 secret_fields=("owner_ssn",)))
+                 secret_fields=("owner_ssn",), order_source=from_order))
