@@ -336,6 +336,16 @@ def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then
             pass
 
 
+def _need_demo_extra() -> None:
+    """The stand-ins and the demo mailbox are an extra: a production install lacks them."""
+    import importlib.util
+
+    missing = [m for m in ("fpdf", "aiosmtpd") if importlib.util.find_spec(m) is None]
+    if missing:
+        fail("the stand-in portals and the demo mailbox are not installed: "
+             "pip install 'portalq[demo]'")
+
+
 @app.command()
 def demo(
     exit_when_done: Annotated[bool, typer.Option(
@@ -347,6 +357,7 @@ def demo(
     """Run the whole product on the zero-setup defaults with sample orders."""
     if not timeout > 0:
         fail(f"--timeout must be positive, got {timeout}")
+    _need_demo_extra()
     import asyncio
 
     from rich.console import Console
@@ -363,6 +374,7 @@ def demo(
 def standin(host: Annotated[str, typer.Option(envvar="PORTALQ_STANDIN_HOST")] = "127.0.0.1",
             port: Annotated[int, typer.Option(envvar="PORTALQ_STANDIN_PORT")] = 8765) -> None:
     """Serve the stand-in portals (BC Registries, IRS EIN, Delaware, CRTC) locally."""
+    _need_demo_extra()
     from portals.standin.app import serve
 
     if not 0 <= port <= 65535:
