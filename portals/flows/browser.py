@@ -35,6 +35,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from portals.flows.masking import redact
+
 log = logging.getLogger("portalq.browser")
 
 CONFIG_ENV = "PORTALQ_PLAYWRIGHT_CONFIG"
@@ -407,8 +409,6 @@ _PAGE_TEXT_JS = """() => [document.documentElement.outerHTML, location.href,
 async def pages_show(context: Any, secrets: Iterable[str]) -> bool:
     """True if a page of ``context`` (markup, input values or URL) contains a secret;
     True as well when a page cannot be read (err on the safe side)."""
-    from portals.flows.base import redact
-
     secrets = list(secrets)
     for page in context.pages:
         for frame in page.frames:

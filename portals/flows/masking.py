@@ -1,0 +1,132 @@
+"""Secret values kept out of what a flow leaves behind: screenshots masked by value (in
+every frame) and by selector; text redacted in every written form of a secret.
+
+Used by the evidence of a flow (portals/flows/base.py) and by tracing
+(portals/flows/browser.py), so it imports neither.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+#: elements masked in every screenshot (stand-ins mark sensitive output with data-sensitive)
+SENSITIVE_SELECTOR = (
+    "[data-sensitive], input[type=password], input[name*=ssn i], input[name*=itin i]"
+)
+
+
+def secret_forms(secrets: Iterable[str]) -> list[str]:
+    """Every written form of the secrets: as given, and for a 9-digit number (SSN, ITIN,
+    EIN) digits only, dashed and spaced; longest first."""
+    forms: set[str] = set()
+    for secret in secrets:
+        if not secret:
+            continue
+        forms.add(secret)
+        digits = re.sub(r"\D", "", secret)
+        if len(digits) == 9:
+            forms |= {digits, f"{digits[:3]}-{digits[3:5]}-{digits[5:]}",
+                      f"{digits[:3]} {digits[3:5]} {digits[5:]}"}
+    return sorted(forms, key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret (and its digits-only / dashed forms) replaced by ***."""
+    for form in secret_forms(secrets):
+        text = text.replace(form, "***")
+    return text
+
+
+MASK_ATTR = "data-portalq-mask"
+
+# Two steps, so that the secrets themselves are never sent to the page (nor recorded in a
+# trace as an evaluate argument): the page lists its elements -- attribute values, input
+# value and options, whitespace-normalised text, parent -- and keeps them; Python finds
+# those showing a secret; the page marks them (MASK_ATTR) by position in its kept list.
+_COLLECT_JS = """() => {
+  const norm = s => (s || '').replace(/[\\s\\u00a0]+/g, ' ');
+  const els = [], out = [], pos = new Map();
+  const visit = (root, parent) => {
+    for (const el of root.querySelectorAll('*')) {
+      if (['SCRIPT', 'STYLE', 'TEMPLATE'].includes(el.tagName)) continue;
+      const parts = Array.from(el.attributes, a => a.value);
+      if ('value' in el && typeof el.value === 'string') parts.push(el.value);
+      if (el.tagName === 'SELECT') parts.push(...Array.from(el.options, o => o.text));
+      let up = el.parentElement, p = parent;
+      while (up) { if (pos.has(up)) { p = pos.get(up); break; } up = up.parentElement; }
+      pos.set(el, els.length);
+      els.push(el);
+      out.push([norm(parts.join('\\n')), norm(el.textContent), p]);
+      if (el.shadowRoot) visit(el.shadowRoot, els.length - 1);
+    }
+  };
+  visit(document, -1);
+  window.__portalqMaskables = els;
+  return out;
+}"""
+_MARK_JS = """([indices, attr]) => {
+  const els = window.__portalqMaskables || [];
+  delete window.__portalqMaskables;
+  for (const i of indices) if (els[i]) els[i].setAttribute(attr, '');
+  return indices.length;
+}"""
+_UNMARK_JS = """(attr) => { for (const el of document.querySelectorAll('[' + attr + ']'))
+  el.removeAttribute(attr); }"""
+
+
+def _to_mask(elements: list[list[Any]], forms: list[str]) -> list[int]:
+    """Positions of the elements to mask: any whose attributes or value show a form, and
+    the innermost ones whose text does (a parent only when no child holds it whole)."""
+    def shows(text: str) -> bool:
+        return any(f in text for f in forms)
+
+    text_hit = [shows(text) for _parts, text, _parent in elements]
+    has_hit_child = set()
+    for i, (_parts, _text, parent) in enumerate(elements):
+        if text_hit[i] and parent >= 0:
+            has_hit_child.add(parent)
+    return [i for i, (parts, _text, _parent) in enumerate(elements)
+            if shows(parts) or (text_hit[i] and i not in has_hit_child)]
+
+
+class FrameUnreadable(Exception):
+    """A frame of the page could not be checked for secret values: no screenshot."""
+
+
+async def mark_secrets(page: Any, secrets: Iterable[str]) -> list[Any]:
+    """Mark, in every frame of ``page``, the elements showing a secret value in any written
+    form; the locators to mask. Raises :class:`FrameUnreadable` when a frame cannot be
+    read (navigating, crashed, detached): its content is then unknown."""
+    forms = secret_forms(secrets)
+    masks = [page.locator(SENSITIVE_SELECTOR)]
+    for frame in page.frames:
+        try:
+            elements = await frame.evaluate(_COLLECT_JS)
+            await frame.evaluate(_MARK_JS, [_to_mask(elements, forms), MASK_ATTR])
+        except Exception as exc:  # noqa: BLE001 - any failure: cannot prove it clean
+            raise FrameUnreadable(f"frame {frame.name or frame.url[:60]!r}: "
+                                  f"{type(exc).__name__}") from None
+        masks.append(frame.locator(f"[{MASK_ATTR}]"))
+    return masks
+
+
+async def unmark_secrets(page: Any) -> None:
+    for frame in page.frames:
+        with suppress(Exception):
+            await frame.evaluate(_UNMARK_JS, MASK_ATTR)
+
+
+async def masked_screenshot(page: Any, path: Path, secrets: Iterable[str]) -> bool:
+    """A full-page screenshot with every secret masked (by value in every frame, and by
+    :data:`SENSITIVE_SELECTOR`). When a frame cannot be read, no screenshot is taken:
+    raises :class:`FrameUnreadable` (the caller records missing evidence)."""
+    masks = await mark_secrets(page, secrets)
+    try:
+        await page.screenshot(path=str(path), full_page=True, mask=masks)
+    finally:
+        await unmark_secrets(page)
+    return True
