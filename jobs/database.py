@@ -97,7 +97,12 @@ def connect_timeout_setting() -> float:
 def parse_url(url: str, what: str = "PORTALQ_DATABASE_URL") -> ParsedUrl:
     """Parse a database URL with :mod:`urllib.parse`; InputError (never quoting the
     password) when it is malformed. A '/', '?', '#' or '%' in the user name or password
-    must be percent-encoded; '@' and ':' may appear as they are."""
+    must be percent-encoded; '@' and ':' may appear as they are.
+
+    Several hosts (failover, with ``target_session_attrs=read-write``) in any of the forms
+    libpq and SQLAlchemy know -- ``postgresql://u@h1:5432,h2:5433/db``,
+    ``?host=h1,h2&port=5432,5433`` or ``?host=h1:5432&host=h2:5433`` -- come back as one
+    form, ``?host=h1,h2&port=5432,5433`` in the query, which libpq and SQLAlchemy both read."""
     hint = " (percent-encode '/', '?', '#' and '%' in the user name or password)"
     scheme, sep, _ = url.partition("://")
     if not sep or scheme.lower() not in _SCHEMES:
@@ -110,21 +115,70 @@ def parse_url(url: str, what: str = "PORTALQ_DATABASE_URL") -> ParsedUrl:
     if parts.fragment or url.endswith("#"):
         raise InputError(f"invalid {what}: a '#' ends the URL{hint}")
     try:
-        port = parts.port
-    except ValueError:
-        raise InputError(f"invalid {what}: bad port (a number 1..65535){hint}") from None
-    try:
         query = tuple(parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False))
     except ValueError:
         raise InputError(f"invalid {what}: bad query string") from None
+    netloc_hosts = parts.netloc.rpartition("@")[2]
+    if "," in netloc_hosts:
+        host, port = None, None
+        query = _multihost_query(netloc_hosts, query, what)
+    else:
+        try:
+            port = parts.port
+        except ValueError:
+            raise InputError(f"invalid {what}: bad port (a number 1..65535){hint}") from None
+        host = parts.hostname if parts.hostname else None
+        if sum(k == "host" for k, _ in query) > 1 or any(
+                k == "host" and "," in v for k, v in query):
+            query = _multihost_query("", query, what)
     database = unquote(parts.path[1:]) if parts.path.startswith("/") and parts.path != "/" \
         else None
     if parts.path and not parts.path.startswith("/"):
         raise InputError(f"invalid {what}: not a URL{hint}")
     return ParsedUrl(user=unquote(parts.username) if parts.username is not None else None,
                  password=unquote(parts.password) if parts.password is not None else None,
-                 host=parts.hostname if parts.hostname else None, port=port,
-                 database=database, query=query)
+                 host=host, port=port, database=database, query=query)
+
+
+def _split_host_port(entry: str, what: str) -> tuple[str, str]:
+    """``h``, ``h:5432``, ``[::1]:5432`` or a socket directory -> (host, port or "")."""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        if rest and not rest.startswith(":"):
+            raise InputError(f"invalid {what}: bad host list entry")
+        return host, rest[1:]
+    if entry.startswith("/") or entry.count(":") != 1:
+        return entry, ""   # a socket directory, a bare IPv6 address or a name
+    host, _, port = entry.partition(":")
+    return host, port
+
+
+def _multihost_query(netloc_hosts: str, query: tuple[tuple[str, str], ...],
+                     what: str) -> tuple[tuple[str, str], ...]:
+    """The hosts of a multi-host URL as ``host=h1,h2`` and ``port=p1,p2`` (first in the
+    query). Hosts in the query win over those in the netloc, as in libpq."""
+    hosts = [v for k, v in query if k == "host"]
+    port_values = [v for k, v in query if k == "port"]
+    entries = ([e for h in hosts for e in h.split(",")] if hosts
+               else unquote(netloc_hosts).split(","))
+    pairs = [_split_host_port(e.strip(), what) for e in entries]
+    if any(not h for h, _ in pairs):
+        raise InputError(f"invalid {what}: an empty host in its host list")
+    ports = [p for _, p in pairs]
+    if port_values:
+        if any(ports):
+            raise InputError(f"invalid {what}: ports given both with the hosts and as port=")
+        ports = [p.strip() for v in port_values for p in v.split(",")]
+        if len(ports) not in (1, len(pairs)):
+            raise InputError(f"invalid {what}: {len(ports)} ports for {len(pairs)} hosts")
+    for p in ports:
+        if p and not (p.isdigit() and 0 < int(p) < 65536):
+            raise InputError(f"invalid {what}: bad port (a number 1..65535)")
+    rest = tuple((k, v) for k, v in query if k not in ("host", "port"))
+    out: tuple[tuple[str, str], ...] = (("host", ",".join(h for h, _ in pairs)),)
+    if any(ports):
+        out += (("port", ",".join(ports)),)
+    return out + rest
 
 
 def secret_file(name: str) -> str | None:

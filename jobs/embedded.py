@@ -82,6 +82,9 @@ class EmbeddedPostgres:
         # socket paths are limited to ~107 bytes: keep the directory short
         self.socket_dir = Path(tempfile.gettempdir()) / f"portalq-{digest}"
         self.passfile = self.home / "pgpass"
+        #: a port of its own (``settings={"port": ...}``: e.g. a primary and its replica)
+        self.port = int(self.settings["port"]) if "port" in self.settings else None
+        self._port_opt = f"&port={self.port}" if self.port else ""
         self._install: Path | None = None
 
     # -- process plumbing -------------------------------------------------------------------
@@ -216,8 +219,9 @@ class EmbeddedPostgres:
     def is_running(self) -> bool:
         if not (self.pgdata / "postmaster.pid").exists():
             return False
-        result = subprocess.run([self._bin("pg_isready"), "-q", "-h", str(self.socket_dir)],
-                                capture_output=True)
+        port = ["-p", str(self.port)] if self.port else []
+        result = subprocess.run([self._bin("pg_isready"), "-q", "-h", str(self.socket_dir),
+                                 *port], capture_output=True)
         return result.returncode == 0
 
     def ensure_running(self) -> str:
@@ -258,8 +262,8 @@ class EmbeddedPostgres:
         import psycopg
         from psycopg import sql
 
-        with psycopg.connect(f"postgresql://{OWNER}@/postgres?host={self.socket_dir}",
-                             autocommit=True) as conn:
+        with psycopg.connect(f"postgresql://{OWNER}@/postgres?host={self.socket_dir}"
+                             f"{self._port_opt}", autocommit=True) as conn:
             conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
                 sql.Identifier(OWNER), sql.Literal(pw[OWNER])))
 
@@ -304,13 +308,13 @@ class EmbeddedPostgres:
 
     def dsn(self, database: str = DEFAULT_DB, *, role: str = OWNER) -> str:
         """A libpq URL (the owner by default: for administration)."""
-        return (f"postgresql://{role}@/{database}?host={self.socket_dir}"
+        return (f"postgresql://{role}@/{database}?host={self.socket_dir}{self._port_opt}"
                 f"&passfile={self.passfile}")
 
     def url(self, database: str = DEFAULT_DB, *, role: str = APP_ROLE) -> str:
         """A SQLAlchemy URL (the app role by default: what portalq runs as)."""
         return (f"postgresql+psycopg://{role}@/{database}?host={self.socket_dir}"
-                f"&passfile={self.passfile}")
+                f"{self._port_opt}&passfile={self.passfile}")
 
 
 def owner_url(url: str) -> str:

@@ -2,13 +2,24 @@
 fences itself — stops its flows before its jobs can be rescued elsewhere — so no two runs
 of one job overlap and nothing is filed twice; when the partition heals, its late writes
 are refused. Three nodes: "part" in a network namespace of its own (one link to the
-database network, one to the portals network), "b" and "c" on this host."""
+database network, one to the portals network), "b" and "c" on this host.
+
+And the leader's duties move and come back: a leader ("part" again, in its namespace)
+partitioned from the database loses its lock (the server drops its session: keepalives),
+another node takes the duties (it rescues part's jobs); healed, part ticks again but leaves
+them with their live holder, and takes them back when that node stops. Who leads is read
+from the server (the session holding the leader's advisory lock, and the address it
+comes from) and from what each node's ticks did (/health ``last_tick_summary``: empty
+when a tick did no duties)."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import re
+import subprocess
+import sys
 import time
 import urllib.request
 from datetime import datetime
@@ -21,13 +32,35 @@ from jobs.embedded import EmbeddedPostgres
 from jobs.migrate import upgrade
 from portals.standin.app import StandinServer
 from tests import netns, payloads
-from tests.service_helpers import Service, open_all_hours, wait_until
+from tests.replica import free_port
+from tests.service_helpers import (
+    Service,
+    add_local_portal,
+    health,
+    open_all_hours,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 JOBS = 6
 STALE = 3.0
 NET = {"db": "10.231.0", "portals": "10.232.0"}
+LEAD_NET = {"db": "10.233.0"}
+#: the leader's session lock (``try_leader_lock`` in jobs/sql/queries.sql): who holds it,
+#: from where (an address: a TCP client, here a namespace; NULL: the Unix socket)
+LEADER = ("SELECT host(a.client_addr) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = "
+          "l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+          "AND (l.classid::bigint << 32 | l.objid::bigint) = 7262010200")
+PART_METRICS = 9464   # inside part's namespace: nothing else listens there
+HEALTH = f"""
+import sys, urllib.error, urllib.request
+try:
+    body = urllib.request.urlopen('http://127.0.0.1:{PART_METRICS}/health', timeout=10).read()
+except urllib.error.HTTPError as exc:   # 503 while its claims fail: the same JSON
+    body = exc.read()
+sys.stdout.write(body.decode())
+"""
 
 
 def _post(url: str, body: dict) -> None:
@@ -46,31 +79,38 @@ def _log_times(text: str, needle: str) -> list[datetime]:
             for m in re.finditer(r"^(\S+Z) .*" + re.escape(needle), text, re.M)]
 
 
+@contextlib.contextmanager
+def _database(tmp_path, ns, net, monkeypatch):
+    """A server on the host's end of the namespace's "db" link: (url, tcp_url, dsn) -- the
+    Unix-socket URL for nodes on this host, the TCP URL for the node in the namespace."""
+    db_ip = ns.host_ip("db")
+    pg = EmbeddedPostgres(tmp_path / "pg", settings={"fsync": "off",
+                                                      "listen_addresses": db_ip})
+    url = pg.ensure_running()
+    try:
+        # the namespace reaches the server over TCP, on the address the test gave it
+        with open(pg.pgdata / "pg_hba.conf", "a") as fh:
+            fh.write(f"host all all {net['db']}.0/24 trust\n")
+        with psycopg.connect(pg.dsn()) as c:
+            c.execute("SELECT pg_reload_conf()")
+        tcp_url = make_url(url).set(host=db_ip, port=5432, query={}).render_as_string(
+            hide_password=False)
+        monkeypatch.setenv("PORTALQ_DATABASE_URL", url)
+        upgrade(url)
+        yield url, tcp_url, pg.dsn()
+    finally:
+        pg.destroy()   # as root its data directory is outside tmp_path
+
+
 def test_a_partitioned_node_fences_itself_and_nothing_is_filed_twice(tmp_path, monkeypatch):
     why = netns.available()
     if why:
         pytest.skip(why)
-    with netns.NetNs("pqpart", NET) as ns:
-        db_ip = ns.host_ip("db")
-        pg = EmbeddedPostgres(tmp_path / "pg", settings={"fsync": "off",
-                                                          "listen_addresses": db_ip})
-        url = pg.ensure_running()
-        try:
-            # the namespace reaches the server over TCP, on the address the test gave it
-            with open(pg.pgdata / "pg_hba.conf", "a") as fh:
-                fh.write(f"host all all {NET['db']}.0/24 trust\n")
-            with psycopg.connect(pg.dsn()) as c:
-                c.execute("SELECT pg_reload_conf()")
-            tcp_url = make_url(url).set(host=db_ip, port=5432, query={}).render_as_string(
-                hide_password=False)
-            monkeypatch.setenv("PORTALQ_DATABASE_URL", url)
-            upgrade(url)
-            dsn = pg.dsn()
-            open_all_hours(dsn)
-            with StandinServer(host=ns.host_ip("portals")) as standin:
-                _scenario(tmp_path, ns, url, tcp_url, dsn, standin.base_url)
-        finally:
-            pg.destroy()   # as root its data directory is outside tmp_path
+    with netns.NetNs("pqpart", NET) as ns, \
+            _database(tmp_path, ns, NET, monkeypatch) as (url, tcp_url, dsn):
+        open_all_hours(dsn)
+        with StandinServer(host=ns.host_ip("portals")) as standin:
+            _scenario(tmp_path, ns, url, tcp_url, dsn, standin.base_url)
 
 
 def _scenario(tmp_path, ns, url, tcp_url, dsn, base):
@@ -146,3 +186,112 @@ def _scenario(tmp_path, ns, url, tcp_url, dsn, base):
     print(f"partition: fenced after {fence_s:.2f}s, first rescue after "
           f"{(first_rescue - cut_at).total_seconds():.2f}s (stale time {STALE:.0f}s), "
           f"healed after {healed - cut:.1f}s; {len(held)} jobs moved, {JOBS} filed once")
+
+
+def test_the_leaders_duties_move_when_it_is_partitioned_and_come_back(tmp_path, monkeypatch):
+    why = netns.available()
+    if why:
+        pytest.skip(why)
+    with netns.NetNs("pqlead", LEAD_NET) as ns, \
+            _database(tmp_path, ns, LEAD_NET, monkeypatch) as (url, tcp_url, dsn):
+        add_local_portal(dsn)   # a 24/7 portal and the ledger table
+        add_local_portal(dsn, "other")
+        _leader_scenario(tmp_path, ns, url, tcp_url, dsn)
+
+
+def _leader_scenario(tmp_path, ns, url, tcp_url, dsn):
+    from jobs import queue
+
+    common = {"PORTALQ_WORKERS": 2, "PORTALQ_STALE_AFTER_SECONDS": STALE}
+    part_ip, b_port = ns.ns_ip("db"), free_port()
+    part = Service(tcp_url, tmp_path, "part", wrap=ns.cmd, PORTALQ_METRICS_PORT=PART_METRICS,
+                   **common).start()
+    b = None
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            def leader() -> list:
+                return [r[0] for r in conn.execute(LEADER)]
+
+            wait_until(lambda: leader() == [part_ip], 30, "part leads")
+            # b's role is another portal: the jobs are part's to run, rescuing them b's duty
+            b = Service(url, tmp_path, "b", PORTALQ_METRICS_PORT=b_port, PORTALQ_PORTALS="other",
+                        **common).start()
+            ids = [queue.enqueue("ledger_job", f"ORD-L{i}", {"sleep_ms": 3000}).id
+                   for i in range(2)]
+            wait_until(lambda: conn.execute(
+                "SELECT count(*) FROM job_queue WHERE status = 'running' AND lock_owner = "
+                "'part'").fetchone()[0] == 2, 30, "part runs both jobs")
+            cut = time.monotonic()
+            cut_at = datetime.now().astimezone()
+            ns.partition("db")
+            # the server drops the cut-off leader's session, b takes the lock at its tick
+            wait_until(lambda: leader() == [None], 30, "b leads")
+            moved_s = time.monotonic() - cut
+            wait_until(lambda: conn.execute(
+                "SELECT count(DISTINCT job_id) FROM job_events WHERE detail->>'event' = "
+                "'rescued' AND job_id = ANY(%s)", (ids,)).fetchone()[0] == 2, 30,
+                "part's jobs rescued")
+            rescued_s = time.monotonic() - cut
+            rescuers = {r[0] for r in conn.execute(
+                "SELECT worker FROM job_events WHERE detail->>'event' = 'rescued' "
+                "AND job_id = ANY(%s)", (ids,))}
+            ns.heal("db")
+            healed_at = time.time()
+            # healed, part ticks again and leaves the duties with their live holder: the
+            # ticks it began after the heal did none (the first to end after the heal may
+            # have begun before it)
+            ticks = _ns_ticks_since(ns, healed_at, 3)[1:]
+            kept = leader()
+            b_duties = health(b_port)["last_tick_summary"]
+            wait_until(lambda: conn.execute(
+                "SELECT count(*) FROM job_queue WHERE status = 'completed' AND id = ANY(%s)",
+                (ids,)).fetchone()[0] == 2, 60, "part ran its jobs again")
+            finishers = {r[0] for r in conn.execute(
+                "SELECT worker FROM job_events WHERE to_status = 'completed'")}
+            b.stop()                               # its session ends: the lock is free
+            gone = time.monotonic()
+            wait_until(lambda: leader() == [part_ip], 30, "part leads again")
+            back_s = time.monotonic() - gone
+            duties = wait_until(lambda: _ns_health(ns)["last_tick_summary"], 30,
+                                "part's ticks do the duties again")
+    finally:
+        for svc in (part, b):
+            if svc is not None:
+                svc.stop()
+    assert rescuers == {"b"}                       # b did the leader's duties ...
+    assert finishers == {"part"}                   # ... part, healed, ran its jobs again
+    assert kept == [None] and ticks == [{}, {}], ticks   # healed: not taken from b
+    assert "rescued" in b_duties                   # while b still ran them
+    assert "rescued" in duties                     # and part runs them again
+    part_leads = _log_times(part.log(), "this node runs the maintenance tick")
+    assert len(part_leads) == 2 and part_leads[0] < cut_at < part_leads[1], part_leads
+    b_leads = _log_times(b.log(), "this node runs the maintenance tick")
+    assert len(b_leads) == 1 and cut_at < b_leads[0] < part_leads[1], b_leads
+    print(f"leader: duties moved {moved_s:.2f}s after the cut (stale time {STALE:.0f}s), "
+          f"part's jobs rescued by the new leader {rescued_s:.2f}s after the cut, "
+          f"back {back_s:.2f}s after the other node stopped")
+
+
+def _ns_health(ns) -> dict:
+    """part's /health, read inside its namespace (its metrics port is on its own lo)."""
+    out = subprocess.run(ns.cmd([sys.executable, "-c", HEALTH]), capture_output=True,
+                         text=True, timeout=30, check=True)
+    return json.loads(out.stdout)
+
+
+def _ns_ticks_since(ns, since: float, n: int) -> list[dict]:
+    """What part's first ``n`` ticks that ended after ``since`` (a time.time()) did, seen as
+    changes of its /health ``last_tick``."""
+    seen: list[dict] = []
+    last = None
+
+    def more() -> bool:
+        nonlocal last
+        state = _ns_health(ns)
+        if state["last_tick"] and state["last_tick"] > since and state["last_tick"] != last:
+            last = state["last_tick"]
+            seen.append(state["last_tick_summary"])
+        return len(seen) >= n
+
+    wait_until(more, 60, f"{n} ticks of part after the heal", interval=0.2)
+    return seen

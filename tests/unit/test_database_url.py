@@ -57,3 +57,41 @@ def test_malformed_urls_are_input_errors_without_the_password(url):
         libpq_dsn(database_url(url))
     assert "s3" not in str(info.value) and "cret" not in str(info.value)
     assert info.value.__suppress_context__ or info.value.__cause__ is None
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://ops:s3cret@db1:5432,db2:5433/portalq?target_session_attrs=read-write",
+    "postgresql://ops:s3cret@/portalq?host=db1,db2&port=5432,5433&target_session_attrs=read-write",
+    "postgresql://ops:s3cret@/portalq?host=db1:5432&host=db2:5433&target_session_attrs=read-write",
+])
+def test_multi_host_urls_reach_libpq_and_sqlalchemy_as_one_host_list(url):
+    out = database_url(url)
+    dsn = conninfo_to_dict(libpq_dsn(out))
+    assert (dsn["host"], dsn["port"], dsn["target_session_attrs"]) == (
+        "db1,db2", "5432,5433", "read-write")
+    assert dsn["password"] == "s3cret" and dsn["dbname"] == "portalq"
+    # SQLAlchemy's psycopg dialect (migrations, the caller's engine) reads the same list
+    from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+
+    _, opts = PGDialect_psycopg().create_connect_args(make_url(out))
+    assert (opts["host"], opts["port"]) == ("db1,db2", "5432,5433")
+    assert "s3cret" not in parse_url(out).redacted()
+    assert database_url(out) == out   # stable: parsing its own output changes nothing
+
+
+def test_multi_host_ports_default_and_ipv6():
+    dsn = conninfo_to_dict(libpq_dsn("postgresql://u@[::1]:5433,db2/portalq"))
+    assert (dsn["host"], dsn["port"]) == ("::1,db2", "5433,")
+    assert conninfo_to_dict(libpq_dsn("postgresql://u@a,b/db?port=6432"))["port"] == "6432"
+
+
+@pytest.mark.parametrize("url, message", [
+    ("postgresql://u:s3cret@db1:5432,db2:99999/portalq", "bad port"),
+    ("postgresql://u:s3cret@db1,,db2/portalq", "empty host"),
+    ("postgresql://u:s3cret@/portalq?host=a,b,c&port=1,2", "2 ports for 3 hosts"),
+    ("postgresql://u:s3cret@/portalq?host=a:1&host=b:2&port=3", "both"),
+])
+def test_bad_host_lists_are_input_errors(url, message):
+    with pytest.raises(InputError, match=message) as info:
+        database_url(url)
+    assert "s3cret" not in str(info.value)
