@@ -19,6 +19,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     SmallInteger,
     Table,
     Text,
@@ -303,3 +304,22 @@ Index("job_queue_failed_id", job_queue.c.id, postgresql_include=["portal", "fini
       postgresql_where=text("status = 'failed'"))
 Index("job_queue_waiting_id", job_queue.c.id, postgresql_include=["portal", "status"],
       postgresql_where=text("status IN ('pending','deferred')"))
+
+portal_accounts = Table(
+    "portal_accounts", metadata,
+    Column("portal", Text, ForeignKey("portals.code"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("username", Text, nullable=False),
+    Column("paused_at", TZ),
+    Column("pause_reason", Text),
+    Column("paused_by", Text),
+    Column("in_use_by", Text),
+    Column("in_use_until", TZ),
+    Column("last_used_at", TZ),
+    Column("password_expires_on", Date),
+    Column("session_state", LargeBinary),
+    Column("session_key_id", Text),
+    Column("created_at", TZ, nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("portal", "name"),
+    CheckConstraint("name ~ '^[a-z0-9][a-z0-9_-]{0,62}$'", name="portal_accounts_name"),
+)

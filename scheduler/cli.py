@@ -410,10 +410,11 @@ def db_url(database_url: DbUrl = None) -> None:
 
 
 def _register() -> None:
-    from scheduler import cli_console, cli_keys, cli_portals
+    from scheduler import cli_accounts, cli_console, cli_keys, cli_portals
 
     app.add_typer(cli_portals.app, name="portals")
     app.add_typer(cli_keys.app, name="keys")
+    app.add_typer(cli_accounts.app, name="accounts")
     cli_console.register(app)
 
 

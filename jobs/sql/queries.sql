@@ -1002,3 +1002,56 @@ INSERT INTO portal_hours (portal, weekday, opens, closes)
 SELECT %(code)s, w.weekday, w.opens, w.closes
 FROM unnest(%(weekdays)s::smallint[], %(opens)s::time[], %(closes)s::time[])
      AS w(weekday, opens, closes);
+
+-- name: account_add
+INSERT INTO portal_accounts (portal, name, username, created_at)
+SELECT %(portal)s, %(name)s, %(username)s, %(now)s
+WHERE EXISTS (SELECT 1 FROM portals WHERE code = %(portal)s)
+ON CONFLICT (portal, name) DO NOTHING
+RETURNING portal, name, username;
+
+-- name: account_list
+SELECT portal, name, username, paused_at, pause_reason, paused_by, in_use_by, in_use_until,
+       last_used_at, password_expires_on, session_state IS NOT NULL AS has_session
+FROM portal_accounts
+WHERE %(portal)s::text IS NULL OR portal = %(portal)s
+ORDER BY portal, name;
+
+-- name: account_pause
+UPDATE portal_accounts SET paused_at = %(now)s, pause_reason = %(reason)s, paused_by = %(by)s
+WHERE portal = %(portal)s AND name = %(name)s AND paused_at IS NULL
+RETURNING portal, name;
+
+-- name: account_resume
+WITH resumed AS (
+    UPDATE portal_accounts SET paused_at = NULL, pause_reason = NULL, paused_by = NULL
+    WHERE portal = %(portal)s AND name = %(name)s AND paused_at IS NOT NULL
+    RETURNING portal, name
+)
+SELECT r.portal, r.name, pg_notify('portalq_jobs', 'account resumed') FROM resumed r;
+
+-- name: account_take
+-- One signed-in session per account across every node: the least recently used account of
+-- the portal that is neither paused nor held (a hold past its time is free again).
+UPDATE portal_accounts a
+SET in_use_by = %(holder)s, in_use_until = %(until)s, last_used_at = %(now)s
+FROM (SELECT portal, name FROM portal_accounts
+      WHERE portal = %(portal)s AND paused_at IS NULL
+        AND (%(name)s::text IS NULL OR name = %(name)s)
+        AND (in_use_by IS NULL OR in_use_until < %(now)s OR in_use_by = %(holder)s)
+      ORDER BY last_used_at NULLS FIRST, name
+      LIMIT 1 FOR UPDATE SKIP LOCKED) c
+WHERE a.portal = c.portal AND a.name = c.name
+RETURNING a.portal, a.name, a.username, a.password_expires_on;
+
+-- name: account_release
+UPDATE portal_accounts SET in_use_by = NULL, in_use_until = NULL
+WHERE portal = %(portal)s AND name = %(name)s AND in_use_by = %(holder)s;
+
+-- name: account_counts
+SELECT count(*) FILTER (WHERE paused_at IS NULL)::int AS usable, count(*)::int AS total
+FROM portal_accounts WHERE portal = %(portal)s;
+
+-- name: account_password_expiry
+UPDATE portal_accounts SET password_expires_on = %(on)s
+WHERE portal = %(portal)s AND name = %(name)s;

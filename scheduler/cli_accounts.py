@@ -1,0 +1,88 @@
+"""``portalq accounts ...``: the portal accounts flows sign in with (jobs/accounts.py).
+
+    portalq accounts list [--portal P] [--json]
+    portalq accounts add PORTAL NAME --username U      (its secrets: jobs/account_secrets.py)
+    portalq accounts pause|resume PORTAL NAME --reason "..."
+    portalq accounts check PORTAL NAME                 signs in once, says what it found
+
+Every change is audited like the console's actions.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from scheduler.cli_common import DbUrl, _use_url, print_json
+
+app = typer.Typer(no_args_is_help=True, help="Portal accounts: list, add, pause, resume, check.")
+
+Reason = Annotated[str | None, typer.Option("--reason", help="why (kept in the audit log)")]
+
+
+def _actor() -> Any:
+    from jobs.audit import Actor
+    from scheduler.cli import _actor as who
+
+    return Actor(who(), None, "cli")
+
+
+@app.command("list")
+def list_accounts(portal: Annotated[str | None, typer.Option()] = None,
+                  as_json: Annotated[bool, typer.Option("--json")] = False,
+                  database_url: DbUrl = None) -> None:
+    """Accounts, their state, and which of their secrets the provider has (never values)."""
+    from jobs import account_secrets, accounts, queue
+
+    _use_url(database_url)
+    with queue.connect() as conn:
+        rows = accounts.listing(conn, portal)
+    for r in rows:
+        r["secrets"] = account_secrets.present(r["portal"], r["name"])
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        typer.echo("no accounts")
+    for r in rows:
+        state = f"paused ({r['paused_by']}: {r['pause_reason']})" if r["paused_at"] else "active"
+        have = ", ".join(k for k, v in r["secrets"].items() if v) or "no secrets"
+        typer.echo(f"{r['portal']:<20} {r['name']:<16} {r['username']:<24} {state}  [{have}]")
+
+
+@app.command("add")
+def add(portal: str, name: str,
+        username: Annotated[str, typer.Option("--username", help="the portal's user name")],
+        reason: Reason = None, database_url: DbUrl = None) -> None:
+    """Add an account; put its password (and TOTP seed) in the secrets provider."""
+    from jobs import accounts, queue
+
+    _use_url(database_url)
+    with queue.connect() as conn:
+        accounts.add(conn, _actor(), portal, name, username, reason or "portalq accounts add")
+    typer.echo(f"account {portal}/{name} added; its password goes in PORTALQ_SECRETS_DIR/"
+               f"account_{portal}_{name}_password".replace("-", "_")
+               + " (mode 600) or PORTALQ_ACCOUNT_..._PASSWORD")
+
+
+@app.command("pause")
+def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
+    """No job signs in with it until resumed (its jobs wait, spending no attempt)."""
+    from jobs import accounts, queue
+
+    _use_url(database_url)
+    with queue.connect() as conn:
+        accounts.pause(conn, _actor(), portal, name, reason or "portalq accounts pause")
+    typer.echo(f"account {portal}/{name} paused")
+
+
+@app.command("resume")
+def resume(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
+    """After its secret is fixed: jobs sign in with it again."""
+    from jobs import accounts, queue
+
+    _use_url(database_url)
+    with queue.connect() as conn:
+        accounts.resume(conn, _actor(), portal, name, reason or "portalq accounts resume")
+    typer.echo(f"account {portal}/{name} resumed")
