@@ -323,3 +323,19 @@ portal_accounts = Table(
     PrimaryKeyConstraint("portal", "name"),
     CheckConstraint("name ~ '^[a-z0-9][a-z0-9_-]{0,62}$'", name="portal_accounts_name"),
 )
+
+job_questions = Table(
+    "job_questions", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("job_id", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("question", Text, nullable=False),
+    Column("asked_at", TZ, nullable=False),
+    Column("deadline", TZ, nullable=False),
+    Column("answer", LargeBinary),
+    Column("answer_key_id", Text),
+    Column("answered_at", TZ),
+    Column("answered_by", Text),
+    Column("read_at", TZ),
+    Index("job_questions_job", "job_id", "id"),
+)

@@ -282,6 +282,23 @@ def _audited(action: str, job_id: int, reason: str, change: Any) -> None:
                                    reason, lambda: change(conn))
 
 
+@jobs_app.command("answer")
+def answer(job_id: int,
+           code: Annotated[str, typer.Option("--code", help="the answer: a code, the CAPTCHA's "
+                                                            "characters, yes/no")],
+           database_url: DbUrl = None) -> None:
+    """Answer the question a running job is waiting on (from any host)."""
+    from jobs import audit, questions, queue
+
+    _use_url(database_url)
+    queue.get_job(job_id)   # an unknown id: one line, exit 2
+    with queue.connect() as conn:
+        asked = questions.answer(conn, job_id, code, by=_actor())
+        audit.record(conn, audit.Actor(_actor(), None, "cli"), "job.answer", f"job:{job_id}",
+                     f"answered: {asked[:200]}")   # never the answer itself
+    typer.echo(f"job {job_id}: answered")
+
+
 @jobs_app.command("cancel")
 def jobs_cancel(job_id: int, database_url: DbUrl = None) -> None:
     """Cancel a pending, deferred or failed job."""

@@ -1055,3 +1055,39 @@ FROM portal_accounts WHERE portal = %(portal)s;
 -- name: account_password_expiry
 UPDATE portal_accounts SET password_expires_on = %(on)s
 WHERE portal = %(portal)s AND name = %(name)s;
+
+-- name: question_ask
+INSERT INTO job_questions (job_id, attempt, question, asked_at, deadline)
+VALUES (%(job_id)s, %(attempt)s, %(question)s, %(now)s, %(deadline)s)
+RETURNING id;
+
+-- name: question_open
+-- the job's question still waiting for an answer (the newest), for `jobs answer`
+SELECT id, question, deadline FROM job_questions
+WHERE job_id = %(job_id)s AND answered_at IS NULL AND deadline > %(now)s
+ORDER BY id DESC LIMIT 1 FOR UPDATE;
+
+-- name: question_answer
+WITH a AS (
+    UPDATE job_questions SET answer = %(answer)s, answer_key_id = %(key_id)s,
+                             answered_at = %(now)s, answered_by = %(by)s
+    WHERE id = %(id)s AND answered_at IS NULL
+    RETURNING id
+)
+SELECT a.id, pg_notify('portalq_answers', a.id::text) FROM a;
+
+-- name: question_poll
+SELECT answer, answer_key_id, answered_at FROM job_questions WHERE id = %(id)s;
+
+-- name: question_read
+-- the flow has the answer: erased from the database
+UPDATE job_questions SET answer = NULL, answer_key_id = NULL, read_at = %(now)s
+WHERE id = %(id)s;
+
+-- name: questions_unanswered
+SELECT count(*)::int AS n FROM job_questions
+WHERE job_id = %(job_id)s AND answered_at IS NULL AND deadline <= %(now)s;
+
+-- name: job_questions
+SELECT id, attempt, question, asked_at, deadline, answered_at, answered_by, read_at
+FROM job_questions WHERE job_id = %(job_id)s ORDER BY id;

@@ -1,4 +1,4 @@
-"""Portal accounts: who signs in where (issue 16). Secrets are never stored here: a
+"""Portal accounts: who signs in where (issue 16); questions a flow asks a person. Secrets are never stored here: a
 password or TOTP seed comes from the secrets provider (jobs/account_secrets.py); a reused
 browser session (Playwright storage state) is sealed at rest like the payloads' secrets.
 
@@ -41,5 +41,26 @@ def upgrade() -> None:
     )
 
 
+    # a flow asking a person mid-flow (an e-mailed code, a CAPTCHA): the job waits visibly
+    op.create_table(
+        "job_questions",
+        sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+        sa.Column("job_id", sa.BigInteger, nullable=False),
+        sa.Column("attempt", sa.Integer, nullable=False),
+        sa.Column("question", sa.Text, nullable=False),
+        sa.Column("asked_at", TZ, nullable=False),
+        sa.Column("deadline", TZ, nullable=False),
+        # sealed (jobs/crypto.py), erased once the flow has read it
+        sa.Column("answer", sa.LargeBinary),
+        sa.Column("answer_key_id", sa.Text),
+        sa.Column("answered_at", TZ),
+        sa.Column("answered_by", sa.Text),
+        sa.Column("read_at", TZ),
+    )
+    op.create_index("job_questions_job", "job_questions", ["job_id", "id"])
+
+
 def downgrade() -> None:
+    op.drop_index("job_questions_job", table_name="job_questions")
+    op.drop_table("job_questions")
     op.drop_table("portal_accounts")
