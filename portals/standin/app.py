@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from portals.standin.common import StandinState
+from portals.standin.kit.state import StandinState
 
 # prefix -> (module, portal code); each module exposes ``create_app(state: PortalState)``
 PORTALS: dict[str, tuple[str, str]] = {

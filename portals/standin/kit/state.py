@@ -1,4 +1,4 @@
-"""Shared machinery of the stand-in portals: opening hours, faults, ledger, sessions.
+"""The state of one stand-in portal: opening hours, faults, ledger, sessions store.
 
 Every stand-in keeps a **ledger** of the submissions it accepted (what tests read to prove
 "filed exactly once") and a set of **faults** tests switch on through the control API:
@@ -103,6 +103,12 @@ class PortalState:
             entry = {"seq": len(self.ledger) + 1, "at": clock.now().isoformat(), **entry}
             self.ledger.append(entry)
             return entry
+
+    def find(self, **match: Any) -> dict[str, Any] | None:
+        """The first ledger entry whose fields equal ``match`` (a document's owner)."""
+        with self.lock:
+            return next((e for e in self.ledger
+                         if all(e.get(k) == v for k, v in match.items())), None)
 
     async def hang_if_asked(self) -> None:
         """The ``hang_after_submit`` fault: the answer never comes (until a reset)."""
