@@ -63,6 +63,10 @@ def _nr_details(reg: Registry, e: dict[str, Any]) -> str:
             f"<table><tr><th>Name</th><th>Decision</th><th>Reason</th></tr>{rows}</table>")
 
 
+def signin_look(title: str, body: str, status: int = 200) -> Response:
+    """How this portal draws its sign-in pages (see :mod:`portals.standin.kit.signin`)."""
+    return pages.page(BRAND, title, body, status=status)
+
 
 def create_app(state: PortalState) -> Starlette:
     guard = pages.guard(state, pages.ca_gate(state, BRAND, HOURS))

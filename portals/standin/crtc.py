@@ -46,6 +46,10 @@ MAX_LETTER = 2_000_000
 FIRST_NUMBER = 123
 
 
+def signin_look(title: str, body: str, status: int = 200) -> Response:
+    """How this portal draws its sign-in pages (see :mod:`portals.standin.kit.signin`)."""
+    return pages.page(BRAND, title, body, status=status)
+
 
 def create_app(state: PortalState) -> Starlette:
     guard = pages.guard(state, pages.ca_gate(state, BRAND, HOURS))

@@ -87,6 +87,10 @@ def _problem(slug: str, d: dict[str, str], doc_type: str) -> tuple[str, bool] | 
     return None
 
 
+def signin_look(title: str, body: str, status: int = 200) -> Response:
+    """How this portal draws its sign-in pages (see :mod:`portals.standin.kit.signin`)."""
+    return layout(TITLE, f"<h1>{esc(title)}</h1>{body}", status=status)
+
 
 def create_app(state: PortalState) -> Starlette:
     sessions = Sessions(state, "de_session", timedelta(minutes=30))

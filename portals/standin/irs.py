@@ -159,6 +159,10 @@ def _validate(slug: str, data: dict[str, str]) -> str | None:
     return None
 
 
+def signin_look(title: str, body: str, status: int = 200) -> Response:
+    """How this portal draws its sign-in pages (see :mod:`portals.standin.kit.signin`)."""
+    return layout(TITLE, f"<h1>{esc(title)}</h1>{body}", status=status)
+
 
 def create_app(state: PortalState) -> Starlette:
     sessions = Sessions(state, "irs_session", timedelta(minutes=15))
