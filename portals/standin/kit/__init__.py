@@ -7,4 +7,6 @@
              maintenance) and the pages a flow classifies (closed, maintenance, error)
     control  form controls, including the ones faults rename or wrap in a dialog
     pdf      the small real PDFs the portals hand out (certificates, letters)
+    accounts a portal's accounts, sign-in settings, attempts ledger, signed-in sessions
+    signin   the sign-in pages in front of a portal's own (off unless switched on)
 """
