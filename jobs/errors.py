@@ -79,3 +79,24 @@ class DeferUntil(HandlerOutcome):
     def __init__(self, message: str, *, when: datetime) -> None:
         super().__init__(message)
         self.when = when
+
+
+class AccountError(BusinessError):
+    """A portal account needs a person: failed at once, never retried (retrying a bad
+    password locks the business out). ``account`` names it; no secret is ever part of it."""
+
+    def __init__(self, message: str, *, account: str = "") -> None:
+        super().__init__(message)
+        self.account = account
+
+
+class AccountRejected(AccountError):
+    """The portal refused the account's credentials (wrong user name, password or TOTP seed)."""
+
+
+class AccountLocked(AccountError):
+    """The portal says the account is locked."""
+
+
+class PasswordChangeRequired(AccountError):
+    """The portal will not go on until the account's password is changed."""

@@ -4,6 +4,9 @@
     /irs/...       IRS EIN Assistant                              portal irs_ein
     /delaware/...  Delaware ICIS                                  portal delaware_icis
     /crtc/...      CRTC registration                              portal crtc
+
+Each portal sits behind :class:`~portals.standin.kit.signin.SigninGate`: no sign-in unless
+switched on through ``/_control/<portal>`` (``{"signin": {"enabled": true, ...}}``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -18,9 +22,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from portals.standin.common import StandinState
+from portals.standin.kit.signin import SigninGate
+from portals.standin.kit.state import PortalState, StandinState
 
 # prefix -> (module, portal code); each module exposes ``create_app(state: PortalState)``
+# and ``signin_look(title, body, status)``: its sign-in pages (off unless switched on)
 PORTALS: dict[str, tuple[str, str]] = {
     "bc": ("portals.standin.bc", "bc_corporate_online"),
     "irs": ("portals.standin.irs", "irs_ein"),
@@ -32,21 +38,31 @@ PORTALS: dict[str, tuple[str, str]] = {
 def create_app(state: StandinState | None = None) -> Starlette:
     state = state or StandinState([code for _, code in PORTALS.values()])
 
-    async def control(request: Request) -> JSONResponse:
-        code = request.path_params["portal"]
-        if code not in state.portals:
-            return JSONResponse({"error": f"unknown portal {code}"}, status_code=404)
-        try:
-            state[code].faults.update(await request.json())
-        except ValueError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        return JSONResponse(state[code].snapshot())
+    def per_portal(answer: Callable[[Request, PortalState], Awaitable[JSONResponse]]
+                   ) -> Callable[[Request], Awaitable[JSONResponse]]:
+        async def endpoint(request: Request) -> JSONResponse:
+            code = request.path_params["portal"]
+            if code not in state.portals:
+                return JSONResponse({"error": f"unknown portal {code}"}, status_code=404)
+            return await answer(request, state[code])
 
-    async def ledger(request: Request) -> JSONResponse:
-        code = request.path_params["portal"]
-        if code not in state.portals:
-            return JSONResponse({"error": f"unknown portal {code}"}, status_code=404)
-        return JSONResponse(list(state[code].ledger))
+        return endpoint
+
+    @per_portal
+    async def control(request: Request, portal: PortalState) -> JSONResponse:
+        try:
+            portal.control(await request.json())
+        except (ValueError, TypeError, AttributeError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse(portal.snapshot())
+
+    @per_portal
+    async def ledger(request: Request, portal: PortalState) -> JSONResponse:
+        return JSONResponse(list(portal.ledger))
+
+    @per_portal
+    async def signins(request: Request, portal: PortalState) -> JSONResponse:
+        return JSONResponse(portal.accounts.ledger())
 
     async def reset(request: Request) -> JSONResponse:
         for portal in state.portals.values():
@@ -56,6 +72,7 @@ def create_app(state: StandinState | None = None) -> Starlette:
     routes: list[Any] = [
         Route("/_control/{portal}", control, methods=["POST"]),
         Route("/_ledger/{portal}", ledger),
+        Route("/_ledger/{portal}/signins", signins),
         Route("/_reset", reset, methods=["POST"]),
     ]
     for prefix, (module_name, code) in PORTALS.items():
@@ -65,7 +82,9 @@ def create_app(state: StandinState | None = None) -> Starlette:
             if exc.name != module_name:
                 raise
             continue  # portal not built yet
-        routes.append(Mount(f"/{prefix}", app=module.create_app(state[code])))
+        portal = state[code]
+        app = SigninGate(module.create_app(portal), portal.accounts, module.signin_look)
+        routes.append(Mount(f"/{prefix}", app=app))
     app = Starlette(routes=routes)
     app.state.standin = state
     return app

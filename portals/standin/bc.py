@@ -20,12 +20,11 @@ The ledger is the registry's memory: every accepted Name Request and filing is a
 and NR states (EXPIRED, CONSUMED) are derived from it and from :func:`jobs.clock.now`.
 """
 
+
 from __future__ import annotations
 
-import hashlib
-import re
 import secrets
-from datetime import date, timedelta
+from datetime import timedelta
 from typing import Any
 
 from starlette.applications import Starlette
@@ -33,132 +32,24 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from jobs import clock
-from portals.calendar import zone
-from portals.standin import bc_crtc_common as ui
-from portals.standin.bc_crtc_common import alert, esc, field, url
-from portals.standin.common import PortalState, drop_connection
-
-BRAND = "BC Registries and Online Services"
-HOURS = ("Hours: Monday to Saturday 6:00 a.m. to 10:00 p.m., Sunday 1:00 p.m. to "
-         "10:00 p.m. Pacific Time.")
-TZ = zone("America/Vancouver")
-RESERVATION_DAYS = 56
-NR_FEE, FEES = "$30.00", {"BC": "$350.00", "ULC": "$1,000.00"}
-ENTITY_LABELS = {"BC": "BC Limited Company", "ULC": "BC Unlimited Liability Company"}
-RESTRICTED = {"ROYAL", "CROWN", "PARLIAMENT", "GOVERNMENT", "POLICE", "RCMP", "UNIVERSITY",
-              "OLYMPIC"}
-CONSENT_WORDS = {"BANK", "BANKING", "TRUST", "TRUSTS"}
-DESIGNATIONS = {"BC": ("LTD.", "LIMITED", "INC.", "INCORPORATED", "CORP.", "CORPORATION"),
-                "ULC": ("ULC", "UNLIMITED LIABILITY COMPANY")}
-STEPS = ("Define Your Company", "Add People and Roles", "Create Share Structure",
-         "Incorporation Agreement", "Review and Confirm")
-ROLES = {"completing_party": "Completing Party", "incorporator": "Incorporator",
-         "director": "Director"}
-AGREEMENTS = {"sample": "The sample Incorporation Agreement and Table 1 Articles were used",
-              "custom": "A custom Incorporation Agreement and Articles were used"}
-CERTIFY = (
-    "I have relevant knowledge of the company and I am authorized to make this filing.",
-    "All incorporators have signed the incorporation agreement, which includes the articles.",
-    "The information in this filing is true, and the registered and records offices are in "
-    "British Columbia.",
+from portals.standin.bc_incorporation import incorporation_routes
+from portals.standin.bc_registry import (
+    BRAND,
+    ENTITY_LABELS,
+    HOURS,
+    NR_FEE,
+    RESERVATION_DAYS,
+    Registry,
+    contact_key,
+    examine,
+    norm_nr,
+    today,
 )
-
-
-def today() -> date:
-    return clock.now().astimezone(TZ).date()
-
-
-def _key(contact: str) -> str:
-    text = contact.strip().lower()
-    norm = text if "@" in text else re.sub(r"\D", "", text)[-10:]
-    return hashlib.sha256(norm.encode()).hexdigest()[:16] if norm else ""
-
-
-def _norm_nr(text: str) -> str:
-    digits = re.sub(r"\D", "", text or "")
-    return f"NR {digits}" if len(digits) == 7 else ""
-
-
-def _norm_name(name: str) -> str:
-    return " ".join(re.sub(r"[^\w\s]", " ", name.upper()).split())
-
-
-class Registry:
-    """Queries over the ledger (the registry's records)."""
-
-    def __init__(self, state: PortalState) -> None:
-        self.state = state
-
-    def entries(self, kind: str) -> list[dict[str, Any]]:
-        return [e for e in list(self.state.ledger) if e.get("kind") == kind]
-
-    def nr(self, number: str) -> dict[str, Any] | None:
-        number = _norm_nr(number)
-        return next((e for e in self.entries("name_request") if e["nr_number"] == number), None)
-
-    def nr_state(self, entry: dict[str, Any]) -> str:
-        if any(f.get("nr_number") == entry["nr_number"] for f in self.entries("incorporation")):
-            return "CONSUMED"
-        if entry["state"] in ("APPROVED", "CONDITIONAL") and today() > date.fromisoformat(
-                entry["expires_on"]):
-            return "EXPIRED"
-        return str(entry["state"])
-
-    def names_in_use(self) -> set[str]:
-        used = {_norm_name(f["legal_name"]) for f in self.entries("incorporation")}
-        used |= {_norm_name(e["approved_name"]) for e in self.entries("name_request")
-                 if self.nr_state(e) in ("APPROVED", "CONDITIONAL")}
-        return used
-
-    def unique(self, make: Any, kind: str, key: str) -> str:
-        taken = {e[key] for e in self.entries(kind)}
-        while (value := make()) in taken:
-            pass
-        return str(value)
-
-
-def examine(names: list[str], entity: str, in_use: set[str]) -> list[tuple[str, str, str]]:
-    """(name, decision, reason) per name, in order; the registry examiner's rules."""
-    out = []
-    for name in names:
-        norm = _norm_name(name)
-        words = set(norm.split())
-        if not any(norm.endswith(_norm_name(d)) for d in DESIGNATIONS[entity]):
-            name = f"{name} {DESIGNATIONS[entity][0].title() if entity == 'BC' else 'ULC'}"
-            norm = _norm_name(name)
-        if words & RESTRICTED:
-            out.append((name, "REJECTED", f"restricted word: {sorted(words & RESTRICTED)[0]}"))
-        elif norm in in_use:
-            out.append((name, "REJECTED", "conflicts with an existing name"))
-        elif words & CONSENT_WORDS:
-            out.append((name, "CONDITIONAL", "consent letter required"))
-        else:
-            out.append((name, "APPROVED", ""))
-    return out
-
-
-def nr_problem(reg: Registry, number: str, entity: str, consent: bool) -> tuple[str, str] | None:
-    """Why an NR cannot be used for this incorporation, as (code, message), or None."""
-    entry = reg.nr(number)
-    label = _norm_nr(number) or number
-    if entry is None:
-        return "NR_NOT_FOUND", f"Name Request {label} was not found."
-    status = reg.nr_state(entry)
-    if status == "EXPIRED":
-        return "NR_EXPIRED", f"Name Request {label} expired on {entry['expires_on']}."
-    if status == "CONSUMED":
-        return "NR_USED", f"Name Request {label} has already been used."
-    if status == "REJECTED":
-        return "NR_REJECTED", f"Name Request {label} was rejected."
-    if entry["entity_type"] != entity:
-        held = ENTITY_LABELS[entry["entity_type"]]
-        return "NR_TYPE_MISMATCH", (f"Name Request {label} is for a {held}; it cannot be used "
-                                    f"for a {ENTITY_LABELS[entity]}.")
-    if status == "CONDITIONAL" and not consent:
-        return "NR_CONSENT_REQUIRED", (f"Name Request {label} is conditional: a consent letter "
-                                       "is required.")
-    return None
+from portals.standin.kit import control, pages
+from portals.standin.kit.control import alert, field
+from portals.standin.kit.pages import esc, url
+from portals.standin.kit.session import Sessions
+from portals.standin.kit.state import PortalState, drop_connection
 
 
 def _nr_details(reg: Registry, e: dict[str, Any]) -> str:
@@ -172,18 +63,21 @@ def _nr_details(reg: Registry, e: dict[str, Any]) -> str:
             f"<table><tr><th>Name</th><th>Decision</th><th>Reason</th></tr>{rows}</table>")
 
 
-def create_app(state: PortalState) -> Starlette:
-    from portals.standin.bc_incorporation import incorporation_routes  # needs this module
+def signin_look(title: str, body: str, status: int = 200) -> Response:
+    """How this portal draws its sign-in pages (see :mod:`portals.standin.kit.signin`)."""
+    return pages.page(BRAND, title, body, status=status)
 
-    guard = ui.guard(state, BRAND, HOURS)
+
+def create_app(state: PortalState) -> Starlette:
+    guard = pages.guard(state, pages.ca_gate(state, BRAND, HOURS))
     reg = Registry(state)
-    nr_sessions, inc_sessions = ui.Sessions(state, "nr_session"), ui.Sessions(state, "bc_session")
+    nr_sessions, inc_sessions = Sessions(state, "nr_session"), Sessions(state, "bc_session")
 
     def show(title: str, body: str, **kw: Any) -> Response:
-        return ui.page(BRAND, title, body, **kw)
+        return pages.page(BRAND, title, body, **kw)
 
     def form(action: str, inner: str, button: str, renamed: str = "Next") -> str:
-        return ui.form(action, inner, button, state, renamed=renamed)
+        return control.form(action, inner, button, state, renamed=renamed)
 
     @guard
     async def home(request: Request) -> Response:
@@ -197,7 +91,7 @@ def create_app(state: PortalState) -> Starlette:
     def nr_names_page(request: Request, error: str = "",
                       values: dict[str, Any] | None = None) -> Response:
         v = values or {}
-        inner = (ui.select("Entity type", "entity_type", ENTITY_LABELS, v.get("entity_type"))
+        inner = (control.select("Entity type", "entity_type", ENTITY_LABELS, v.get("entity_type"))
                  + "".join(field(f"Name choice {i}", f"name{i}", v.get(f"name{i}", ""))
                            for i in (1, 2, 3)))
         return show("Name Request", error + "<p>Enter up to three names in order of "
@@ -217,14 +111,14 @@ def create_app(state: PortalState) -> Starlette:
         sid, session = nr_sessions.new(names=names, entity_type=entity)
         session["steps"] = 1
         response = RedirectResponse(url(request, "/nr/applicant"), status_code=303)
-        response.set_cookie("nr_session", sid, httponly=True, samesite="lax")
+        nr_sessions.attach(response, sid)
         return response
 
     @guard
     async def nr_applicant(request: Request) -> Response:
         session = nr_sessions.get(request)
         if session is None:
-            return ui.session_expired(BRAND, url(request, "/nr"))
+            return pages.session_expired(BRAND, url(request, "/nr"))
         if request.method == "GET":
             inner = (field("Applicant name", "applicant_name") + field("Phone", "phone")
                      + field("Email", "email", kind="email")
@@ -234,7 +128,7 @@ def create_app(state: PortalState) -> Starlette:
                 f"<ol>{names}</ol><p id='fee'>Fee: {NR_FEE}</p>"
                 + form(url(request, "/nr/applicant"), inner, "Submit and Pay", "Send")))
         if nr_sessions.expire_due(request, session):
-            return ui.session_expired(BRAND, url(request, "/nr"))
+            return pages.session_expired(BRAND, url(request, "/nr"))
         data = await request.form()
         name, phone, email = (str(data.get(k, "")).strip() for k in ("applicant_name", "phone",
                                                                      "email"))
@@ -242,7 +136,7 @@ def create_app(state: PortalState) -> Starlette:
             return show("Applicant and Payment", alert(
                 "APPLICANT_REQUIRED", "Applicant name, phone and email are required."))
         if (code := state.take_error()) is not None:
-            return ui.system_error(BRAND, code)
+            return pages.system_error(BRAND, code)
         entity = session["entity_type"]
         decisions = examine(session["names"], entity, reg.names_in_use())
         chosen = next(((n, d) for n, d, _ in decisions if d != "REJECTED"), None)
@@ -256,9 +150,9 @@ def create_app(state: PortalState) -> Starlette:
             "expires_on": (today() + timedelta(days=RESERVATION_DAYS)).isoformat()
             if chosen else None,
             "applicant": name, "reference": str(data.get("reference", "")).strip(),
-            "contact_keys": [_key(phone), _key(email)], "fee": NR_FEE})
+            "contact_keys": [contact_key(phone), contact_key(email)], "fee": NR_FEE})
         with state.lock:
-            state.sessions.pop(request.cookies.get("nr_session", ""), None)
+            nr_sessions.end(request)
         if state.faults.drop_after_submit:
             return drop_connection(request)
         await state.hang_if_asked()
@@ -274,9 +168,9 @@ def create_app(state: PortalState) -> Starlette:
                   + '<button type="submit">Search</button></form>')
         if "contact" not in q:
             return show("Check a Name Request", search)
-        key, ref = _key(q.get("contact", "")), q.get("reference", "").strip()
+        key, ref = contact_key(q.get("contact", "")), q.get("reference", "").strip()
         found = [e for e in reg.entries("name_request") if key and key in e["contact_keys"]
-                 and ((q.get("nr") and e["nr_number"] == _norm_nr(q["nr"]))
+                 and ((q.get("nr") and e["nr_number"] == norm_nr(q["nr"]))
                       or (not q.get("nr") and ref and e["reference"] == ref))]
         body = "".join(_nr_details(reg, e) for e in found[-1:]) or (
             '<p id="no-results">No Name Request matches these details.</p>')

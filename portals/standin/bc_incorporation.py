@@ -20,10 +20,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from portals.standin import bc
-from portals.standin import bc_crtc_common as ui
-from portals.standin.bc_crtc_common import alert, checkbox, esc, field, radio, select, url
-from portals.standin.common import PortalState, drop_connection
+from portals.standin import bc_registry as bc
+from portals.standin.kit import pages as ui
+from portals.standin.kit.control import alert, checkbox, field, radio, search_form, select
+from portals.standin.kit.pages import esc, url
+from portals.standin.kit.pdf import make_pdf, pdf_response
+from portals.standin.kit.session import Sessions
+from portals.standin.kit.state import PortalState, drop_connection
 
 _OFFICE = (("Street", "street"), ("City", "city"), ("Province", "region"),
            ("Postal code", "postal_code"))
@@ -45,7 +48,7 @@ def _people_problems(people: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: ui.Sessions,
+def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Sessions,
                          guard: Callable[..., Any], show: Callable[..., Response],
                          form: Callable[..., str]) -> list[Route]:
 
@@ -164,7 +167,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: ui.Sess
                 "Start Incorporation Application</button></form>"))
         sid, _ = sessions.new(company={}, people=[], shares=[], agreement=None)
         response = go(request, 1)
-        response.set_cookie(sessions.cookie, sid, httponly=True, samesite="lax")
+        sessions.attach(response, sid)
         return response
 
     async def _session(request: Request) -> tuple[dict[str, Any] | None, Response | None]:
@@ -242,7 +245,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: ui.Sess
             "share_classes": [x["name"] for x in s["shares"]], "agreement": s["agreement"],
             "fee": bc.FEES[c["entity_type"]], "filed_on": bc.today().isoformat()})
         with state.lock:
-            state.sessions.pop(request.cookies.get(sessions.cookie, ""), None)
+            sessions.end(request)
         if state.faults.drop_after_submit:
             return drop_connection(request)
         await state.hang_if_asked()
@@ -260,19 +263,18 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: ui.Sess
                       if e["incorporation_number"] == number), None)
         if entry is None:
             return show("Not found", "<p>No such certificate.</p>", status=404)
-        pdf = ui.make_pdf("Certificate of Incorporation", [
+        pdf = make_pdf([bc.BRAND, "Certificate of Incorporation", f"Date: {bc.today()}"], [
             f"I hereby certify that {entry['legal_name']} was incorporated under the Business "
             f"Corporations Act on {entry['filed_on']}.",
             f"Incorporation Number: {number}", "Registrar of Companies, Province of British "
-            "Columbia"], issuer=bc.BRAND, issued=bc.today())
-        return ui.pdf_response(pdf, f"{number}.pdf")
+            "Columbia"], title="Certificate of Incorporation", author=bc.BRAND, paper="Letter")
+        return pdf_response(pdf, f"{number}.pdf", inline=True)
 
     @guard
     async def filings(request: Request) -> Response:
         ref = request.query_params.get("reference", "").strip()
-        search = (f'<form method="get" action="{url(request, "/filings")}">'
-                  + field("Folio or Reference Number", "reference", ref)
-                  + '<button type="submit">Search</button></form>')
+        search = search_form(url(request, "/filings"), "Folio or Reference Number", "reference",
+                             ref)
         if not ref:
             return show("Find a Filing", search)
         rows = "".join(

@@ -23,9 +23,12 @@ from starlette.routing import Route
 
 from jobs import clock
 from portals.calendar import zone
-from portals.standin import bc_crtc_common as ui
-from portals.standin.bc_crtc_common import alert, checkbox, esc, field, url
-from portals.standin.common import PortalState, drop_connection
+from portals.standin.kit import control, pages
+from portals.standin.kit.control import alert, checkbox, field, search_form
+from portals.standin.kit.pages import esc, url
+from portals.standin.kit.pdf import make_pdf, pdf_response
+from portals.standin.kit.session import Sessions
+from portals.standin.kit.state import PortalState, drop_connection
 
 BRAND = "My CRTC Account - Canadian Radio-television and Telecommunications Commission"
 HOURS = ("Online submissions are normally accepted 24 hours a day; support is available "
@@ -43,13 +46,18 @@ MAX_LETTER = 2_000_000
 FIRST_NUMBER = 123
 
 
+def signin_look(title: str, body: str, status: int = 200) -> Response:
+    """How this portal draws its sign-in pages (see :mod:`portals.standin.kit.signin`)."""
+    return pages.page(BRAND, title, body, status=status)
+
+
 def create_app(state: PortalState) -> Starlette:
-    guard = ui.guard(state, BRAND, HOURS)
-    sessions = ui.Sessions(state, "crtc_session")
+    guard = pages.guard(state, pages.ca_gate(state, BRAND, HOURS))
+    sessions = Sessions(state, "crtc_session")
 
     def show(title: str, body: str, step: int = 0, **kw: Any) -> Response:
-        top = ui.progress(STEPS, step, step - 1) if step else ""
-        return ui.page(BRAND, title, body, top=top, **kw)
+        top = pages.progress(STEPS, step, step - 1) if step else ""
+        return pages.page(BRAND, title, body, top=top, **kw)
 
     def registrations() -> list[dict[str, Any]]:
         return [e for e in list(state.ledger) if e.get("kind") == "registration"]
@@ -66,7 +74,7 @@ def create_app(state: PortalState) -> Starlette:
         inner = (field("Legal name of the company", "company_name", v.get("company_name", ""))
                  + field("Incorporation number", "incorporation_number",
                          v.get("incorporation_number", ""))
-                 + ui.select("Province of incorporation", "province",
+                 + control.select("Province of incorporation", "province",
                              {"": "Select...", **PROVINCES}, v.get("province"))
                  + "<fieldset><legend>Services offered</legend>"
                  + "".join(checkbox(label, "services", key) for key, label in SERVICES.items())
@@ -77,7 +85,7 @@ def create_app(state: PortalState) -> Starlette:
                  + field("Contact phone", "contact_phone", v.get("contact_phone", ""))
                  + "</fieldset>" + field("Your file reference", "reference",
                                          v.get("reference", "")))
-        return show(STEPS[0], error + ui.form(url(request, "/register"), inner, "Continue",
+        return show(STEPS[0], error + control.form(url(request, "/register"), inner, "Continue",
                                               state, renamed="Next"), step=1)
 
     @guard
@@ -101,7 +109,7 @@ def create_app(state: PortalState) -> Starlette:
             sid, session = sessions.new(cover=v, services=services)
             session["steps"] = 1
             response = RedirectResponse(url(request, "/register/documents"), status_code=303)
-            response.set_cookie(sessions.cookie, sid, httponly=True, samesite="lax")
+            sessions.attach(response, sid)
             return response
         return cover_page(request, error, v)
 
@@ -110,11 +118,11 @@ def create_app(state: PortalState) -> Starlette:
         session = sessions.get(request)
         if session is None or (request.method == "POST"
                                and sessions.expire_due(request, session)):
-            return ui.session_expired(BRAND, url(request, "/register"))
+            return pages.session_expired(BRAND, url(request, "/register"))
         inner = ('<div class="field"><label for="f-letter">Registration letter (PDF or text)'
                  '</label> <input type="file" id="f-letter" name="letter" accept=".pdf,.txt">'
                  "</div>")
-        page = ui.form(url(request, "/register/documents"), inner, "Submit Registration",
+        page = control.form(url(request, "/register/documents"), inner, "Submit Registration",
                        state, renamed="Send", multipart=True)
         cover = session["cover"]
         summary = (f'<p id="cover-summary">{esc(cover["company_name"])} '
@@ -135,7 +143,7 @@ def create_app(state: PortalState) -> Starlette:
         if problem:
             return show(STEPS[1], alert("LETTER", problem) + summary + page, step=2)
         if (code := state.take_error()) is not None:
-            return ui.system_error(BRAND, code)
+            return pages.system_error(BRAND, code)
         now = clock.now().astimezone(TZ)
         number = f"CRTC-{now.year}-{FIRST_NUMBER + len(registrations()):06d}"
         state.record({
@@ -148,7 +156,7 @@ def create_app(state: PortalState) -> Starlette:
                        "sha256": hashlib.sha256(body).hexdigest()},
             "submitted_on": now.date().isoformat()})
         with state.lock:
-            state.sessions.pop(request.cookies.get(sessions.cookie, ""), None)
+            sessions.end(request)
         if state.faults.drop_after_submit:
             return drop_connection(request)
         await state.hang_if_asked()
@@ -166,23 +174,22 @@ def create_app(state: PortalState) -> Starlette:
         if entry is None:
             return show("Not found", "<p>No such letter.</p>", status=404)
         services = ", ".join(SERVICES[s] for s in entry["services"])
-        pdf = ui.make_pdf("Registration acknowledgement", [
+        issuer = "Canadian Radio-television and Telecommunications Commission"
+        issued = clock.now().astimezone(TZ).date()
+        pdf = make_pdf([issuer, "Registration acknowledgement", f"Date: {issued}"], [
             f"Confirmation number: {number}",
             f"To: {entry['contact']}, designated contact of {entry['company_name']}",
             f"The Commission acknowledges the registration of {entry['company_name']} as a "
             f"telecommunications service provider ({services}) under Telecom Regulatory "
             "Policy CRTC 2017-11.",
             "The list of registered providers is updated within 24 hours."],
-            issuer="Canadian Radio-television and Telecommunications Commission",
-            issued=clock.now().astimezone(TZ).date())
-        return ui.pdf_response(pdf, f"{number}.pdf")
+            title="Registration acknowledgement", author=issuer, paper="Letter")
+        return pdf_response(pdf, f"{number}.pdf", inline=True)
 
     @guard
     async def submissions(request: Request) -> Response:
         ref = request.query_params.get("reference", "").strip()
-        search = (f'<form method="get" action="{url(request, "/submissions")}">'
-                  + field("Your file reference", "reference", ref)
-                  + '<button type="submit">Search</button></form>')
+        search = search_form(url(request, "/submissions"), "Your file reference", "reference", ref)
         if not ref:
             return show("Find a submission", search)
         rows = "".join(

@@ -28,20 +28,12 @@ from starlette.routing import Route
 
 from jobs import clock
 from portals.calendar import zone
-from portals.standin.common import PortalState, drop_connection
-from portals.standin.pages import (
-    SUBMIT_JS,
-    Sessions,
-    continue_button,
-    delay,
-    dialog_script,
-    esc,
-    gate,
-    layout,
-    make_pdf,
-    pdf_response,
-    root,
-)
+from portals.standin.kit import pages
+from portals.standin.kit.control import SUBMIT_JS, continue_button, dialog_script
+from portals.standin.kit.pages import esc, layout, root
+from portals.standin.kit.pdf import make_pdf, pdf_response
+from portals.standin.kit.session import Sessions
+from portals.standin.kit.state import PortalState, drop_connection
 
 TITLE = "Delaware Division of Corporations"
 DE_TZ = zone("America/New_York")
@@ -95,24 +87,27 @@ def _problem(slug: str, d: dict[str, str], doc_type: str) -> tuple[str, bool] | 
     return None
 
 
+def signin_look(title: str, body: str, status: int = 200) -> Response:
+    """How this portal draws its sign-in pages (see :mod:`portals.standin.kit.signin`)."""
+    return layout(TITLE, f"<h1>{esc(title)}</h1>{body}", status=status)
+
+
 def create_app(state: PortalState) -> Starlette:
     sessions = Sessions(state, "de_session", timedelta(minutes=30))
+    guard = pages.guard(state, pages.us_gate(state, TITLE, CLOSED))
+    documents_guard = pages.guard(state, pages.us_maintenance_gate(state, TITLE))
 
+    @guard
     async def home(request: Request) -> Response:
-        await delay(state)
-        if (page := gate(state, TITLE, CLOSED)) is not None:
-            return page
         r = root(request)
         return layout(TITLE, f"<h1>Online Filing</h1><form method=post action='{r}/file/begin'>"
                       f"<button class=btn type=submit>Start a New Filing</button></form>"
                       f"<p><a href='{r}/lookup'>Filing Status Lookup</a></p>")
 
+    @guard
     async def begin(request: Request) -> Response:
-        await delay(state)
-        if (page := gate(state, TITLE, CLOSED)) is not None:
-            return page
         response = RedirectResponse(f"{root(request)}/file/entity", status_code=303)
-        sessions.new(response, root(request))
+        sessions.new(response, path=root(request), data={})
         return response
 
     def render(request: Request, slug: str, session: dict[str, Any],
@@ -149,10 +144,8 @@ def create_app(state: PortalState) -> Starlette:
         return layout(TITLE, f"{head}<form class=step method=post action='{root(request)}/file/"
                       f"{slug}'>{body}</form>{button}", script=dialog_script(state) + SUBMIT_JS)
 
+    @guard
     async def step(request: Request) -> Response:
-        await delay(state)
-        if (page := gate(state, TITLE, CLOSED)) is not None:
-            return page
         slug = request.path_params["step"]
         session = sessions.current(request)
         if slug not in STEPS:
@@ -217,10 +210,8 @@ def create_app(state: PortalState) -> Starlette:
     def cert_url(request: Request, entry: dict[str, Any]) -> str:
         return f"{root(request)}/documents/{entry['token']}/{entry['certificate']}"
 
+    @guard
     async def lookup(request: Request) -> Response:
-        await delay(state)
-        if (page := gate(state, TITLE, CLOSED)) is not None:
-            return page
         ref = request.query_params.get("ref", "").strip()
         body = (f"<h1>Filing Status Lookup</h1><form method=get><label for=ref>Client reference"
                 f"</label><input id=ref name=ref value='{esc(ref)}'><button class=btn "
@@ -239,14 +230,10 @@ def create_app(state: PortalState) -> Starlette:
                 body += f"<p id=no-results>No filings found for client reference {esc(ref)}.</p>"
         return layout(TITLE, body)
 
+    @documents_guard
     async def document(request: Request) -> Response:
-        await delay(state)
-        if state.faults.maintenance:
-            return layout(TITLE, "<h1>Scheduled maintenance</h1>", status=503)
         token, name = request.path_params["token"], request.path_params["name"]
-        with state.lock:
-            e = next((e for e in state.ledger
-                      if e["token"] == token and e["certificate"] == name), None)
+        e = state.find(token=token, certificate=name)
         if e is None:
             return layout(TITLE, "<h1>Document not found</h1>", status=404)
         llc = e["entity_type"] == "LLC"

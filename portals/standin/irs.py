@@ -26,20 +26,12 @@ from starlette.routing import Route
 
 from jobs import clock
 from portals.calendar import zone
-from portals.standin.common import PortalState, drop_connection
-from portals.standin.pages import (
-    SUBMIT_JS,
-    Sessions,
-    continue_button,
-    delay,
-    dialog_script,
-    esc,
-    gate,
-    layout,
-    make_pdf,
-    pdf_response,
-    root,
-)
+from portals.standin.kit import pages
+from portals.standin.kit.control import SUBMIT_JS, continue_button, dialog_script
+from portals.standin.kit.pages import esc, layout, root
+from portals.standin.kit.pdf import make_pdf, pdf_response
+from portals.standin.kit.session import Sessions
+from portals.standin.kit.state import PortalState, drop_connection
 
 TITLE = "EIN Assistant"
 IRS_TZ = zone("America/New_York")
@@ -167,8 +159,15 @@ def _validate(slug: str, data: dict[str, str]) -> str | None:
     return None
 
 
+def signin_look(title: str, body: str, status: int = 200) -> Response:
+    """How this portal draws its sign-in pages (see :mod:`portals.standin.kit.signin`)."""
+    return layout(TITLE, f"<h1>{esc(title)}</h1>{body}", status=status)
+
+
 def create_app(state: PortalState) -> Starlette:
     sessions = Sessions(state, "irs_session", timedelta(minutes=15))
+    guard = pages.guard(state, pages.us_gate(state, TITLE, CLOSED))
+    documents_guard = pages.guard(state, pages.us_maintenance_gate(state, TITLE))
 
     def progress(current: str) -> str:
         idx = SLUGS.index(current)
@@ -191,28 +190,22 @@ def create_app(state: PortalState) -> Starlette:
         done = session["data"]
         return next((s for s in SLUGS[:4] if s not in done), "review")
 
+    @guard
     async def landing(request: Request) -> Response:
-        await delay(state)
-        if (page := gate(state, TITLE, CLOSED)) is not None:
-            return page
         return layout(TITLE, f"<h1>{esc(TITLE)}</h1><p>Apply for an Employer Identification "
                       f"Number. You must complete this application in one session; it cannot "
                       f"be saved. Sessions expire after 15 minutes of inactivity.</p>"
                       f'<form method=post action="{root(request)}/begin">'
                       f"<button class=btn type=submit>Begin Application</button></form>")
 
+    @guard
     async def begin(request: Request) -> Response:
-        await delay(state)
-        if (page := gate(state, TITLE, CLOSED)) is not None:
-            return page
         response = RedirectResponse(f"{root(request)}/apply/legal-structure", status_code=303)
-        sessions.new(response, root(request))
+        sessions.new(response, path=root(request), data={})
         return response
 
+    @guard
     async def step(request: Request) -> Response:
-        await delay(state)
-        if (page := gate(state, TITLE, CLOSED)) is not None:
-            return page
         slug = request.path_params["step"]
         if slug not in SLUGS:
             return layout(TITLE, "<h1>Page not found</h1>", status=404)
@@ -316,14 +309,10 @@ def create_app(state: PortalState) -> Starlette:
             return drop_connection(request)
         return RedirectResponse(f"{root(request)}/apply/assignment", status_code=303)
 
+    @documents_guard
     async def letter(request: Request) -> Response:
-        await delay(state)
-        if state.faults.maintenance:
-            return layout(TITLE, "<h1>Scheduled maintenance</h1>", status=503)
         token, name = request.path_params["token"], request.path_params["name"]
-        with state.lock:
-            entry = next((e for e in state.ledger
-                          if e["token"] == token and e["letter"] == name), None)
+        entry = state.find(token=token, letter=name)
         if entry is None:
             return layout(TITLE, "<h1>Document not found</h1>", status=404)
         issued = entry["at"][:10]

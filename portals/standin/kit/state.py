@@ -1,11 +1,13 @@
-"""Shared machinery of the stand-in portals: opening hours, faults, ledger, sessions.
+"""The state of one stand-in portal: opening hours, faults, ledger, sessions store.
 
 Every stand-in keeps a **ledger** of the submissions it accepted (what tests read to prove
 "filed exactly once") and a set of **faults** tests switch on through the control API:
 
-    POST /_control/<portal>   JSON merged into that portal's Faults
-    POST /_reset              all portals back to normal, ledgers emptied
+    POST /_control/<portal>   JSON merged into that portal's Faults; its ``signin`` object
+                              configures accounts and sign-in (see :mod:`.accounts`)
+    POST /_reset              all portals back to normal, ledgers emptied, sign-in off
     GET  /_ledger/<portal>    the ledger, a JSON list
+    GET  /_ledger/<portal>/signins   sign-in attempts and per-account counts
 
 Faults: ``maintenance`` (maintenance page), ``slow_ms`` (delay every page), ``error_code``
 (e.g. "109": a system error page) for the next ``error_times`` submissions (-1 = always),
@@ -26,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from jobs import clock
+from portals.standin.kit.accounts import Accounts
 
 
 def drop_connection(request: Request) -> Response:
@@ -76,6 +79,8 @@ class PortalState:
     ledger: list[dict[str, Any]] = field(default_factory=list)
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: accounts and sign-in (off by default; ``{"signin": {...}}`` through the control API)
+    accounts: Accounts = field(default_factory=Accounts)
 
     def is_open(self) -> bool:
         mode = self.faults.hours
@@ -104,6 +109,12 @@ class PortalState:
             self.ledger.append(entry)
             return entry
 
+    def find(self, **match: Any) -> dict[str, Any] | None:
+        """The first ledger entry whose fields equal ``match`` (a document's owner)."""
+        with self.lock:
+            return next((e for e in self.ledger
+                         if all(e.get(k) == v for k, v in match.items())), None)
+
     async def hang_if_asked(self) -> None:
         """The ``hang_after_submit`` fault: the answer never comes (until a reset)."""
         if self.faults.hang_after_submit:
@@ -117,9 +128,21 @@ class PortalState:
             self.faults = Faults()
             self.ledger.clear()
             self.sessions.clear()
+        self.accounts.reset()
 
     def snapshot(self) -> dict[str, Any]:
-        return {"code": self.code, "faults": asdict(self.faults), "submissions": len(self.ledger)}
+        return {"code": self.code, "faults": asdict(self.faults), "submissions": len(self.ledger),
+                "signin": self.accounts.snapshot()}
+
+    def control(self, data: dict[str, Any]) -> None:
+        """A control body: fault switches, and ``signin`` settings and accounts. Checked
+        whole before anything changes (ValueError)."""
+        data = dict(data)
+        signin = data.pop("signin", None)
+        Faults().update(data)  # raises on an unknown fault before anything changes
+        if signin is not None:
+            self.accounts.configure(signin)
+        self.faults.update(data)
 
 
 class StandinState:

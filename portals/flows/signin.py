@@ -1,0 +1,185 @@
+"""One sign-in step for every flow, and the signs of a lost session.
+
+    creds = Credentials("acme", password, totp_seed=seed)     # from the secrets provider
+    signed = await sign_in(ctx, page, creds, ask=ask)          # ask(question) -> answer
+    if signed.password_expires_in is not None: ...             # tell the admins, days ahead
+    ...
+    await check_session(page)   # after a step: raises SessionLost -> sign in again
+
+What it does on the page, per the portal's answer: user name and password (typed **once**
+per call: a refused password raises :class:`jobs.errors.AccountRejected`, a locked account
+:class:`~jobs.errors.AccountLocked`, neither is ever retried); a TOTP code computed from the
+seed with ``pyotp`` on the jobs clock (no human); an e-mailed code or a CAPTCHA answered
+through ``ask`` (the caller decides how a person is asked and how long to wait); the
+"password expires in N days" interstitial passed, its N returned; a forced password change
+raises :class:`~jobs.errors.PasswordChangeRequired` (a person changes it and updates the
+secret).
+
+Secrets: the whole step runs inside :func:`portals.flows.browser.untraced` (nothing of it
+in a trace; tracing resumes only if no page shows the password or seed), password inputs
+are masked in every screenshot (:data:`portals.flows.base.SENSITIVE_SELECTOR`), and no
+error text carries a secret. Written against the stand-ins' sign-in markers
+(:mod:`portals.standin.kit.signin`), which imitate what the real portals show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs import clock
+from jobs.errors import (
+    AccountLocked,
+    AccountRejected,
+    BusinessError,
+    PasswordChangeRequired,
+    PortalUnavailable,
+    RetryableError,
+)
+from portals.flows.base import click_and_wait, masked_screenshot, redact
+from portals.flows.browser import untraced
+from portals.flows.context import FlowContext
+
+#: asks a person something mid-flow and returns the answer (e.g. an e-mailed code)
+Ask = Callable[[str], Awaitable[str]]
+
+_MARKERS = ("account-locked", "signin-error", "password-change", "password-expiry",
+            "mfa-error", "mfa-form", "captcha", "signin-form", "signed-out")
+_MARKER_JS = """ids => ids.find(id => document.getElementById(id)) ?? null"""
+MAX_STEPS = 10
+MAX_ASKS = 3
+
+
+@dataclass(frozen=True)
+class Credentials:
+    user: str
+    password: str = field(repr=False)
+    totp_seed: str | None = field(default=None, repr=False)
+
+    def secrets(self) -> list[str]:
+        return [s for s in (self.password, self.totp_seed) if s]
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    #: days until the password expires, when the portal warned (else None)
+    password_expires_in: int | None = None
+    #: questions asked of a person on the way (e-mailed code, CAPTCHA)
+    asked: int = 0
+
+
+class SessionLost(RetryableError):
+    """The portal ended the signed-in session: ``reason`` is "expired" (timed out),
+    "ended" (the account signed in elsewhere) or "signed_out" (sent back to sign in).
+    The caller signs in again; if it never catches it, the attempt is retried."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"portal session lost ({reason})")
+        self.reason = reason
+
+
+async def _marker(page: Any) -> str | None:
+    return await page.evaluate(_MARKER_JS, list(_MARKERS))  # type: ignore[no-any-return]
+
+
+async def _submit(page: Any, form: str) -> None:
+    status = await click_and_wait(page, page.locator(f"#{form} button[type=submit]"))
+    if status is not None and status >= 500:
+        raise PortalUnavailable(f"sign-in answered HTTP {status}")
+
+
+async def sign_in(ctx: FlowContext, page: Any, creds: Credentials, *,
+                  portal: str | None = None, ask: Ask | None = None,
+                  start: str = "/signin") -> SignedIn:
+    """Sign ``creds`` in on ``portal`` (default: the job's) in ``page``; see the module."""
+    code = portal or ctx.portal
+    base = ctx.portal_urls[code].rstrip("/")
+    secrets = creds.secrets() + list(ctx.secrets())
+    try:
+        async with untraced(page.context, secrets=secrets):
+            return await _steps(ctx, page, creds, code, f"{base}{start}", ask)
+    except (BusinessError, RetryableError) as exc:
+        exc.args = tuple(redact(str(a), secrets) for a in exc.args)
+        raise
+
+
+async def _steps(ctx: FlowContext, page: Any, creds: Credentials, portal: str, url: str,
+                 ask: Ask | None) -> SignedIn:
+    response = await page.goto(url)
+    if response is not None and response.status >= 500:
+        raise PortalUnavailable(f"sign-in page answered HTTP {response.status}")
+    who = f"account {creds.user!r} on {portal}"
+    password_sent, days, asked, codes = False, None, 0, 0
+
+    async def person(question: str) -> str:
+        nonlocal asked
+        if ask is None:
+            raise BusinessError(f"sign-in needs a person ({question}); nobody to ask")
+        if asked >= MAX_ASKS:
+            raise RetryableError(f"sign-in: {who}: no accepted answer after {asked} questions")
+        asked += 1
+        return (await ask(question)).strip()
+
+    for _ in range(MAX_STEPS):
+        marker = await _marker(page)
+        if marker == "account-locked":
+            raise AccountLocked(f"{who} is locked", account=creds.user)
+        if marker == "signin-error" or (marker == "signin-form" and password_sent):
+            raise AccountRejected(f"{who}: user name or password refused", account=creds.user)
+        if marker == "password-change":
+            raise PasswordChangeRequired(f"{who}: the portal requires a new password",
+                                         account=creds.user)
+        if marker == "signin-form":
+            await page.locator("#signin-username").fill(creds.user)
+            await page.locator("#signin-password").fill(creds.password)
+            password_sent = True  # set before the click: whatever happens, never twice
+            await _submit(page, "signin-form")
+        elif marker == "captcha":
+            shot = ctx.artifacts_dir / f"captcha-{asked + 1}.png"
+            await masked_screenshot(page, shot, ctx.secrets())
+            answer = await person(f"{portal}: type the characters in the picture ({shot})")
+            await page.locator("#captcha-answer").fill(answer)
+            await _submit(page, "captcha-form")
+        elif marker in ("mfa-form", "mfa-error"):
+            if marker == "mfa-error" and not await page.locator("#mfa-form").count():
+                raise PortalUnavailable(f"sign-in: {portal} could not send a verification code")
+            method = await page.locator("#mfa-form").get_attribute("data-method")
+            if method == "totp":
+                if marker == "mfa-error" or not creds.totp_seed:
+                    raise AccountRejected(f"{who}: authenticator code refused or no TOTP seed",
+                                          account=creds.user)
+                import pyotp
+
+                value = pyotp.TOTP(creds.totp_seed).at(clock.now())
+            else:
+                codes += 1
+                value = await person(f"{portal}: the verification code e-mailed for {who}"
+                                     + (" (the last one was refused)" if codes > 1 else ""))
+            await page.locator("#mfa-code").fill(value)
+            await _submit(page, "mfa-form")
+        elif marker == "password-expiry":
+            text = await page.locator("#password-expiry").get_attribute("data-days")
+            days = int(text) if text and text.lstrip("-").isdigit() else None
+            await _submit(page, "expiry-form")
+        elif marker == "signed-out":
+            raise SessionLost(await page.locator("#signed-out").get_attribute("data-reason")
+                              or "signed_out")
+        else:
+            return SignedIn(password_expires_in=days, asked=asked)
+    raise RetryableError(f"sign-in: {who}: still not signed in after {MAX_STEPS} pages")
+
+
+async def session_lost(page: Any) -> str | None:
+    """Why the page shows that the signed-in session is gone ("expired", "ended",
+    "signed_out"), or None if it does not."""
+    marker = await _marker(page)
+    if marker == "signed-out":
+        return await page.locator("#signed-out").get_attribute("data-reason") or "signed_out"
+    return "signed_out" if marker == "signin-form" else None
+
+
+async def check_session(page: Any) -> None:
+    """Raise :class:`SessionLost` if the portal ended the session (see :func:`session_lost`)."""
+    if (reason := await session_lost(page)) is not None:
+        raise SessionLost(reason)

@@ -1,0 +1,137 @@
+"""The BC Registries stand-in's records and rules (see :mod:`.bc`): the registry's
+constants, queries over the ledger (:class:`Registry`), the name examiner (:func:`examine`)
+and the checks of a Name Request used for an incorporation (:func:`nr_problem`)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import date
+from typing import Any
+
+from jobs import clock
+from portals.calendar import zone
+from portals.standin.kit.state import PortalState
+
+BRAND = "BC Registries and Online Services"
+HOURS = ("Hours: Monday to Saturday 6:00 a.m. to 10:00 p.m., Sunday 1:00 p.m. to "
+         "10:00 p.m. Pacific Time.")
+TZ = zone("America/Vancouver")
+RESERVATION_DAYS = 56
+NR_FEE, FEES = "$30.00", {"BC": "$350.00", "ULC": "$1,000.00"}
+ENTITY_LABELS = {"BC": "BC Limited Company", "ULC": "BC Unlimited Liability Company"}
+RESTRICTED = {"ROYAL", "CROWN", "PARLIAMENT", "GOVERNMENT", "POLICE", "RCMP", "UNIVERSITY",
+              "OLYMPIC"}
+CONSENT_WORDS = {"BANK", "BANKING", "TRUST", "TRUSTS"}
+DESIGNATIONS = {"BC": ("LTD.", "LIMITED", "INC.", "INCORPORATED", "CORP.", "CORPORATION"),
+                "ULC": ("ULC", "UNLIMITED LIABILITY COMPANY")}
+STEPS = ("Define Your Company", "Add People and Roles", "Create Share Structure",
+         "Incorporation Agreement", "Review and Confirm")
+ROLES = {"completing_party": "Completing Party", "incorporator": "Incorporator",
+         "director": "Director"}
+AGREEMENTS = {"sample": "The sample Incorporation Agreement and Table 1 Articles were used",
+              "custom": "A custom Incorporation Agreement and Articles were used"}
+CERTIFY = (
+    "I have relevant knowledge of the company and I am authorized to make this filing.",
+    "All incorporators have signed the incorporation agreement, which includes the articles.",
+    "The information in this filing is true, and the registered and records offices are in "
+    "British Columbia.",
+)
+
+
+def today() -> date:
+    return clock.now().astimezone(TZ).date()
+
+
+def contact_key(contact: str) -> str:
+    text = contact.strip().lower()
+    norm = text if "@" in text else re.sub(r"\D", "", text)[-10:]
+    return hashlib.sha256(norm.encode()).hexdigest()[:16] if norm else ""
+
+
+def norm_nr(text: str) -> str:
+    digits = re.sub(r"\D", "", text or "")
+    return f"NR {digits}" if len(digits) == 7 else ""
+
+
+def norm_name(name: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", name.upper()).split())
+
+
+class Registry:
+    """Queries over the ledger (the registry's records)."""
+
+    def __init__(self, state: PortalState) -> None:
+        self.state = state
+
+    def entries(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in list(self.state.ledger) if e.get("kind") == kind]
+
+    def nr(self, number: str) -> dict[str, Any] | None:
+        number = norm_nr(number)
+        return next((e for e in self.entries("name_request") if e["nr_number"] == number), None)
+
+    def nr_state(self, entry: dict[str, Any]) -> str:
+        if any(f.get("nr_number") == entry["nr_number"] for f in self.entries("incorporation")):
+            return "CONSUMED"
+        if entry["state"] in ("APPROVED", "CONDITIONAL") and today() > date.fromisoformat(
+                entry["expires_on"]):
+            return "EXPIRED"
+        return str(entry["state"])
+
+    def names_in_use(self) -> set[str]:
+        used = {norm_name(f["legal_name"]) for f in self.entries("incorporation")}
+        used |= {norm_name(e["approved_name"]) for e in self.entries("name_request")
+                 if self.nr_state(e) in ("APPROVED", "CONDITIONAL")}
+        return used
+
+    def unique(self, make: Any, kind: str, key: str) -> str:
+        taken = {e[key] for e in self.entries(kind)}
+        while (value := make()) in taken:
+            pass
+        return str(value)
+
+
+def examine(names: list[str], entity: str, in_use: set[str]) -> list[tuple[str, str, str]]:
+    """(name, decision, reason) per name, in order; the registry examiner's rules."""
+    out = []
+    for name in names:
+        norm = norm_name(name)
+        words = set(norm.split())
+        if not any(norm.endswith(norm_name(d)) for d in DESIGNATIONS[entity]):
+            name = f"{name} {DESIGNATIONS[entity][0].title() if entity == 'BC' else 'ULC'}"
+            norm = norm_name(name)
+        if words & RESTRICTED:
+            out.append((name, "REJECTED", f"restricted word: {sorted(words & RESTRICTED)[0]}"))
+        elif norm in in_use:
+            out.append((name, "REJECTED", "conflicts with an existing name"))
+        elif words & CONSENT_WORDS:
+            out.append((name, "CONDITIONAL", "consent letter required"))
+        else:
+            out.append((name, "APPROVED", ""))
+    return out
+
+
+def nr_problem(reg: Registry, number: str, entity: str, consent: bool) -> tuple[str, str] | None:
+    """Why an NR cannot be used for this incorporation, as (code, message), or None."""
+    entry = reg.nr(number)
+    label = norm_nr(number) or number
+    if entry is None:
+        return "NR_NOT_FOUND", f"Name Request {label} was not found."
+    status = reg.nr_state(entry)
+    if status == "EXPIRED":
+        return "NR_EXPIRED", f"Name Request {label} expired on {entry['expires_on']}."
+    if status == "CONSUMED":
+        return "NR_USED", f"Name Request {label} has already been used."
+    if status == "REJECTED":
+        return "NR_REJECTED", f"Name Request {label} was rejected."
+    if entry["entity_type"] != entity:
+        held = ENTITY_LABELS[entry["entity_type"]]
+        return "NR_TYPE_MISMATCH", (f"Name Request {label} is for a {held}; it cannot be used "
+                                    f"for a {ENTITY_LABELS[entity]}.")
+    if status == "CONDITIONAL" and not consent:
+        return "NR_CONSENT_REQUIRED", (f"Name Request {label} is conditional: a consent letter "
+                                       "is required.")
+    return None
+
+
