@@ -35,8 +35,10 @@ PORTALS: dict[str, tuple[str, str]] = {
 }
 
 
-def create_app(state: StandinState | None = None) -> Starlette:
-    state = state or StandinState([code for _, code in PORTALS.values()])
+def create_app(state: StandinState | None = None, *, smtp_url: str | None = None) -> Starlette:
+    """The stand-ins; ``smtp_url`` (``smtp://host:port``): where their e-mailed sign-in
+    codes go by default (the demo's or the tests' mailbox)."""
+    state = state or StandinState([code for _, code in PORTALS.values()], smtp_url)
 
     def per_portal(answer: Callable[[Request, PortalState], Awaitable[JSONResponse]]
                    ) -> Callable[[Request], Awaitable[JSONResponse]]:
@@ -96,10 +98,11 @@ class StandinServer:
     ``with StandinServer() as server: server.url("irs")``
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
+                 smtp_url: str | None = None) -> None:
         import uvicorn
 
-        self.app = create_app()
+        self.app = create_app(smtp_url=smtp_url)
         self.state: StandinState = self.app.state.standin
         config = uvicorn.Config(self.app, host=host, port=port, log_level="warning",
                                 lifespan="off")
@@ -142,8 +145,8 @@ class StandinServer:
         self.stop()
 
 
-def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
+def serve(host: str = "127.0.0.1", port: int = 8765, smtp_url: str | None = None) -> None:
     """Serve the stand-ins in the foreground (``portalq standin``)."""
     import uvicorn
 
-    uvicorn.run(create_app(), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(smtp_url=smtp_url), host=host, port=port, log_level="info")

@@ -102,3 +102,12 @@ def test_no_secret_in_the_snapshot_ledger_or_repr():
     accounts.check_password("b", "hunter2")
     shown = repr(accounts.snapshot()) + repr(accounts.ledger()) + repr(accounts.accounts)
     assert "hunter2" not in shown and "JBSWY3DPEHPK3PXP" not in shown
+
+
+def test_the_servers_smtp_address_is_the_default_and_survives_a_reset():
+    portal = PortalState("crtc", accounts=Accounts("smtp://127.0.0.1:2525"))
+    portal.control({"signin": {"smtp": "smtp://127.0.0.1:2626"}})
+    assert portal.accounts.config.smtp == "smtp://127.0.0.1:2626"
+    portal.reset()
+    assert portal.accounts.config.smtp == "smtp://127.0.0.1:2525"
+    assert portal.accounts.config.enabled is False

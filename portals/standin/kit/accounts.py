@@ -67,12 +67,14 @@ _ACCOUNT_KEYS = {"password", "totp_seed", "email", "mfa"}
 class Accounts:
     """Accounts, sign-in sessions (signed in, or half-way) and the attempts ledger."""
 
-    def __init__(self) -> None:
+    def __init__(self, smtp: str | None = None) -> None:
+        #: where e-mailed codes go unless ``signin.smtp`` says otherwise (kept by a reset)
+        self.default_smtp = smtp
         self.lock = threading.Lock()
         self.reset()
 
     def reset(self) -> None:
-        self.config = SigninConfig()
+        self.config = SigninConfig(smtp=self.default_smtp)
         self.accounts: dict[str, Account] = {}
         self.attempts: list[dict[str, Any]] = []
         self.sessions: dict[str, dict[str, Any]] = {}  # signed in: sid -> user, pages, ...

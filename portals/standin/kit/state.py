@@ -148,8 +148,8 @@ class PortalState:
 class StandinState:
     """All stand-in portals of one server."""
 
-    def __init__(self, codes: list[str]) -> None:
-        self.portals = {code: PortalState(code) for code in codes}
+    def __init__(self, codes: list[str], smtp_url: str | None = None) -> None:
+        self.portals = {code: PortalState(code, accounts=Accounts(smtp_url)) for code in codes}
 
     def __getitem__(self, code: str) -> PortalState:
         return self.portals[code]
