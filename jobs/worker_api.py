@@ -16,9 +16,12 @@ from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection
+from psycopg import sql as psql
 from psycopg.types.json import Jsonb
 
 from jobs import clock, crypto, sql, types
+from jobs.checkpoints import rescue_decision
+from jobs.kinds import Channel
 
 AConn = AsyncConnection[Any]
 log = logging.getLogger("portalq.queue")
@@ -34,6 +37,12 @@ class Capacity:
     day: tuple[datetime, datetime] | None = None
     #: only these job types (a node's role); None: any. One list for the whole claim.
     job_types: tuple[str, ...] | None = None
+
+
+async def listen(conn: AConn, channels: Sequence[Channel] = tuple(Channel)) -> None:
+    """LISTEN on ``channels`` (all of portalq's by default) on this session."""
+    for channel in channels:
+        await conn.execute(psql.SQL("LISTEN {}").format(psql.Identifier(channel)))
 
 
 async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], limit: int,
@@ -237,34 +246,6 @@ async def add_artifact(conn: AConn, *, job_id: int, attempt: int, kind: str, pat
 
 
 # -- maintenance (run by one node at a time) ----------------------------------------------
-def past_point_of_no_return(checkpoint: Any) -> bool:
-    """Did the job's flow start a submission it has not seen confirmed?"""
-    return isinstance(checkpoint, Mapping) and checkpoint.get("stage") == "submitting"
-
-
-def rescue_decision(row: Mapping[str, Any], *, reconcilable: bool,
-                    crash_limit: int) -> tuple[str, tuple[str, str] | None]:
-    """(new status, escalation) for a running job whose worker died. A crash is not the
-    job's fault: its attempt is refunded (by the ``rescue`` query) up to ``crash_limit``
-    crashes, then the job is escalated as "crashing". Past its point of no return it is
-    reconciled by its next attempt where the portal allows a lookup (a lookup is not a
-    filing), whatever its attempt count; where it does not, a human decides."""
-    crashes = int(row.get("crashes") or 0) + 1
-    past = past_point_of_no_return(row["checkpoint"])
-    if past and not reconcilable:
-        return "failed", ("uncertain", "worker lost after submitting; the portal offers no "
-                                       "lookup: check the portal, then --confirmed-filed or "
-                                       "--not-filed; do not cancel or retry blindly")
-    if crashes > crash_limit:
-        if past:
-            return "failed", ("uncertain", f"its worker died {crashes} times, the last after "
-                                           "submitting: check the portal, then "
-                                           "--confirmed-filed or --not-filed")
-        return "failed", ("crashing", f"its worker died {crashes} times while running it "
-                                      f"(crash limit {crash_limit}): look for what kills it")
-    return "pending", None
-
-
 async def rescue_stale(conn: AConn, *, stale_after: timedelta, worker: str = "rescuer",
                        limit: int = 500, crash_limit: int = 3) -> list[tuple[int, str]]:
     """Jobs whose worker died: back to the queue (the attempt refunded, the crash counted),

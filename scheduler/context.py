@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 from jobs import secrets_at_rest, worker_api
 
 if TYPE_CHECKING:
-    from scheduler.worker import Worker
+    from psycopg_pool import AsyncConnectionPool
+
+    from scheduler.config import Settings
+
+#: opens a fresh browser context for (portal, artifacts folder)
+ContextOpener = Callable[[str, Path], Awaitable[Any]]
 
 
 #: how long a "target closed" error waits for the browser's disconnect to show
@@ -25,8 +30,20 @@ def secret_values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
 
 
 class JobContext:
-    def __init__(self, worker: Worker, job: Mapping[str, Any], artifacts_dir: Path) -> None:
-        self._worker = worker
+    """What a running job's handler may use, built from narrow parts: the connection
+    ``pool`` (its writes are guarded by ``node``'s lock on the job), the ``settings``
+    (portal addresses, mail), a ``browsers`` opener, and ``lease_fresh`` -- whether this
+    node's lease on the job is fresh enough to go past a point of no return."""
+
+    def __init__(self, job: Mapping[str, Any], artifacts_dir: Path, *,
+                 pool: AsyncConnectionPool, node: str, settings: Settings,
+                 browsers: ContextOpener,
+                 lease_fresh: Callable[[int], bool] = lambda _job_id: True) -> None:
+        self._pool = pool
+        self._node = node
+        self._settings = settings
+        self._open_context = browsers
+        self._lease_fresh = lease_fresh
         self.job_id: int = job["id"]
         self.job_type: str = job["job_type"]
         self.order_id: str = job["order_id"]
@@ -76,35 +93,27 @@ class JobContext:
 
     @cached_property
     def portal_urls(self) -> dict[str, str]:
-        return self._worker.settings.portal_urls()
+        return self._settings.portal_urls()
 
     async def save_checkpoint(self, **data: Any) -> None:
         """Durably, before returning. The write is guarded by this worker's lock on the job
         and renews its heartbeat: a flow that saved "submitting" holds a fresh lease for
         the click that follows. A node whose lease is going stale (it could not renew its
         heartbeats) writes no checkpoint, so it never starts a submission."""
-        if not self._worker.lease_fresh(self.job_id):
+        if not self._lease_fresh(self.job_id):
             raise LostJob(f"job {self.job_id}: this node's lease is stale (database "
                           "unreachable); not going on")
-        async with self._worker.pool.connection() as conn:
+        async with self._pool.connection() as conn:
             saved = await worker_api.save_checkpoint(
-                conn, job_id=self.job_id, worker=self._worker.node,
+                conn, job_id=self.job_id, worker=self._node,
                 data=secrets_at_rest.seal_checkpoint(self.job_type, data))
         if saved is None:
             raise LostJob(f"job {self.job_id} is no longer held by this worker")
         self.checkpoints = secrets_at_rest.open_checkpoint(self.job_type, saved)
 
     async def new_browser_context(self) -> Any:
-        from portals.flows import browser
-
         self.artifacts_dir.mkdir(parents=True, exist_ok=True)
-        pool = getattr(self._worker, "browser_pool", None)   # set by service.serve
-        if pool is not None and pool.serves(self.portal):
-            context = await pool.new_context(self.portal, self.artifacts_dir)
-        else:
-            b = await self._worker.browser()
-            context = await browser.new_context(b, self._worker.browser_config,
-                                                self.artifacts_dir)
+        context = await self._open_context(self.portal, self.artifacts_dir)
         self._browser_contexts.append(context)
         b = context.browser
         if b is not None and b not in self._watched:
@@ -145,18 +154,18 @@ class JobContext:
             return []
 
     async def store_document(self, name: str, content_type: str, data: bytes) -> None:
-        async with self._worker.pool.connection() as conn:
+        async with self._pool.connection() as conn:
             await worker_api.store_document(conn, job_id=self.job_id, name=name,
                                             content_type=content_type, data=data)
 
     async def documents_of(self, job_id: int) -> list[tuple[str, str, bytes]]:
-        async with self._worker.pool.connection() as conn:
+        async with self._pool.connection() as conn:
             return await worker_api.documents_of(conn, job_id)
 
     async def send_mail(self, message: Any) -> None:
         from scheduler.mailer import send
 
-        await send(self._worker.settings, message)
+        await send(self._settings, message)
 
 
 class LostJob(Exception):

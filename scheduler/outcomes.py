@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobs import retry
+from jobs.checkpoints import past_point_of_no_return
 from jobs.errors import (
     BusinessError,
     DeferUntil,
@@ -32,7 +33,6 @@ from jobs.errors import (
     RetryableError,
     UncertainOutcome,
 )
-from jobs.worker_api import past_point_of_no_return
 
 MIN_DEFER = timedelta(seconds=1)
 
@@ -74,6 +74,12 @@ class Transition:
 def is_outage_sign(exc: BaseException) -> bool:
     return (isinstance(exc, PortalClosed) and exc.outage) or isinstance(
         exc, PortalUnavailable | TimeoutError)
+
+
+def breaker_reason(threshold: int, window_seconds: float, message: str) -> str:
+    """Why the circuit breaker paused a portal (stored with the pause, shown to admins)."""
+    return (f"outage signs from {threshold} jobs within {window_seconds:.0f}s; "
+            f"last: {message}")
 
 
 def decide(exc: BaseException, job: Mapping[str, Any], *, message: str, now: datetime,
