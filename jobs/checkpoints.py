@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from jobs.kinds import EscalationKind as Esc
+from jobs.kinds import JobStatus
+
 
 def past_point_of_no_return(checkpoint: Any) -> bool:
     """Did the job's flow start a submission it has not seen confirmed?"""
@@ -14,7 +17,7 @@ def past_point_of_no_return(checkpoint: Any) -> bool:
 
 
 def rescue_decision(row: Mapping[str, Any], *, reconcilable: bool,
-                    crash_limit: int) -> tuple[str, tuple[str, str] | None]:
+                    crash_limit: int) -> tuple[JobStatus, tuple[Esc, str] | None]:
     """(new status, escalation) for a running job whose worker died. A crash is not the
     job's fault: its attempt is refunded (by the ``rescue`` query) up to ``crash_limit``
     crashes, then the job is escalated as "crashing". Past its point of no return it is
@@ -23,14 +26,17 @@ def rescue_decision(row: Mapping[str, Any], *, reconcilable: bool,
     crashes = int(row.get("crashes") or 0) + 1
     past = past_point_of_no_return(row["checkpoint"])
     if past and not reconcilable:
-        return "failed", ("uncertain", "worker lost after submitting; the portal offers no "
-                                       "lookup: check the portal, then --confirmed-filed or "
-                                       "--not-filed; do not cancel or retry blindly")
+        return JobStatus.FAILED, (Esc.UNCERTAIN,
+                                  "worker lost after submitting; the portal offers no lookup: "
+                                  "check the portal, then --confirmed-filed or --not-filed; "
+                                  "do not cancel or retry blindly")
     if crashes > crash_limit:
         if past:
-            return "failed", ("uncertain", f"its worker died {crashes} times, the last after "
-                                           "submitting: check the portal, then "
-                                           "--confirmed-filed or --not-filed")
-        return "failed", ("crashing", f"its worker died {crashes} times while running it "
-                                      f"(crash limit {crash_limit}): look for what kills it")
-    return "pending", None
+            return JobStatus.FAILED, (Esc.UNCERTAIN,
+                                      f"its worker died {crashes} times, the last after "
+                                      "submitting: check the portal, then --confirmed-filed "
+                                      "or --not-filed")
+        return JobStatus.FAILED, (Esc.CRASHING,
+                                  f"its worker died {crashes} times while running it "
+                                  f"(crash limit {crash_limit}): look for what kills it")
+    return JobStatus.PENDING, None

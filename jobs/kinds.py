@@ -45,3 +45,31 @@ class LockKey(IntEnum):
     LEADER = 7262010200        # the node that runs the tick's duties
     CLAIM_PORTAL = 726201      # (key, hashtext(portal)): claims of a limited portal
     RATE_KEY = 726202          # (key, hashtext(rate_key)): per-key rate counts
+
+
+class EventKind(StrEnum):
+    """What a ``job_events`` row's ``detail.event`` says happened (the history's labels;
+    statements in queries.sql write the same words)."""
+
+    ENQUEUED = "enqueued"
+    CLAIM_UNDONE = "claim undone"
+    RATE_LIMITED = "rate limit: one per key per portal day"
+    PORTAL_CLOSED = "portal closed"
+    DEFERRED_BY_HANDLER = "deferred by handler"
+    PROBE_FAILED = "probe failed"
+    PROBE_GIVEN_UP = "probe given up"
+    RELEASED = "released at shutdown"
+    RESCUED = "rescued"
+    ADMIN_RETRY = "admin retry"
+    ADMIN_CANCEL = "admin cancel"
+    ADMIN_CONFIRMED_FILED = "admin confirmed filed"
+
+
+class EscalationKind(StrEnum):
+    """Why a job needs a human (an escalation row's ``kind``)."""
+
+    BUSINESS = "business"      # the portal said no (a rejected name, a bad password)
+    UNCERTAIN = "uncertain"    # it may have been filed: a person checks the portal
+    ATTEMPTS = "attempts"      # every attempt failed
+    PROBE = "probe"            # it kept failing as the probe of a paused portal
+    CRASHING = "crashing"      # its worker kept dying

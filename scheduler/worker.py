@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +57,7 @@ class Worker:
         self._artifacts_root = settings.artifacts()
         self._done_event = asyncio.Event()
         self._calendar_errors: set[str] = set()   # portals whose calendar raised (logged once)
+        self._fenced: weakref.WeakSet[asyncio.Task[None]] = weakref.WeakSet()  # being stopped
         self.browsers = Browsers()
         self.leases = Leases(settings)
         self.failures = FailureRecorder(settings, self.db, self.node, self.portals.get,
@@ -184,8 +187,8 @@ class Worker:
                 if self.stopping.is_set() and not self.running:
                     return
                 continue
-            await self.db.retrying(lambda conn, b=batch: worker_api.complete_many(
-                conn, worker=self.node, results=b))
+            await self.db.retrying(functools.partial(
+                worker_api.complete_many, worker=self.node, results=batch))
             for job_id, _ in batch:
                 self._free(job_id)
             self._unflushed -= len(batch)
@@ -230,7 +233,7 @@ class Worker:
             now = time.monotonic()
             queued = {d[0] for d in self._done}
             late = {jid: self.leases.age(jid, now) for jid, t in self.running.items()
-                    if not t.done() and jid not in queued and not getattr(t, "fenced", False)}
+                    if not t.done() and jid not in queued and t not in self._fenced}
             victims = [jid for jid, age in late.items() if age >= self.leases.fence_after]
             if victims:
                 self.fence(victims, max(late[j] for j in victims))
@@ -242,7 +245,7 @@ class Worker:
         metrics.FENCED.inc(len(victims))
         for jid in victims:
             task = self.running[jid]
-            task.fenced = True  # type: ignore[attr-defined]
+            self._fenced.add(task)
             task.cancel()
 
     def lease_fresh(self, job_id: int) -> bool:
