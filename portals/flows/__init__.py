@@ -34,4 +34,4 @@ def flow_for(job_type: str, payload: Mapping[str, Any]) -> Flow:
     except KeyError:
         raise LookupError(f"no flow for {key}") from None
     module_name, func = target.split(":")
-    return getattr(importlib.import_module(module_name), func)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module_name), func)
