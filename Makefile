@@ -32,14 +32,16 @@ demo: venv browser  ## run the demo: embedded Postgres, stand-in portals, mailbo
 test: venv browser pgbouncer  ## run the whole test suite (unit, integration, browser, acceptance)
 	$(VENV)/bin/ruff check jobs scheduler portals tests
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: venv pgbouncer  ## the tests without the slow soak/chaos runs
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
-lint: venv  ## ruff + import-layer contracts
+lint: venv  ## ruff + import-layer contracts + mypy
 	$(VENV)/bin/ruff check jobs scheduler portals tests
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 bench: venv  ## portalq vs PGQueuer vs Procrastinate, same run (../shared/bench/peers)
 	DRIVER_DIRS=bench EXTRA_PIP="-e ." LIBS="portalq pgqueuer procrastinate" \

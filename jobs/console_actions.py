@@ -9,12 +9,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from jobs import audit, clock, masking, queue, sql
+from jobs import audit, clock, masking, portals_repo, queue, sql
 from jobs.audit import Actor
 from jobs.errors import IllegalTransition, InputError, JobNotFound
+from jobs.kinds import JobStatus
 
 #: states from which each bulk action can act
-BULK_STATES = {"retry": ("failed", "cancelled"), "cancel": ("pending", "deferred", "failed")}
+BULK_STATES = {"retry": (JobStatus.FAILED, JobStatus.CANCELLED),
+               "cancel": (JobStatus.PENDING, JobStatus.DEFERRED, JobStatus.FAILED)}
 BULK_CAP = 10_000
 
 
@@ -109,10 +111,10 @@ def bulk(conn: Any, actor: Actor, action: str, ids: list[int], reason: str,
 
 # -- portals ---------------------------------------------------------------------------------
 def _portal_state(conn: Any, code: str) -> dict[str, Any]:
-    for p in sql.fetch(conn, "list_portals"):
-        if p["code"] == code:
-            return {k: p[k] for k in ("paused_at", "paused_by", "pause_reason", "enabled")}
-    raise InputError(f"unknown portal {code!r}")
+    found = portals_repo.state(conn, code)
+    if found is None:
+        raise InputError(f"unknown portal {code!r}")
+    return found
 
 
 def pause_portal(conn: Any, actor: Actor, code: str, reason: str) -> None:
@@ -140,23 +142,18 @@ def add_closure(conn: Any, actor: Actor, code: str, starts: datetime, ends: date
         raise InputError("a closure must end after it starts")
     with conn.transaction():
         _portal_state(conn, code)
-        row = sql.fetch_one(conn, "insert_closure", {
-            "portal": code, "starts_at": starts, "ends_at": ends, "reason": reason.strip(),
-            "now": clock.now()})
-        sql.fetch(conn, "notify_portals", {"portal": code})
-        assert row is not None
+        closure = portals_repo.add_closure(conn, code, starts, ends, reason.strip())
         audit.record(conn, actor, "portal.close", f"portal:{code}", reason, before=None,
-                     after={"closure": row["id"], "from": starts, "to": ends})
-        return int(row["id"])
+                     after={"closure": closure, "from": starts, "to": ends})
+        return closure
 
 
 def remove_closure(conn: Any, actor: Actor, code: str, closure_id: int, reason: str) -> None:
     with conn.transaction():
         _portal_state(conn, code)
-        row = sql.fetch_one(conn, "console_closure_delete", {"id": closure_id, "portal": code})
+        row = portals_repo.remove_closure(conn, code, closure_id)
         if row is None:
             raise InputError(f"no closure {closure_id} of {code}")
-        sql.fetch(conn, "notify_portals", {"portal": code})
         audit.record(conn, actor, "portal.reopen", f"portal:{code}", reason,
                      before={"closure": row["id"], "from": row["starts_at"],
                              "to": row["ends_at"], "reason": row["reason"]}, after=None)
@@ -168,14 +165,8 @@ def set_hours(conn: Any, actor: Actor, code: str, windows: list[tuple[int, Any, 
     by the caller as ``portalq portals set-hours`` parses them)."""
     with conn.transaction():
         _portal_state(conn, code)
-        before = [(r["weekday"], r["opens"], r["closes"])
-                  for r in sql.fetch(conn, "portal_hours") if r["portal"] == code]
-        sql.fetch(conn, "delete_portal_hours", {"portal": code, "weekday": None})
-        sql.fetch(conn, "insert_portal_hours", {
-            "portal": code, "weekdays": [w[0] for w in windows],
-            "opens": [w[1] for w in windows], "closes": [w[2] for w in windows]})
-        sql.fetch(conn, "touch_portal", {"portal": code, "now": clock.now()})
-        sql.fetch(conn, "notify_portals", {"portal": code})
+        before = portals_repo.hours(conn, code)
+        portals_repo.set_hours(conn, code, windows)
         audit.record(conn, actor, "portal.set_hours", f"portal:{code}", reason,
                      before={"hours": before}, after={"hours": windows})
 

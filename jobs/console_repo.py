@@ -69,7 +69,8 @@ def _like_escape(text: str) -> str:
 
 def first_id_at_or_after(conn: Any, at: datetime) -> int | None:
     """The lowest job id enqueued at or after ``at`` (a binary search over ids in SQL)."""
-    return sql.fetch_value(conn, "console_first_id_at", {"at": at})
+    found = sql.fetch_value(conn, "console_first_id_at", {"at": at})
+    return None if found is None else int(found)
 
 
 @dataclass

@@ -125,7 +125,7 @@ def throttled(conn: Any, name: str, ip: str, limits: Throttle) -> bool:
     row = sql.fetch_one(conn, "console_login_failures", {
         "name": name.strip(), "ip": ip, "since": clock.now() - limits.window})
     assert row is not None
-    return row["by_name"] >= limits.per_name or row["by_ip"] >= limits.per_ip
+    return bool(row["by_name"] >= limits.per_name or row["by_ip"] >= limits.per_ip)
 
 
 def login_failed(conn: Any, name: str, ip: str, limits: Throttle) -> None:

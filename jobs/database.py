@@ -19,6 +19,8 @@ from jobs.errors import InputError
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from jobs.embedded import EmbeddedPostgres
+
 
 def home() -> Path:
     value = os.environ.get("PORTALQ_HOME")
@@ -29,7 +31,7 @@ def home() -> Path:
     return user_data_path("portalq", appauthor=False)
 
 
-def embedded():  # type: ignore[no-untyped-def]
+def embedded() -> EmbeddedPostgres:
     from jobs.embedded import EmbeddedPostgres
 
     return EmbeddedPostgres(home())

@@ -31,6 +31,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from jobs import files
 
@@ -92,11 +93,11 @@ class EmbeddedPostgres:
         return str((self._install or _pginstall()) / "bin" / name)
 
     def _run(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        kwargs: dict[str, object] = {}
+        kwargs: dict[str, Any] = {}
         if self._as_root:
             kwargs["user"] = SYSTEM_USER
         return subprocess.run(args, check=True, capture_output=True, text=True,
-                              timeout=timeout, cwd="/", **kwargs)  # type: ignore[call-overload]
+                              timeout=timeout, cwd="/", **kwargs)
 
     def _server_user(self) -> tuple[int, int]:
         if not self._as_root:
@@ -288,6 +289,16 @@ class EmbeddedPostgres:
             if not exists:
                 conn.execute(f'CREATE DATABASE "{name}"')
         self.grant_app(name)
+
+    def recreate_database(self, name: str) -> None:
+        """Drop ``name`` (its sessions ended) and create it empty (the demo's database)."""
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
     def grant_app(self, database: str) -> None:
         grant_app(self.dsn(database), database)

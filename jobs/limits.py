@@ -76,15 +76,15 @@ def check_identifier(value: Any, what: str, max_length: int) -> str:
     """An order id or idempotency key: a non-empty single-line string up to ``max_length``."""
     if not isinstance(value, str):
         raise InputError(f"{what} must be a string, not {_json_type(value)}")
-    value = value.strip()
-    if not value:
+    text = value.strip()
+    if not text:
         raise InputError(f"{what} must not be empty")
-    if len(value) > max_length:
-        raise InputError(f"{what} is {len(value)} characters long (at most {max_length})")
-    bad = _bad_char(value, frozenset())
+    if len(text) > max_length:
+        raise InputError(f"{what} is {len(text)} characters long (at most {max_length})")
+    bad = _bad_char(text, frozenset())
     if bad:
         raise InputError(f"{what} must not contain {bad}")
-    return value
+    return text
 
 
 def check_text(value: Any, what: str, max_length: int = 10_000) -> str:

@@ -78,7 +78,7 @@ def _map_strings(value: Any, fn: Any) -> Any:
 
 def masked_payload(job_type: str, payload: Mapping[str, Any] | None) -> dict[str, Any]:
     """The payload with each secret field replaced by :data:`MASK` (absent ones stay absent)."""
-    out = json.loads(json.dumps(payload or {}))
+    out: dict[str, Any] = json.loads(json.dumps(payload or {}))
     for path in secret_fields(job_type):
         found = _walk(out, path)
         if found and found[0].get(found[1]) not in (None, ""):
@@ -95,7 +95,7 @@ def public_job(job: Mapping[str, Any]) -> dict[str, Any]:
     secrets = secret_values(job["job_type"], job.get("payload"))
     out = {k: v for k, v in job.items()
            if k not in ("rate_key", "payload", "secret_key_id", "secret_dek", "secret_data")}
-    out = scrub_ssn_like(scrub(out, secrets))
+    out = dict(scrub_ssn_like(scrub(out, secrets)))
     out["payload"] = scrub(masked_payload(job["job_type"], job.get("payload")), secrets)
     return out
 
@@ -104,7 +104,7 @@ def unmask_edit(job_type: str, old: Mapping[str, Any], new: Mapping[str, Any],
                 ) -> dict[str, Any]:
     """An edited payload from a form: a secret field left at :data:`MASK` keeps its stored
     value (write-only fields), a new value replaces it."""
-    out = json.loads(json.dumps(new))
+    out: dict[str, Any] = json.loads(json.dumps(new))
     for path in secret_fields(job_type):
         found = _walk(out, path)
         if found and found[0].get(found[1]) == MASK:

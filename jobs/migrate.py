@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import migrations
+from jobs import sql
+from jobs.kinds import LockKey
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -28,7 +30,7 @@ def alembic_config(url: str | None = None, *, output: io.StringIO | None = None)
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at ``url`` to ``revision`` (idempotent; serialised by a lock)."""
     from alembic import command
-    from sqlalchemy import create_engine, pool, text
+    from sqlalchemy import create_engine, pool
 
     from jobs.embedded import grant_after_migration, owner_url
 
@@ -36,7 +38,7 @@ def upgrade(url: str, revision: str = "head") -> None:
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.begin() as conn:
         # several nodes may start at once: one migrates, the others wait and find nothing to do
-        conn.execute(text("SELECT pg_advisory_xact_lock(7262010001)"))
+        conn.exec_driver_sql(sql.query("migrate_lock"), {"lock": int(LockKey.MIGRATE)})
         cfg = alembic_config(url)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
@@ -73,7 +75,7 @@ def head_revision() -> str | None:
     (None when there is not exactly one head: then alembic decides)."""
     revisions, parents = set(), set()
     for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
-        found = dict(m.groups() for m in _REVISION.finditer(path.read_text()))
+        found = {m.group(1): m.group(2) for m in _REVISION.finditer(path.read_text())}
         if "revision" in found:
             revisions.add(found["revision"])
             parents.add(found.get("down_revision"))

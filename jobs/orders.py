@@ -62,7 +62,7 @@ def _from_sql(job_type: str, query: str, order_id: str, dsn: str | None) -> dict
         with psycopg.connect(dsn or libpq_dsn(database_url())) as conn:
             conn.read_only = True      # a configured query reads; it never writes
             with conn.cursor(row_factory=dict_row) as cur:
-                cur.execute(query, {"order_id": order_id})  # type: ignore[arg-type]
+                cur.execute(query, {"order_id": order_id})
                 rows = cur.fetchmany(2)
     except psycopg.OperationalError:
         raise

@@ -18,8 +18,9 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from jobs import clock, crypto, limits, secrets_at_rest, sql, submission, types
+from jobs import clock, crypto, limits, portals_repo, secrets_at_rest, sql, submission, types
 from jobs.errors import BatchInputError, IllegalTransition, InputError, JobNotFound
+from jobs.kinds import EventKind
 
 ACTIVE = ("pending", "deferred", "running")
 
@@ -200,7 +201,7 @@ def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
             return _enqueue_copy(c, rows, now)
         if len(rows) == 1:
             return [_enqueue_one(c, {**rows[0], "run_at": rows[0]["run_at"] or now, "now": now})]
-        params = {k: [r[k] for r in rows] for k in rows[0]}
+        params: dict[str, Any] = {k: [r[k] for r in rows] for k in rows[0]}
         params["run_at"] = [r or now for r in params["run_at"]]
         params["now"] = now
         inserted = sql.fetch(c, "enqueue_many", params)
@@ -293,10 +294,10 @@ def enqueue(job_type: str, order_id: str, payload: Mapping[str, Any] | None = No
 
 
 def _job_id(job_id: Any) -> int:
-    job_id = limits.check_job_id(job_id)
-    if not -(2**63) <= job_id < 2**63:
-        raise JobNotFound(f"no job with id {job_id}")
-    return job_id
+    checked: int = limits.check_job_id(job_id)
+    if not -(2**63) <= checked < 2**63:
+        raise JobNotFound(f"no job with id {checked}")
+    return checked
 
 
 # -- inspection ---------------------------------------------------------------------------
@@ -372,7 +373,7 @@ def retry(job_id: int, *, payload_patch: Mapping[str, Any] | None = None,
         if job["status"] not in ("failed", "cancelled"):
             raise IllegalTransition(f"job {job_id} is {job['status']}: only failed or "
                                     "cancelled jobs can be retried")
-        detail: dict[str, Any] = {"event": "admin retry"}
+        detail: dict[str, Any] = {"event": EventKind.ADMIN_RETRY}
         # an erased secret must be given again; a patch is validated and sealed anew
         stored = secrets_at_rest.for_retry(job, payload_patch, _merge) or {
             "payload": None, "secret_key_id": None, "secret_dek": None, "secret_data": None}
@@ -423,7 +424,7 @@ def resolve_filed(job_id: int, confirmation: str, *, actor: str = "admin",
                   "confirmed_by": actor}
         sql.fetch(c, "admin_complete", {
             "id": job_id, "result": Jsonb(result), "now": clock.now(), "actor": actor,
-            "detail": Jsonb({"event": "admin confirmed filed", "note": note or ""})})
+            "detail": Jsonb({"event": EventKind.ADMIN_CONFIRMED_FILED, "note": note or ""})})
 
 
 def _merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -455,12 +456,7 @@ def pause_portal(portal: str, *, reason: str, conn: Any = None) -> bool:
     with _use(conn) as c:
         if portal not in _known_portals(c):
             raise InputError(f"unknown portal {portal!r}")
-        now = clock.now()
-        rows = sql.fetch(c, "breaker_pause", {"portal": portal, "by": "operator",
-                                               "reason": reason, "probe_at": None,
-                                               "now": now, "notify": True})
-        sql.fetch(c, "notify_portals", {"portal": portal})
-        return bool(rows)
+        return portals_repo.pause(c, portal, by="operator", reason=reason)
 
 
 def resume_portal(portal: str, *, conn: Any = None) -> bool:
@@ -468,6 +464,4 @@ def resume_portal(portal: str, *, conn: Any = None) -> bool:
     with _use(conn) as c:
         if portal not in _known_portals(c):
             raise InputError(f"unknown portal {portal!r}")
-        row = sql.fetch_one(c, "operator_resume", {"portal": portal, "now": clock.now()})
-        sql.fetch(c, "notify_portals", {"portal": portal})
-        return bool(row and row["resumed"])
+        return portals_repo.resume(c, portal)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 KEY = "submissions"
 STEP = "step"
@@ -189,8 +189,11 @@ class Reporting:
     ``checkpoints`` and ``save_checkpoint`` (the service's and the tests' alike)."""
 
     job_id: int
-    checkpoints: Mapping[str, Any]
     save_checkpoint: Callable[..., Awaitable[None]]
+
+    if TYPE_CHECKING:
+        @property
+        def checkpoints(self) -> Mapping[str, Any]: ...
 
     def submission(self, name: str, reference: str | None = None) -> Submission:
         from jobs import clock

@@ -16,9 +16,12 @@ from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection
+from psycopg import sql as psql
 from psycopg.types.json import Jsonb
 
-from jobs import clock, crypto, sql, submission, types
+from jobs import clock, crypto, portals_repo, sql, types
+from jobs.checkpoints import rescue_decision
+from jobs.kinds import Channel, EventKind, LockKey
 
 AConn = AsyncConnection[Any]
 log = logging.getLogger("portalq.queue")
@@ -34,6 +37,12 @@ class Capacity:
     day: tuple[datetime, datetime] | None = None
     #: only these job types (a node's role); None: any. One list for the whole claim.
     job_types: tuple[str, ...] | None = None
+
+
+async def listen(conn: AConn, channels: Sequence[Channel] = tuple(Channel)) -> None:
+    """LISTEN on ``channels`` (all of portalq's by default) on this session."""
+    for channel in channels:
+        await conn.execute(psql.SQL("LISTEN {}").format(psql.Identifier(channel)))
 
 
 async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], limit: int,
@@ -98,7 +107,8 @@ async def _over_rate_limit(conn: AConn, job: dict[str, Any],
         rate = None
     if not job["rate_key"] or day is None or rate is None:
         return False
-    await sql.afetch(conn, "lock_rate_key", {"rate_key": job["rate_key"]})
+    await sql.afetch(conn, "lock_rate_key", {"lock": int(LockKey.RATE_KEY),
+                                             "rate_key": job["rate_key"]})
     row = await sql.afetch_one(conn, "rate_count", {
         "portal": job["portal"], "rate_key": job["rate_key"], "id": job["id"],
         "day_start": day[0], "day_end": day[1]})
@@ -150,19 +160,9 @@ async def record_outage(conn: AConn, *, portal: str, job_id: int, threshold: int
             return OutageState(row["outage_streak"], row["paused_by"], False)
         if row["outage_streak"] < threshold:
             return OutageState(row["outage_streak"], None, False)
-        paused = await pause_portal(conn, portal=portal, by="breaker", reason=reason,
-                                    probe_at=now + probe_after)
+        paused = await portals_repo.apause(conn, portal, by="breaker", reason=reason,
+                                           probe_at=now + probe_after)
         return OutageState(row["outage_streak"], "breaker", paused)
-
-
-async def pause_portal(conn: AConn, *, portal: str, by: str, reason: str,
-                       probe_at: datetime | None) -> bool:
-    now = clock.now()
-    rows = await sql.afetch(conn, "breaker_pause", {
-        "portal": portal, "by": by, "reason": reason, "probe_at": probe_at, "now": now,
-        "notify": by == "breaker"})
-    await sql.afetch(conn, "notify_portals", {"portal": portal})
-    return bool(rows)
 
 
 async def finish_unsuccessful(conn: AConn, *, job: Mapping[str, Any], worker: str, status: str,
@@ -237,33 +237,26 @@ async def add_artifact(conn: AConn, *, job_id: int, attempt: int, kind: str, pat
 
 
 # -- maintenance (run by one node at a time) ----------------------------------------------
-def past_point_of_no_return(checkpoint: Any) -> bool:
-    """Did the job's flow start a submission it has not seen confirmed (the submission
-    protocol's record, jobs/submission.py -- nothing else decides it)?"""
-    return isinstance(checkpoint, Mapping) and bool(submission.in_doubt(checkpoint))
+async def leader_session(conn: AConn, *, stale_after: float) -> None:
+    """Keepalives for the leader's own session: the server must notice soon that a leader
+    cut off by a partition is gone (default TCP keepalives take hours), so another node
+    takes over its duties (rescues among them)."""
+    for setting, value in (("tcp_keepalives_idle", max(1, int(stale_after / 4))),
+                           ("tcp_keepalives_interval", max(1, int(stale_after / 8))),
+                           ("tcp_keepalives_count", 2),
+                           ("tcp_user_timeout", max(1000, int(stale_after * 500)))):
+        await conn.execute(psql.SQL("SET {} = {}").format(psql.Identifier(setting),
+                                                           psql.Literal(value)))
 
 
-def rescue_decision(row: Mapping[str, Any], *, reconcilable: bool,
-                    crash_limit: int) -> tuple[str, tuple[str, str] | None]:
-    """(new status, escalation) for a running job whose worker died. A crash is not the
-    job's fault: its attempt is refunded (by the ``rescue`` query) up to ``crash_limit``
-    crashes, then the job is escalated as "crashing". Past its point of no return it is
-    reconciled by its next attempt where the portal allows a lookup (a lookup is not a
-    filing), whatever its attempt count; where it does not, a human decides."""
-    crashes = int(row.get("crashes") or 0) + 1
-    past = past_point_of_no_return(row["checkpoint"])
-    if past and not reconcilable:
-        return "failed", ("uncertain", "worker lost after submitting; the portal offers no "
-                                       "lookup: check the portal, then --confirmed-filed or "
-                                       "--not-filed; do not cancel or retry blindly")
-    if crashes > crash_limit:
-        if past:
-            return "failed", ("uncertain", f"its worker died {crashes} times, the last after "
-                                           "submitting: check the portal, then "
-                                           "--confirmed-filed or --not-filed")
-        return "failed", ("crashing", f"its worker died {crashes} times while running it "
-                                      f"(crash limit {crash_limit}): look for what kills it")
-    return "pending", None
+async def try_lead(conn: AConn) -> bool:
+    """Take the leader's session lock if no other node holds it."""
+    row = await sql.afetch_one(conn, "try_leader_lock", {"lock": int(LockKey.LEADER)})
+    return bool(row and row["leader"])
+
+
+async def ping(conn: AConn) -> None:
+    await sql.afetch(conn, "ping")
 
 
 async def rescue_stale(conn: AConn, *, stale_after: timedelta, worker: str = "rescuer",
@@ -322,7 +315,7 @@ async def defer_portal(conn: AConn, *, portal: str, next_open: datetime, reason:
     # to a sequential scan of job_queue
     row = await sql.afetch_one(conn, "defer_portal", {
         "portal": portal, "next_open": next_open, "now": clock.now(),
-        "detail": Jsonb({"event": "portal closed", "reason": reason})}, prepare=False)
+        "detail": Jsonb({"event": EventKind.PORTAL_CLOSED, "reason": reason})}, prepare=False)
     return int(row["deferred"]) if row else 0
 
 

@@ -121,7 +121,7 @@ class ProcessCrtcPayload(_Model):
     incorporation_number: str | None = None
     province: str = Field(pattern=r"^[A-Z]{2}$")
     services: list[Literal["reseller", "voip", "long_distance", "internet"]] = Field(
-        default_factory=lambda: ["reseller"], min_length=1)
+        default=["reseller"], min_length=1)
     contact: CrtcContact
     letter_text: str = Field(min_length=1)
 

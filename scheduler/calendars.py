@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from jobs import clock, sql
+from jobs import clock, portals_repo
 from portals.calendar import (
     Closure,
     PortalCalendar,
@@ -52,9 +52,9 @@ def _known_holidays(stored: Mapping[str, Any] | None,
     return tuple((y, frozenset(ds)) for y, ds in sorted(by_year.items()))
 
 
-def build(portals: list[Mapping[str, Any]], hours: list[Mapping[str, Any]],
-          closures: list[Mapping[str, Any]],
-          holidays: list[Mapping[str, Any]] = ()) -> dict[str, Portal]:  # type: ignore[assignment]
+def build(portals: Sequence[Mapping[str, Any]], hours: Sequence[Mapping[str, Any]],
+          closures: Sequence[Mapping[str, Any]],
+          holidays: Sequence[Mapping[str, Any]] = ()) -> dict[str, Portal]:
     """Calendars from database rows (``holidays``: stored ones, see refresh_holidays)."""
     out: dict[str, Portal] = {}
     stored = {h["portal"]: h for h in holidays}
@@ -84,21 +84,14 @@ def build(portals: list[Mapping[str, Any]], hours: list[Mapping[str, Any]],
     return out
 
 
-_LOAD = ("list_portals", "portal_hours", "portal_closures", "portal_holidays")
-
-
-def _load_params() -> dict[str, Any]:
-    return {"after": clock.now() - timedelta(days=1)}   # closures still ahead
-
-
 async def load(conn: Any) -> dict[str, Portal]:
     """Every portal's calendar and state, from the database (async connection)."""
-    return build(*[await sql.afetch(conn, name, _load_params()) for name in _LOAD])
+    return build(*await portals_repo.acalendar_rows(conn))
 
 
 def load_sync(conn: Any) -> dict[str, Portal]:
     """:func:`load` on a sync psycopg connection (the CLI)."""
-    return build(*[sql.fetch(conn, name, _load_params()) for name in _LOAD])
+    return build(*portals_repo.calendar_rows(conn))
 
 
 def seed_declared_portals(url: str) -> list[str]:
@@ -116,7 +109,7 @@ def seed_declared_portals(url: str) -> list[str]:
 HOLIDAY_YEARS_AHEAD = 5
 
 
-def _holiday_rows(due: list[Mapping[str, Any]], now: datetime,
+def _holiday_rows(due: Sequence[Mapping[str, Any]], now: datetime,
                   ) -> tuple[list[dict[str, Any]], list[str]]:
     """store_holidays parameters for the portals ``due`` (computed with the `holidays`
     package), and the portals whose region it cannot compute (logged, skipped)."""
@@ -143,13 +136,12 @@ async def refresh_holidays(conn: Any, now: datetime | None = None, *,
     or end before next year, except ``skip``. Returns (portals refreshed, portals whose
     region could not be computed)."""
     now = now or clock.now()
-    due = [p for p in await sql.afetch(conn, "holidays_due", {"through": now.year + 1})
+    due = [p for p in await portals_repo.aholidays_due(conn, now.year + 1)
            if p["code"] not in skip]
     if not due:
         return [], []
     rows, failed = _holiday_rows(due, now)
-    for params in rows:
-        await sql.afetch(conn, "store_holidays", params)
+    await portals_repo.astore_holidays(conn, rows)
     return [r["portal"] for r in rows], failed
 
 
@@ -167,10 +159,9 @@ def refresh_holidays_sync(conn: Any, now: datetime | None = None, *, force: bool
     """refresh_holidays on a sync psycopg connection (the CLI); ``force``: every
     portal with a holiday region (e.g. after an upgrade of the `holidays` package)."""
     now = now or clock.now()
-    due = sql.fetch(conn, "holidays_due", {"through": 10_000 if force else now.year + 1})
+    due = portals_repo.holidays_due(conn, 10_000 if force else now.year + 1)
     rows, _ = _holiday_rows(due, now)
-    for params in rows:
-        sql.fetch(conn, "store_holidays", params)
+    portals_repo.store_holidays(conn, rows)
     return [r["portal"] for r in rows]
 
 

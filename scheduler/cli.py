@@ -311,13 +311,9 @@ def jobs_cancel(job_id: int, database_url: DbUrl = None) -> None:
 
 
 def _actor() -> str:
-    import getpass
-    import socket
+    from scheduler.cli_common import cli_actor
 
-    try:
-        return f"cli:{getpass.getuser()}@{socket.gethostname()}"
-    except Exception:  # noqa: BLE001
-        return "cli"
+    return cli_actor()
 
 
 @app.command()

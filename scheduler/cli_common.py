@@ -123,3 +123,14 @@ def _use_url(url: str | None) -> None:
         os.environ["PORTALQ_DATABASE_URL"] = url
 
 
+
+
+def cli_actor() -> str:
+    """Who acts from the CLI, for the audit log: the OS user (and host)."""
+    import getpass
+    import socket
+
+    try:
+        return f"cli:{getpass.getuser()}@{socket.gethostname()}"
+    except Exception:  # noqa: BLE001 - no user name to be had (a bare container)
+        return "cli"

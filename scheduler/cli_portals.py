@@ -1,4 +1,7 @@
-"""``portalq portals ...``: opening hours, closures, next opening, pause/resume."""
+"""``portalq portals ...``: opening hours, closures, next opening, pause/resume.
+
+Every change is audited like the console's (``jobs.console_actions``): the change and its
+audit row -- who (the OS user), what, when, why, before and after -- commit together."""
 
 from __future__ import annotations
 
@@ -7,10 +10,20 @@ from typing import Annotated, Any
 
 import typer
 
-from jobs import clock, queue, sql
+from jobs import clock, portals_repo, queue
+from jobs.audit import Actor
 from portals import calendar as cal
 from scheduler import calendars
-from scheduler.cli_common import DbUrl, _parse_instant, _use_url, fail, print_json
+from scheduler.cli_common import DbUrl, _parse_instant, _use_url, cli_actor, fail, print_json
+
+
+def _reason(what: str) -> Any:
+    return typer.Option(help=f"why (kept in the audit log; default: {what!r})")
+
+
+def _by() -> Actor:
+    return Actor(cli_actor(), None, "cli")
+
 
 app = typer.Typer(no_args_is_help=True, help="Portals: hours, closures, next opening.")
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -120,9 +133,11 @@ def set_hours(
              'crosses midnight)')] = None,
     preset: Annotated[str | None, typer.Option(
         help="a named preset, e.g. irs_ein_extended")] = None,
+    reason: Annotated[str, _reason("portalq portals set-hours")] = "portalq portals set-hours",
     database_url: DbUrl = None,
 ) -> None:
-    """Replace a portal's weekly hours."""
+    """Replace a portal's weekly hours (audited)."""
+    from jobs import console_actions
     from portals.presets import HOURS_PRESETS
 
     if bool(windows) == bool(preset):
@@ -139,12 +154,8 @@ def set_hours(
     _use_url(database_url)
     with queue.connect() as c:
         _portal(_load(c), code)
-        sql.fetch(c, "delete_portal_hours", {"portal": code, "weekday": None})
-        sql.fetch(c, "insert_portal_hours", {
-            "portal": code, "weekdays": [w.weekday for w in parsed],
-            "opens": [w.opens for w in parsed], "closes": [w.closes for w in parsed]})
-        sql.fetch(c, "touch_portal", {"portal": code, "now": clock.now()})
-        sql.fetch(c, "notify_portals", {"portal": code})  # running nodes reload at once
+        console_actions.set_hours(c, _by(), code,
+                                  [(w.weekday, w.opens, w.closes) for w in parsed], reason)
     typer.echo(f"{code}: {len(parsed)} window(s) set")
 
 
@@ -154,7 +165,9 @@ def close(code: str,
           end: Annotated[str, typer.Option("--to", help="ISO 8601 instant")],
           reason: Annotated[str, typer.Option(help="why (shown to operators)")],
           database_url: DbUrl = None) -> None:
-    """Record a one-off closure (maintenance, system conversion)."""
+    """Record a one-off closure (maintenance, system conversion; audited)."""
+    from jobs import console_actions
+
     starts, ends = _parse_instant(start, "--from"), _parse_instant(end, "--to")
     assert starts is not None and ends is not None
     if ends <= starts:
@@ -167,42 +180,53 @@ def close(code: str,
     _use_url(database_url)
     with queue.connect() as c:
         _portal(_load(c), code)
-        row = sql.fetch_one(c, "insert_closure", {"portal": code, "starts_at": starts,
-                                                  "ends_at": ends, "reason": reason,
-                                                  "now": clock.now()})
-        sql.fetch(c, "notify_portals", {"portal": code})
-    assert row is not None
-    typer.echo(f"closure {row['id']} recorded for {code}")
+        closure = console_actions.add_closure(c, _by(), code, starts, ends, reason)
+    typer.echo(f"closure {closure} recorded for {code}")
 
 
 @app.command("pause")
 def pause(code: str,
-          reason: Annotated[str, typer.Option(help="why (shown in portals list)")] = "operator",
+          reason: Annotated[str, typer.Option(
+              help="why (shown in portals list; kept in the audit log)")] = "operator",
           database_url: DbUrl = None) -> None:
-    """Pause a portal by hand: its jobs wait (no attempts spent) until `resume`."""
+    """Pause a portal by hand: its jobs wait (no attempts spent) until `resume` (audited)."""
+    from jobs import console_actions
+
     _use_url(database_url)
-    if not queue.pause_portal(code, reason=reason):
-        fail(f"{code} is already paused", code=3)
+    with queue.connect() as c:
+        console_actions.pause_portal(c, _by(), code, reason)   # paused already: exit 3
     typer.echo(f"{code} paused")
 
 
 @app.command("resume")
-def resume(code: str, database_url: DbUrl = None) -> None:
-    """Resume a paused portal."""
+def resume(code: str,
+           reason: Annotated[str, _reason("portalq portals resume")] = "portalq portals resume",
+           database_url: DbUrl = None) -> None:
+    """Resume a paused portal (audited)."""
+    from jobs import console_actions
+
     _use_url(database_url)
-    if not queue.resume_portal(code):
-        fail(f"{code} is not paused", code=3)
+    with queue.connect() as c:
+        console_actions.resume_portal(c, _by(), code, reason)   # not paused: exit 3
     typer.echo(f"{code} resumed")
 
 
 @app.command("refresh-holidays")
-def refresh_holidays(database_url: DbUrl = None) -> None:
+def refresh_holidays(
+    reason: Annotated[str, _reason("portalq portals refresh-holidays")] = (
+        "portalq portals refresh-holidays"),
+    database_url: DbUrl = None,
+) -> None:
     """Recompute every portal's stored holidays with the installed `holidays` package
-    (last year to five years ahead; the service's tick extends them by itself)."""
+    (last year to five years ahead; the service's tick extends them by itself; audited)."""
+    from jobs import audit
+
     _use_url(database_url)
-    with queue.connect() as c:
+    with queue.connect() as c, c.transaction():
         done = calendars.refresh_holidays_sync(c, force=True)
         if done:
-            sql.fetch(c, "notify_portals", {"portal": done[0]})
+            portals_repo.notify(c, done[0])
+        audit.record(c, _by(), "portals.refresh_holidays", "portals", reason,
+                     before=None, after={"portals": done})
     typer.echo(f"holidays stored for {len(done)} portal(s)"
                + (f": {', '.join(done)}" if done else ""))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +13,12 @@ from jobs import secrets_at_rest, worker_api
 from jobs.submission import Reporting
 
 if TYPE_CHECKING:
-    from scheduler.worker import Worker
+    from psycopg_pool import AsyncConnectionPool
+
+    from scheduler.config import Settings
+
+#: opens a fresh browser context for (portal, artifacts folder)
+ContextOpener = Callable[[str, Path], Awaitable[Any]]
 
 
 #: how long a "target closed" error waits for the browser's disconnect to show
@@ -26,10 +31,23 @@ def secret_values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
 
 
 class JobContext(Reporting):
-    """``submission()`` and ``step()`` come from :class:`jobs.submission.Reporting`."""
+    # submission() and step() come from jobs.submission.Reporting
+    """What a running job's handler may use, built from narrow parts: the connection
+    ``pool`` (its writes are guarded by ``node``'s lock on the job), the ``settings``
+    (portal addresses, mail), a ``browsers`` opener, and ``lease_fresh`` -- whether this
+    node's lease on the job is fresh enough to go past a point of no return."""
 
-    def __init__(self, worker: Worker, job: Mapping[str, Any], artifacts_dir: Path) -> None:
-        self._worker = worker
+    def __init__(self, job: Mapping[str, Any], artifacts_dir: Path, *,
+                 pool: AsyncConnectionPool, node: str, settings: Settings,
+                 browsers: ContextOpener,
+                 lease_fresh: Callable[[int], bool] = lambda _job_id: True,
+                 stored_urls: Mapping[str, str | None] | None = None) -> None:
+        self._pool = pool
+        self._stored_urls = dict(stored_urls or {})  # each portal's own address
+        self._node = node
+        self._settings = settings
+        self._open_context = browsers
+        self._lease_fresh = lease_fresh
         self.job_id: int = job["id"]
         self.job_type: str = job["job_type"]
         self.order_id: str = job["order_id"]
@@ -79,36 +97,56 @@ class JobContext(Reporting):
 
     @cached_property
     def portal_urls(self) -> dict[str, str]:
-        return self._worker.settings.portal_urls(
-            {code: p.url for code, p in self._worker.portals.items()})
+        return self._settings.portal_urls(self._stored_urls)
+
+    # -- a portal account and a person (scheduler/people.py) -----------------------------
+    async def account(self) -> Any:
+        """Credentials of one of the portal's accounts, held for this job (one session per
+        account on every node); None when the portal has no account configured."""
+        from scheduler.people import AccountHold
+
+        if getattr(self, "_account", None) is None:
+            self._account = AccountHold(self._pool, holder=f"{self._node}:{self.job_id}",
+                                        portal=self.portal,
+                                        hold_seconds=self._settings.job_timeout_seconds)
+        return await self._account.take()
+
+    async def account_refused(self, exc: BaseException) -> None:
+        hold = getattr(self, "_account", None)
+        if hold is not None:
+            await hold.refused(exc)
+
+    async def release_account(self) -> None:
+        hold = getattr(self, "_account", None)
+        if hold is not None:
+            await hold.release()
+
+    async def ask(self, question: str) -> str:
+        """Ask a person (an e-mailed code, a CAPTCHA) and wait for ``portalq jobs answer``."""
+        from scheduler.people import Asker
+
+        await self.step(f"waiting for a person: {question[:120]}")
+        return await Asker(self._pool, job_id=self.job_id, attempt=self.attempt).ask(question)
 
     async def save_checkpoint(self, **data: Any) -> None:
         """Durably, before returning. The write is guarded by this worker's lock on the job
         and renews its heartbeat: a flow that saved "submitting" holds a fresh lease for
         the click that follows. A node whose lease is going stale (it could not renew its
         heartbeats) writes no checkpoint, so it never starts a submission."""
-        if not self._worker.lease_fresh(self.job_id):
+        if not self._lease_fresh(self.job_id):
             raise LostJob(f"job {self.job_id}: this node's lease is stale (database "
                           "unreachable); not going on")
-        async with self._worker.pool.connection() as conn:
+        async with self._pool.connection() as conn:
             saved = await worker_api.save_checkpoint(
-                conn, job_id=self.job_id, worker=self._worker.node,
+                conn, job_id=self.job_id, worker=self._node,
                 data=secrets_at_rest.seal_checkpoint(self.job_type, data))
         if saved is None:
             raise LostJob(f"job {self.job_id} is no longer held by this worker")
         self.checkpoints = secrets_at_rest.open_checkpoint(self.job_type, saved)
 
     async def new_browser_context(self) -> Any:
-        from portals.flows import browser
-
         self.artifacts_dir.mkdir(parents=True, exist_ok=True)
-        pool = getattr(self._worker, "browser_pool", None)   # set by service.serve
-        if pool is not None and pool.serves(self.portal):
-            context = await pool.new_context(self.portal, self.artifacts_dir)
-        else:
-            b = await self._worker.browser()
-            context = await browser.new_context(b, self._worker.browser_config,
-                                                self.artifacts_dir)
+        context = await self._open_context(self.portal, self.artifacts_dir)
         self._browser_contexts.append(context)
         b = context.browser
         if b is not None and b not in self._watched:
@@ -149,18 +187,18 @@ class JobContext(Reporting):
             return []
 
     async def store_document(self, name: str, content_type: str, data: bytes) -> None:
-        async with self._worker.pool.connection() as conn:
+        async with self._pool.connection() as conn:
             await worker_api.store_document(conn, job_id=self.job_id, name=name,
                                             content_type=content_type, data=data)
 
     async def documents_of(self, job_id: int) -> list[tuple[str, str, bytes]]:
-        async with self._worker.pool.connection() as conn:
+        async with self._pool.connection() as conn:
             return await worker_api.documents_of(conn, job_id)
 
     async def send_mail(self, message: Any) -> None:
         from scheduler.mailer import send
 
-        await send(self._worker.settings, message)
+        await send(self._settings, message)
 
 
 class LostJob(Exception):

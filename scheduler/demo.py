@@ -18,10 +18,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from jobs import clock, queue, sql
-from jobs.database import embedded, home, libpq_dsn
+from jobs import clock, portals_repo, queue
+from jobs.database import embedded, home
 from jobs.migrate import upgrade
 from scheduler import status as st
 from scheduler.config import Settings
@@ -47,9 +45,7 @@ class MailboxDir:
 def _fresh_database() -> str:
     pg = embedded()
     pg.ensure_running()
-    with psycopg.connect(pg.dsn("postgres"), autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{DEMO_DB}" WITH (FORCE)')
-        c.execute(f'CREATE DATABASE "{DEMO_DB}"')
+    pg.recreate_database(DEMO_DB)
     url = pg.url(DEMO_DB)
     upgrade(url)
     return url
@@ -58,18 +54,10 @@ def _fresh_database() -> str:
 def _shift_hours(url: str) -> None:
     """Every portal 24/7, no holidays; Delaware closed for a short maintenance window."""
     now = clock.now()
-    with psycopg.connect(libpq_dsn(url), autocommit=True) as c:
-        for p in sql.fetch(c, "list_portals"):
-            sql.fetch(c, "delete_portal_hours", {"portal": p["code"], "weekday": None})
-            sql.fetch(c, "insert_portal_hours", {
-                "portal": p["code"], "weekdays": list(range(7)),
-                "opens": ["00:00"] * 7, "closes": ["00:00"] * 7})
-        c.execute("UPDATE portals SET holiday_country = NULL, holiday_subdiv = NULL, "
-                  "cutoff_minutes = 0")
-        sql.fetch(c, "insert_closure", {
-            "portal": "delaware_icis", "starts_at": now - timedelta(minutes=1),
-            "ends_at": now + DELAWARE_CLOSED_FOR,
-            "reason": "demo: scheduled maintenance", "now": now})
+    with queue.connect(url) as c:
+        portals_repo.open_around_the_clock(c)
+        portals_repo.add_closure(c, "delaware_icis", now - timedelta(minutes=1),
+                                 now + DELAWARE_CLOSED_FOR, "demo: scheduled maintenance")
 
 
 def _free_port() -> int:

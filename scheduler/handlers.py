@@ -42,7 +42,13 @@ def browser_guarded(handler: Handler) -> Handler:
     submission the submission protocol (reconcile or escalate) decides, never a blind
     resubmission. Outcomes the flow decided itself (business error, uncertain outcome,
     deferral) are kept as they are."""
-    from jobs.errors import BusinessError, DeferUntil, PortalClosed, UncertainOutcome
+    from jobs.errors import (
+        AccountError,
+        BusinessError,
+        DeferUntil,
+        PortalClosed,
+        UncertainOutcome,
+    )
     from portals.flows.browser import BrowserUnavailable
 
     kept = (BusinessError, UncertainOutcome, DeferUntil, PortalClosed)
@@ -50,6 +56,13 @@ def browser_guarded(handler: Handler) -> Handler:
     async def run(ctx: Any) -> Mapping[str, Any] | None:
         try:
             return await handler(ctx)
+        except AccountError as exc:
+            # the portal refused or locked the account: nobody may try it again (a retry
+            # loop would lock the business out); the job fails at once, admins are told
+            refused = getattr(ctx, "account_refused", None)
+            if refused is not None:
+                await refused(exc)
+            raise
         except BrowserUnavailable as exc:
             log.error("job %s: %s", getattr(ctx, "job_id", "?"), exc)
             raise DeferUntil(f"browser unavailable: {exc}",
@@ -68,5 +81,8 @@ def browser_guarded(handler: Handler) -> Handler:
             unwatch = getattr(ctx, "unwatch_browsers", None)
             if unwatch is not None:
                 unwatch()
+            release = getattr(ctx, "release_account", None)
+            if release is not None:
+                await release()
 
     return run

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from jobs import clock, sql
+from jobs import clock, outbox
 from scheduler import metrics
 from scheduler.config import Settings
 
@@ -171,8 +171,8 @@ def _erasure_note(settings: Settings, job_type: str) -> list[str]:
             "(PORTALQ_SECRET_RETENTION_DAYS); a retry after that asks for them again."]
 
 
-async def _send_due(settings: Settings, conn: Any, *, due_query: str, sent_query: str,
-                    failed_query: str, build: Any, limit: int) -> int:
+async def _send_due(settings: Settings, conn: Any, *, box: outbox.Box, build: Any,
+                    limit: int) -> Round:
     """Send the due rows of one outbox (escalations or portal notices), one transaction
     per message: the row locked while its mail goes out, marked sent and committed as
     soon as the server took it. A server that is down stops the round (one connection
@@ -183,11 +183,9 @@ async def _send_due(settings: Settings, conn: Any, *, due_query: str, sent_query
     done: list[int] = []
     for _ in range(limit):
         async with conn.transaction():
-            rows = await sql.afetch(conn, due_query, {"now": clock.now(), "limit": 1,
-                                                      "skip": done})
-            if not rows:
+            row = await outbox.next_due(conn, box, skip=done)
+            if row is None:
                 break
-            row = rows[0]
             done.append(row["id"])
             try:
                 message = await build(row)
@@ -197,16 +195,16 @@ async def _send_due(settings: Settings, conn: Any, *, due_query: str, sent_query
                 delay = SERVER_RETRY if down else _poison_delay(row["send_attempts"])
                 error = (f"{type(exc).__name__}: {_one_line(exc, 400)}" if not isinstance(
                     exc, SmtpUrlError) else str(exc))
-                await sql.afetch(conn, failed_query, {
-                    "id": row["id"], "error": error[:500], "next_try_at": clock.now() + delay})
+                await outbox.mark_failed(conn, box, row["id"], error=error,
+                                         next_try_at=clock.now() + delay)
                 if not down:
-                    metrics.OUTBOX_ERRORS.labels(due_query).inc()
-                log.warning("%s %s not sent (%s); next try in %ss", due_query, row["id"],
+                    metrics.OUTBOX_ERRORS.labels(box.due).inc()
+                log.warning("%s %s not sent (%s); next try in %ss", box.due, row["id"],
                             error[:200], int(delay.total_seconds()))
                 if down:
                     return Round(sent, True)
                 continue
-            await sql.afetch(conn, sent_query, {"id": row["id"], "now": clock.now()})
+            await outbox.mark_sent(conn, box, row["id"])
             sent += 1
     return Round(sent, False)
 
@@ -228,21 +226,17 @@ async def send_outbox(settings: Settings, conn: Any) -> tuple[int, int, bool]:
 
 async def next_try(conn: Any) -> Any:
     """When the next unsent message is due (None: nothing waits)."""
-    row = await sql.afetch_one(conn, "outbox_next_try")
-    return row["at"] if row else None
+    return await outbox.next_try(conn)
 
 
 async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -> Round:
     """Send due escalations (with the job's last screenshot); returns how many went out."""
 
     async def build(esc: dict[str, Any]) -> EmailMessage:
-        shots = [a for a in await sql.afetch(conn, "job_artifacts", {"id": esc["job_id"]})
-                 if a["kind"] == "screenshot"]
-        return build_escalation(settings, esc, Path(shots[-1]["path"]) if shots else None)
+        shots = await outbox.screenshots(conn, esc["job_id"])
+        return build_escalation(settings, esc, Path(shots[-1]) if shots else None)
 
-    sent = await _send_due(settings, conn, due_query="due_escalations",
-                           sent_query="escalation_sent", failed_query="escalation_send_failed",
-                           build=build, limit=limit)
+    sent = await _send_due(settings, conn, box=outbox.ESCALATIONS, build=build, limit=limit)
     metrics.ESCALATIONS.inc(sent.sent)
     return sent
 
@@ -268,5 +262,4 @@ async def send_due_notices(settings: Settings, conn: Any, limit: int = 20) -> Ro
     async def build(note: dict[str, Any]) -> EmailMessage:
         return build_notice(settings, note)
 
-    return await _send_due(settings, conn, due_query="due_notices", sent_query="notice_sent",
-                           failed_query="notice_send_failed", build=build, limit=limit)
+    return await _send_due(settings, conn, box=outbox.NOTICES, build=build, limit=limit)

@@ -37,10 +37,10 @@ OUTBOX_ERRORS = Counter("portalq_outbox_errors_total", "Mails that could not be 
 async def refresh_job_counts(conn: Any) -> None:
     """The jobs-by-portal-and-status gauge, counted when /metrics is scraped (a scan of
     job_queue: kept out of the tick, which would pay it every period for nobody)."""
-    from jobs import sql
+    from jobs import jobs_repo
 
     JOBS.clear()
-    for row in await sql.afetch(conn, "count_by_portal_status"):
+    for row in await jobs_repo.adepth(conn):
         JOBS.labels(row["portal"], row["status"]).set(row["n"])
 
 

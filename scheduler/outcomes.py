@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobs import retry
+from jobs.checkpoints import past_point_of_no_return
 from jobs.errors import (
     BusinessError,
     DeferUntil,
@@ -32,9 +33,11 @@ from jobs.errors import (
     RetryableError,
     UncertainOutcome,
 )
-from jobs.worker_api import past_point_of_no_return
+from jobs.kinds import EscalationKind as Esc
+from jobs.kinds import EventKind, JobStatus
 
 MIN_DEFER = timedelta(seconds=1)
+FAILED, DEFERRED = JobStatus.FAILED, JobStatus.DEFERRED
 
 UNCERTAIN_WARNING = ("it may have been filed: check the portal, then say what you found "
                      "(--confirmed-filed or --not-filed); do not cancel or retry blindly")
@@ -61,12 +64,12 @@ class PortalState:
 
 @dataclass(frozen=True)
 class Transition:
-    status: str                        # pending | deferred | failed
+    status: JobStatus                  # pending | deferred | failed
     outcome: str                       # metrics label
     error: str
     run_at: datetime | None = None
     refund_attempt: bool = False
-    escalation: tuple[str, str] | None = None
+    escalation: tuple[Esc, str] | None = None
     detail: Mapping[str, Any] | None = field(default=None)
     probe_failed: bool = False
 
@@ -74,6 +77,12 @@ class Transition:
 def is_outage_sign(exc: BaseException) -> bool:
     return (isinstance(exc, PortalClosed) and exc.outage) or isinstance(
         exc, PortalUnavailable | TimeoutError)
+
+
+def breaker_reason(threshold: int, window_seconds: float, message: str) -> str:
+    """Why the circuit breaker paused a portal (stored with the pause, shown to admins)."""
+    return (f"outage signs from {threshold} jobs within {window_seconds:.0f}s; "
+            f"last: {message}")
 
 
 def decide(exc: BaseException, job: Mapping[str, Any], *, message: str, now: datetime,
@@ -90,14 +99,14 @@ def decide(exc: BaseException, job: Mapping[str, Any], *, message: str, now: dat
         when = exc.when if isinstance(exc, DeferUntil) else exc.reopen_at
         if when is None and portal.next_startable is not None:
             when = portal.next_startable(now + MIN_DEFER)
-        return Transition("deferred", "deferred", message, run_at=when or now + MIN_DEFER,
+        return Transition(DEFERRED, "deferred", message, run_at=when or now + MIN_DEFER,
                           refund_attempt=True,
-                          detail={"event": "deferred by handler",
+                          detail={"event": EventKind.DEFERRED_BY_HANDLER,
                                   "outage": getattr(exc, "outage", False)})
     if isinstance(exc, BusinessError):
-        return Transition("failed", "business", message, escalation=("business", message))
+        return Transition(FAILED, "business", message, escalation=(Esc.BUSINESS, message))
     if isinstance(exc, UncertainOutcome):
-        return Transition("failed", "uncertain", message, escalation=("uncertain", message))
+        return Transition(FAILED, "uncertain", message, escalation=(Esc.UNCERTAIN, message))
     if isinstance(exc, TimeoutError):
         message = f"timed out after {policy.job_timeout_seconds:.0f}s"
     elif not isinstance(exc, RetryableError):
@@ -110,18 +119,18 @@ def decide(exc: BaseException, job: Mapping[str, Any], *, message: str, now: dat
         if portal.next_startable is not None and run_at is not None:
             # a backoff that lands in closed hours waits for the next opening
             run_at = portal.next_startable(run_at) or run_at
-        return Transition("pending", "retry", message, run_at=run_at)
+        return Transition(JobStatus.PENDING, "retry", message, run_at=run_at)
     if past_point_of_no_return(checkpoint if checkpoint is not None else job["checkpoint"]):
         if not reconcilable:
-            return Transition("failed", "uncertain", message, escalation=(
-                "uncertain", f"{job['attempts']} attempts ended after the submission step; "
+            return Transition(FAILED, "uncertain", message, escalation=(
+                Esc.UNCERTAIN, f"{job['attempts']} attempts ended after the submission step; "
                              f"{UNCERTAIN_WARNING}; last error: {message}"))
-        return Transition("failed", "failed", message, escalation=(
-            "attempts", f"{job['attempts']} attempts failed, the last after the submission "
+        return Transition(FAILED, "failed", message, escalation=(
+            Esc.ATTEMPTS, f"{job['attempts']} attempts failed, the last after the submission "
                         f"step: a retry looks the filing up before it files again; "
                         f"cancelling may lose a real filing; last error: {message}"))
-    return Transition("failed", "failed", message, escalation=(
-        "attempts", f"{job['attempts']} attempts failed; last error: {message}"))
+    return Transition(FAILED, "failed", message, escalation=(
+        Esc.ATTEMPTS, f"{job['attempts']} attempts failed; last error: {message}"))
 
 
 def _paused(job: Mapping[str, Any], message: str, now: datetime, portal: PortalState,
@@ -131,21 +140,21 @@ def _paused(job: Mapping[str, Any], message: str, now: datetime, portal: PortalS
     to the back of the line — after the next probe, later for each probe it failed — so
     the next probe is another job; after ``probe_limit`` failed probes it is given up."""
     if portal.paused_by != "breaker" or portal.just_paused:
-        return Transition("deferred", "deferred", message,
+        return Transition(DEFERRED, "deferred", message,
                           run_at=max(portal.probe_at or now, now + MIN_DEFER),
                           refund_attempt=True,
-                          detail={"event": "deferred by handler", "outage": True})
+                          detail={"event": EventKind.DEFERRED_BY_HANDLER, "outage": True})
     failures = int(job.get("probe_failures") or 0) + 1
     if policy.probe_limit and failures >= policy.probe_limit:
         reason = (f"failed {failures} times as the probe of paused portal {job['portal']} "
                   f"while other jobs waited; retry it once the portal works for others; "
                   f"last error: {message}")
-        return Transition("failed", "probe", message, escalation=("probe", reason),
+        return Transition(FAILED, "probe", message, escalation=(Esc.PROBE, reason),
                           refund_attempt=True, probe_failed=True,
-                          detail={"event": "probe given up", "probe_failures": failures})
+                          detail={"event": EventKind.PROBE_GIVEN_UP, "probe_failures": failures})
     next_probe = max(portal.probe_at or now, now)
     run_at = next_probe + timedelta(seconds=policy.probe_seconds * failures) + MIN_DEFER
-    return Transition("deferred", "deferred", message, run_at=run_at, refund_attempt=True,
+    return Transition(DEFERRED, "deferred", message, run_at=run_at, refund_attempt=True,
                       probe_failed=True,
-                      detail={"event": "probe failed", "outage": True,
+                      detail={"event": EventKind.PROBE_FAILED, "outage": True,
                               "probe_failures": failures})

@@ -52,7 +52,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
         from portals.flows.pool import BrowserPool
 
         # remote browsers per portal (or one for all): JobContext takes contexts from it
-        worker.browser_pool = BrowserPool(  # type: ignore[attr-defined]
+        worker.browsers.remote = BrowserPool(
             browser_config.load_config(), endpoints,
             max_contexts=settings.browser_max_contexts,
             connect_timeout_s=settings.browser_connect_timeout_seconds)
@@ -106,9 +106,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     if server is not None:
         server.close()
     await tick.close()
-    await worker.close_browser()
-    if getattr(worker, "browser_pool", None) is not None:
-        await worker.browser_pool.close()
+    await worker.close_browser()   # and the remote browsers' pool
     await pool.close()
     log.info("stopped")
 

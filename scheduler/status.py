@@ -6,16 +6,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs import clock, queue, sql
+from jobs import clock, jobs_repo, outbox, portals_repo, queue
+from jobs.kinds import FINAL
 
 
 def snapshot(conn: Any = None) -> dict[str, Any]:
     with queue._use(conn) as c:  # noqa: SLF001 - the queue's own connection helper
-        counts = sql.fetch(c, "count_by_portal_status")
-        running = sql.fetch(c, "status_running")
-        deferred = sql.fetch(c, "status_deferred")
-        failures = sql.fetch(c, "status_failures")
-        portals = sql.fetch(c, "list_portals")
+        counts = jobs_repo.depth(c)
+        running = jobs_repo.running(c)
+        deferred = jobs_repo.deferred(c)
+        failures = jobs_repo.recent_failures(c)
+        portals = portals_repo.portals(c)
     depth: dict[str, dict[str, int]] = {}
     for row in counts:
         depth.setdefault(row["portal"], {})[row["status"]] = row["n"]
@@ -27,13 +28,13 @@ def snapshot(conn: Any = None) -> dict[str, Any]:
 def unsent_mail(conn: Any = None) -> int:
     """Escalations and portal notices still waiting to be mailed."""
     with queue._use(conn) as c:  # noqa: SLF001 - the queue's own connection helper
-        return int(sql.fetch_value(c, "unsent_mail"))
+        return outbox.unsent(c)
 
 
 def final(snap: dict[str, Any]) -> bool:
     """No job is pending, deferred or running."""
     return not any(n for d in snap["depth"].values() for s, n in d.items()
-                   if s in ("pending", "deferred", "running"))
+                   if s not in FINAL)
 
 
 def render(snap: dict[str, Any]) -> Any:

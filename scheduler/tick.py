@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 
-from jobs import clock, sql, worker_api
+from jobs import clock, worker_api
 from scheduler import calendars, mailer, metrics
 from scheduler.config import Settings
 
@@ -33,23 +33,14 @@ class Tick:
         conn = self._leader_conn
         if conn is not None and not conn.closed:
             try:
-                await conn.execute("SELECT 1")
+                await worker_api.ping(conn)
                 return True
             except psycopg.Error:
                 await conn.close()
         self._leader_conn = None
         conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
-        # the leader's lock is its session's: the server must notice soon that a leader
-        # cut off by a partition is gone (default TCP keepalives take hours), so another
-        # node takes over its duties (rescues among them)
-        stale = self.settings.stale_after_seconds
-        await conn.execute(
-            f"SET tcp_keepalives_idle = {max(1, int(stale / 4))}; "
-            f"SET tcp_keepalives_interval = {max(1, int(stale / 8))}; "
-            "SET tcp_keepalives_count = 2; "
-            f"SET tcp_user_timeout = {max(1000, int(stale * 500))}")
-        row = await sql.afetch_one(conn, "try_leader_lock")
-        if row and row["leader"]:
+        await worker_api.leader_session(conn, stale_after=self.settings.stale_after_seconds)
+        if await worker_api.try_lead(conn):
             self._leader_conn = conn
             log.info("this node runs the maintenance tick")
             return True

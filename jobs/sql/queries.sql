@@ -140,7 +140,7 @@ WITH upd AS (
 SELECT id FROM upd;
 
 -- name: lock_rate_key
-SELECT pg_advisory_xact_lock(726202, hashtext(%(rate_key)s));
+SELECT pg_advisory_xact_lock(%(lock)s::int, hashtext(%(rate_key)s));
 
 -- name: rate_count
 -- Other jobs with this key that reached the portal during this portal day.
@@ -678,8 +678,8 @@ UPDATE portals SET outage_streak = (SELECT n FROM recent), outage_last_job = %(j
 WHERE code = %(portal)s
 RETURNING outage_streak, paused_at, paused_by;
 
--- name: breaker_pause
--- Pause a portal after an outage streak (once: only a running portal is paused) + notice.
+-- name: pause_portal
+-- Pause a portal (by the breaker or an operator; only a running portal is paused) + notice.
 WITH p AS (
     UPDATE portals SET paused_at = %(now)s, paused_by = %(by)s, pause_reason = %(reason)s,
                        probe_at = %(probe_at)s, updated_at = %(now)s
@@ -687,7 +687,7 @@ WITH p AS (
     RETURNING code
 )
 INSERT INTO portal_notices (portal, kind, reason, created_at, next_try_at)
-SELECT code, 'paused', %(reason)s, %(now)s, %(now)s FROM p WHERE %(notify)s
+SELECT code, 'paused', %(reason)s, %(now)s, %(now)s FROM p
 RETURNING id;
 
 -- name: probe_failed
@@ -730,10 +730,20 @@ UPDATE portal_notices SET send_attempts = send_attempts + 1, last_send_error = %
 WHERE id = %(id)s;
 
 -- name: try_leader_lock
-SELECT pg_try_advisory_lock(7262010200) AS leader;
+SELECT pg_try_advisory_lock(%(lock)s::bigint) AS leader;
 
 -- name: unlock_leader
-SELECT pg_advisory_unlock(7262010200);
+SELECT pg_advisory_unlock(%(lock)s::bigint);
+
+-- name: migrate_lock
+SELECT pg_advisory_xact_lock(%(lock)s::bigint);
+
+-- name: portals_without_holidays_or_cutoff
+-- The demo: stand-ins open whenever the demo runs.
+UPDATE portals SET holiday_country = NULL, holiday_subdiv = NULL, cutoff_minutes = 0;
+
+-- name: ping
+SELECT 1;
 
 -- =========================================================================================
 -- The admin console (scheduler/console), run from jobs/console_repo.py and jobs/audit.py.

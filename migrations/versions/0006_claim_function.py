@@ -22,6 +22,8 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # 726201 is jobs.kinds.LockKey.CLAIM_PORTAL (a migration's text stays as it shipped;
+    # tests/unit/test_names.py checks the two agree)
     op.execute("""
         CREATE FUNCTION portalq_running_locked(p text) RETURNS int
         LANGUAGE plpgsql VOLATILE AS $$

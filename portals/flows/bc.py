@@ -119,8 +119,9 @@ class BcPortal(PortalPage):
         return nr
 
     async def _read_nr(self, where: str) -> dict[str, Any]:
-        nr = {"nr_number": await self.text("#nr-number", where, r"NR \d{7}"),
-              "nr_state": await self.text("#nr-state", where, r"[A-Z_]+")}
+        nr: dict[str, str | None] = {
+            "nr_number": await self.text("#nr-number", where, r"NR \d{7}"),
+            "nr_state": await self.text("#nr-state", where, r"[A-Z_]+")}
         for key, selector in (("nr_name", "#nr-name"), ("nr_expires_on", "#nr-expires")):
             nr[key] = (await self.page.locator(selector).inner_text()).strip() or None
         return nr

@@ -103,7 +103,7 @@ def parse_config(data: Mapping[str, Any], source: str = "") -> BrowserConfig:
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 raise ValueError(f"{source or 'playwright.config'}: {section}.{key} must be "
                                  f"{kind.__name__}, got {value!r}")
-            if kind is list:
+            if isinstance(value, list):
                 if not all(isinstance(a, str) for a in value):
                     raise ValueError(f"{source}: {section}.{key} must be a list of strings")
                 value = tuple(value)

@@ -80,7 +80,8 @@ class SessionLost(RetryableError):
 
 
 async def _marker(page: Any) -> str | None:
-    return await page.evaluate(_MARKER_JS, list(_MARKERS))  # type: ignore[no-any-return]
+    found = await page.evaluate(_MARKER_JS, list(_MARKERS))
+    return str(found) if found is not None else None
 
 
 async def _submit(page: Any, form: str) -> None:

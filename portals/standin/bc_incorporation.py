@@ -122,7 +122,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
               5: render_review}
 
     def check_company(data: Any, s: dict[str, Any]) -> str | None:
-        c = {k: str(data.get(k, "")).strip() for k in (
+        c: dict[str, Any] = {k: str(data.get(k, "")).strip() for k in (
             "entity_type", "company_kind", "nr_number", "email", "phone",
             *[k for _, k in _OFFICE])}
         c["consent"] = bool(data.get("consent"))
@@ -205,7 +205,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
             return go(request, session["steps"] + 1)
         data = await request.form()
         if kind == "people":
-            person = {k: str(data.get(k, "")).strip() for k in (
+            person: dict[str, Any] = {k: str(data.get(k, "")).strip() for k in (
                 "first_name", "middle_name", "last_name")}
             person["roles"] = [r for r in data.getlist("roles") if r in bc.ROLES]
             if not (person["first_name"] and person["last_name"] and person["roles"]):

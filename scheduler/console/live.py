@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from starlette.concurrency import run_in_threadpool
 
+from jobs import worker_api
+from jobs.kinds import Channel
+
 if TYPE_CHECKING:
     from scheduler.console.app import Console
 
@@ -62,8 +65,7 @@ class Hub:
             try:
                 async with await psycopg.AsyncConnection.connect(self.console.dsn,
                                                                  autocommit=True) as conn:
-                    await conn.execute("LISTEN portalq_jobs")
-                    await conn.execute("LISTEN portalq_portals")
+                    await worker_api.listen(conn, (Channel.JOBS, Channel.PORTALS))
                     delay = 0.2
                     async for _ in conn.notifies():
                         self.console.snapshots.invalidate()

@@ -20,10 +20,12 @@ from scheduler.console.pages_overview import portal_states
 from scheduler.console.security import require
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from scheduler.console.app import Console
 
 
-def _instant(value: object, name: str):  # type: ignore[no-untyped-def]
+def _instant(value: object, name: str) -> datetime:
     text = str(value or "").strip()
     if not text:
         raise InputError(f"{name} is required")

@@ -15,13 +15,13 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from jobs import console_actions, console_repo, masking, sql, types
+from jobs import console_actions, console_repo, masking, portals_repo, types
 from jobs.audit import Actor
+from jobs.checkpoints import past_point_of_no_return
 from jobs.clock import parse_instant
 from jobs.console_users import User
 from jobs.errors import InputError
 from jobs.models import JOB_STATUSES
-from jobs.worker_api import past_point_of_no_return
 from scheduler.console.security import require
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def routes(console: Console) -> list[Route]:
             raise InputError("before: not a job id") from None
         with console.db() as conn:
             page = console_repo.jobs_page(conn, flt, before_id=before_id)
-            portals = [p["code"] for p in sql.fetch(conn, "list_portals")]
+            portals = portals_repo.codes(conn)
         query = filter_query(q)
         next_url = (f"/jobs?{urlencode({**query, 'before': page.next_before})}"
                     if page.next_before else None)
@@ -190,7 +190,7 @@ def routes(console: Console) -> list[Route]:
         if action not in console_actions.BULK_STATES:
             raise InputError("choose retry or cancel")
         statuses = console_actions.BULK_STATES[action]
-        selected = [int(v) for v in form.getlist("id") if str(v).isdigit()]
+        selected = [int(str(v)) for v in form.getlist("id") if str(v).isdigit()]
         scope_all = form.get("scope") == "filter"
         flt = parse_filter(form)
         from starlette.concurrency import run_in_threadpool

@@ -83,7 +83,7 @@ class Sessions:
         if not raw:
             return None
         try:
-            return self.signer.unsign(raw, max_age=self.max_age.total_seconds()).decode()
+            return self.signer.unsign(raw, max_age=int(self.max_age.total_seconds())).decode()
         except BadSignature:
             return None
 

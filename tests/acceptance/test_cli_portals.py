@@ -88,3 +88,43 @@ def test_bad_input_one_line_nothing_written(db, dsn, args, message):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], out.stderr
     assert snapshot() == before
+
+
+def test_every_portal_change_from_the_cli_is_audited_like_the_consoles(db, dsn):
+    """Invariant 14 for `portalq portals`: who (the OS user), what, when, why, before and
+    after, committed with the change; a refused change leaves no row."""
+    import getpass
+
+    steps = [
+        ("pause", "irs_ein", "--reason", "IRS says: planned outage"),
+        ("resume", "irs_ein", "--reason", "outage over"),
+        ("set-hours", "crtc", "Mon-Fri 07:00-17:00"),
+        ("close", "delaware_icis", "--from", "2026-12-01T13:00:00Z", "--to",
+         "2026-12-03T13:00:00Z", "--reason", "system conversion"),
+        ("refresh-holidays", "--reason", "holidays package upgraded"),
+    ]
+    for step in steps:
+        out = run_cli("portals", *step, env={"PORTALQ_FROZEN_NOW": "2026-11-30T12:00:00Z"})
+        assert out.returncode == 0, (step, out.stderr)
+    refused = run_cli("portals", "resume", "irs_ein")   # not paused: exit 3, nothing written
+    assert refused.returncode == 3 and "not paused" in refused.stderr
+    rows = json.loads(run_cli("audit", "--json").stdout)[::-1]   # oldest first
+    assert [(r["action"], r["target"], r["reason"]) for r in rows] == [
+        ("portal.pause", "portal:irs_ein", "IRS says: planned outage"),
+        ("portal.resume", "portal:irs_ein", "outage over"),
+        ("portal.set_hours", "portal:crtc", "portalq portals set-hours"),
+        ("portal.close", "portal:delaware_icis", "system conversion"),
+        ("portals.refresh_holidays", "portals", "holidays package upgraded")]
+    assert all(r["source"] == "cli" and r["actor"].startswith(f"cli:{getpass.getuser()}@")
+               for r in rows)
+    pause, resume, hours, closure, holidays = rows
+    assert pause["before"]["paused_at"] is None and pause["after"]["paused_by"] == "operator"
+    assert resume["before"]["pause_reason"] == "IRS says: planned outage"
+    assert resume["after"]["paused_at"] is None
+    assert len(hours["after"]["hours"]) == 5 and hours["before"]["hours"] != \
+        hours["after"]["hours"]
+    assert closure["after"]["from"].startswith("2026-12-01T13:00:00")
+    assert "irs_ein" in holidays["after"]["portals"]
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT count(*) FROM portal_closures WHERE reason = "
+                         "'system conversion'").fetchone()[0] == 1

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from jobs import queue
-from jobs.worker_api import past_point_of_no_return
+from jobs.checkpoints import past_point_of_no_return
 from tests import payloads
 from tests.browser import bckit
 from tests.checkpoints import state

@@ -130,7 +130,7 @@ def test_0014_keeps_a_submission_in_doubt_in_doubt_and_back(db, dsn):
     from alembic import command
 
     from jobs import submission
-    from jobs.worker_api import past_point_of_no_return
+    from jobs.checkpoints import past_point_of_no_return
 
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("DROP SCHEMA public CASCADE")

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from jobs.checkpoints import rescue_decision
 from jobs.errors import (
     BusinessError,
     DeferUntil,
@@ -14,7 +15,6 @@ from jobs.errors import (
     RetryableError,
     UncertainOutcome,
 )
-from jobs.worker_api import rescue_decision
 from scheduler.outcomes import Policy, PortalState, decide, is_outage_sign
 from tests import checkpoints
 
@@ -128,3 +128,67 @@ def test_a_flow_bug_on_a_paused_portal_is_an_ordinary_retry():
 def test_rescue_decisions(row, reconcilable, status, kind):
     got, escalation = rescue_decision(row, reconcilable=reconcilable, crash_limit=3)
     assert (got, escalation[0] if escalation else None) == (status, kind)
+
+
+# --- the rest of the policy the worker used to hold --------------------------------------
+
+@pytest.mark.parametrize("exc, message, error", [
+    # a timeout says how long the run was let go on, not the exception's empty text
+    (TimeoutError(), "TimeoutError", "timed out after 900s"),
+    # an unexpected exception is named by its class (a flow bug reads as one)
+    (KeyError("bug"), "'bug'", "KeyError: 'bug'"),
+    # a retryable error of the flow's own is its (redacted) message as is
+    (RetryableError("control not found"), "control not found", "control not found"),
+    (PortalUnavailable("HTTP 503"), "HTTP 503", "HTTP 503"),
+])
+def test_the_error_recorded_for_a_retry(exc, message, error):
+    t = decide(exc, job(1), message=message, now=NOW, policy=Policy(), portal=PortalState())
+    assert (t.status, t.error) == ("pending", error)
+
+
+@pytest.mark.parametrize("exc, opening, expected", [
+    # a closed page without a reopening time waits for the portal's next opening
+    (PortalClosed("closed"), NOW + timedelta(hours=3), NOW + timedelta(hours=3)),
+    # a reopening time the page states wins over the calendar
+    (PortalClosed("closed", reopen_at=NOW + timedelta(hours=1)), NOW + timedelta(hours=3),
+     NOW + timedelta(hours=1)),
+    # no calendar and no time: a moment later, never "now" (no busy loop)
+    (PortalClosed("closed"), None, NOW + timedelta(seconds=1)),
+])
+def test_a_closed_page_is_deferred_to_the_opening(exc, opening, expected):
+    portal = PortalState(next_startable=opens_at(opening) if opening else None)
+    t = decide(exc, job(2), message="closed", now=NOW, policy=POLICY, portal=portal)
+    assert (t.status, t.run_at, t.refund_attempt) == ("deferred", expected, True)
+    assert t.detail == {"event": "deferred by handler", "outage": False}
+
+
+def test_an_outage_sign_on_a_portal_paused_by_an_operator_waits_and_is_no_probe():
+    t = decide(PortalUnavailable("503"), job(4, probe_failures=9), message="503", now=NOW,
+               policy=POLICY, portal=PortalState(paused_by="operator"))
+    assert (t.status, t.refund_attempt, t.probe_failed, t.escalation) == \
+        ("deferred", True, False, None)
+    assert t.run_at == NOW + timedelta(seconds=1)
+
+
+def test_a_business_error_escalates_even_with_attempts_left_and_past_submission():
+    t = decide(BusinessError("name taken"), job(1, checkpoint=SUBMITTING), message="name taken",
+               now=NOW, policy=POLICY, portal=PortalState())
+    assert (t.status, t.escalation) == ("failed", ("business", "name taken"))
+
+
+def test_the_checkpoint_the_run_left_decides_over_the_claimed_row():
+    # the claimed row had none; the run wrote "submitting" then failed its last attempt
+    t = decide(RetryableError("x"), job(5), message="x", now=NOW, policy=POLICY,
+               portal=PortalState(), checkpoint=SUBMITTING)
+    assert t.escalation[0] == "uncertain"
+
+
+def test_policy_from_settings_and_breaker_reason():
+    from scheduler.config import Settings
+    from scheduler.failures import policy_of
+    from scheduler.outcomes import breaker_reason
+
+    p = policy_of(Settings(retry_base_seconds=7, breaker_probe_limit=0))
+    assert (p.retry_base_seconds, p.probe_limit) == (7, 0)
+    assert breaker_reason(3, 300.0, "HTTP 503") == \
+        "outage signs from 3 jobs within 300s; last: HTTP 503"

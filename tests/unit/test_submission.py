@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from jobs import submission
+from jobs.checkpoints import past_point_of_no_return
 from jobs.submission import State, Submission
-from jobs.worker_api import past_point_of_no_return
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 

@@ -1,0 +1,75 @@
+"""The queue's names, in one place: job statuses, artifact and event kinds, the
+NOTIFY channels, and the advisory-lock keys (two-int keys share their first half).
+
+Each is a ``StrEnum``/``IntEnum``, so a value compares equal to the bare string or
+number stored in (and read back from) PostgreSQL."""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"
+    DEFERRED = "deferred"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+#: statuses a job never leaves by itself
+FINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+class ArtifactKind(StrEnum):
+    SCREENSHOT = "screenshot"
+    TRACE = "trace"
+    FILE = "file"
+    MISSING = "missing"      # evidence that could not be taken (its reason in ``note``)
+
+
+class Channel(StrEnum):
+    """NOTIFY channels (triggers and ``pg_notify`` in queries.sql send on them)."""
+
+    JOBS = "portalq_jobs"          # a job became due (enqueue, retry, resume)
+    PORTALS = "portalq_portals"    # a portal's hours, closures or pause changed
+    OUTBOX = "portalq_outbox"      # an escalation or notice may be due
+
+
+class LockKey(IntEnum):
+    """Advisory-lock keys. Single keys take the whole bigint; a two-int key is
+    ``(key, hashtext(name))``."""
+
+    MIGRATE = 7262010001       # schema upgrades, one process at a time
+    LEADER = 7262010200        # the node that runs the tick's duties
+    CLAIM_PORTAL = 726201      # (key, hashtext(portal)): claims of a limited portal
+    RATE_KEY = 726202          # (key, hashtext(rate_key)): per-key rate counts
+
+
+class EventKind(StrEnum):
+    """What a ``job_events`` row's ``detail.event`` says happened (the history's labels;
+    statements in queries.sql write the same words)."""
+
+    ENQUEUED = "enqueued"
+    CLAIM_UNDONE = "claim undone"
+    RATE_LIMITED = "rate limit: one per key per portal day"
+    PORTAL_CLOSED = "portal closed"
+    DEFERRED_BY_HANDLER = "deferred by handler"
+    PROBE_FAILED = "probe failed"
+    PROBE_GIVEN_UP = "probe given up"
+    RELEASED = "released at shutdown"
+    RESCUED = "rescued"
+    ADMIN_RETRY = "admin retry"
+    ADMIN_CANCEL = "admin cancel"
+    ADMIN_CONFIRMED_FILED = "admin confirmed filed"
+
+
+class EscalationKind(StrEnum):
+    """Why a job needs a human (an escalation row's ``kind``)."""
+
+    BUSINESS = "business"      # the portal said no (a rejected name, a bad password)
+    UNCERTAIN = "uncertain"    # it may have been filed: a person checks the portal
+    ATTEMPTS = "attempts"      # every attempt failed
+    PROBE = "probe"            # it kept failing as the probe of a paused portal
+    CRASHING = "crashing"      # its worker kept dying

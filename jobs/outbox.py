@@ -1,0 +1,65 @@
+"""The mail outbox: escalations (a job needs a human) and portal notices (paused,
+resumed), each row sent once. Rows are taken one at a time, locked (SKIP LOCKED) while
+their mail goes out, and marked sent -- or failed with the next try -- in that same
+transaction (the caller's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection, Connection
+
+from jobs import clock, sql
+from jobs.kinds import ArtifactKind
+
+AConn = AsyncConnection[Any]
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Box:
+    """One outbox table's statements."""
+
+    name: str
+    due: str
+    sent: str
+    failed: str
+
+
+ESCALATIONS = Box("escalations", "due_escalations", "escalation_sent", "escalation_send_failed")
+NOTICES = Box("notices", "due_notices", "notice_sent", "notice_send_failed")
+
+
+async def next_due(conn: AConn, box: Box, *, skip: list[int]) -> Row | None:
+    """The oldest due row not in ``skip``, locked until the caller's transaction ends."""
+    rows = await sql.afetch(conn, box.due, {"now": clock.now(), "limit": 1, "skip": skip})
+    return rows[0] if rows else None
+
+
+async def mark_sent(conn: AConn, box: Box, row_id: int) -> None:
+    await sql.afetch(conn, box.sent, {"id": row_id, "now": clock.now()})
+
+
+async def mark_failed(conn: AConn, box: Box, row_id: int, *, error: str,
+                      next_try_at: datetime) -> None:
+    await sql.afetch(conn, box.failed, {"id": row_id, "error": error[:500],
+                                        "next_try_at": next_try_at})
+
+
+async def next_try(conn: AConn) -> datetime | None:
+    """When the next unsent message is due (None: nothing waits)."""
+    row = await sql.afetch_one(conn, "outbox_next_try")
+    return row["at"] if row else None
+
+
+async def screenshots(conn: AConn, job_id: int) -> list[str]:
+    """The paths of a job's screenshots, oldest first (an escalation attaches the last)."""
+    return [a["path"] for a in await sql.afetch(conn, "job_artifacts", {"id": job_id})
+            if a["kind"] == ArtifactKind.SCREENSHOT]
+
+
+def unsent(conn: Connection[Any]) -> int:
+    """Escalations and portal notices still waiting to be mailed."""
+    return int(sql.fetch_value(conn, "unsent_mail") or 0)

@@ -1,0 +1,64 @@
+"""A job's context is built from narrow parts (a pool, the node's name, settings, a
+browser opener, a lease check) -- no Worker -- and keeps the submission guard: a node
+whose lease is stale writes no checkpoint, and a job taken away refuses its writes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from jobs import queue, worker_api
+from jobs.worker_api import Capacity
+from scheduler.config import Settings
+from scheduler.context import JobContext, LostJob
+from scheduler.dbpool import make_pool
+from tests.service_helpers import add_local_portal
+
+
+def test_a_context_without_a_worker_guards_its_checkpoints(db, dsn, tmp_path):
+    import tests.plugins.ledger  # noqa: F401 - registers ledger_job
+
+    add_local_portal(dsn)
+    job = queue.enqueue("ledger_job", "O1", {"fail_times": 0})
+    opened: list[tuple[str, Path]] = []
+
+    async def opener(portal: str, folder: Path) -> Any:
+        opened.append((portal, folder))
+        raise RuntimeError("no browser in this test")
+
+    async def go() -> None:
+        settings = Settings(database_url=db, node_id="w1")
+        pool = make_pool(settings, dsn)
+        await pool.open(wait=True)
+        try:
+            async with pool.connection() as c:
+                [claimed] = await worker_api.claim(c, worker="w1", limit=1,
+                                                   capacities=[Capacity("local", None)])
+            fresh = {"ok": True}
+            ctx = JobContext(claimed, tmp_path / "attempt-1", pool=pool, node="w1",
+                             settings=settings, browsers=opener,
+                             lease_fresh=lambda _job_id: fresh["ok"])
+            await ctx.save_checkpoint(stage="submitting", reference="R-1")
+            assert ctx.checkpoints["stage"] == "submitting"
+            fresh["ok"] = False   # the heartbeat could not be renewed: no submission
+            with pytest.raises(LostJob, match="lease is stale"):
+                await ctx.save_checkpoint(stage="confirmed")
+            fresh["ok"] = True
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+                await c.execute("UPDATE job_queue SET lock_owner = 'w2' WHERE id = %s",
+                                (job.id,))   # rescued and handed to another node
+            with pytest.raises(LostJob, match="no longer held"):
+                await ctx.save_checkpoint(stage="confirmed")
+            with pytest.raises(RuntimeError, match="no browser"):
+                await ctx.new_browser_context()
+        finally:
+            await pool.close()
+
+    asyncio.run(go())
+    assert queue.get_job(job.id)["checkpoint"]["stage"] == "submitting"
+    assert opened == [("local", tmp_path / "attempt-1")]
+    assert (tmp_path / "attempt-1").is_dir()
