@@ -55,6 +55,7 @@ def _measure(label: str, rows: dict[str, Any]) -> None:
             for conc in ("def", "10"):
                 d = sc.drain(a, DRAIN_N, conc=conc)
                 r.setdefault(f"drain_{conc}", []).append(d["jobs_s"])
+                r.setdefault("capped", []).append(d["capped"])
             lat = sc.latency(a)
             r.setdefault("p50", []).append(lat["p50_ms"])
             r.setdefault("p99", []).append(lat["p99_ms"])
@@ -89,6 +90,7 @@ def depth() -> None:
         sc.fill_waiting_pgqueuer(n - have)
         have = n
         _measure(f"{n:,} waiting", rows.setdefault("rows", {}))
+        save("depth", rows)               # kept as it goes: a later depth may be cut off
     rows["load_after"] = sc.load_average()
     save("depth", rows)
     report(rows["rows"], f"{DEPTHS[0]:,} waiting")

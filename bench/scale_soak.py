@@ -127,7 +127,8 @@ def soak() -> None:
     def sample() -> None:
         while not stop.wait(SAMPLE_S if samples else 0.0):
             rows = sc.sql(sc.PQ.db, _STATS)
-            samples.append({"t": time.time() - t_start, "tables": {r[0]: list(r[1:]) for r in rows}})
+            samples.append({"t": time.time() - t_start,
+                            "tables": {r[0]: list(r[1:]) for r in rows}})
 
     threads = [threading.Thread(target=f) for f in (produce, prune, sample)]
     try:
@@ -153,7 +154,8 @@ def soak() -> None:
     _print(res)
 
 
-def _per_minute(slots: list[tuple[int, int, float]], lat_file: Any, t0: float) -> list[dict[str, Any]]:
+def _per_minute(slots: list[tuple[int, int, float]], lat_file: Any,
+                t0: float) -> list[dict[str, Any]]:
     commit: dict[int, float] = {}
     for first, n, t in slots:
         for k in range(first, first + n):
