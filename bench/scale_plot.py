@@ -36,7 +36,8 @@ def plot() -> None:
         if r["retention_s"]:
             ax3.axvline(r["retention_s"] / 60, color="grey", linestyle=":")
     ax1.set_ylabel("completed jobs/s")
-    ax2.set_ylabel("pickup p99 (ms)")
+    ax2.set_ylabel("pickup p99 (ms, log)")
+    ax2.set_yscale("log")
     ax3.set_ylabel("tables + indexes (MiB)")
     ax3.set_xlabel("minute of the soak (dotted: retention reached)")
     for ax in (ax1, ax2, ax3):
