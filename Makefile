@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # extras installed with portalq: the image (deploy/Dockerfile) builds with EXTRAS= (none)
 EXTRAS ?= test
 
-.PHONY: help venv browser pgbouncer demo test test-fast lint bench bench-browser clean
+.PHONY: help venv browser pgbouncer demo test test-fast lint bench bench-browser bench-scale clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -49,6 +49,12 @@ bench: venv  ## portalq vs PGQueuer vs Procrastinate, same run (../shared/bench/
 
 bench-browser: venv browser  ## a browser job through portalq vs the same flow as a bare script
 	$(PY) bench/browser_bench.py
+
+# the bench's own PostgreSQL under /tmp/pq-bench (port 55436); parts: limit depth bulk history soak plot
+SCALE_PARTS ?= all
+bench-scale: venv  ## cost as the work grows: 1M waiting, 10M history, soak, bulk, commit limit (vs PGQueuer)
+	$(PY) -m pip install -q "pgqueuer==1.6.0" asyncpg matplotlib
+	for p in $(SCALE_PARTS); do $(PY) bench/scale_bench.py $$p || exit 1; done
 
 clean:  ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -98,15 +98,35 @@ WITH caps AS MATERIALIZED (
     FROM unnest(%(portals)s::text[], %(limits)s::int[]) WITH ORDINALITY AS c(portal, lim, ord)
     ORDER BY c.ord
 ), picked AS (
+    -- per portal a skip scan of the claim index, as defer_portal does: one probe per
+    -- distinct priority of its waiting jobs, then per priority an index range bounded by
+    -- run_at <= now, so jobs waiting for later (a million deferred or scheduled ones) are
+    -- never visited (a plain range on the portal would read all of them when few are due)
     SELECT j.id, j.status FROM caps CROSS JOIN LATERAL (
-        SELECT q.id, q.status FROM job_queue q
-        WHERE q.portal = caps.portal
-          AND q.status IN ('pending', 'deferred')
-          AND q.run_at <= %(now)s
-          AND (%(job_types)s::text[] IS NULL OR q.job_type = ANY(%(job_types)s::text[]))
-        ORDER BY q.priority DESC, q.run_at, q.id
+        SELECT d.id, d.status FROM (
+            WITH RECURSIVE prio AS (
+                (SELECT q.priority FROM job_queue q
+                 WHERE q.portal = caps.portal AND q.status IN ('pending', 'deferred')
+                 ORDER BY q.priority DESC LIMIT 1)
+                UNION ALL
+                SELECT (SELECT q.priority FROM job_queue q
+                        WHERE q.portal = caps.portal AND q.status IN ('pending', 'deferred')
+                          AND q.priority < prio.priority
+                        ORDER BY q.priority DESC LIMIT 1)
+                FROM prio WHERE prio.priority IS NOT NULL
+            )
+            SELECT priority FROM prio WHERE priority IS NOT NULL ORDER BY priority DESC
+        ) p CROSS JOIN LATERAL (
+            SELECT q.id, q.status FROM job_queue q
+            WHERE q.portal = caps.portal AND q.priority = p.priority
+              AND q.status IN ('pending', 'deferred')
+              AND q.run_at <= %(now)s
+              AND (%(job_types)s::text[] IS NULL OR q.job_type = ANY(%(job_types)s::text[]))
+            ORDER BY q.run_at, q.id
+            LIMIT greatest(caps.cap, 0)
+            FOR UPDATE SKIP LOCKED
+        ) d
         LIMIT greatest(caps.cap, 0)
-        FOR UPDATE SKIP LOCKED
     ) j
     LIMIT %(limit)s
 ), upd AS (
@@ -122,7 +142,7 @@ WITH caps AS MATERIALIZED (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
     SELECT id, %(now)s, attempts, from_status, 'running', %(worker)s FROM upd
 )
-SELECT * FROM upd;
+SELECT * FROM upd ORDER BY priority DESC, run_at, id;   -- the claim's order
 
 -- name: unclaim
 -- A claim that could not be completed (its rate-limit checks failed): the jobs go back to
