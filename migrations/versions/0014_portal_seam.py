@@ -8,7 +8,7 @@
   in doubt must stay in doubt. The old keys are left where they were (harmless).
 
 Revision ID: 0014
-Revises: 0011
+Revises: 0013
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0014"
-down_revision = "0011"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 

@@ -135,7 +135,7 @@ def test_0014_keeps_a_submission_in_doubt_in_doubt_and_back(db, dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("DROP SCHEMA public CASCADE")
         c.execute("CREATE SCHEMA public")
-    migrate.upgrade(db, "0011")
+    migrate.upgrade(db, "0013")
     old = {
         "de_doubt": ("file_entity", {"jurisdiction": "DE"},
                      {"stage": "submitting", "client_ref": "PQ-1"}),
@@ -173,7 +173,7 @@ def test_0014_keeps_a_submission_in_doubt_in_doubt_and_back(db, dsn):
     assert recs["irs_refused"]["ein_application"].state == "refused"
     assert recs["crtc"]["crtc_registration"].confirmation == {"confirmation": "CRTC-2026-000001"}
 
-    command.downgrade(migrate.alembic_config(db), "0011")
+    command.downgrade(migrate.alembic_config(db), "0013")
     with psycopg.connect(dsn, autocommit=True) as c:
         cps = dict(c.execute("SELECT id, checkpoint FROM job_queue").fetchall())
     assert {k for k, i in ids.items() if cps[i].get("stage") == "submitting"} == doubt
