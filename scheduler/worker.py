@@ -152,6 +152,7 @@ class Worker:
                             await worker_api.unclaim(conn, worker=self.node,
                                                      ids=[j["id"] for j in jobs])
                             jobs = []
+                        jobs = await self._not_running_here(conn, jobs)
                 backoff.reset()
                 self.db.healthy = True
             except (psycopg.OperationalError, psycopg.errors.AdminShutdown, OSError,
@@ -170,6 +171,20 @@ class Worker:
                 self.running[job["id"]] = asyncio.create_task(self._execute(job))
             if len(jobs) < free:
                 await self._wait(self.settings.poll_seconds)
+
+    async def _not_running_here(self, conn: Any, jobs: list[dict[str, Any]],
+                                ) -> list[dict[str, Any]]:
+        """Never two runs of one job on this node: a job rescued from this node (its run
+        fenced, still unwinding) and claimed again here is given back until that run has
+        ended -- the old run's end would otherwise take the new run's slot and lease, and
+        leave the new run unfenced, free to file a second time."""
+        busy = [j["id"] for j in jobs if j["id"] in self.running]
+        if not busy:
+            return jobs
+        log.warning("job(s) %s claimed again while their earlier run here is still "
+                    "ending: given back", ", ".join(map(str, busy)))
+        await worker_api.unclaim(conn, worker=self.node, ids=busy)
+        return [j for j in jobs if j["id"] not in self.running]
 
     async def _wait(self, timeout: float | None) -> None:
         with contextlib.suppress(TimeoutError):

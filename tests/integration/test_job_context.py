@@ -62,3 +62,38 @@ def test_a_context_without_a_worker_guards_its_checkpoints(db, dsn, tmp_path):
     assert queue.get_job(job.id)["checkpoint"]["stage"] == "submitting"
     assert opened == [("local", tmp_path / "attempt-1")]
     assert (tmp_path / "attempt-1").is_dir()
+
+
+def test_a_job_claimed_again_while_its_earlier_run_here_is_still_ending_is_given_back(
+        db, dsn):
+    """Found with a partition: the node's fenced run of a job is still unwinding when the
+    job, rescued meanwhile, is claimed again by the same node. Started, the new run would
+    lose its slot and lease to the old run's end and could file a second time unfenced.
+    It is given back instead (attempt refunded) until the old run has ended."""
+    import tests.plugins.ledger  # noqa: F401 - registers ledger_job
+    from scheduler.worker import Worker
+
+    add_local_portal(dsn)
+    job = queue.enqueue("ledger_job", "O1", {})
+
+    async def go() -> None:
+        settings = Settings(database_url=db, node_id="w1")
+        pool = make_pool(settings, dsn)
+        await pool.open(wait=True)
+        worker = Worker(settings, pool, dsn)
+        old_run = asyncio.get_running_loop().create_future()   # the fenced run, ending
+        worker.running[job.id] = old_run  # type: ignore[assignment]
+        try:
+            async with pool.connection() as c:
+                claimed = await worker_api.claim(c, worker="w1", limit=1,
+                                                 capacities=[Capacity("local", None)])
+                assert [j["id"] for j in claimed] == [job.id]
+                assert await worker._not_running_here(c, claimed) == []
+            assert worker.running[job.id] is old_run   # its slot is the old run's still
+        finally:
+            old_run.cancel()
+            await pool.close()
+
+    asyncio.run(go())
+    row = queue.get_job(job.id)
+    assert (row["status"], row["attempts"], row["lock_owner"]) == ("pending", 0, None)
