@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     connect_timeout_seconds: float = Field(10.0, gt=0, le=3600, description="longest wait "
                                            "for a database connection to open")
+    question_deadline_seconds: float = Field(600.0, gt=0, le=86400, description="how long "
+                                             "a flow waits for a person's answer (an "
+                                             "e-mailed code) before its attempt is refunded")
     console_url: str = Field("", description="the admin console's address as admins reach "
                              "it (e.g. https://portalq.internal:8780); escalation mails link "
                              "to the job's page there")

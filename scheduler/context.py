@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,7 +127,9 @@ class JobContext(Reporting):
         from scheduler.people import Asker
 
         await self.step(f"waiting for a person: {question[:120]}")
-        return await Asker(self._pool, job_id=self.job_id, attempt=self.attempt).ask(question)
+        wait = timedelta(seconds=self._settings.question_deadline_seconds)
+        return await Asker(self._pool, job_id=self.job_id, attempt=self.attempt).ask(
+            question, wait)
 
     async def save_checkpoint(self, **data: Any) -> None:
         """Durably, before returning. The write is guarded by this worker's lock on the job

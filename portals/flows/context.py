@@ -40,6 +40,14 @@ class FlowContext(Protocol):
     async def step(self, text: str) -> None:
         """Report where the flow is ("review page"); the status view shows it."""
 
+    async def account(self) -> Any:
+        """Credentials (``portals.flows.signin.Credentials``) of one of the portal's accounts,
+        held for this job; None when the portal has no account configured. Raises
+        ``DeferUntil`` when every account is paused or in use."""
+
+    async def ask(self, question: str) -> str:
+        """Ask a person (an e-mailed code, a CAPTCHA) and wait for the answer."""
+
     async def new_browser_context(self) -> Any:
         """A fresh Playwright ``BrowserContext`` (tracing per playwright.config)."""
 

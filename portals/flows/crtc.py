@@ -20,6 +20,7 @@ from jobs.submission import Submission
 from portals.flows.base import browser_page
 from portals.flows.bc_crtc_common import PortalPage
 from portals.flows.context import FlowContext
+from portals.flows.signin import sign_in_with_account
 
 PORTAL = "crtc"
 KIND = "crtc_registration"
@@ -96,6 +97,7 @@ async def process_crtc(ctx: FlowContext) -> dict[str, Any]:
     sub = ctx.submission(KIND)
     async with browser_page(ctx) as (page, evidence):
         crtc = CrtcPortal(ctx, page, evidence)
+        await sign_in_with_account(ctx, page)   # a GCKey, when an account is configured
         if sub.confirmation is not None or sub.in_doubt:
             await ctx.step("looking the submission up")
             found = await crtc.find(sub.reference)

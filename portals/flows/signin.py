@@ -105,6 +105,18 @@ async def sign_in(ctx: FlowContext, page: Any, creds: Credentials, *,
         raise
 
 
+async def sign_in_with_account(ctx: FlowContext, page: Any, *,
+                               start: str = "/signin") -> SignedIn | None:
+    """Sign in with the account the job holds (``ctx.account()``), asking a person through
+    ``ctx.ask`` when the portal sends a code; None when the portal has no account
+    configured (nothing to sign in with)."""
+    creds = await ctx.account()
+    if creds is None:
+        return None
+    await ctx.step("signing in")
+    return await sign_in(ctx, page, creds, ask=ctx.ask, start=start)
+
+
 async def _steps(ctx: FlowContext, page: Any, creds: Credentials, portal: str, url: str,
                  ask: Ask | None) -> SignedIn:
     response = await page.goto(url)

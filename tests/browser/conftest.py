@@ -28,7 +28,7 @@ import pytest
 from flowkit import SSN, free_port
 
 from jobs import clock
-from jobs.errors import InputError
+from jobs.errors import BusinessError, InputError
 from jobs.submission import Reporting
 from jobs.types import validate_payload
 from portals.flows.browser import BrowserConfig, load_config, new_context
@@ -117,6 +117,12 @@ class LocalFlowContext(Reporting):
     async def save_checkpoint(self, **data: Any) -> None:
         json.dumps(data)  # checkpoints are stored as JSON in production
         self.checkpoints.update(data)
+
+    async def account(self) -> Any:
+        return None   # no portal account configured: flows sign in with none
+
+    async def ask(self, question: str) -> str:
+        raise BusinessError(f"no person to ask in a local run: {question}")
 
     async def new_browser_context(self) -> Any:
         self.contexts_opened += 1

@@ -1,0 +1,157 @@
+"""Portal accounts through the real service (issue 16): a wrong password never locks the
+business out, TOTP needs nobody, an e-mailed code is answered with ``portalq jobs answer``
+from another process while the flow waits, an unanswered code refunds the attempt."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import psycopg
+import pyotp
+import pytest
+from bckit import CRTC, CRTC_PAYLOAD, build
+
+from jobs import queue
+from tests.conftest import run_cli
+from tests.mailbox import Mailbox
+from tests.service_helpers import Service, open_all_hours, wait_until
+
+pytestmark = pytest.mark.browser
+
+USER, PASSWORD, WRONG = "acme-filings", "Correct-Horse-42!", "Wrong-Horse-41!"
+SEED = pyotp.random_base32()
+EMAIL = "filings@acme.example.test"
+
+
+def _enable(portals, mailbox, **account):
+    portals.control(CRTC, signin={"enabled": True, "smtp": mailbox.url,
+                                  "accounts": {USER: {"password": PASSWORD, **account}}})
+
+
+def _account(password, **extra):
+    out = run_cli("accounts", "add", CRTC, "ops", "--username", USER)
+    assert out.returncode == 0, out.stderr
+    return {"PORTALQ_ACCOUNT_CRTC_OPS_PASSWORD": password,
+            **{f"PORTALQ_ACCOUNT_CRTC_OPS_{k.upper()}": v for k, v in extra.items()}}
+
+
+def _service(db, tmp_path, standin_server, mailbox, **env):
+    return Service(db, tmp_path, "acct", PORTALQ_STANDIN_URL=standin_server.base_url,
+                   PORTALQ_ADMIN_EMAILS="ops@example.com", PORTALQ_SMTP_URL=mailbox.url,
+                   PORTALQ_RETRY_BASE_SECONDS=0.2, **env)
+
+
+def _signins(portals):
+    return portals._call(f"/_ledger/{CRTC}/signins")
+
+
+def _status(job_id):
+    return queue.get_job(job_id)["status"]
+
+
+def test_a_wrong_password_is_tried_once_pauses_the_account_and_mails_once(
+        db, dsn, tmp_path, standin_server, portals):
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    _enable(portals, mailbox)
+    env = _account(WRONG)
+    jobs = [queue.enqueue("process_crtc", f"ORD-{i}", build(CRTC_PAYLOAD)).id for i in range(3)]
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_WORKERS=1, **env).start()
+    try:
+        wait_until(lambda: _status(jobs[0]) == "failed" and all(
+            _status(j) == "deferred" for j in jobs[1:]), 90, "one failure, the others waiting")
+        [mail] = mailbox.wait_for(1, 30)
+        with psycopg.connect(dsn) as c:
+            wait_until(lambda: c.execute("SELECT count(*) FROM escalations WHERE sent_at IS "
+                                         "NULL").fetchone()[0] == 0, 30, "the outbox")
+            escalations = c.execute("SELECT job_id, kind FROM escalations").fetchall()
+    finally:
+        svc.stop()
+        mailbox.stop()
+    attempts = [a for a in _signins(portals)["attempts"] if a["step"] == "password"]
+    assert [a["outcome"] for a in attempts] == ["wrong_password"]   # typed exactly once
+    failed = queue.get_job(jobs[0])
+    assert failed["attempts"] == 1 and "refused" in failed["last_error"]
+    assert escalations == [(jobs[0], "business")] and len(mailbox.messages) == 1
+    assert WRONG not in mail.as_string() and PASSWORD not in mail.as_string()
+    for j in jobs[1:]:   # waiting, no attempt spent
+        row = queue.get_job(j)
+        assert (row["status"], row["attempts"]) == ("deferred", 0)
+    [acct] = json.loads(run_cli("accounts", "list", "--json").stdout)
+    assert acct["paused_by"] == "portal" and acct["paused_at"]
+    assert WRONG not in svc.log() and PASSWORD not in svc.log()
+    assert portals.ledger(CRTC) == []   # nothing filed
+
+
+def test_totp_signs_in_with_no_human(db, dsn, tmp_path, standin_server, portals):
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    _enable(portals, mailbox, totp_seed=SEED, mfa="totp")
+    env = _account(PASSWORD, totp_seed=SEED)
+    job = queue.enqueue("process_crtc", "ORD-T", build(CRTC_PAYLOAD)).id
+    svc = _service(db, tmp_path, standin_server, mailbox, **env).start()
+    try:
+        wait_until(lambda: _status(job) in ("completed", "failed"), 90, "the filing")
+    finally:
+        svc.stop()
+        mailbox.stop()
+    row = queue.get_job(job)
+    assert row["status"] == "completed", row["last_error"]
+    steps = [(a["step"], a["outcome"]) for a in _signins(portals)["attempts"]]
+    assert steps == [("password", "accepted"), ("mfa", "accepted")]
+    assert len(portals.ledger(CRTC)) == 1
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT count(*) FROM job_questions").fetchone()[0] == 0
+
+
+def test_an_emailed_code_is_answered_from_another_process_while_the_flow_waits(
+        db, dsn, tmp_path, standin_server, portals):
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    _enable(portals, mailbox, email=EMAIL, mfa="email")
+    env = _account(PASSWORD)
+    job = queue.enqueue("process_crtc", "ORD-E", build(CRTC_PAYLOAD)).id
+    svc = _service(db, tmp_path, standin_server, mailbox, **env).start()
+    try:
+        def code_mail():
+            return next((m for m in mailbox.messages if EMAIL in (m["To"] or "")), None)
+        mail = wait_until(code_mail, 90, "the e-mailed code")
+        code = re.search(r"\b(\d{6})\b", mail.get_payload()).group(1)
+        wait_until(lambda: queue.get_job(job)["checkpoint"].get("step", "").startswith(
+            "waiting for a person"), 30, "the job waiting visibly")
+        out = run_cli("jobs", "answer", str(job), "--code", code)
+        assert out.returncode == 0, out.stderr
+        wait_until(lambda: _status(job) in ("completed", "failed"), 90, "the filing")
+        admin = [m for m in mailbox.messages if m["To"] == "ops@example.com"]
+    finally:
+        svc.stop()
+        mailbox.stop()
+    row = queue.get_job(job)
+    assert row["status"] == "completed", row["last_error"]
+    assert len(portals.ledger(CRTC)) == 1                 # filed once
+    assert any("question" in m["Subject"] for m in admin)  # admins were told at once
+    with psycopg.connect(dsn) as c:
+        [(answer, read_at)] = c.execute("SELECT answer, read_at FROM job_questions").fetchall()
+        audit = c.execute("SELECT reason FROM audit_log WHERE action = 'job.answer'"
+                          ).fetchall()
+    assert answer is None and read_at is not None          # erased once read
+    assert code not in json.dumps([list(a) for a in audit])
+
+
+def test_an_unanswered_code_refunds_the_attempt(db, dsn, tmp_path, standin_server, portals):
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    _enable(portals, mailbox, email=EMAIL, mfa="email")
+    env = _account(PASSWORD)
+    job = queue.enqueue("process_crtc", "ORD-N", build(CRTC_PAYLOAD)).id
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_QUESTION_DEADLINE_SECONDS=2,
+                   **env).start()
+    try:
+        wait_until(lambda: _status(job) == "deferred", 90, "the deadline")
+    finally:
+        svc.stop()
+        mailbox.stop()
+    row = queue.get_job(job)
+    assert row["attempts"] == 0 and "no answer" in row["last_error"]
+    assert portals.ledger(CRTC) == []
