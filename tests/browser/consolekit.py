@@ -79,7 +79,8 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
         c.execute("""UPDATE job_queue SET status = 'failed', attempts = 1, finished_at = %s,
                         checkpoint = %s,
                         last_error = %s WHERE id = %s""",
-                  (json.dumps({**in_doubt("ein_application"), "step": "submit"}), now, f"portal did not answer after submit for SSN {SSN.replace('-', '')}",
+                  (now, json.dumps({**in_doubt("ein_application"), "step": "submit"}),
+                   f"portal did not answer after submit for SSN {SSN.replace('-', '')}",
                    ids["ein"]))
         c.execute("UPDATE job_queue SET status = 'failed', attempts = 5, finished_at = %s, "
                   "last_error = 'name rejected' WHERE id = %s", (now, ids["name"]))
