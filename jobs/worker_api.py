@@ -349,6 +349,28 @@ async def prune_finished(conn: AConn, *, older_than: timedelta,
     return pruned
 
 
+async def prune_within(conn: AConn, *, older_than: timedelta,
+                       failed_older_than: timedelta | None = None, budget_seconds: float,
+                       limit: int = 10_000) -> int:
+    """:func:`prune_finished` batch after batch while batches come back full, for at most
+    ``budget_seconds``: one batch per tick would cap retention at ``limit`` jobs per tick
+    (about 167 finished jobs/s at the default 60 s tick), and the table would grow for good
+    above that rate. Each batch is its own transaction, so claims never wait long."""
+    import time
+
+    deadline = time.monotonic() + budget_seconds
+    total = 0
+    while True:
+        try:
+            n = await prune_finished(conn, older_than=older_than,
+                                     failed_older_than=failed_older_than, limit=limit)
+        except PruneIncomplete as exc:
+            raise PruneIncomplete(total + exc.pruned, exc.stuck) from None
+        total += n
+        if n < limit or time.monotonic() >= deadline:
+            return total
+
+
 class PruneIncomplete(Exception):
     """Some finished jobs could not be pruned (the others were)."""
 

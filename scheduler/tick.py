@@ -132,10 +132,11 @@ class Tick:
     async def _prune(self, conn: Any) -> int:
         try:
             s = self.settings
-            return await worker_api.prune_finished(
+            return await worker_api.prune_within(
                 conn, older_than=timedelta(days=s.retention_days),
                 failed_older_than=(timedelta(days=s.failed_retention_days)
-                                   if s.failed_retention_days else None))
+                                   if s.failed_retention_days else None),
+                budget_seconds=max(1.0, s.tick_seconds / 4))
         except worker_api.PruneIncomplete as exc:
             log.error("prune: %s", exc)
             metrics.DUTY_ERRORS.labels("pruned").inc()

@@ -321,3 +321,22 @@ def test_claim_cancelled_during_rate_checks_puts_its_jobs_back(dsn, conn, frozen
     events = [e["detail"] for e in queue.show_job(job.id)["events"]]
     assert events[-1] == {"event": "claim undone"}
     assert [j["id"] for j in claim(dsn, portals=("irs_ein",))] == [job.id]   # claimable again
+
+
+def test_the_ticks_prune_goes_on_while_batches_come_back_full(dsn, conn, frozen):
+    """One batch per tick capped retention at 10,000 jobs a tick (~167 finished jobs/s at
+    the default 60 s tick: above that the table grew for good); the tick's prune takes batch
+    after batch within its time budget."""
+    conn.execute("""INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+                                           created_at, updated_at, finished_at)
+                    SELECT 'name_search', 'P' || g, 'bc_corporate_online', '{}', 'completed',
+                           now(), now(), now(), %s
+                    FROM generate_series(1, 25) g""", (clock.now() - timedelta(days=40),))
+
+    async def prune(budget):
+        async with await _aconn(dsn) as c:
+            return await worker_api.prune_within(c, older_than=timedelta(days=30), limit=10,
+                                                 budget_seconds=budget)
+    assert run(prune(0)) == 10          # no time left: one batch, as before
+    assert run(prune(60)) == 15         # batches of 10 until one comes back short
+    assert conn.execute("SELECT count(*) FROM job_queue").fetchone()[0] == 0
