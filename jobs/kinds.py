@@ -35,6 +35,7 @@ class Channel(StrEnum):
     JOBS = "portalq_jobs"          # a job became due (enqueue, retry, resume)
     PORTALS = "portalq_portals"    # a portal's hours, closures or pause changed
     OUTBOX = "portalq_outbox"      # an escalation or notice may be due
+    ANSWERS = "portalq_answers"    # a person answered a waiting job's question
 
 
 class LockKey(IntEnum):

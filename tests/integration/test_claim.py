@@ -12,7 +12,7 @@ import pytest
 from jobs import clock, queue, retry, worker_api
 from jobs.errors import IllegalTransition, JobNotFound
 from jobs.worker_api import Capacity
-from tests import payloads
+from tests import checkpoints, payloads
 
 T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)  # a Tuesday: every seeded portal open
 
@@ -188,9 +188,9 @@ def test_heartbeat_checkpoint_and_rescue(dsn, frozen, conn):
 
     async def go():
         async with await _aconn(dsn) as c:
-            cp = await worker_api.save_checkpoint(c, job_id=b.id, worker="w1",
-                                                  data={"stage": "submitting", "ref": "X1"})
-            assert cp == {"stage": "submitting", "ref": "X1"}
+            doubt = {**checkpoints.in_doubt("ein_application"), "ref": "X1"}
+            cp = await worker_api.save_checkpoint(c, job_id=b.id, worker="w1", data=doubt)
+            assert cp == doubt
             # another worker cannot write to w1's job
             assert await worker_api.save_checkpoint(c, job_id=b.id, worker="w2",
                                                     data={"stage": "x"}) is None

@@ -132,11 +132,11 @@ def test_drain_gives_a_claim_in_flight_at_sigterm_its_grace_too(db, dsn):
         finished.append(ctx.order_id)
         return {}
 
-    register_handler("drain_probe", handler)
     from jobs import types
     from tests.plugins.ledger import LedgerPayload
 
     types.register(types.JobType("drain_probe", LedgerPayload, lambda p: p.portal))
+    register_handler("drain_probe", handler)
 
     async def go() -> None:
         settings = Settings(database_url=db, node_id="drainer", workers=4, poll_seconds=0.05)
