@@ -68,8 +68,16 @@ def pause(conn: Any, actor: audit.Actor, portal: str, name: str, reason: str,
     audit.record(conn, actor, "account.pause", f"account:{portal}/{name}", reason)
 
 
+def waiting_for_an_account(portal: str) -> str:
+    """The error a job deferred for want of an unpaused account carries (a resume wakes
+    the jobs that carry it)."""
+    return f"every account of {portal} is paused"
+
+
 def resume(conn: Any, actor: audit.Actor, portal: str, name: str, reason: str) -> None:
-    if sql.fetch_one(conn, "account_resume", {"portal": portal, "name": name}) is None:
+    if sql.fetch_one(conn, "account_resume", {
+            "portal": portal, "name": name, "now": clock.now(),
+            "waiting": waiting_for_an_account(portal)}) is None:
         raise IllegalTransition(f"account {portal}/{name} is unknown or not paused")
     audit.record(conn, actor, "account.resume", f"account:{portal}/{name}", reason)
 

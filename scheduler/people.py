@@ -50,7 +50,7 @@ class AccountHold:
                 if total == 0:
                     return None
                 if usable == 0:
-                    raise DeferUntil(f"every account of {self.portal} is paused",
+                    raise DeferUntil(accounts.waiting_for_an_account(self.portal),
                                      when=clock.now() + ACCOUNT_PAUSED_RETRY)
                 raise DeferUntil(f"every account of {self.portal} is in use",
                                  when=clock.now() + ACCOUNT_BUSY_RETRY)

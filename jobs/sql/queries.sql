@@ -1053,12 +1053,20 @@ WHERE portal = %(portal)s AND name = %(name)s AND paused_at IS NULL
 RETURNING portal, name;
 
 -- name: account_resume
+-- the jobs that waited because every account of the portal was paused run at once
 WITH resumed AS (
     UPDATE portal_accounts SET paused_at = NULL, pause_reason = NULL, paused_by = NULL
     WHERE portal = %(portal)s AND name = %(name)s AND paused_at IS NOT NULL
     RETURNING portal, name
+), woken AS (
+    UPDATE job_queue SET run_at = %(now)s, updated_at = %(now)s
+    WHERE portal = %(portal)s AND status = 'deferred' AND last_error = %(waiting)s
+      AND EXISTS (SELECT 1 FROM resumed)
+    RETURNING id
 )
-SELECT r.portal, r.name, pg_notify('portalq_jobs', 'account resumed') FROM resumed r;
+SELECT r.portal, r.name, (SELECT count(*) FROM woken)::int AS woken,
+       pg_notify('portalq_jobs', 'account resumed')
+FROM resumed r;
 
 -- name: account_take
 -- One signed-in session per account across every node: the least recently used account of

@@ -52,12 +52,20 @@ def _status(job_id):
 
 def test_a_wrong_password_is_tried_once_pauses_the_account_and_mails_once(
         db, dsn, tmp_path, standin_server, portals):
+    import os
+
     open_all_hours(dsn)
     mailbox = Mailbox().start()
     _enable(portals, mailbox)
-    env = _account(WRONG)
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    secret = secrets / "account_crtc_ops_password"
+    secret.write_text(WRONG)
+    os.chmod(secret, 0o600)
+    assert run_cli("accounts", "add", CRTC, "ops", "--username", USER).returncode == 0
     jobs = [queue.enqueue("process_crtc", f"ORD-{i}", build(CRTC_PAYLOAD)).id for i in range(3)]
-    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_WORKERS=1, **env).start()
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_WORKERS=1,
+                   PORTALQ_SECRETS_DIR=str(secrets)).start()
     try:
         wait_until(lambda: _status(jobs[0]) == "failed" and all(
             _status(j) == "deferred" for j in jobs[1:]), 90, "one failure, the others waiting")
@@ -66,22 +74,31 @@ def test_a_wrong_password_is_tried_once_pauses_the_account_and_mails_once(
             wait_until(lambda: c.execute("SELECT count(*) FROM escalations WHERE sent_at IS "
                                          "NULL").fetchone()[0] == 0, 30, "the outbox")
             escalations = c.execute("SELECT job_id, kind FROM escalations").fetchall()
+        attempts = [a for a in _signins(portals)["attempts"] if a["step"] == "password"]
+        assert [a["outcome"] for a in attempts] == ["wrong_password"]   # typed exactly once
+        failed = queue.get_job(jobs[0])
+        assert failed["attempts"] == 1 and "refused" in failed["last_error"]
+        assert escalations == [(jobs[0], "business")] and len(mailbox.messages) == 1
+        assert WRONG not in mail.as_string() and PASSWORD not in mail.as_string()
+        for j in jobs[1:]:   # waiting, no attempt spent
+            row = queue.get_job(j)
+            assert (row["status"], row["attempts"]) == ("deferred", 0)
+        [acct] = json.loads(run_cli("accounts", "list", "--json").stdout)
+        assert acct["paused_by"] == "portal" and acct["paused_at"]
+        assert portals.ledger(CRTC) == []   # nothing filed
+
+        # a person fixes the secret and resumes the account: the waiting jobs run at once
+        secret.write_text(PASSWORD)
+        out = run_cli("accounts", "resume", CRTC, "ops", "--reason", "password fixed")
+        assert out.returncode == 0, out.stderr
+        wait_until(lambda: all(_status(j) == "completed" for j in jobs[1:]), 90,
+                   "the waiting jobs, after the resume")
     finally:
         svc.stop()
         mailbox.stop()
-    attempts = [a for a in _signins(portals)["attempts"] if a["step"] == "password"]
-    assert [a["outcome"] for a in attempts] == ["wrong_password"]   # typed exactly once
-    failed = queue.get_job(jobs[0])
-    assert failed["attempts"] == 1 and "refused" in failed["last_error"]
-    assert escalations == [(jobs[0], "business")] and len(mailbox.messages) == 1
-    assert WRONG not in mail.as_string() and PASSWORD not in mail.as_string()
-    for j in jobs[1:]:   # waiting, no attempt spent
-        row = queue.get_job(j)
-        assert (row["status"], row["attempts"]) == ("deferred", 0)
-    [acct] = json.loads(run_cli("accounts", "list", "--json").stdout)
-    assert acct["paused_by"] == "portal" and acct["paused_at"]
+    assert len(portals.ledger(CRTC)) == 2                     # each filed once
+    assert [queue.get_job(j)["attempts"] for j in jobs[1:]] == [1, 1]
     assert WRONG not in svc.log() and PASSWORD not in svc.log()
-    assert portals.ledger(CRTC) == []   # nothing filed
 
 
 def test_totp_signs_in_with_no_human(db, dsn, tmp_path, standin_server, portals):
