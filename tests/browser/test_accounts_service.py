@@ -172,3 +172,36 @@ def test_an_unanswered_code_refunds_the_attempt(db, dsn, tmp_path, standin_serve
     row = queue.get_job(job)
     assert row["attempts"] == 0 and "no answer" in row["last_error"]
     assert portals.ledger(CRTC) == []
+
+
+def test_one_session_per_account_across_two_nodes(db, dsn, tmp_path, standin_server, portals):
+    """The portal allows one live session per account (a second sign-in ends the first):
+    two nodes with free slots never sign the one account in twice at once -- the second job
+    waits for the account, spending no attempt, instead of killing the first's session."""
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    portals.control(CRTC, signin={"enabled": True, "single_session": True,
+                                  "accounts": {USER: {"password": PASSWORD}}})
+    env = _account(PASSWORD)
+    portals.control(CRTC, slow_ms=300)          # each flow holds its session a while
+    jobs = [queue.enqueue("process_crtc", f"ORD-{i}", build(CRTC_PAYLOAD)).id for i in range(2)]
+    nodes = [Service(db, tmp_path, name, PORTALQ_STANDIN_URL=standin_server.base_url,
+                     PORTALQ_ADMIN_EMAILS="ops@example.com", PORTALQ_SMTP_URL=mailbox.url,
+                     PORTALQ_WORKERS=2, **env) for name in ("a", "b")]
+    try:
+        for n in nodes:
+            n.start()
+        wait_until(lambda: all(_status(j) in ("completed", "failed") for j in jobs), 120,
+                   "both filings")
+    finally:
+        for n in nodes:
+            n.stop()
+        mailbox.stop()
+    rows = [queue.show_job(j) for j in jobs]
+    assert [r["status"] for r in rows] == ["completed", "completed"], [
+        r["last_error"] for r in rows]
+    assert [r["attempts"] for r in rows] == [1, 1]       # no session was cut short
+    assert len(portals.ledger(CRTC)) == 2
+    waited = [e for r in rows for e in r["events"]
+              if (e.get("error") or "").startswith("every account of crtc is in use")]
+    assert waited, "the second job waited for the account"
