@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from scheduler.cli_common import DbUrl, _use_url, print_json
+from scheduler.cli_common import DbUrl, _use_url, fail, print_json
 
 app = typer.Typer(no_args_is_help=True, help="Portal accounts: list, add, pause, resume, check.")
 
@@ -86,3 +86,78 @@ def resume(portal: str, name: str, reason: Reason = None, database_url: DbUrl = 
     with queue.connect() as conn:
         accounts.resume(conn, _actor(), portal, name, reason or "portalq accounts resume")
     typer.echo(f"account {portal}/{name} resumed")
+
+
+class _CheckContext:
+    """The little of a flow's context that signing in needs (no job, no queue)."""
+
+    def __init__(self, portal: str, urls: dict[str, str], folder: Any) -> None:
+        self.portal, self.portal_urls, self.artifacts_dir = portal, urls, folder
+        self.job_id, self.attempt = 0, 1
+
+    def secrets(self) -> list[str]:
+        return []
+
+    async def step(self, text: str) -> None:
+        return None
+
+
+async def _check(portal: str, creds: Any, urls: dict[str, str]) -> Any:
+    import tempfile
+    from pathlib import Path
+
+    from playwright.async_api import async_playwright
+
+    from jobs import files
+    from portals.flows import browser as browsers
+    from portals.flows.signin import sign_in
+
+    config = browsers.load_config()
+    with tempfile.TemporaryDirectory(prefix="portalq-check-") as tmp:
+        files.private_dir(Path(tmp))
+        async with async_playwright() as pw:
+            b = await browsers.launch(pw, config)
+            try:
+                context = await b.new_context()
+                context.set_default_timeout(config.action_ms)
+                page = await context.new_page()
+                return await sign_in(_CheckContext(portal, urls, Path(tmp)), page,  # type: ignore[arg-type]
+                                     creds, portal=portal)
+            finally:
+                await b.close()
+
+
+@app.command("check")
+def check(portal: str, name: str, database_url: DbUrl = None) -> None:
+    """Sign in once with the account (its secrets from the provider) and say what the
+    portal answered. Nothing is filed; a refused password is reported, never retried."""
+    import asyncio
+
+    from jobs import account_secrets, accounts, portals_repo, queue
+    from jobs.errors import AccountError, HandlerOutcome
+    from portals.flows.signin import Credentials
+    from scheduler.config import Settings
+
+    _use_url(database_url)
+    with queue.connect() as conn:
+        found = [r for r in accounts.listing(conn, portal) if r["name"] == name]
+        stored = {p["code"]: p["url"] for p in portals_repo.portals(conn)}
+    if not found:
+        fail(f"no account {portal}/{name}")
+    password = account_secrets.get(portal, name, "password")
+    if password is None:
+        fail(f"account {portal}/{name} has no password in the secrets provider")
+    creds = Credentials(found[0]["username"], password,
+                        totp_seed=account_secrets.get(portal, name, "totp_seed"))
+    urls = Settings().portal_urls(stored)
+    if portal not in urls:
+        fail(f"portal {portal} has no address (portals.url)")
+    try:
+        signed = asyncio.run(_check(portal, creds, urls))
+    except AccountError as exc:
+        fail(str(exc), code=3)
+    except HandlerOutcome as exc:
+        fail(f"{portal}/{name}: could not sign in: {exc}", code=4)
+    days = signed.password_expires_in
+    typer.echo(f"{portal}/{name}: signed in as {creds.user}"
+               + (f"; the password expires in {days} days" if days is not None else ""))

@@ -205,3 +205,25 @@ def test_one_session_per_account_across_two_nodes(db, dsn, tmp_path, standin_ser
     waited = [e for r in rows for e in r["events"]
               if (e.get("error") or "").startswith("every account of crtc is in use")]
     assert waited, "the second job waited for the account"
+
+
+def test_accounts_check_signs_in_once_and_says_what_it_found(db, dsn, standin_server,
+                                                            portals):
+    portals.control(CRTC, signin={"enabled": True, "password_expires_in": 5,
+                                  "accounts": {USER: {"password": PASSWORD}}})
+    assert run_cli("accounts", "add", CRTC, "ops", "--username", USER).returncode == 0
+    env = {"PORTALQ_STANDIN_URL": standin_server.base_url}
+    good = run_cli("accounts", "check", CRTC, "ops",
+                   env={**env, "PORTALQ_ACCOUNT_CRTC_OPS_PASSWORD": PASSWORD}, timeout=120)
+    assert good.returncode == 0, good.stderr
+    assert good.stdout.strip() == (f"crtc/ops: signed in as {USER}; the password expires "
+                                   "in 5 days")
+    bad = run_cli("accounts", "check", CRTC, "ops",
+                  env={**env, "PORTALQ_ACCOUNT_CRTC_OPS_PASSWORD": WRONG}, timeout=120)
+    # (as root, Chromium's no-sandbox notice comes first)
+    last = bad.stderr.strip().splitlines()[-1]
+    assert bad.returncode == 3 and last == (f"portalq: error: account '{USER}' on crtc: user "
+                                            "name or password refused")
+    assert WRONG not in bad.stderr
+    outcomes = [a["outcome"] for a in _signins(portals)["attempts"] if a["step"] == "password"]
+    assert outcomes == ["accepted", "wrong_password"]     # one sign-in each
