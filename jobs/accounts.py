@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from jobs import audit, clock, sql
+from jobs import audit, clock, crypto, sql
 from jobs.errors import IllegalTransition, InputError
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -121,3 +121,28 @@ async def paused_by_portal(conn: Any, account: Account, reason: str) -> bool:
 async def note_password_expiry(conn: Any, account: Account, on: date) -> None:
     await sql.afetch(conn, "account_password_expiry", {"portal": account.portal,
                                                        "name": account.name, "on": on})
+
+
+async def session(conn: Any, account: Account, holder: str) -> dict[str, Any] | None:
+    """The account's kept browser session (opened from its seal), if any."""
+    import json
+
+    row = await sql.afetch_one(conn, "account_session_get", {
+        "portal": account.portal, "name": account.name, "holder": holder})
+    if row is None or row["session_state"] is None:
+        return None
+    data = crypto.open_blob(row["session_key_id"], bytes(row["session_state"]))
+    state: dict[str, Any] = json.loads(data)
+    return state
+
+
+async def keep_session(conn: Any, account: Account, holder: str,
+                       state: dict[str, Any] | None) -> None:
+    """Keep (sealed) or drop (None) the account's signed-in browser session."""
+    import json
+
+    key_id, blob = (crypto.seal_blob(json.dumps(state).encode()) if state is not None
+                    else (None, None))
+    await sql.afetch(conn, "account_session_set", {
+        "portal": account.portal, "name": account.name, "holder": holder, "state": blob,
+        "key_id": key_id})

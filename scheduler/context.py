@@ -102,8 +102,9 @@ class JobContext(Reporting):
 
     # -- a portal account and a person (scheduler/people.py) -----------------------------
     async def account(self) -> Any:
-        """Credentials of one of the portal's accounts, held for this job (one session per
-        account on every node); None when the portal has no account configured."""
+        """One of the portal's accounts, held for this job (one session per account on
+        every node): its credentials and kept browser session (scheduler/people.py
+        HeldAccount); None when the portal has no account configured."""
         from scheduler.people import AccountHold
 
         if getattr(self, "_account", None) is None:

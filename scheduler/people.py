@@ -59,8 +59,19 @@ class AccountHold:
         if password is None:
             raise BusinessError(f"account {a.portal}/{a.name} has no password in the "
                                 "secrets provider")
-        return Credentials(a.username, password,
-                           totp_seed=account_secrets.get(a.portal, a.name, "totp_seed"))
+        return HeldAccount(self, Credentials(
+            a.username, password, totp_seed=account_secrets.get(a.portal, a.name,
+                                                                "totp_seed")))
+
+    async def session(self) -> dict[str, Any] | None:
+        assert self.account is not None
+        async with self._pool.connection() as conn:
+            return await accounts.session(conn, self.account, self.holder)
+
+    async def keep_session(self, state: dict[str, Any] | None) -> None:
+        assert self.account is not None
+        async with self._pool.connection() as conn:
+            await accounts.keep_session(conn, self.account, self.holder, state)
 
     async def refused(self, exc: AccountError) -> None:
         """The portal refused or locked the account: paused, so no other job tries it."""
@@ -77,6 +88,23 @@ class AccountHold:
         account, self.account = self.account, None
         async with self._pool.connection() as conn:
             await accounts.release(conn, account, self.holder)
+
+
+class HeldAccount:
+    """What a flow gets from ``ctx.account()``: the credentials, and the account's kept
+    browser session (sealed at rest; reused by the next job, dropped when it ended)."""
+
+    def __init__(self, hold: AccountHold, credentials: Any) -> None:
+        self._hold, self.credentials = hold, credentials
+
+    async def session(self) -> dict[str, Any] | None:
+        return await self._hold.session()
+
+    async def keep_session(self, state: dict[str, Any]) -> None:
+        await self._hold.keep_session(state)
+
+    async def drop_session(self) -> None:
+        await self._hold.keep_session(None)
 
 
 class Asker:

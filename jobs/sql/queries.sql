@@ -1129,3 +1129,12 @@ WHERE job_id = %(job_id)s AND answered_at IS NULL AND deadline <= %(now)s;
 -- name: job_questions
 SELECT id, attempt, question, asked_at, deadline, answered_at, answered_by, read_at
 FROM job_questions WHERE job_id = %(job_id)s ORDER BY id;
+
+-- name: account_session_get
+SELECT session_state, session_key_id FROM portal_accounts
+WHERE portal = %(portal)s AND name = %(name)s AND in_use_by = %(holder)s;
+
+-- name: account_session_set
+-- a signed-in browser session (sealed Playwright storage state), kept for the next job
+UPDATE portal_accounts SET session_state = %(state)s, session_key_id = %(key_id)s
+WHERE portal = %(portal)s AND name = %(name)s AND in_use_by = %(holder)s;

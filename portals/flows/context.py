@@ -41,9 +41,9 @@ class FlowContext(Protocol):
         """Report where the flow is ("review page"); the status view shows it."""
 
     async def account(self) -> Any:
-        """Credentials (``portals.flows.signin.Credentials``) of one of the portal's accounts,
-        held for this job; None when the portal has no account configured. Raises
-        ``DeferUntil`` when every account is paused or in use."""
+        """One of the portal's accounts, held for this job (``portals.flows.signin.
+        HeldAccount``: credentials, kept session); None when the portal has no account
+        configured. Raises ``DeferUntil`` when every account is paused or in use."""
 
     async def ask(self, question: str) -> str:
         """Ask a person (an e-mailed code, a CAPTCHA) and wait for the answer."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from jobs import clock
 from jobs.errors import (
@@ -67,6 +67,8 @@ class SignedIn:
     password_expires_in: int | None = None
     #: questions asked of a person on the way (e-mailed code, CAPTCHA)
     asked: int = 0
+    #: signed in by a session an earlier job kept (no password typed)
+    reused: bool = False
 
 
 class SessionLost(RetryableError):
@@ -105,16 +107,44 @@ async def sign_in(ctx: FlowContext, page: Any, creds: Credentials, *,
         raise
 
 
-async def sign_in_with_account(ctx: FlowContext, page: Any, *,
-                               start: str = "/signin") -> SignedIn | None:
+class HeldAccount(Protocol):
+    """What ``ctx.account()`` gives: credentials and the account's kept browser session."""
+
+    credentials: Credentials
+
+    async def session(self) -> dict[str, Any] | None: ...
+
+    async def keep_session(self, state: dict[str, Any]) -> None: ...
+
+    async def drop_session(self) -> None: ...
+
+
+async def sign_in_with_account(ctx: FlowContext, page: Any, *, start: str = "/signin",
+                               home: str = "/") -> SignedIn | None:
     """Sign in with the account the job holds (``ctx.account()``), asking a person through
     ``ctx.ask`` when the portal sends a code; None when the portal has no account
-    configured (nothing to sign in with)."""
-    creds = await ctx.account()
-    if creds is None:
+    configured (nothing to sign in with).
+
+    Sessions are reused between jobs: the account's kept session (its cookies, sealed at
+    rest) is tried first on the portal's ``home`` page; only if the portal no longer knows
+    it is the password typed (and the new session kept for the next job)."""
+    held: HeldAccount | None = await ctx.account()
+    if held is None:
         return None
     await ctx.step("signing in")
-    return await sign_in(ctx, page, creds, ask=ctx.ask, start=start)
+    base = ctx.portal_urls[ctx.portal].rstrip("/")
+    kept = await held.session()
+    if kept and kept.get("cookies"):
+        async with untraced(page.context, secrets=held.credentials.secrets()):
+            await page.context.add_cookies(kept["cookies"])
+            await page.goto(f"{base}{home}")
+            if await session_lost(page) is None:
+                return SignedIn(reused=True)
+        await held.drop_session()
+        await page.context.clear_cookies()
+    signed = await sign_in(ctx, page, held.credentials, ask=ctx.ask, start=start)
+    await held.keep_session(await page.context.storage_state())
+    return signed
 
 
 async def _steps(ctx: FlowContext, page: Any, creds: Credentials, portal: str, url: str,
