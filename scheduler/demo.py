@@ -87,7 +87,7 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
     smtp_port = _free_port()
     smtp = Controller(MailboxDir(mailbox), hostname="127.0.0.1", port=smtp_port)
     smtp.start()
-    standins = StandinServer().start()
+    standins = StandinServer(smtp_url=f"smtp://127.0.0.1:{smtp_port}").start()
     settings = Settings(
         database_url=url, standin_url=standins.base_url, admin_emails="ops@example.com",
         smtp_url=f"smtp://127.0.0.1:{smtp_port}", tick_seconds=3, poll_seconds=0.5,
@@ -102,6 +102,7 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
     import os
 
     os.environ["PORTALQ_DATABASE_URL"] = url
+    await asyncio.to_thread(_crtc_account, standins)
     try:
         return await _timeline(settings, standins, mailbox, exit_when_done, timeout, console)
     finally:
@@ -110,6 +111,52 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
             await asyncio.wait_for(service, timeout=60)
         standins.stop()
         smtp.stop()
+
+
+DEMO_ACCOUNT, DEMO_EMAIL = "demo", "filings@demo.example"
+
+
+def _crtc_account(standins: Any) -> None:
+    """The CRTC stand-in asks for a GCKey sign-in with an e-mailed code: the demo's CRTC
+    job waits for a person, and the demo answers it the way an operator would."""
+    import os
+    import secrets
+
+    from jobs import accounts
+    from jobs.audit import Actor
+
+    password = secrets.token_urlsafe(12)
+    standins.state["crtc"].accounts.configure({"enabled": True, "accounts": {
+        "demo-filings": {"password": password, "mfa": "email", "email": DEMO_EMAIL}}})
+    os.environ["PORTALQ_ACCOUNT_CRTC_DEMO_PASSWORD"] = password   # the secrets provider
+    with queue.connect() as conn:
+        accounts.add(conn, Actor("demo", None, "demo"), "crtc", DEMO_ACCOUNT, "demo-filings")
+
+
+def _answer_waiting(ids: dict[str, int], mailbox: Path, answered: set[int],
+                    console: Any) -> None:
+    """A job waiting for an e-mailed code: say how to answer it, and answer it."""
+    import re
+
+    from jobs import questions
+
+    for job_id in ids.values():
+        job = queue.get_job(job_id)
+        if job_id in answered or job["status"] != "running" or not str(
+                (job["checkpoint"] or {}).get("step", "")).startswith("waiting for a person"):
+            continue
+        for path in sorted(mailbox.glob("*.eml")):
+            msg = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
+            body = msg.get_body(("plain",)) if DEMO_EMAIL in str(msg["To"]) else None
+            code = re.search(r"\b(\d{6})\b", str(body.get_content())) if body else None
+            if code:
+                console.print(f"\n[bold]job {job_id} waits for the code the CRTC e-mailed[/]"
+                              f" ({path.name}); an operator answers with:\n  portalq jobs "
+                              f"answer {job_id} --code {code.group(1)}   (the demo does it)\n")
+                with queue.connect() as conn:
+                    questions.answer(conn, job_id, code.group(1), by="demo operator")
+                answered.add(job_id)
+                break
 
 
 async def _timeline(settings: Settings, standins: Any, mailbox: Path, exit_when_done: bool,
@@ -125,6 +172,7 @@ async def _timeline(settings: Settings, standins: Any, mailbox: Path, exit_when_
     console.print(f"enqueued {len(ids)} orders; the rest follow as the story unfolds\n")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    answered: set[int] = set()
     with Live(st.render(await asyncio.to_thread(st.snapshot)), console=console,
               refresh_per_second=4, transient=False) as live:
         while True:
@@ -132,6 +180,7 @@ async def _timeline(settings: Settings, standins: Any, mailbox: Path, exit_when_
             live.update(st.render(snap))
             done = {k: (await asyncio.to_thread(queue.get_job, v))["status"]
                     for k, v in ids.items()}
+            await asyncio.to_thread(_answer_waiting, ids, mailbox, answered, live.console)
             if "deliver" not in ids and done.get("ein") == "completed":
                 job_type, order, payload = orders["deliver"]
                 payload = {**payload, "documents": [{"source_job_id": ids["ein"]}]}

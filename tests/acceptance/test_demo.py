@@ -65,3 +65,7 @@ def test_demo_runs_every_sample_to_its_outcome(server_home):
     assert any("business: name_search" in s and "ORD-1002" in s for s in subjects), subjects
     assert any("CP 575" in s for s in subjects), subjects
     assert "ORD-1006" in out.stdout and "mailbox" in out.stdout
+    # the CRTC job waited for the e-mailed sign-in code; the demo said how to answer it
+    assert "waits for the code the CRTC e-mailed" in out.stdout
+    assert "portalq jobs answer" in out.stdout
+    assert any("question: process_crtc" in s and "ORD-1005" in s for s in subjects), subjects
