@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from datetime import datetime, time, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs import clock
 from jobs.errors import HandlerOutcome, PortalUnavailable, RetryableError
@@ -27,6 +27,9 @@ from portals.flows.masking import (  # noqa: F401 - the flow toolkit's masking, 
     unmark_secrets,
 )
 
+if TYPE_CHECKING:
+    from playwright.async_api import Page
+
 log = logging.getLogger("portalq.flows")
 
 class Evidence:
@@ -39,7 +42,7 @@ class Evidence:
         self.ctx = ctx
         self.seq = 0
 
-    async def shot(self, page: Any, name: str) -> bool:
+    async def shot(self, page: Page, name: str) -> bool:
         try:
             await self.take(page, name)
             return True
@@ -47,7 +50,7 @@ class Evidence:
             note_missing(self.ctx.artifacts_dir, f"screenshot {name}", exc)
             return False
 
-    async def take(self, page: Any, name: str) -> None:
+    async def take(self, page: Page, name: str) -> None:
         """One screenshot; raises if it cannot be taken (no partial file is left)."""
         self.seq += 1
         path = self.ctx.artifacts_dir / f"{self.seq:02d}-{name}.png"
@@ -104,7 +107,7 @@ def portal_sign(exc: BaseException) -> bool:
         w in lowered for w in ("goto", "navigation", "wait_for_load_state", "waiting for url"))
 
 
-async def _failure_shot(page: Any, evidence: Evidence) -> None:
+async def _failure_shot(page: Page, evidence: Evidence) -> None:
     """Best effort: a page mid-navigation (e.g. after a dropped connection) may refuse a
     screenshot once; wait for it to settle and try again; else it is missing evidence."""
     for last in (False, True):
@@ -124,7 +127,7 @@ class ConnectionLost(PortalUnavailable):
     answer is unknown."""
 
 
-async def click_and_wait(page: Any, target: Any, *, timeout: float | None = None) -> int | None:
+async def click_and_wait(page: Page, target: Any, *, timeout: float | None = None) -> int | None:
     """Click ``target`` and wait for the page load it causes.
 
     Returns the final document's HTTP status; raises :class:`ConnectionLost` as soon as the
@@ -157,7 +160,7 @@ async def click_and_wait(page: Any, target: Any, *, timeout: float | None = None
     return response.status if response is not None else None
 
 
-async def control(page: Any, name: str) -> Any:
+async def control(page: Page, name: str) -> Any:
     """The button labelled exactly ``name``; a page without it means the portal changed
     (retryable: the next attempt starts over, and escalates after the last)."""
     button = page.get_by_role("button", name=name, exact=True)
@@ -166,7 +169,7 @@ async def control(page: Any, name: str) -> Any:
     return button
 
 
-async def page_text(page: Any) -> str:
+async def page_text(page: Page) -> str:
     """The visible text of the page, whitespace-normalised."""
     return " ".join((await page.locator("body").inner_text()).split())
 
@@ -177,7 +180,7 @@ def check_pdf(name: str, data: bytes) -> bytes:
     return data
 
 
-async def download(page: Any, link: Any, workdir: Path | None = None) -> tuple[str, bytes]:
+async def download(page: Page, link: Any, workdir: Path | None = None) -> tuple[str, bytes]:
     """Click ``link``, wait for the download, return (suggested name, bytes) — a PDF."""
     async with page.expect_download() as info:
         await link.click()

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.errors import BusinessError, RetryableError
 from jobs.submission import Submission
 from portals.flows.base import browser_page
 from portals.flows.bc_crtc_common import PortalPage
 from portals.flows.context import FlowContext
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 PORTAL = "bc_corporate_online"
 NAME_REQUEST, INCORPORATION = "name_request", "incorporation"
@@ -75,7 +78,7 @@ def usable_nr(nr: Mapping[str, Any], consent: bool) -> dict[str, Any]:
 
 
 class BcPortal(PortalPage):
-    def __init__(self, ctx: FlowContext, page: Any, evidence: Any) -> None:
+    def __init__(self, ctx: FlowContext, page: Page, evidence: Any) -> None:
         super().__init__(ctx, page, evidence, PORTAL)
         self.base = ctx.portal_urls[PORTAL].rstrip("/")
 

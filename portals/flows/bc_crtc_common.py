@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
 from portals.flows.base import Evidence, check_pdf, redact
 from portals.flows.context import FlowContext
+
+if TYPE_CHECKING:
+    from playwright.async_api import Dialog, Page
 
 log = logging.getLogger("portalq.flows")
 
@@ -45,12 +48,12 @@ _SIGNALS_JS = """() => {
 
 
 class PortalPage:
-    def __init__(self, ctx: FlowContext, page: Any, evidence: Evidence, portal: str) -> None:
+    def __init__(self, ctx: FlowContext, page: Page, evidence: Evidence, portal: str) -> None:
         self.ctx, self.page, self.evidence, self.portal = ctx, page, evidence, portal
         self.dialogs: list[str] = []
         page.on("dialog", self._accept_dialog)
 
-    async def _accept_dialog(self, dialog: Any) -> None:
+    async def _accept_dialog(self, dialog: Dialog) -> None:
         self.dialogs.append(self.clean(dialog.message))
         log.info("%s: accepted a %s dialog: %s", self.portal, dialog.type, self.dialogs[-1])
         await dialog.accept()
@@ -95,7 +98,7 @@ class PortalPage:
 
     async def control(self, role: str, name: str, where: str) -> Any:
         """The control the flow needs; its absence on a loaded page means a redesign."""
-        locator = self.page.get_by_role(role, name=name, exact=True)
+        locator = self.page.get_by_role(role, name=name, exact=True)  # type: ignore[arg-type]
         if not await locator.count():
             raise RetryableError(f"{self.portal}: no {role} {name!r} on {where} — portal changed?")
         return locator.first

@@ -33,9 +33,12 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portals.flows.masking import redact
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, BrowserContext
 
 log = logging.getLogger("portalq.browser")
 
@@ -283,7 +286,7 @@ class _Trace:
     or saved ends tracing for the context and is recorded as missing evidence; its partial
     file is removed."""
 
-    def __init__(self, context: Any, config: BrowserConfig, artifacts_dir: Path) -> None:
+    def __init__(self, context: BrowserContext, config: BrowserConfig, artifacts_dir: Path) -> None:
         self.context = context
         self.config = config
         self.artifacts_dir = artifacts_dir
@@ -347,7 +350,7 @@ class _Trace:
 _traces: weakref.WeakKeyDictionary[Any, _Trace] = weakref.WeakKeyDictionary()
 
 
-async def new_context(browser: Any, config: BrowserConfig, artifacts_dir: Path,
+async def new_context(browser: Browser, config: BrowserConfig, artifacts_dir: Path,
                       **options: Any) -> Any:
     """A fresh BrowserContext with the configured timeouts, traced per the trace policy."""
     artifacts_dir = Path(artifacts_dir)
@@ -362,7 +365,7 @@ async def new_context(browser: Any, config: BrowserConfig, artifacts_dir: Path,
     return context
 
 
-async def close_context(context: Any, *, failed: bool = False) -> Path | None:
+async def close_context(context: BrowserContext, *, failed: bool = False) -> Path | None:
     """Close ``context``; its trace goes to ``artifacts_dir/trace.zip`` per the policy
     (``retain-on-failure``: only when ``failed``). Returns the trace's path, if kept."""
     trace = _traces.pop(context, None)
@@ -376,13 +379,13 @@ async def close_context(context: Any, *, failed: bool = False) -> Path | None:
             await context.close()
 
 
-def is_tracing(context: Any) -> bool:
+def is_tracing(context: BrowserContext) -> bool:
     trace = _traces.get(context)
     return bool(trace and trace.active)
 
 
 @asynccontextmanager
-async def untraced(context: Any, *, secrets: Iterable[str] = ()) -> AsyncIterator[None]:
+async def untraced(context: BrowserContext, *, secrets: Iterable[str] = ()) -> AsyncIterator[None]:
     """Nothing inside the block is traced (actions, fill values, DOM, network, screencast).
 
     Tracing resumes after the block only if it ended normally and no page of the context
@@ -406,7 +409,7 @@ _PAGE_TEXT_JS = """() => [document.documentElement.outerHTML, location.href,
 ].join('\\n')"""
 
 
-async def pages_show(context: Any, secrets: Iterable[str]) -> bool:
+async def pages_show(context: BrowserContext, secrets: Iterable[str]) -> bool:
     """True if a page of ``context`` (markup, input values or URL) contains a secret;
     True as well when a page cannot be read (err on the safe side)."""
     secrets = list(secrets)

@@ -13,7 +13,7 @@ found → it is submitted again (in doubt) or tried later (confirmed, not listed
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.errors import BusinessError, RetryableError
 from jobs.submission import Submission
@@ -21,6 +21,9 @@ from portals.flows.base import browser_page
 from portals.flows.bc_crtc_common import PortalPage
 from portals.flows.context import FlowContext
 from portals.flows.signin import sign_in_with_account
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 PORTAL = "crtc"
 KIND = "crtc_registration"
@@ -31,7 +34,7 @@ CONFIRMATION = r"CRTC-\d{4}-\d{6}"
 
 
 class CrtcPortal(PortalPage):
-    def __init__(self, ctx: FlowContext, page: Any, evidence: Any) -> None:
+    def __init__(self, ctx: FlowContext, page: Page, evidence: Any) -> None:
         super().__init__(ctx, page, evidence, PORTAL)
         self.base = ctx.portal_urls[PORTAL].rstrip("/")
 

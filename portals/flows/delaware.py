@@ -12,7 +12,7 @@ without filing again; not found -> nothing was filed, submit again.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
 from portals.flows.base import (
@@ -29,6 +29,9 @@ from portals.flows.base import (
 from portals.flows.context import FlowContext
 from portals.payloads import FileEntityPayload, Person
 
+if TYPE_CHECKING:
+    from playwright.async_api import Page
+
 PORTAL = "delaware_icis"
 SUBMISSION = "formation"
 DOC_TYPES = {"LLC": "LLC", "CORPORATION": "CORPORATION"}
@@ -42,7 +45,7 @@ def _name(person: Person) -> str:
 class DelawareFiling:
     """Page object of the Division of Corporations online filing."""
 
-    def __init__(self, page: Any, base_url: str, evidence: Evidence) -> None:
+    def __init__(self, page: Page, base_url: str, evidence: Evidence) -> None:
         self.page, self.base, self.evidence = page, base_url.rstrip("/"), evidence
         self.certificate_link: Any = None  # set by submit() / lookup()
 

@@ -13,7 +13,7 @@ error 101). The identity -> review -> submit part never appears in a trace (``un
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.errors import (
     BusinessError,
@@ -39,6 +39,9 @@ from portals.flows.browser import untraced
 from portals.flows.context import FlowContext
 from portals.payloads import ObtainEinPayload
 
+if TYPE_CHECKING:
+    from playwright.async_api import Page
+
 PORTAL = "irs_ein"
 SUBMISSION = "ein_application"
 IRS_TZ = "America/New_York"
@@ -62,7 +65,7 @@ class Refused(Exception):
 class EinAssistant:
     """Page object of the EIN Assistant."""
 
-    def __init__(self, page: Any, base_url: str, evidence: Evidence) -> None:
+    def __init__(self, page: Page, base_url: str, evidence: Evidence) -> None:
         self.page, self.base, self.evidence = page, base_url.rstrip("/"), evidence
 
     async def classify(self, status: int | None) -> None:

@@ -22,9 +22,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portals.flows import browser as browser_mod
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser
 
 log = logging.getLogger("portalq.browser")
 
@@ -35,7 +38,7 @@ DEFAULT = "*"
 class Endpoint:
     url: str
     max_contexts: int
-    browser: Any = None
+    browser: Browser | None = None
     connects: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     slots: asyncio.Semaphore | None = None

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobs import clock
 from jobs.errors import (
@@ -40,6 +40,9 @@ from jobs.errors import (
 from portals.flows.base import click_and_wait, masked_screenshot, redact
 from portals.flows.browser import untraced
 from portals.flows.context import FlowContext
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 #: asks a person something mid-flow and returns the answer (e.g. an e-mailed code)
 Ask = Callable[[str], Awaitable[str]]
@@ -81,18 +84,18 @@ class SessionLost(RetryableError):
         self.reason = reason
 
 
-async def _marker(page: Any) -> str | None:
+async def _marker(page: Page) -> str | None:
     found = await page.evaluate(_MARKER_JS, list(_MARKERS))
     return str(found) if found is not None else None
 
 
-async def _submit(page: Any, form: str) -> None:
+async def _submit(page: Page, form: str) -> None:
     status = await click_and_wait(page, page.locator(f"#{form} button[type=submit]"))
     if status is not None and status >= 500:
         raise PortalUnavailable(f"sign-in answered HTTP {status}")
 
 
-async def sign_in(ctx: FlowContext, page: Any, creds: Credentials, *,
+async def sign_in(ctx: FlowContext, page: Page, creds: Credentials, *,
                   portal: str | None = None, ask: Ask | None = None,
                   start: str = "/signin") -> SignedIn:
     """Sign ``creds`` in on ``portal`` (default: the job's) in ``page``; see the module."""
@@ -119,7 +122,7 @@ class HeldAccount(Protocol):
     async def drop_session(self) -> None: ...
 
 
-async def sign_in_with_account(ctx: FlowContext, page: Any, *, start: str = "/signin",
+async def sign_in_with_account(ctx: FlowContext, page: Page, *, start: str = "/signin",
                                home: str = "/") -> SignedIn | None:
     """Sign in with the account the job holds (``ctx.account()``), asking a person through
     ``ctx.ask`` when the portal sends a code; None when the portal has no account
@@ -143,11 +146,11 @@ async def sign_in_with_account(ctx: FlowContext, page: Any, *, start: str = "/si
         await held.drop_session()
         await page.context.clear_cookies()
     signed = await sign_in(ctx, page, held.credentials, ask=ctx.ask, start=start)
-    await held.keep_session(await page.context.storage_state())
+    await held.keep_session(dict(await page.context.storage_state()))
     return signed
 
 
-async def _steps(ctx: FlowContext, page: Any, creds: Credentials, portal: str, url: str,
+async def _steps(ctx: FlowContext, page: Page, creds: Credentials, portal: str, url: str,
                  ask: Ask | None) -> SignedIn:
     response = await page.goto(url)
     if response is not None and response.status >= 500:
@@ -213,7 +216,7 @@ async def _steps(ctx: FlowContext, page: Any, creds: Credentials, portal: str, u
     raise RetryableError(f"sign-in: {who}: still not signed in after {MAX_STEPS} pages")
 
 
-async def session_lost(page: Any) -> str | None:
+async def session_lost(page: Page) -> str | None:
     """Why the page shows that the signed-in session is gone ("expired", "ended",
     "signed_out"), or None if it does not."""
     marker = await _marker(page)
@@ -222,7 +225,7 @@ async def session_lost(page: Any) -> str | None:
     return "signed_out" if marker == "signin-form" else None
 
 
-async def check_session(page: Any) -> None:
+async def check_session(page: Page) -> None:
     """Raise :class:`SessionLost` if the portal ended the session (see :func:`session_lost`)."""
     if (reason := await session_lost(page)) is not None:
         raise SessionLost(reason)
