@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from jobs.errors import BusinessError, RetryableError
 from jobs.submission import Submission
 from portals.flows.base import browser_page
-from portals.flows.bc_crtc_common import PortalPage
 from portals.flows.context import FlowContext
+from portals.flows.pages import PortalPage
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from jobs.errors import BusinessError, RetryableError
 from jobs.submission import Submission
 from portals.flows.base import browser_page
-from portals.flows.bc_crtc_common import PortalPage
 from portals.flows.context import FlowContext
+from portals.flows.pages import PortalPage
 from portals.flows.signin import sign_in_with_account
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ from portals.flows.base import (
     page_text,
 )
 from portals.flows.context import FlowContext
+from portals.flows.pages import absolute_url
 from portals.payloads import FileEntityPayload, Person
 
 if TYPE_CHECKING:
@@ -150,10 +151,7 @@ class DelawareFiling:
         return number, self._absolute(href)
 
     def _absolute(self, href: str) -> str:
-        if href.startswith("http"):
-            return href
-        origin = re.match(r"^https?://[^/]+", self.base)
-        return f"{origin.group(0) if origin else ''}{href if href.startswith('/') else '/' + href}"
+        return absolute_url(self.base, href)
 
 
 async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:

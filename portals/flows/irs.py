@@ -37,6 +37,7 @@ from portals.flows.base import (
 )
 from portals.flows.browser import untraced
 from portals.flows.context import FlowContext
+from portals.flows.pages import absolute_url
 from portals.payloads import ObtainEinPayload
 
 if TYPE_CHECKING:
@@ -209,14 +210,7 @@ class EinAssistant:
                 f"EIN before retrying") from None
         if not EIN_RE.match(ein):
             raise UncertainOutcome(f"IRS EIN page shows no valid EIN ({ein!r})")
-        return ein, _absolute(self.page.url, href)
-
-
-def _absolute(page_url: str, href: str) -> str:
-    if href.startswith("http"):
-        return href
-    scheme_host = re.match(r"^https?://[^/]+", page_url)
-    return f"{scheme_host.group(0) if scheme_host else ''}{href}"
+        return ein, absolute_url(self.page.url, href)
 
 
 async def obtain_ein(ctx: FlowContext) -> dict[str, Any]:

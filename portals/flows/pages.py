@@ -1,4 +1,5 @@
-"""Page-object plumbing the BC Registries and CRTC flows share.
+"""The flow toolkit's page objects: :class:`PortalPage` (the BC Registries and CRTC flows
+stand on it) and :func:`absolute_url` (every flow).
 
 :class:`PortalPage` wraps one tab: every navigation waits for the new document, then reads
 the page for the portal's own signals and raises the matching outcome:
@@ -45,6 +46,11 @@ _SIGNALS_JS = """() => {
           error: q('#system-error') ? q('#system-error').dataset.code || '' : null,
           alert: text('[role=alert]')};
 }"""
+
+
+def absolute_url(page_url: str, href: str) -> str:
+    """``href`` as found on the page at ``page_url`` (a link to a letter or certificate)."""
+    return urljoin(page_url, href)
 
 
 class PortalPage:
