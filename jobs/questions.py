@@ -32,6 +32,13 @@ async def ask(conn: Any, *, job_id: int, attempt: int, question: str,
     return int(row["id"])
 
 
+async def tell_admins(conn: Any, *, job_id: int, attempt: int, kind: str, reason: str) -> None:
+    """An escalation (mailed at once by the outbox) that a job waits for a person."""
+    await sql.afetch(conn, "insert_escalation", {
+        "job_id": job_id, "attempt": attempt, "kind": kind, "now": clock.now(),
+        "reason": reason[:1000]})
+
+
 async def answer_of(conn: Any, question_id: int) -> str | None:
     """The answer, if given (then erased from the database: it was read)."""
     row = await sql.afetch_one(conn, "question_poll", {"id": question_id})

@@ -299,6 +299,32 @@ def answer(job_id: int,
     typer.echo(f"job {job_id}: answered")
 
 
+@jobs_app.command("approve")
+def approve(job_id: int, note: Annotated[str | None, typer.Option("--note")] = None,
+            database_url: DbUrl = None) -> None:
+    """Approve what a job waiting at its review page would submit: it runs again at once and
+    submits only if the review page still shows exactly that."""
+    _decide(job_id, "approved", note or "portalq jobs approve", database_url)
+    typer.echo(f"job {job_id}: approved")
+
+
+@jobs_app.command("reject")
+def reject(job_id: int, note: Annotated[str, typer.Option("--note", help="why")],
+           database_url: DbUrl = None) -> None:
+    """Reject a job waiting at its review page: cancelled, nothing filed."""
+    _decide(job_id, "rejected", note, database_url)
+    typer.echo(f"job {job_id}: rejected (cancelled, nothing filed)")
+
+
+def _decide(job_id: int, state: str, note: str, database_url: str | None) -> None:
+    from jobs import approvals, audit, queue
+
+    _use_url(database_url)
+    queue.get_job(job_id)   # an unknown id: one line, exit 2
+    with queue.connect() as conn:
+        approvals.decide(conn, audit.Actor(_actor(), None, "cli"), job_id, state, note)
+
+
 @jobs_app.command("cancel")
 def jobs_cancel(job_id: int, database_url: DbUrl = None) -> None:
     """Cancel a pending, deferred or failed job."""

@@ -97,6 +97,8 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     connect_timeout_seconds: float = Field(10.0, gt=0, le=3600, description="longest wait "
                                            "for a database connection to open")
+    approval: str = Field("", description="comma-separated job types or portals whose jobs "
+                          "stop at the review page for an admin's approval before they submit")
     question_deadline_seconds: float = Field(600.0, gt=0, le=86400, description="how long "
                                              "a flow waits for a person's answer (an "
                                              "e-mailed code) before its attempt is refunded")

@@ -10,7 +10,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs import secrets_at_rest, worker_api
+from jobs import clock, secrets_at_rest, worker_api
+from jobs.errors import DeferUntil
 from jobs.submission import Reporting
 
 if TYPE_CHECKING:
@@ -122,6 +123,32 @@ class JobContext(Reporting):
         hold = getattr(self, "_account", None)
         if hold is not None:
             await hold.release()
+
+    async def approve(self, review: str, evidence: Any = None) -> None:
+        """The flow is at its review page (``review``: what it shows). Without approval for
+        exactly this review (jobs/approvals.py), the page's screenshot is kept, admins are
+        told, and the job waits -- deferred, its attempt refunded, the browser freed."""
+        from jobs import approvals, questions
+
+        wanted = {w.strip() for w in self._settings.approval.split(",") if w.strip()}
+        if not wanted & {self.job_type, self.portal}:
+            return
+        review_digest = approvals.digest(review)
+        if approvals.approved(self.checkpoints, review_digest):
+            return
+        record = approvals.pending(self.checkpoints, review_digest)
+        await self.save_checkpoint(**{approvals.KEY: record})
+        await self.step("waiting for approval")
+        if evidence is not None:
+            await evidence()
+        async with self._pool.connection() as conn:
+            await questions.tell_admins(
+                conn, job_id=self.job_id, attempt=self.attempt, kind="approval",
+                reason=("the data changed since it was approved; " if record["changed"]
+                        else "") + "at the review page: approve with portalq jobs approve "
+                f"{self.job_id}, or reject with portalq jobs reject {self.job_id} --note ...")
+        raise DeferUntil("waiting for approval at the review page",
+                         when=clock.now() + approvals.WAIT)
 
     async def ask(self, question: str) -> str:
         """Ask a person (an e-mailed code, a CAPTCHA) and wait for ``portalq jobs answer``."""

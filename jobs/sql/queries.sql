@@ -1138,3 +1138,20 @@ WHERE portal = %(portal)s AND name = %(name)s AND in_use_by = %(holder)s;
 -- a signed-in browser session (sealed Playwright storage state), kept for the next job
 UPDATE portal_accounts SET session_state = %(state)s, session_key_id = %(key_id)s
 WHERE portal = %(portal)s AND name = %(name)s AND in_use_by = %(holder)s;
+
+-- name: approval_decide
+-- An admin's decision on a job waiting at its review page for approval: approved, it runs
+-- again at once (and submits only if the review page matches the approved digest).
+WITH upd AS (
+    UPDATE job_queue
+    SET checkpoint = jsonb_set(checkpoint, '{approval}', (checkpoint->'approval')
+                               || jsonb_build_object('state', %(state)s::text,
+                                                     'by', %(actor)s::text,
+                                                     'at', %(now)s::timestamptz)),
+        run_at = CASE WHEN %(state)s = 'approved' THEN %(now)s ELSE run_at END,
+        updated_at = %(now)s
+    WHERE id = %(id)s AND status = 'deferred'
+      AND checkpoint->'approval'->>'state' = 'pending'
+    RETURNING id
+)
+SELECT u.id, pg_notify('portalq_jobs', 'approved') FROM upd u;

@@ -45,6 +45,11 @@ class FlowContext(Protocol):
         HeldAccount``: credentials, kept session); None when the portal has no account
         configured. Raises ``DeferUntil`` when every account is paused or in use."""
 
+    async def approve(self, review: str, evidence: Any = None) -> None:
+        """At the review page, before the point of no return: returns if this review is
+        approved (or no approval is asked for); else the job waits for an admin (raises
+        ``DeferUntil``). ``evidence``: an async callable keeping the page's screenshot."""
+
     async def ask(self, question: str) -> str:
         """Ask a person (an e-mailed code, a CAPTCHA) and wait for the answer."""
 

@@ -13,11 +13,12 @@ found → it is submitted again (in doubt) or tried later (confirmed, not listed
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 from jobs.errors import BusinessError, RetryableError
 from jobs.submission import Submission
-from portals.flows.base import browser_page
+from portals.flows.base import browser_page, page_text
 from portals.flows.context import FlowContext
 from portals.flows.pages import PortalPage
 from portals.flows.signin import sign_in_with_account
@@ -74,6 +75,10 @@ class CrtcPortal(PortalPage):
             {"name": "registration-letter.txt", "mimeType": "text/plain",
              "buffer": p["letter_text"].encode("utf-8")})
         await self.shot("documents")
+        # an admin's approval first, where it is asked for: of exactly this page and letter
+        letter = hashlib.sha256(p["letter_text"].encode("utf-8")).hexdigest()
+        await self.ctx.approve(f"{await page_text(page)}\nletter sha256 {letter}",
+                               evidence=lambda: self.shot("review-for-approval"))
         await self.ctx.step("submit")
         async with sub:
             await self.submit_final("Submit Registration", "the registration",

@@ -121,6 +121,9 @@ class LocalFlowContext(Reporting):
     async def account(self) -> Any:
         return None   # no portal account configured: flows sign in with none
 
+    async def approve(self, review: str, evidence: Any = None) -> None:
+        return None   # local runs ask nobody's approval
+
     async def ask(self, question: str) -> str:
         raise BusinessError(f"no person to ask in a local run: {question}")
 

@@ -267,3 +267,66 @@ def test_ten_jobs_on_one_account_sign_in_once(db, dsn, tmp_path, standin_server,
     assert (row["status"], row["attempts"]) == ("completed", 1), row["last_error"]
     assert len(portals.ledger(CRTC)) == 11
     assert PASSWORD not in svc.log()
+
+
+# --- approval before the point of no return ----------------------------------------------
+
+def _approval(job_id):
+    return (queue.get_job(job_id)["checkpoint"] or {}).get("approval") or {}
+
+
+def _waiting_for_approval(job_id):
+    return _status(job_id) == "deferred" and _approval(job_id).get("state") == "pending"
+
+
+def test_approve_files_once_and_reject_files_nothing(db, dsn, tmp_path, standin_server,
+                                                     portals):
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    a = queue.enqueue("process_crtc", "ORD-A", build(CRTC_PAYLOAD)).id
+    b = queue.enqueue("process_crtc", "ORD-B", build(CRTC_PAYLOAD)).id
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_APPROVAL="process_crtc").start()
+    try:
+        wait_until(lambda: _waiting_for_approval(a) and _waiting_for_approval(b), 90,
+                   "both at their review page")
+        assert portals.ledger(CRTC) == []                  # nothing submitted yet
+        assert queue.get_job(a)["attempts"] == 0           # the wait spent no attempt
+        assert queue.get_job(a)["checkpoint"]["step"] == "waiting for approval"
+        shots = [x["path"] for x in queue.show_job(a)["artifacts"]]
+        assert any("review-for-approval" in s for s in shots), shots
+        out = run_cli("jobs", "approve", str(a))
+        assert out.returncode == 0, out.stderr
+        out = run_cli("jobs", "reject", str(b), "--note", "not this company")
+        assert out.returncode == 0, out.stderr
+        wait_until(lambda: _status(a) == "completed", 90, "the approved filing")
+        mails = mailbox.wait_for(2, 30)
+    finally:
+        svc.stop()
+        mailbox.stop()
+    assert _status(b) == "cancelled"
+    assert [e["company_name"] for e in portals.ledger(CRTC)] == [CRTC_PAYLOAD["company_name"]]
+    assert sum("approval" in str(m["Subject"]) for m in mails) == 2   # admins were asked
+    again = run_cli("jobs", "approve", str(b))
+    assert again.returncode == 3 and "not waiting for approval" in again.stderr
+
+
+def test_changed_data_after_approval_asks_again(db, dsn, tmp_path, standin_server, portals):
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    job = queue.enqueue("process_crtc", "ORD-C", build(CRTC_PAYLOAD)).id
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_APPROVAL="crtc").start()
+    try:
+        wait_until(lambda: _waiting_for_approval(job), 90, "the review page")
+        with psycopg.connect(dsn, autocommit=True) as c:   # the order changed meanwhile
+            c.execute("UPDATE job_queue SET payload = jsonb_set(payload, '{company_name}', "
+                      "'\"Other Telecom Inc.\"') WHERE id = %s", (job,))
+        assert run_cli("jobs", "approve", str(job)).returncode == 0
+        wait_until(lambda: _waiting_for_approval(job) and _approval(job).get("changed"), 90,
+                   "the flow asking again: the review page no longer matches")
+        assert portals.ledger(CRTC) == []
+        assert run_cli("jobs", "approve", str(job)).returncode == 0
+        wait_until(lambda: _status(job) == "completed", 90, "the filing")
+    finally:
+        svc.stop()
+        mailbox.stop()
+    assert [e["company_name"] for e in portals.ledger(CRTC)] == ["Other Telecom Inc."]
