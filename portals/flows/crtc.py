@@ -14,6 +14,7 @@ found → it is submitted again (in doubt) or tried later (confirmed, not listed
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from jobs.errors import BusinessError, RetryableError
@@ -21,10 +22,12 @@ from jobs.submission import Submission
 from portals.flows.base import browser_page, page_text
 from portals.flows.context import FlowContext
 from portals.flows.pages import PortalPage
-from portals.flows.signin import sign_in_with_account
+from portals.flows.signin import SessionLost, sign_in_with_account
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
+
+log = logging.getLogger("portalq.flows")
 
 PORTAL = "crtc"
 KIND = "crtc_registration"
@@ -102,19 +105,34 @@ class CrtcPortal(PortalPage):
 
 
 async def process_crtc(ctx: FlowContext) -> dict[str, Any]:
-    sub = ctx.submission(KIND)
     async with browser_page(ctx) as (page, evidence):
         crtc = CrtcPortal(ctx, page, evidence)
         await sign_in_with_account(ctx, page)   # a GCKey, when an account is configured
-        if sub.confirmation is not None or sub.in_doubt:
-            await ctx.step("looking the submission up")
-            found = await crtc.find(sub.reference)
-            if found:
-                if sub.in_doubt:
-                    await sub.confirmed(confirmation=found["confirmation"])
-                return await crtc.finish(found, reconciled=True)
-            if sub.confirmation is not None:
-                raise RetryableError(f"{PORTAL}: submission {sub.confirmation['confirmation']} "
-                                     "not found by its reference yet")
-        await ctx.step("cover page")
-        return await crtc.finish(await crtc.register(ctx.payload, sub), reconciled=False)
+        for again in (False, True):
+            try:
+                return await _register_once(ctx, crtc)
+            except SessionLost as lost:
+                # the portal ended the session mid-flow: sign in again and go on from the
+                # checkpoints (a submission in doubt is looked up, never filed twice)
+                if again:
+                    raise
+                log.info("job %s: %s mid-flow; signing in again", ctx.job_id, lost)
+                await ctx.step("signing in again")
+                await sign_in_with_account(ctx, page)
+    raise AssertionError("unreachable")
+
+
+async def _register_once(ctx: FlowContext, crtc: CrtcPortal) -> dict[str, Any]:
+    sub = ctx.submission(KIND)
+    if sub.confirmation is not None or sub.in_doubt:
+        await ctx.step("looking the submission up")
+        found = await crtc.find(sub.reference)
+        if found:
+            if sub.in_doubt:
+                await sub.confirmed(confirmation=found["confirmation"])
+            return await crtc.finish(found, reconciled=True)
+        if sub.confirmation is not None:
+            raise RetryableError(f"{PORTAL}: submission {sub.confirmation['confirmation']} "
+                                 "not found by its reference yet")
+    await ctx.step("cover page")
+    return await crtc.finish(await crtc.register(ctx.payload, sub), reconciled=False)

@@ -44,7 +44,9 @@ _SIGNALS_JS = """() => {
   return {closed: text('#portal-closed'), maintenance: !!q('#maintenance'),
           expired: !!q('#session-expired'),
           error: q('#system-error') ? q('#system-error').dataset.code || '' : null,
-          alert: text('[role=alert]')};
+          alert: text('[role=alert]'),
+          signedOut: q('#signed-out') ? (q('#signed-out').dataset.reason || 'signed_out')
+                                      : (q('#signin-form') ? 'signed_out' : null)};
 }"""
 
 
@@ -111,6 +113,10 @@ class PortalPage:
 
     async def check(self, response: Any, where: str) -> None:
         signals = await self.page.evaluate(_SIGNALS_JS)
+        if signals["signedOut"] is not None:   # the portal ended the signed-in session
+            from portals.flows.signin import SessionLost
+
+            raise SessionLost(signals["signedOut"])
         if signals["closed"] is not None:
             raise PortalClosed(f"{self.portal} closed: {self.clean(signals['closed'])}")
         if signals["maintenance"]:
@@ -149,6 +155,10 @@ class PortalPage:
         be a real PDF. A closed or maintenance page instead is that outcome."""
         response = await self.page.request.get(urljoin(self.page.url, href))
         body = bytes(await response.body())
+        if b'id="signed-out"' in body or b'id="signin-form"' in body:
+            from portals.flows.signin import SessionLost
+
+            raise SessionLost("signed_out")
         if b'id="portal-closed"' in body:
             raise PortalClosed(f"{self.portal} closed (downloading {what})")
         if b'id="maintenance"' in body:

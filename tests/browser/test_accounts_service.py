@@ -330,3 +330,37 @@ def test_changed_data_after_approval_asks_again(db, dsn, tmp_path, standin_serve
         svc.stop()
         mailbox.stop()
     assert [e["company_name"] for e in portals.ledger(CRTC)] == ["Other Telecom Inc."]
+
+
+#: pages a signed-in session lasts: one filing and a bit, so the next job's reused session
+#: runs out in the middle of its flow
+PAGES_PER_SESSION = 8
+
+
+def test_a_session_expiring_mid_flow_signs_in_again_without_filing_twice(
+        db, dsn, tmp_path, standin_server, portals):
+    """The portal ends a session after a few pages: the second job reuses the first's session,
+    which runs out in the middle of its flow; the flow signs in again within the same
+    attempt and files once."""
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    portals.control(CRTC, signin={"enabled": True, "session_pages": PAGES_PER_SESSION,
+                                  "accounts": {USER: {"password": PASSWORD}}})
+    env = _account(PASSWORD)
+    jobs = [queue.enqueue("process_crtc", f"ORD-S{i}", build(CRTC_PAYLOAD)).id
+            for i in range(2)]
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_WORKERS=1, **env).start()
+    try:
+        wait_until(lambda: all(_status(j) in ("completed", "failed") for j in jobs), 120,
+                   "both filings")
+    finally:
+        svc.stop()
+        mailbox.stop()
+    rows = [queue.show_job(j) for j in jobs]
+    assert [(r["status"], r["attempts"]) for r in rows] == [("completed", 1)] * 2, [
+        r["last_error"] for r in rows]
+    passwords = [a["outcome"] for a in _signins(portals)["attempts"] if a["step"] == "password"]
+    assert passwords == ["accepted", "accepted"]        # the second job signed in again
+    assert len(portals.ledger(CRTC)) == 2                # each filed once
+    assert f"job {jobs[1]}: portal session lost" in svc.log()   # mid-flow, not at the start
+    assert f"job {jobs[0]}: portal session lost" not in svc.log()
