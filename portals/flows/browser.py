@@ -294,6 +294,7 @@ class _Trace:
         self.parts: list[Path] = []
         self.active = False
         self.lost: str | None = None   # why (part of) the trace could not be made
+        self.secrets: set[str] = set()  # values redacted from the archive (trace_secrets)
 
     async def start(self) -> None:
         if self.lost is not None:
@@ -332,7 +333,7 @@ class _Trace:
         try:
             if keep and self.parts:
                 target = _free_name(self.artifacts_dir, "trace", ".zip")
-                merge_traces([p for p in self.parts if p.exists()], target)
+                merge_traces([p for p in self.parts if p.exists()], target, self.secrets)
         except Exception as exc:  # noqa: BLE001 - evidence never decides an outcome
             if target is not None:
                 target.unlink(missing_ok=True)
@@ -348,6 +349,14 @@ class _Trace:
 
 
 _traces: weakref.WeakKeyDictionary[Any, _Trace] = weakref.WeakKeyDictionary()
+
+
+def trace_secrets(context: BrowserContext, values: Iterable[str]) -> None:
+    """Values the context's trace must not keep (a session's cookies, a password): they are
+    replaced by ``***`` when the trace is saved."""
+    trace = _traces.get(context)
+    if trace is not None:
+        trace.secrets.update(v for v in values if v)
 
 
 async def new_context(browser: Browser, config: BrowserConfig, artifacts_dir: Path,
@@ -424,8 +433,11 @@ async def pages_show(context: BrowserContext, secrets: Iterable[str]) -> bool:
     return False
 
 
-def merge_traces(parts: list[Path], target: Path) -> None:
-    """One archive from several trace zips: part N's ``trace.*`` become ``traceN.*``."""
+def merge_traces(parts: list[Path], target: Path, secrets: Iterable[str] = ()) -> None:
+    """One archive from several trace zips: part N's ``trace.*`` become ``traceN.*``; every
+    ``secrets`` value (e.g. a signed-in session's cookies, which every later request of the
+    trace carries) replaced by ``***`` in every member."""
+    forms = sorted({s.encode() for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
     seen: set[str] = set()
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as out:
         for index, part in enumerate(parts):
@@ -436,7 +448,10 @@ def merge_traces(parts: list[Path], target: Path) -> None:
                         new = f"trace{index + 1}.{name[len('trace.'):]}"
                     if new not in seen:
                         seen.add(new)
-                        out.writestr(new, zin.read(name))
+                        data = zin.read(name)
+                        for form in forms:
+                            data = data.replace(form, b"***")
+                        out.writestr(new, data)
 
 
 def _free_name(folder: Path, stem: str, suffix: str) -> Path:

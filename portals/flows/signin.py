@@ -38,7 +38,7 @@ from jobs.errors import (
     RetryableError,
 )
 from portals.flows.base import click_and_wait, masked_screenshot, redact
-from portals.flows.browser import untraced
+from portals.flows.browser import trace_secrets, untraced
 from portals.flows.context import FlowContext
 
 if TYPE_CHECKING:
@@ -137,7 +137,9 @@ async def sign_in_with_account(ctx: FlowContext, page: Page, *, start: str = "/s
     await ctx.step("signing in")
     base = ctx.portal_urls[ctx.portal].rstrip("/")
     kept = await held.session()
+    trace_secrets(page.context, held.credentials.secrets())
     if kept and kept.get("cookies"):
+        trace_secrets(page.context, [c.get("value", "") for c in kept["cookies"]])
         async with untraced(page.context, secrets=held.credentials.secrets()):
             await page.context.add_cookies(kept["cookies"])
             await page.goto(f"{base}{home}")
@@ -146,7 +148,11 @@ async def sign_in_with_account(ctx: FlowContext, page: Page, *, start: str = "/s
         await held.drop_session()
         await page.context.clear_cookies()
     signed = await sign_in(ctx, page, held.credentials, ask=ctx.ask, start=start)
-    await held.keep_session(dict(await page.context.storage_state()))
+    storage = await page.context.storage_state()
+    state: dict[str, Any] = dict(storage)
+    # the session's cookies ride on every later request the trace records
+    trace_secrets(page.context, [str(c.get("value", "")) for c in storage.get("cookies", [])])
+    await held.keep_session(state)
     return signed
 
 

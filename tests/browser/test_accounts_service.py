@@ -364,3 +364,56 @@ def test_a_session_expiring_mid_flow_signs_in_again_without_filing_twice(
     assert len(portals.ledger(CRTC)) == 2                # each filed once
     assert f"job {jobs[1]}: portal session lost" in svc.log()   # mid-flow, not at the start
     assert f"job {jobs[0]}: portal session lost" not in svc.log()
+
+
+def test_no_password_seed_or_session_in_a_dump_logs_traces_screenshots_or_mails(
+        db, dsn, pg_server, tmp_path, standin_server, portals):
+    """After filings that signed in (password + TOTP, sessions kept for reuse), every place
+    portalq writes is searched for the password, the TOTP seed and the session cookies."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from tests.browser.flowkit import artifact_blobs
+    from tests.conftest import ROOT
+
+    open_all_hours(dsn)
+    config = tmp_path / "playwright.toml"   # every attempt traced, not only failures
+    config.write_text((ROOT / "playwright.config").read_text().replace(
+        'policy = "retain-on-failure"', 'policy = "on"'))
+    mailbox = Mailbox().start()
+    _enable(portals, mailbox, totp_seed=SEED, mfa="totp")
+    env = _account(PASSWORD, totp_seed=SEED)
+    jobs = [queue.enqueue("process_crtc", f"ORD-X{i}", build(CRTC_PAYLOAD)).id for i in range(2)]
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_WORKERS=1,
+                   PORTALQ_LOG_LEVEL="DEBUG", PORTALQ_LOG_FORMAT="json",
+                   PORTALQ_PLAYWRIGHT_CONFIG=config, **env).start()
+    try:
+        wait_until(lambda: all(_status(j) == "completed" for j in jobs), 120, "the filings")
+        # a failing third: its escalation mail is searched too
+        portals.control(CRTC, error_code="500", error_times=-1)
+        third = queue.enqueue("process_crtc", "ORD-X3", build(CRTC_PAYLOAD),
+                              max_attempts=1).id
+        wait_until(lambda: _status(third) == "failed", 90, "the failure")
+        mailbox.wait_for(1, 30)
+    finally:
+        portals.control(CRTC, error_code=None, error_times=0)
+        svc.stop()
+        mailbox.stop()
+    sessions = list(portals.server.state[CRTC].accounts.sessions)   # the cookies' values
+    secrets = [PASSWORD.encode(), SEED.encode(), *(s.encode() for s in sessions)]
+    assert len(secrets) > 2
+    pg = pg_server.embedded
+    dump = subprocess.run([str(Path(pg._bin("pg_dump"))), "--dbname", dsn],
+                          capture_output=True, check=True,
+                          env={**os.environ, "PGPASSFILE": str(pg.passfile)}).stdout
+    assert b"COPY public.portal_accounts" in dump
+    places = [("pg_dump", dump), ("service log", (tmp_path / "acct.log").read_bytes())]
+    places += [(f"mail {m['Subject']}", m.as_bytes()) for m in mailbox.messages]
+    places += list(artifact_blobs(tmp_path / "artifacts"))
+    listed = run_cli("accounts", "list", "--json", env=env)
+    places.append(("accounts list", listed.stdout.encode()))
+    assert any(".zip" in where for where, _ in places)       # traces were searched
+    assert any(".png" in where for where, _ in places)       # and screenshots
+    hits = [f"{where}: {s[:6]!r}..." for where, data in places for s in secrets if s in data]
+    assert hits == []
