@@ -118,9 +118,16 @@ async def paused_by_portal(conn: Any, account: Account, reason: str) -> bool:
     return row is not None
 
 
-async def note_password_expiry(conn: Any, account: Account, on: date) -> None:
-    await sql.afetch(conn, "account_password_expiry", {"portal": account.portal,
-                                                       "name": account.name, "on": on})
+async def note_password_expiry(conn: Any, account: Account, days: int) -> None:
+    """The portal said the password expires in ``days``: recorded, admins told."""
+    from datetime import timedelta
+
+    on = clock.now().date() + timedelta(days=days)
+    reason = (f"the password of account {account.name} ({account.username}) expires on "
+              f"{on.isoformat()}: change it on the portal, then in the secrets provider")
+    await sql.afetch(conn, "account_password_expiry", {
+        "portal": account.portal, "name": account.name, "on": on, "reason": reason,
+        "now": clock.now()})
 
 
 async def session(conn: Any, account: Account, holder: str) -> dict[str, Any] | None:

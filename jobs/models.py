@@ -191,7 +191,8 @@ portal_notices = Table(
     Column("send_attempts", Integer, nullable=False, server_default=text("0")),
     Column("next_try_at", TZ, nullable=False),
     Column("last_send_error", Text),
-    CheckConstraint("kind IN ('paused','resumed')", name="portal_notices_kind"),
+    CheckConstraint("kind IN ('paused','resumed','password_expiring')",
+                    name="portal_notices_kind"),
     Index("portal_notices_unsent", "next_try_at", postgresql_where=text("sent_at IS NULL")),
 )
 

@@ -68,6 +68,9 @@ class JobType:
     flow: str | Flow | None = None
     #: False for flows that need no browser (mail delivery, plain API calls)
     uses_browser: bool = True
+    #: the portal account its flow signs in with: a named one, or None for any of the
+    #: portal's accounts (jobs spread over them, least recently used first)
+    account: str | None = None
     #: builds the payload from the business's order (``portalq enqueue T --order O``);
     #: without one, ``PORTALQ_ORDER_SQL_<TYPE>`` may map orders (jobs/orders.py)
     order_source: OrderSource | None = None

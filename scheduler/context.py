@@ -109,9 +109,12 @@ class JobContext(Reporting):
         from scheduler.people import AccountHold
 
         if getattr(self, "_account", None) is None:
+            from jobs import types
+
             self._account = AccountHold(self._pool, holder=f"{self._node}:{self.job_id}",
                                         portal=self.portal,
-                                        hold_seconds=self._settings.job_timeout_seconds)
+                                        hold_seconds=self._settings.job_timeout_seconds,
+                                        name=types.get(self.job_type).account)
         return await self._account.take()
 
     async def account_refused(self, exc: BaseException) -> None:

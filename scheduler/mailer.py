@@ -246,6 +246,13 @@ def build_notice(settings: Settings, note: dict[str, Any]) -> EmailMessage:
     msg["Subject"] = f"[portalq] portal {_one_line(note['portal'])} {_one_line(note['kind'])}"
     msg["To"] = ", ".join(settings.admins())
     msg["Message-ID"] = f"<portal-notice-{note['id']}@portalq>"
+    if note["kind"] == "password_expiring":
+        msg.replace_header("Subject",
+                           f"[portalq] portal {_one_line(note['portal'])}: a password expires")
+        msg.set_content(f"Portal {note['portal']}: {note['reason']}\n\n"
+                        "  portalq accounts list\n  portalq accounts check "
+                        f"{note['portal']} <account>\n")
+        return msg
     action = ("Its jobs are deferred (no attempts spent) and one probe job tests it "
               "periodically; it resumes by itself when a probe passes."
               if note["kind"] == "paused" else "Its deferred jobs run again.")

@@ -29,8 +29,9 @@ POLL_SECONDS = 0.5
 
 
 class AccountHold:
-    def __init__(self, pool: Any, *, holder: str, portal: str, hold_seconds: float) -> None:
-        self._pool, self.holder, self.portal = pool, holder, portal
+    def __init__(self, pool: Any, *, holder: str, portal: str, hold_seconds: float,
+                 name: str | None = None) -> None:
+        self._pool, self.holder, self.portal, self.name = pool, holder, portal, name
         self._hold = timedelta(seconds=hold_seconds + 60)
         self.account: accounts.Account | None = None
 
@@ -43,7 +44,7 @@ class AccountHold:
         if self.account is None:
             async with self._pool.connection() as conn:
                 self.account = await accounts.take(conn, self.portal, self.holder,
-                                                   clock.now() + self._hold)
+                                                   clock.now() + self._hold, name=self.name)
                 if self.account is None:
                     usable, total = await accounts.counts(conn, self.portal)
             if self.account is None:
@@ -72,6 +73,11 @@ class AccountHold:
         assert self.account is not None
         async with self._pool.connection() as conn:
             await accounts.keep_session(conn, self.account, self.holder, state)
+
+    async def expires_in(self, days: int) -> None:
+        assert self.account is not None
+        async with self._pool.connection() as conn:
+            await accounts.note_password_expiry(conn, self.account, days)
 
     async def refused(self, exc: AccountError) -> None:
         """The portal refused or locked the account: paused, so no other job tries it."""
@@ -105,6 +111,10 @@ class HeldAccount:
 
     async def drop_session(self) -> None:
         await self._hold.keep_session(None)
+
+    async def password_expires_in(self, days: int) -> None:
+        """The portal warned the password expires: admins are told days ahead."""
+        await self._hold.expires_in(days)
 
 
 class Asker:

@@ -1091,8 +1091,18 @@ SELECT count(*) FILTER (WHERE paused_at IS NULL)::int AS usable, count(*)::int A
 FROM portal_accounts WHERE portal = %(portal)s;
 
 -- name: account_password_expiry
-UPDATE portal_accounts SET password_expires_on = %(on)s
-WHERE portal = %(portal)s AND name = %(name)s;
+-- the portal warned that the password expires: kept on the account, and the admins told
+-- (a notice mailed by the outbox; at most one a day per account)
+WITH upd AS (
+    UPDATE portal_accounts SET password_expires_on = %(on)s
+    WHERE portal = %(portal)s AND name = %(name)s
+    RETURNING portal
+)
+INSERT INTO portal_notices (portal, kind, reason, created_at, next_try_at)
+SELECT u.portal, 'password_expiring', %(reason)s, %(now)s, %(now)s FROM upd u
+WHERE NOT EXISTS (SELECT 1 FROM portal_notices n
+                  WHERE n.portal = u.portal AND n.kind = 'password_expiring'
+                    AND n.reason = %(reason)s AND n.created_at > %(now)s - interval '1 day');
 
 -- name: question_ask
 INSERT INTO job_questions (job_id, attempt, question, asked_at, deadline)

@@ -58,9 +58,17 @@ def upgrade() -> None:
         sa.Column("read_at", TZ),
     )
     op.create_index("job_questions_job", "job_questions", ["job_id", "id"])
+    # "your password expires in N days": told to admins days ahead, once a day per account
+    op.drop_constraint("portal_notices_kind", "portal_notices")
+    op.create_check_constraint("portal_notices_kind", "portal_notices",
+                               "kind IN ('paused','resumed','password_expiring')")
 
 
 def downgrade() -> None:
+    op.execute("DELETE FROM portal_notices WHERE kind = 'password_expiring'")
+    op.drop_constraint("portal_notices_kind", "portal_notices")
+    op.create_check_constraint("portal_notices_kind", "portal_notices",
+                               "kind IN ('paused','resumed')")
     op.drop_index("job_questions_job", table_name="job_questions")
     op.drop_table("job_questions")
     op.drop_table("portal_accounts")

@@ -31,6 +31,7 @@ from jobs.submission import Submission
 from portals.flows.base import browser_page
 from portals.flows.context import FlowContext
 from portals.flows.pages import PortalPage
+from portals.flows.signin import sign_in_with_account
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -274,6 +275,7 @@ def _people(p: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], list[str]]]:
 async def name_search(ctx: FlowContext) -> dict[str, Any]:
     p = ctx.payload
     async with browser_page(ctx) as (page, evidence):
+        await sign_in_with_account(ctx, page)   # a BCeID, when an account is configured
         nr = await BcPortal(ctx, page, evidence).name_request(
             p["names"], ENTITY[p.get("entity_type", "BC_COMPANY")], p["applicant"])
     result = usable_nr(nr, consent=False)
@@ -295,6 +297,7 @@ async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
     entity = _entity(p)
     consent = bool(p.get("nr_consent_received"))
     async with browser_page(ctx) as (page, evidence):
+        await sign_in_with_account(ctx, page)   # a BCeID, when an account is configured
         bc = BcPortal(ctx, page, evidence)
         if _nr_for_another_name(p, cp):
             # an admin patched the name after a rejection: that NR named the old one

@@ -28,6 +28,7 @@ from portals.flows.base import (
 )
 from portals.flows.context import FlowContext
 from portals.flows.pages import absolute_url
+from portals.flows.signin import sign_in_with_account
 from portals.payloads import FileEntityPayload, Person
 
 if TYPE_CHECKING:
@@ -160,6 +161,7 @@ async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
     if sub.confirmation is not None:
         return await _certificate_only(ctx, sub.confirmation)
     async with browser_page(ctx, accept_dialogs=True) as (page, evidence):
+        await sign_in_with_account(ctx, page)   # the registered agent's, when configured
         de = DelawareFiling(page, ctx.portal_urls[PORTAL], evidence)
         found = None
         if sub.in_doubt:

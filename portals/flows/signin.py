@@ -121,6 +121,8 @@ class HeldAccount(Protocol):
 
     async def drop_session(self) -> None: ...
 
+    async def password_expires_in(self, days: int) -> None: ...
+
 
 async def sign_in_with_account(ctx: FlowContext, page: Page, *, start: str = "/signin",
                                home: str = "/") -> SignedIn | None:
@@ -148,6 +150,8 @@ async def sign_in_with_account(ctx: FlowContext, page: Page, *, start: str = "/s
         await held.drop_session()
         await page.context.clear_cookies()
     signed = await sign_in(ctx, page, held.credentials, ask=ctx.ask, start=start)
+    if signed.password_expires_in is not None:
+        await held.password_expires_in(signed.password_expires_in)
     storage = await page.context.storage_state()
     state: dict[str, Any] = dict(storage)
     # the session's cookies ride on every later request the trace records

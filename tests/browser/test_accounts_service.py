@@ -417,3 +417,32 @@ def test_no_password_seed_or_session_in_a_dump_logs_traces_screenshots_or_mails(
     assert any(".png" in where for where, _ in places)       # and screenshots
     hits = [f"{where}: {s[:6]!r}..." for where, data in places for s in secrets if s in data]
     assert hits == []
+
+
+def test_jobs_spread_over_the_accounts_and_expiry_warnings_reach_the_admins(
+        db, dsn, tmp_path, standin_server, portals):
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    portals.control(CRTC, signin={"enabled": True, "password_expires_in": 6, "accounts": {
+        USER: {"password": PASSWORD}, "second-filer": {"password": WRONG}}})
+    env = _account(PASSWORD)
+    assert run_cli("accounts", "add", CRTC, "two", "--username", "second-filer").returncode == 0
+    env["PORTALQ_ACCOUNT_CRTC_TWO_PASSWORD"] = WRONG   # (this account's own password)
+    jobs = [queue.enqueue("process_crtc", f"ORD-P{i}", build(CRTC_PAYLOAD)).id for i in range(2)]
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_WORKERS=2, **env).start()
+    try:
+        wait_until(lambda: all(_status(j) == "completed" for j in jobs), 120, "both filings")
+        mails = mailbox.wait_for(1, 30)
+    finally:
+        svc.stop()
+        mailbox.stop()
+    per_account = {u: a["attempts"] for u, a in _signins(portals)["accounts"].items()}
+    assert per_account == {USER: 1, "second-filer": 1}      # one job on each, at once
+    assert all(queue.get_job(j)["attempts"] == 1 for j in jobs)
+    with psycopg.connect(dsn) as c:
+        notices = c.execute("SELECT reason FROM portal_notices WHERE kind = "
+                            "'password_expiring'").fetchall()
+        expiry = dict(c.execute("SELECT name, password_expires_on FROM portal_accounts"))
+    assert len(notices) == 2 and all(e is not None for e in expiry.values())
+    assert any("a password expires" in str(m["Subject"]) for m in mails)
+    assert PASSWORD not in " ".join(str(m) for m in mails) and WRONG not in str(mails)

@@ -97,3 +97,35 @@ def test_a_job_claimed_again_while_its_earlier_run_here_is_still_ending_is_given
     asyncio.run(go())
     row = queue.get_job(job.id)
     assert (row["status"], row["attempts"], row["lock_owner"]) == ("pending", 0, None)
+
+
+def test_a_fourth_question_after_three_unanswered_goes_to_a_human(db, dsn):
+    """A flow asking a person (an e-mailed code) three times without an answer is not asked
+    again: the job goes to a human (a business error) instead of waiting forever."""
+    from datetime import timedelta
+
+    from jobs import clock
+    from jobs.errors import BusinessError
+    from scheduler.people import Asker
+
+    add_local_portal(dsn)
+    job = queue.enqueue("ledger_job", "O1", {})
+    past = clock.now() - timedelta(hours=1)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for attempt in (1, 2, 3):
+            c.execute("INSERT INTO job_questions (job_id, attempt, question, asked_at, deadline)"
+                      " VALUES (%s, %s, 'the code?', %s, %s)", (job.id, attempt, past, past))
+
+    async def go() -> None:
+        settings = Settings(database_url=db, node_id="w1")
+        pool = make_pool(settings, dsn)
+        await pool.open(wait=True)
+        try:
+            with pytest.raises(BusinessError, match="3 questions to a person went unanswered"):
+                await Asker(pool, job_id=job.id, attempt=4).ask("the code?")
+        finally:
+            await pool.close()
+
+    asyncio.run(go())
+    with psycopg.connect(dsn) as c:   # no fourth question was asked
+        assert c.execute("SELECT count(*) FROM job_questions").fetchone()[0] == 3
