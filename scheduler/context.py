@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs import clock, secrets_at_rest, worker_api
-from jobs.errors import DeferUntil
+from jobs.errors import AccountError, DeferUntil
 from jobs.submission import Reporting
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
     from scheduler.config import Settings
+    from scheduler.people import AccountHold
 
 #: opens a fresh browser context for (portal, artifacts folder)
 ContextOpener = Callable[[str, Path], Awaitable[Any]]
@@ -75,6 +76,7 @@ class JobContext(Reporting):
         self._browser_gone = asyncio.Event()
         self._watched: dict[Any, Any] = {}   # browser -> its "disconnected" listener
         self.failed = False
+        self._account: AccountHold | None = None   # the portal account, once asked for
 
     @property
     def checkpoints(self) -> dict[str, Any]:
@@ -108,7 +110,7 @@ class JobContext(Reporting):
         HeldAccount); None when the portal has no account configured."""
         from scheduler.people import AccountHold
 
-        if getattr(self, "_account", None) is None:
+        if self._account is None:
             from jobs import types
 
             self._account = AccountHold(self._pool, holder=f"{self._node}:{self.job_id}",
@@ -117,15 +119,13 @@ class JobContext(Reporting):
                                         name=types.get(self.job_type).account)
         return await self._account.take()
 
-    async def account_refused(self, exc: BaseException) -> None:
-        hold = getattr(self, "_account", None)
-        if hold is not None:
-            await hold.refused(exc)
+    async def account_refused(self, exc: AccountError) -> None:
+        if self._account is not None:
+            await self._account.refused(exc)
 
     async def release_account(self) -> None:
-        hold = getattr(self, "_account", None)
-        if hold is not None:
-            await hold.release()
+        if self._account is not None:
+            await self._account.release()
 
     async def approve(self, review: str, evidence: Any = None) -> None:
         """The flow is at its review page (``review``: what it shows). Without approval for

@@ -22,27 +22,19 @@ from __future__ import annotations
 import contextlib
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import psycopg
 
 from jobs import files
 from jobs.embedded import APP_ROLE, DEFAULT_DB, EmbeddedPostgres
+from tests.service_helpers import wait_until
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 class Pair:
@@ -75,12 +67,12 @@ class Pair:
                 "--no-sync"], timeout=120)
         r._start()
         with psycopg.connect(p.dsn(), autocommit=True) as c:
-            _wait(lambda: c.execute("SELECT count(*) FROM pg_stat_replication WHERE state = "
+            wait_until(lambda: c.execute("SELECT count(*) FROM pg_stat_replication WHERE state = "
                                     "'streaming'").fetchone()[0] == 1, 30, "streaming")
             if synchronous:
                 c.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
                 c.execute("SELECT pg_reload_conf()")
-                _wait(lambda: c.execute("SELECT count(*) FROM pg_stat_replication WHERE "
+                wait_until(lambda: c.execute("SELECT count(*) FROM pg_stat_replication WHERE "
                                         "sync_state = 'sync'").fetchone()[0] == 1, 30,
                       "synchronous replication")
 
@@ -91,7 +83,7 @@ class Pair:
         with psycopg.connect(self.replica.dsn(), autocommit=True) as c:
             c.execute("ALTER SYSTEM SET primary_conninfo = ''")
             c.execute("SELECT pg_reload_conf()")
-            _wait(lambda: c.execute("SELECT count(*) FROM pg_stat_wal_receiver"
+            wait_until(lambda: c.execute("SELECT count(*) FROM pg_stat_wal_receiver"
                                     ).fetchone()[0] == 0, 30, "the WAL receiver to stop")
 
     def two_host_url(self, database: str = DEFAULT_DB, role: str = APP_ROLE) -> str:
