@@ -29,6 +29,9 @@ GROUP = "portalq.plugins"
 _lock = threading.RLock()
 _loaded: set[str] = set()
 _loading = False
+#: the ``PORTALQ_PLUGINS`` values already loaded in full: a lookup (one per job claimed)
+#: then costs a set membership, not a scan of every installed package's metadata
+_done: set[str] = set()
 
 
 def named(spec: str | None) -> list[str]:
@@ -52,15 +55,21 @@ def load(spec: str | None = None) -> None:
     """Import the entry-point plugins and those in ``spec`` (default ``PORTALQ_PLUGINS``).
     Idempotent; safe to call from every entry point."""
     global _loading
+    wanted = (os.environ.get("PORTALQ_PLUGINS") if spec is None else spec) or ""
+    if wanted in _done:
+        return
     with _lock:
-        if _loading:
+        if _loading or wanted in _done:
             return
         _loading = True
         try:
-            eps = sorted(entry_points(group=GROUP), key=lambda e: (e.name != "builtin", e.name))
-            for ep in eps:
-                _import(ep.value.split(":")[0], f"{ep.name} ({ep.value})")
-            for name in named(os.environ.get("PORTALQ_PLUGINS") if spec is None else spec):
+            if not _done:   # the installed entry points: once per process
+                eps = sorted(entry_points(group=GROUP),
+                             key=lambda e: (e.name != "builtin", e.name))
+                for ep in eps:
+                    _import(ep.value.split(":")[0], f"{ep.name} ({ep.value})")
+            for name in named(wanted):
                 _import(name, name)
+            _done.add(wanted)
         finally:
             _loading = False
