@@ -28,7 +28,10 @@ def test_two_processes_drain_10000_jobs_exactly_once(db, dsn, tmp_path):
     add_local_portal(dsn)
     n = 10_000
     queue.enqueue_many([queue.NewJob("ledger_job", f"O{i}", {}) for i in range(n)])
-    nodes = [Service(db, tmp_path, f"n{i}", PORTALQ_WORKERS=50).start() for i in range(2)]
+    # a node starved of CPU for seconds (a busy machine) must not fence itself mid-run: this
+    # test is about claims, and a fenced run's ledger row would read as a second run
+    nodes = [Service(db, tmp_path, f"n{i}", PORTALQ_WORKERS=50, PORTALQ_STALE_AFTER_SECONDS=30
+                     ).start() for i in range(2)]
     try:
         wait_until(lambda: status_counts(dsn).get("completed") == n, 240, "all jobs completed")
     finally:
