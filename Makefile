@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 PYTEST_ARGS ?=
+# pytest processes: most tests wait on subprocesses, browsers and the server, so a third
+# process keeps two cores busy; PYTEST_WORKERS=0 runs the suite in one process
+PYTEST_WORKERS ?= 3
+PYTEST_N = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
 # extras installed with portalq: the image (deploy/Dockerfile) builds with EXTRAS= (none)
 EXTRAS ?= test
 
@@ -33,10 +37,10 @@ test: venv browser pgbouncer  ## run the whole test suite (unit, integration, br
 	$(VENV)/bin/ruff check jobs scheduler portals tests
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(PYTEST_N) $(PYTEST_ARGS)
 
 test-fast: venv pgbouncer  ## the tests without the slow soak/chaos runs
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(PYTEST_N) -m "not slow" $(PYTEST_ARGS)
 
 lint: venv  ## ruff + import-layer contracts + mypy
 	$(VENV)/bin/ruff check jobs scheduler portals tests

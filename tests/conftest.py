@@ -224,3 +224,17 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "scheduler", *args], capture_output=True,
                           text=True, env=full_env, timeout=timeout, input=input, cwd=ROOT)
+
+
+def _start_rank(item: pytest.Item) -> int:
+    """Long tests first: with several pytest processes (``make test`` runs them with
+    pytest-xdist) a two-minute drain that starts last is the whole run's tail."""
+    if item.get_closest_marker("slow"):
+        return 0
+    if item.get_closest_marker("browser"):
+        return 1
+    return 2 if "acceptance" in item.nodeid else 3
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_start_rank)   # stable: a module's tests keep their order
