@@ -137,6 +137,14 @@ def console(host: Annotated[str | None, typer.Option(
     except ValidationError as exc:
         first = exc.errors()[0]
         fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
+    from jobs.errors import InputError
+    from scheduler.config import Settings
+    from scheduler.console.oidc import Config
+
+    try:  # single sign-on half configured: one line before anything starts
+        Config.from_settings(settings, Settings())
+    except InputError as exc:
+        fail(str(exc))
     import socket
 
     try:  # a busy port is one line, not a server start-up traceback
