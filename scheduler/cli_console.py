@@ -85,11 +85,12 @@ def users_list(as_json: Annotated[bool, typer.Option("--json")] = False,
     if as_json:
         print_json(rows)
         return
-    typer.echo(f"{'NAME':<24} {'ROLE':<9} {'STATE':<9} LAST SEEN")
+    typer.echo(f"{'NAME':<24} {'ROLE':<9} {'STATE':<9} {'SIGN-IN':<9} LAST SEEN")
     for r in rows:
         seen = f"{r['last_seen_at']:%Y-%m-%d %H:%M}Z" if r["last_seen_at"] else "-"
         typer.echo(f"{r['name']:<24} {r['role']:<9} "
-                   f"{'disabled' if r['disabled_at'] else 'active':<9} {seen}")
+                   f"{'disabled' if r['disabled_at'] else 'active':<9} "
+                   f"{'sso' if r.get('sso') else 'password':<9} {seen}")
 
 
 def audit(target: Annotated[str | None, typer.Option(help="e.g. job:42, portal:irs_ein")] = None,

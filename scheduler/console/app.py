@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,7 @@ class Console:
             settings.login_failures_per_name, settings.login_failures_per_ip,
             timedelta(minutes=settings.login_window_minutes))
         self.sso_label: str | None = None  # set when single sign-on is configured
+        self.on_close: list[Callable[[], Awaitable[None]]] = []  # at shutdown
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         env = self.templates.env
         env.filters["t"] = _fmt_time
@@ -171,6 +172,8 @@ def create_app(dsn: str, settings: ConsoleSettings | None = None,
             yield
         finally:
             await console.hub.stop()
+            for close in console.on_close:
+                await close()
             console.pool.close()
 
     errors = _error_page(console)

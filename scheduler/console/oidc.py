@@ -180,22 +180,37 @@ class Provider:
         self._metadata_at = 0.0
         self._keys: Any = None
         self._keys_at = 0.0
+        # made at first use, then kept (their TLS contexts and connections): a plain client
+        # for discovery and keys, Authlib's for the flow (which would add the last token it
+        # fetched to any other request it made)
+        self._http: Any = None
+        self._oauth: Any = None
 
-    def _client(self, **kwargs: Any) -> Any:
-        from authlib.integrations.httpx_client import AsyncOAuth2Client
+    def _client(self) -> Any:
+        if self._oauth is None:
+            from authlib.integrations.httpx_client import AsyncOAuth2Client
 
-        return AsyncOAuth2Client(self.config.client_id, self.config.client_secret,
-                                 scope=self.config.scopes, redirect_uri=self.config.redirect_url,
-                                 code_challenge_method="S256", timeout=TIMEOUT, **kwargs)
+            self._oauth = AsyncOAuth2Client(
+                self.config.client_id, self.config.client_secret, scope=self.config.scopes,
+                redirect_uri=self.config.redirect_url, code_challenge_method="S256",
+                timeout=TIMEOUT)
+        return self._oauth
+
+    async def close(self) -> None:
+        for client in (self._http, self._oauth):
+            if client is not None:
+                await client.aclose()
+        self._http = self._oauth = None
 
     async def _get_json(self, url: str) -> dict[str, Any]:
         import httpx2
 
+        if self._http is None:
+            self._http = httpx2.AsyncClient(timeout=TIMEOUT)
         try:
-            async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
-                response = await http.get(url)
-                response.raise_for_status()
-                data = response.json()
+            response = await self._http.get(url)
+            response.raise_for_status()
+            data = response.json()
         except (httpx2.HTTPError, ValueError) as exc:
             log.warning("identity provider: %s: %s", url, type(exc).__name__)
             raise SignOnError("the identity provider cannot be reached; try again later, "
@@ -234,10 +249,8 @@ class Provider:
 
     async def authorization_url(self, state: str, nonce: str, verifier: str) -> str:
         meta = await self.metadata()
-        async with self._client() as client:
-            url, _ = client.create_authorization_url(meta["authorization_endpoint"],
-                                                     state=state, nonce=nonce,
-                                                     code_verifier=verifier)
+        url, _ = self._client().create_authorization_url(
+            meta["authorization_endpoint"], state=state, nonce=nonce, code_verifier=verifier)
         return str(url)
 
     async def finish(self, code: str, verifier: str, nonce: str) -> dict[str, Any]:
@@ -250,10 +263,10 @@ class Provider:
         auth = "client_secret_basic" if "client_secret_basic" in methods \
             else "client_secret_post"
         try:
-            async with self._client(token_endpoint_auth_method=auth) as client:
-                token = await client.fetch_token(meta["token_endpoint"], code=code,
-                                                 code_verifier=verifier,
-                                                 grant_type="authorization_code")
+            client = self._client()
+            token = await client.fetch_token(
+                meta["token_endpoint"], code=code, code_verifier=verifier,
+                grant_type="authorization_code", auth=client.client_auth(auth))
         except OAuthError as exc:
             log.warning("identity provider refused the code: %s", exc.error)
             raise SignOnError("the identity provider refused the sign-in code") from None

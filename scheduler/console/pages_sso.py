@@ -56,6 +56,7 @@ def routes(console: Console, config: Config) -> list[Route]:
     from scheduler.console.pages_overview import _safe_next
 
     provider = Provider(config)
+    console.on_close.append(provider.close)
     flows = URLSafeSerializer(derive(console.secret, "sso-flow"), salt="portalq-sso")
     console.sso_label = config.label
 

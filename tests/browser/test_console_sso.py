@@ -22,8 +22,8 @@ from consolekit import ConsoleServer, MovableClock
 from flowkit import free_port
 from joserfc.jwk import RSAKey
 
-from jobs import clock
-from tests.conftest import run_cli
+from jobs import clock, console_users
+from jobs.errors import IllegalTransition
 from tests.oidc_provider import PASSWORD, OidcProvider, ProviderServer
 
 CLIENT_ID = "portalq-console"
@@ -115,6 +115,10 @@ def test_admin_group_signs_in_acts_under_their_name_and_is_refused_once_disabled
         cookies["portalq_session"]["sameSite"] == "Strict"
     assert "portalq_sso" not in cookies  # the flow's cookie is gone once used
 
+    # a sign-on session is a session like any: a write without the CSRF token is refused
+    resp = run(page.context.request.post("/portals/irs_ein/pause", form={
+        "reason": "no token"}, max_redirects=0))
+    assert resp.status == 403
     resp = run(page.context.request.post("/portals/irs_ein/pause", form={
         "csrftoken": csrf(run, page), "reason": "maintenance window"}, max_redirects=0))
     assert resp.status == 303
@@ -127,13 +131,16 @@ def test_admin_group_signs_in_acts_under_their_name_and_is_refused_once_disabled
         ("ada@example.com", "admin", None, sso["provider"].issuer)]
     assert one(dsn, "SELECT actor, source FROM audit_log WHERE action = 'user.add' "
                "AND target = 'user:ada@example.com'") == [("ada@example.com", "sso")]
-    # no password sign-in for a sign-on user, whatever is typed
+    # no password sign-in for a sign-on user, whatever is typed, nor a password to set
     assert run(page.context.request.post("/login", form={
         "csrftoken": csrf(run, page), "name": "ada@example.com", "password": "x" * 12},
         max_redirects=0)).status == 401
+    with psycopg.connect(dsn) as c, pytest.raises(IllegalTransition, match="single sign-on"):
+        console_users.set_password(c, "ada@example.com", "y" * 12)
 
-    out = run_cli("users", "disable", "ada@example.com", env={"PORTALQ_DATABASE_URL": sso["url"]})
-    assert out.returncode == 0, out.stderr
+    # what `portalq users disable` does (in-process: no CLI start-up for the test to wait on)
+    with psycopg.connect(dsn) as c:
+        console_users.disable(c, "ada@example.com")
     run(page.goto("/portals"))
     assert "/login" in page.url  # the session ended with the disable
     run(_again(page, base))
