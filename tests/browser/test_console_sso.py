@@ -52,7 +52,8 @@ def sso(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
                 oidc_redirect_url=provider.redirect_uri, oidc_admins="portalq-admins",
                 oidc_operators="portalq-operators", oidc_viewers="staff",
                 oidc_allowed_domains="example.com", oidc_label="Example SSO") as server:
-            yield {"url": url, "dsn": dsn, "base": server.base, "provider": provider}
+            yield {"url": url, "dsn": dsn, "base": server.base, "provider": provider,
+                   "settings": server.console.settings}
     finally:
         pg_server.drop(name)
 
@@ -262,3 +263,17 @@ def test_bad_id_tokens_states_and_domains_are_refused(sso, caplog):
     resp = client.get(sso["base"] + "/login/sso")
     assert resp.status_code == 429 and "Too many" in resp.text
     client.close()
+
+
+def test_password_sign_in_can_be_turned_off(sso, monkeypatch):
+    with psycopg.connect(sso["dsn"]) as c:
+        console_users.add_user(c, "olga", "admin", "a password long enough")
+    monkeypatch.setattr(sso["settings"], "password_sign_in", False)
+    with httpx2.Client(follow_redirects=False, timeout=10) as client:
+        page = client.get(sso["base"] + "/login")
+        assert 'id="sso"' in page.text and 'name="password"' not in page.text
+        resp = client.post(sso["base"] + "/login", data={
+            "csrftoken": client.cookies["csrftoken"], "name": "olga",
+            "password": "a password long enough"})
+        assert resp.status_code == 403 and "use single sign-on" in resp.text
+        assert "portalq_session" not in client.cookies
