@@ -154,7 +154,8 @@ class OidcProvider:
                 claims.pop(key, None)
             else:
                 claims[key] = value
-        token = jwt.encode({"alg": "RS256", "kid": "k1"}, claims, self.sign_with or self.key)
+        key = self.sign_with or self.key
+        token = jwt.encode({"alg": "RS256", "kid": key.kid}, claims, key)
         if self.tamper:  # a forged payload under the real signature
             head, _, sig = token.split(".")
             claims["groups"] = ["portalq-admins"]

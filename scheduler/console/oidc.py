@@ -4,7 +4,7 @@ The authorization-code flow with PKCE (S256), ``state`` and ``nonce``, through A
 OAuth 2 client; the provider's endpoints from its discovery document, checked to name the
 configured issuer. The ID token is verified with joserfc against the provider's JWKS
 (asymmetric algorithms only: never ``none`` or a shared-secret HMAC; the key set is fetched
-again once when a token names a key it does not hold, so key rotation just works) and its
+again when a token names a key it does not hold, so key rotation just works) and its
 claims with Authlib's ID-token rules: ``iss``, ``aud`` (and ``azp``), ``exp``, ``iat`` and
 ``nonce``, with a small clock skew, "now" from :mod:`jobs.clock`.
 
@@ -42,7 +42,6 @@ ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 CALLBACK = "/login/sso/callback"
 TIMEOUT = 10.0
 METADATA_TTL = 3600.0
-JWKS_MIN_REFRESH = 30.0  # an unknown key id fetches the key set again at most this often
 
 
 class SignOnError(Exception):
@@ -179,7 +178,6 @@ class Provider:
         self._metadata: dict[str, Any] | None = None
         self._metadata_at = 0.0
         self._keys: Any = None
-        self._keys_at = 0.0
         # made at first use, then kept (their TLS contexts and connections): a plain client
         # for discovery and keys, Authlib's for the flow (which would add the last token it
         # fetched to any other request it made)
@@ -237,14 +235,12 @@ class Provider:
     async def key_set(self, refresh: bool = False) -> Any:
         from joserfc.jwk import KeySet
 
-        stale = time.monotonic() - self._keys_at > JWKS_MIN_REFRESH
-        if self._keys is None or (refresh and stale):
+        if self._keys is None or refresh:
             meta = await self.metadata()
             try:
                 self._keys = KeySet.import_key_set(await self._get_json(meta["jwks_uri"]))  # type: ignore[arg-type]
             except (ValueError, KeyError, TypeError):
                 raise SignOnError("the identity provider's key set is not usable") from None
-            self._keys_at = time.monotonic()
         return self._keys
 
     async def authorization_url(self, state: str, nonce: str, verifier: str) -> str:
@@ -283,16 +279,17 @@ class Provider:
                      access_token: Any = None) -> dict[str, Any]:
         from authlib.oidc.core import CodeIDToken
         from joserfc import jwt
-        from joserfc.errors import BadSignatureError, InvalidKeyIdError, JoseError
+        from joserfc.errors import InvalidKeyIdError, JoseError
 
         offered = meta.get("id_token_signing_alg_values_supported") or ["RS256"]
         algorithms = [a for a in offered if a in ASYMMETRIC] or ["RS256"]
         try:
             try:
                 token = jwt.decode(id_token, await self.key_set(), algorithms=algorithms)
-            except (BadSignatureError, InvalidKeyIdError, ValueError):
-                # a key the cached set lacks (rotated at the provider), or a bad signature:
-                # with the provider's current keys once more, then refused
+            except InvalidKeyIdError:
+                # a key the cached set lacks: the provider rotated its keys. The token came
+                # from the provider's own token endpoint, not from the browser, so nobody
+                # else can make the console fetch the set again and again.
                 token = jwt.decode(id_token, await self.key_set(refresh=True),
                                    algorithms=algorithms)
             claims = CodeIDToken(token.claims, token.header, options={

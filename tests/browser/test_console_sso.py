@@ -45,6 +45,7 @@ def sso(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
     provider.add_user("vic", "vic@example.com", ["staff"])
     provider.add_user("nobody", "nobody@example.com", ["sales"])
     provider.add_user("eve", "eve@elsewhere.org", ["portalq-admins"])
+    provider.add_user("rot", "rot@example.com", ["staff"])
     try:
         with ProviderServer(provider), ConsoleServer(
                 dsn, folder, port=port, live_refresh_seconds=30, oidc_issuer=provider.issuer,
@@ -253,6 +254,13 @@ def test_bad_id_tokens_states_and_domains_are_refused(sso, caplog):
     assert all(r.get("code_verifier") for r in provider.token_requests)
     for text in [*seen, caplog.text]:
         assert CLIENT_SECRET not in text
+
+    # the provider rotates its key: the console fetches the new set and signs rot in
+    provider.key = RSAKey.generate_key(2048, parameters={"kid": "k2", "use": "sig"})
+    resp, client = http_sign_on(sso, "rot")
+    assert resp.status_code == 200 and "portalq_session" in client.cookies, resp.text
+    assert client.get(sso["base"] + "/jobs").status_code == 200
+    client.close()
 
     with psycopg.connect(dsn, autocommit=True) as c:
         for _ in range(20):  # the per-address limit (login_failures_per_ip)
