@@ -10,8 +10,8 @@ Basic or form), the code (once, unexpired, for this client and redirect URI) and
 verifier (S256), then signs an RS256 ID token with joserfc.
 
 Test knobs: ``overrides`` (claims to replace in the next ID tokens; None removes one),
-``tamper`` (change the token's payload after signing) and ``sign_with`` (another key under
-the same key id). The provider keeps its own (wall-clock) time: it is another system.
+``tamper`` (change the token's payload after signing), ``sign_with`` (another key under
+the same key id) and ``hs256`` (an HMAC signature with the client secret). The provider keeps its own (wall-clock) time: it is another system.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from joserfc import jwt
-from joserfc.jwk import KeySet, RSAKey
+from joserfc.jwk import KeySet, OctKey, RSAKey
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -56,6 +56,7 @@ class OidcProvider:
         self.overrides: dict[str, Any] = {}
         self.tamper = False
         self.sign_with: RSAKey | None = None
+        self.hs256 = False  # sign with the client secret (HMAC), which the console refuses
         self.token_requests: list[dict[str, str]] = []
         self.app = Starlette(routes=[
             Route("/.well-known/openid-configuration", self.discovery),
@@ -70,7 +71,7 @@ class OidcProvider:
                             "preferred_username": name}
 
     def reset(self) -> None:
-        self.overrides, self.tamper, self.sign_with = {}, False, None
+        self.overrides, self.tamper, self.sign_with, self.hs256 = {}, False, None, False
 
     # -- endpoints --------------------------------------------------------------------------
     async def discovery(self, request: Request) -> Response:
@@ -155,7 +156,10 @@ class OidcProvider:
             else:
                 claims[key] = value
         key = self.sign_with or self.key
-        token = jwt.encode({"alg": "RS256", "kid": key.kid}, claims, key)
+        if self.hs256:
+            token = jwt.encode({"alg": "HS256"}, claims, OctKey.import_key(self.client_secret))
+        else:
+            token = jwt.encode({"alg": "RS256", "kid": key.kid}, claims, key)
         if self.tamper:  # a forged payload under the real signature
             head, _, sig = token.split(".")
             claims["groups"] = ["portalq-admins"]

@@ -211,8 +211,8 @@ class Provider:
             data = response.json()
         except (httpx2.HTTPError, ValueError) as exc:
             log.warning("identity provider: %s: %s", url, type(exc).__name__)
-            raise SignOnError("the identity provider cannot be reached; try again later, "
-                              "or sign in with a password") from None
+            raise SignOnError("the identity provider cannot be reached; try again "
+                              "later") from None
         if not isinstance(data, dict):
             raise SignOnError("the identity provider's answer is not usable")
         return data
@@ -266,7 +266,7 @@ class Provider:
         except OAuthError as exc:
             log.warning("identity provider refused the code: %s", exc.error)
             raise SignOnError("the identity provider refused the sign-in code") from None
-        except httpx2.HTTPError as exc:
+        except (httpx2.HTTPError, ValueError) as exc:  # ValueError: an answer not JSON
             log.warning("identity provider: token endpoint: %s", type(exc).__name__)
             raise SignOnError("the identity provider cannot be reached; try again later") \
                 from None

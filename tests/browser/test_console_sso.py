@@ -3,9 +3,10 @@ in real Chromium, an admin-group user signs in, acts, and the audit log names th
 disabled they are refused although the provider still has them signed in; a viewer-group
 user's write is refused and their role follows the provider's groups at the next sign-in;
 a user with no mapped group is refused and audited. Over plain HTTP against the same
-servers: tampered, expired, wrong-audience, wrong-nonce, wrong-issuer and foreign-key ID
-tokens, a state that is not the browser's and a domain not allowed are all refused, with
-no session, nothing recorded as a user, and the client secret in no page or log."""
+servers: tampered, expired, wrong-audience, wrong-nonce, wrong-issuer, foreign-key and
+HMAC-signed ID tokens, a state that is not the browser's and a domain not allowed are all
+refused, with no session, nothing recorded as a user, and the client secret in no page or
+log; a rotated provider key is fetched; password sign-in can be turned off."""
 
 from __future__ import annotations
 
@@ -239,6 +240,9 @@ def test_bad_id_tokens_states_and_domains_are_refused(sso, caplog):
     provider.sign_with = RSAKey.generate_key(2048, parameters={"kid": "k1"})
     assert "ID token is not valid" in refused()
     provider.reset()
+    provider.hs256 = True
+    assert "ID token is not valid" in refused()
+    provider.reset()
     moving = MovableClock()
     clock.set_clock(moving)
     moving.offset = timedelta(minutes=7)  # past exp (5 min) and the skew (1 min)
@@ -249,7 +253,7 @@ def test_bad_id_tokens_states_and_domains_are_refused(sso, caplog):
     # none of these made a user, and each counts towards the sign-in throttle
     assert one(dsn, "SELECT count(*) FROM console_users") == users_before
     failures = one(dsn, "SELECT count(*) FROM console_login_failures")[0][0]
-    assert failures == len(CASES) + 5
+    assert failures == len(CASES) + 6
     # the verifier and the secret reached the provider, and nothing else shows the secret
     assert all(r.get("code_verifier") for r in provider.token_requests)
     for text in [*seen, caplog.text]:
