@@ -96,6 +96,7 @@ async def _again(page: Any, base: str) -> None:
     this browser signed in, so it does not ask."""
     if await page.locator("form.who").count():
         await page.click("form.who button")
+        await page.wait_for_url("**/login?bye=1")
     await page.goto(base + "/login")
     await page.click("#sso")
     await page.wait_for_load_state()
@@ -147,7 +148,7 @@ def test_admin_group_signs_in_acts_under_their_name_and_is_refused_once_disabled
     run(page.goto("/portals"))
     assert "/login" in page.url  # the session ended with the disable
     run(_again(page, base))
-    assert "/login/sso/callback" in page.url
+    run(page.wait_for_url("**/login/sso/callback?*"))
     assert "user ada@example.com is disabled" in run(page.locator("#login-error").inner_text())
     run(page.goto("/"))
     assert "/login" in page.url  # not signed in
