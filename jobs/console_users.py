@@ -49,7 +49,7 @@ def _dummy_hash() -> str:
     return hasher().hash(secrets.token_urlsafe(16))
 
 
-def _check_name(name: str) -> str:
+def check_name(name: str) -> str:
     name = name.strip()
     if not name or len(name) > 64 or not all(ch.isalnum() or ch in "._@-" for ch in name):
         raise InputError("a user name is 1-64 letters, digits or . _ @ -")
@@ -69,7 +69,7 @@ def _check_password(password: str) -> str:
 
 
 def add_user(conn: Any, name: str, role: str, password: str) -> dict[str, Any]:
-    name, role = _check_name(name), _check_role(role)
+    name, role = check_name(name), _check_role(role)
     digest = hasher().hash(_check_password(password))
     row = sql.fetch_one(conn, "console_user_add", {"name": name, "role": role,
                                                    "password_hash": digest, "now": clock.now()})
@@ -79,6 +79,9 @@ def add_user(conn: Any, name: str, role: str, password: str) -> dict[str, Any]:
 
 
 def set_password(conn: Any, name: str, password: str) -> None:
+    row = sql.fetch_one(conn, "console_user_by_name", {"name": name})
+    if row is not None and row["password_hash"] is None:
+        raise IllegalTransition(f"user {name!r} signs in through single sign-on (no password)")
     digest = hasher().hash(_check_password(password))
     if not sql.fetch(conn, "console_user_set_password",
                      {"name": name, "password_hash": digest, "now": clock.now()}):
@@ -99,12 +102,13 @@ def users(conn: Any) -> list[dict[str, Any]]:
 def authenticate(conn: Any, name: str, password: str) -> User | None:
     """The user if ``password`` is theirs and they are enabled (rehashed if needed)."""
     row = sql.fetch_one(conn, "console_user_by_name", {"name": name.strip()})
-    digest = row["password_hash"] if row else _dummy_hash()
+    # no such user, or one who signs in only through single sign-on: the same work, refused
+    digest = row["password_hash"] if row and row["password_hash"] else _dummy_hash()
     try:
         hasher().verify(digest, password)
     except (VerificationError, InvalidHashError):
         return None
-    if row is None or row["disabled_at"] is not None:
+    if row is None or row["disabled_at"] is not None or not row["password_hash"]:
         return None
     if hasher().check_needs_rehash(digest):
         sql.fetch(conn, "console_user_rehash", {"id": row["id"],
@@ -120,10 +124,12 @@ class Throttle:
     window: timedelta = timedelta(minutes=15)
 
 
-def throttled(conn: Any, name: str, ip: str, limits: Throttle) -> bool:
-    """True if too many sign-ins failed lately for this name or from this address."""
+def throttled(conn: Any, name: str | None, ip: str, limits: Throttle) -> bool:
+    """True if too many sign-ins failed lately for this name or from this address
+    (``name`` None: the address alone)."""
     row = sql.fetch_one(conn, "console_login_failures", {
-        "name": name.strip(), "ip": ip, "since": clock.now() - limits.window})
+        "name": name.strip() if name is not None else None, "ip": ip,
+        "since": clock.now() - limits.window})
     assert row is not None
     return bool(row["by_name"] >= limits.per_name or row["by_ip"] >= limits.per_ip)
 

@@ -237,8 +237,9 @@ console_users = Table(
     Column("id", BigInteger, Identity(), primary_key=True),
     Column("name", Text, nullable=False, unique=True),
     Column("role", Text, nullable=False),
-    # Argon2id (argon2-cffi's encoded form, parameters included)
-    Column("password_hash", Text, nullable=False),
+    # Argon2id (argon2-cffi's encoded form, parameters included); NULL: signs in only
+    # through single sign-on (console_sso_identities, migration 0016)
+    Column("password_hash", Text),
     Column("created_at", TZ, nullable=False),
     Column("password_changed_at", TZ, nullable=False),
     Column("disabled_at", TZ),
@@ -256,6 +257,18 @@ console_sessions = Table(
     Column("last_seen_at", TZ, nullable=False),
     Column("ended_at", TZ),
     Index("console_sessions_user", "user_id"),
+)
+
+# who signs in through the OpenID Connect provider: (issuer, sub) -> one console user
+console_sso_identities = Table(
+    "console_sso_identities", metadata,
+    Column("issuer", Text, primary_key=True),
+    Column("subject", Text, primary_key=True),
+    Column("user_id", BigInteger, ForeignKey("console_users.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("created_at", TZ, nullable=False),
+    Column("last_sign_in_at", TZ, nullable=False),
+    UniqueConstraint("user_id", name="console_sso_identities_user"),
 )
 
 console_login_failures = Table(

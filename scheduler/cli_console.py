@@ -85,11 +85,12 @@ def users_list(as_json: Annotated[bool, typer.Option("--json")] = False,
     if as_json:
         print_json(rows)
         return
-    typer.echo(f"{'NAME':<24} {'ROLE':<9} {'STATE':<9} LAST SEEN")
+    typer.echo(f"{'NAME':<24} {'ROLE':<9} {'STATE':<9} {'SIGN-IN':<9} LAST SEEN")
     for r in rows:
         seen = f"{r['last_seen_at']:%Y-%m-%d %H:%M}Z" if r["last_seen_at"] else "-"
         typer.echo(f"{r['name']:<24} {r['role']:<9} "
-                   f"{'disabled' if r['disabled_at'] else 'active':<9} {seen}")
+                   f"{'disabled' if r['disabled_at'] else 'active':<9} "
+                   f"{'sso' if r.get('sso') else 'password':<9} {seen}")
 
 
 def audit(target: Annotated[str | None, typer.Option(help="e.g. job:42, portal:irs_ein")] = None,
@@ -137,6 +138,14 @@ def console(host: Annotated[str | None, typer.Option(
     except ValidationError as exc:
         first = exc.errors()[0]
         fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
+    from jobs.errors import InputError
+    from scheduler.config import Settings
+    from scheduler.console.oidc import Config
+
+    try:  # single sign-on half configured: one line before anything starts
+        Config.from_settings(settings, Settings())
+    except InputError as exc:
+        fail(str(exc))
     import socket
 
     try:  # a busy port is one line, not a server start-up traceback

@@ -17,8 +17,10 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Coroutine
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -135,16 +137,52 @@ def main() -> None:
         port = s.getsockname()[1]
     app = create_app(dsn, ConsoleSettings(port=port, secret="screenshots-" + "z" * 20),
                      Settings(artifacts_dir=artifacts))
-    srv = server(app, "127.0.0.1", port)
+    serving(server(app, "127.0.0.1", port), shoot(f"http://127.0.0.1:{port}", ids, out))
+    sso_login(dsn, out)
+
+
+def serving(srv: Any, work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` while the console server ``srv`` serves from a thread."""
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     while not srv.started:
         time.sleep(0.05)
     try:
-        asyncio.run(shoot(f"http://127.0.0.1:{port}", ids, out))
+        asyncio.run(work)
     finally:
         srv.should_exit = True
         thread.join(10)
+
+
+def sso_login(dsn: str, out: Path) -> None:
+    """The sign-in page with single sign-on configured (login-sso.png): the page itself
+    needs no provider, so an example issuer does."""
+    from scheduler.config import Settings
+    from scheduler.console.app import create_app, server
+    from scheduler.console.config import ConsoleSettings
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = create_app(dsn, ConsoleSettings(
+        port=port, secret="screenshots-" + "z" * 20,
+        oidc_issuer="https://sso.example.com/realms/corp", oidc_client_id="portalq-console",
+        oidc_client_secret="example", oidc_admins="portalq-admins", oidc_label="Example SSO"),
+        Settings(console_url=f"http://127.0.0.1:{port}"))
+
+    async def shot() -> None:
+        from playwright.async_api import async_playwright
+
+        from portals.flows.browser import launch, load_config
+
+        async with async_playwright() as pw:
+            browser = await launch(pw, load_config())
+            page = await browser.new_page(viewport={"width": 1280, "height": 860})
+            await page.goto(f"http://127.0.0.1:{port}/login")
+            await page.screenshot(path=str(out / "login-sso.png"))
+            await browser.close()
+
+    serving(server(app, "127.0.0.1", port), shot())
 
 
 async def shoot(base: str, ids: dict[str, int], out: Path) -> None:

@@ -800,7 +800,8 @@ SELECT id FROM u;
 
 -- name: console_users
 SELECT id, name, role, created_at, password_changed_at, disabled_at,
-       (SELECT max(last_seen_at) FROM console_sessions s WHERE s.user_id = u.id) AS last_seen_at
+       (SELECT max(last_seen_at) FROM console_sessions s WHERE s.user_id = u.id) AS last_seen_at,
+       EXISTS (SELECT 1 FROM console_sso_identities i WHERE i.user_id = u.id) AS sso
 FROM console_users u ORDER BY name;
 
 -- name: console_session_start
@@ -845,6 +846,34 @@ SELECT (SELECT count(*) FROM console_login_failures
 
 -- name: console_login_failures_prune
 DELETE FROM console_login_failures WHERE at < %(before)s;
+
+-- name: console_sso_identity
+-- The console user an OpenID Connect identity (issuer, sub) is linked to.
+SELECT u.id, u.name, u.role, u.disabled_at
+FROM console_sso_identities i JOIN console_users u ON u.id = i.user_id
+WHERE i.issuer = %(issuer)s AND i.subject = %(subject)s;
+
+-- name: console_sso_user_add
+-- A user for a first sign-on (no password) and its identity; nothing if the name is taken.
+WITH u AS (
+    INSERT INTO console_users (name, role, password_hash, created_at, password_changed_at)
+    VALUES (%(name)s, %(role)s, NULL, %(now)s, %(now)s)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING id, name, role
+), i AS (
+    INSERT INTO console_sso_identities (issuer, subject, user_id, created_at, last_sign_in_at)
+    SELECT %(issuer)s, %(subject)s, id, %(now)s, %(now)s FROM u
+)
+SELECT id, name, role FROM u;
+
+-- name: console_sso_signed_in
+-- A returning identity: its sign-in time, and the role its claims give today.
+WITH i AS (
+    UPDATE console_sso_identities SET last_sign_in_at = %(now)s
+    WHERE issuer = %(issuer)s AND subject = %(subject)s RETURNING user_id
+)
+UPDATE console_users u SET role = %(role)s FROM i WHERE u.id = i.user_id
+RETURNING u.id, u.name, u.role;
 
 -- name: audit_add
 INSERT INTO audit_log (at, actor, role, source, action, target, reason, before, after)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,8 @@ class Console:
         self.throttle = console_users.Throttle(
             settings.login_failures_per_name, settings.login_failures_per_ip,
             timedelta(minutes=settings.login_window_minutes))
+        self.sso_label: str | None = None  # set when single sign-on is configured
+        self.on_close: list[Callable[[], Awaitable[None]]] = []  # at shutdown
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         env = self.templates.env
         env.filters["t"] = _fmt_time
@@ -86,6 +88,8 @@ class Console:
                ) -> Response:
         token = request.scope.get("csrftoken")
         context.setdefault("user", request.state.user)
+        context.setdefault("sso_label", self.sso_label)
+        context.setdefault("password_sign_in", self.settings.password_sign_in)
         context["csrftoken"] = token() if token else ""
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
@@ -152,10 +156,12 @@ def _error_page(console: Console) -> Any:
 def create_app(dsn: str, settings: ConsoleSettings | None = None,
                service: Settings | None = None) -> ASGIApp:
     console = Console(dsn, settings or ConsoleSettings(), service or Settings())
-    from scheduler.console import pages_admin, pages_jobs, pages_overview
+    from scheduler.console import pages_admin, pages_jobs, pages_overview, pages_sso
+    from scheduler.console.oidc import Config
 
+    sso = Config.from_settings(console.settings, console.service)  # InputError: one line
     routes = [*pages_overview.routes(console), *pages_jobs.routes(console),
-              *pages_admin.routes(console),
+              *pages_admin.routes(console), *(pages_sso.routes(console, sso) if sso else []),
               Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
 
     @contextlib.asynccontextmanager
@@ -166,6 +172,8 @@ def create_app(dsn: str, settings: ConsoleSettings | None = None,
             yield
         finally:
             await console.hub.stop()
+            for close in console.on_close:
+                await close()
             console.pool.close()
 
     errors = _error_page(console)

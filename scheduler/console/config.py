@@ -6,13 +6,13 @@ import os
 import secrets
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ConsoleSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PORTALQ_CONSOLE_", env_file=os.environ.get(
-        "PORTALQ_CONFIG"), extra="ignore")
+        "PORTALQ_CONFIG"), extra="ignore", hide_input_in_errors=True)
 
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8780, ge=0, le=65535)
@@ -27,6 +27,29 @@ class ConsoleSettings(BaseSettings):
     login_failures_per_name: int = Field(5, ge=1)
     login_failures_per_ip: int = Field(20, ge=1)
     login_window_minutes: float = Field(15.0, gt=0)
+    password_sign_in: bool = Field(True, description="offer sign-in with a console "
+                                   "password (false: single sign-on only)")
+    # single sign-on with OpenID Connect (scheduler/console/oidc.py); off without an issuer
+    oidc_issuer: str = Field("", description="the provider's issuer URL (discovery at "
+                             "ISSUER/.well-known/openid-configuration)")
+    oidc_client_id: str = ""
+    oidc_client_secret: SecretStr = Field(SecretStr(""), description="the client secret "
+                                          "(or oidc_client_secret_file)")
+    oidc_client_secret_file: Path | None = Field(None, description="a file (mode 0600) "
+                                                 "holding the client secret")
+    oidc_redirect_url: str = Field("", description="the callback registered with the "
+                                   "provider (default: PORTALQ_CONSOLE_URL/login/sso/callback)")
+    oidc_scopes: str = "openid email profile"
+    oidc_role_claim: str = Field("groups", description="the ID-token claim holding groups "
+                                 "or roles (a dotted path for nested claims, e.g. "
+                                 "realm_access.roles)")
+    oidc_admins: str = Field("", description="comma-separated claim values that make an admin")
+    oidc_operators: str = Field("", description="... an operator")
+    oidc_viewers: str = Field("", description="... a viewer")
+    oidc_allowed_domains: str = Field("", description="comma-separated e-mail domains "
+                                      "allowed to sign in (empty: any)")
+    oidc_label: str = Field("single sign-on", description="the sign-in button's name for "
+                            "the provider")
 
 
 def secret_key(settings: ConsoleSettings) -> str:

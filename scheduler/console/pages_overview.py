@@ -138,6 +138,9 @@ def routes(console: Console) -> list[Route]:
 
     async def login(request: Request) -> Response:
         form = await request.form()
+        if not console.settings.password_sign_in:
+            return console.render(request, "login.html", user=None, status=403,
+                                  error="Password sign-in is off here: use single sign-on.")
         name = str(form.get("name") or "")[:64]
         password = str(form.get("password") or "")
         ip = request.client.host if request.client else "?"

@@ -108,3 +108,18 @@ def test_cli_job_actions_are_audited_with_their_reason(db, dsn):
     with psycopg.connect(dsn) as c:   # the SSN is in no audit row
         text = json.dumps(c.execute("SELECT * FROM audit_log").fetchall(), default=str)
     assert "6789" not in text
+
+
+def test_console_with_half_configured_sign_on_stops_with_one_line(db, tmp_path):
+    secret = tmp_path / "oidc-secret"
+    secret.write_text("the-client-secret\n")
+    secret.chmod(0o644)
+    out = run_cli("console", "--port", "0", env={
+        "PORTALQ_CONSOLE_OIDC_ISSUER": "https://sso.example.com/realms/corp",
+        "PORTALQ_CONSOLE_OIDC_CLIENT_ID": "portalq", "PORTALQ_CONSOLE_OIDC_ADMINS": "admins",
+        "PORTALQ_CONSOLE_URL": "https://portalq.example.com",
+        "PORTALQ_CONSOLE_OIDC_CLIENT_SECRET_FILE": str(secret)})
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("portalq: error: the OIDC client secret file") \
+        and "chmod 600" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert "the-client-secret" not in out.stderr + out.stdout

@@ -28,10 +28,11 @@ ROLES = ("viewer", "operator", "admin")
 
 
 class ConsoleServer:
-    def __init__(self, dsn: str, artifacts: Path, **settings: Any) -> None:
+    def __init__(self, dsn: str, artifacts: Path, port: int | None = None,
+                 **settings: Any) -> None:
         from scheduler.console.app import server
 
-        self.port = free_port()
+        self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         config = ConsoleSettings(port=self.port, secret="test-secret-" + "x" * 20,
                                  **settings)
