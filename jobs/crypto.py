@@ -40,10 +40,26 @@ from jobs.errors import PortalqError
 
 NONCE = 12
 _DATA_AAD = b"portalq-sealed-v1"
+#: the stored form of a value bound to its place (format 2): magic + nonce + ciphertext,
+#: sealed with associated data naming the place (:func:`place`); format 1 (no magic, one
+#: fixed associated data) is what older rows hold, and still opens
+V2 = b"PQS2"
 
 
 class KeyError_(PortalqError):
     """A key is missing or does not open a value (wrong key, tampered data)."""
+
+
+class NotItsPlace(KeyError_):
+    """The data key opened but the value did not: it was altered, or sealed for another
+    place (another job's row, another field) and copied here."""
+
+
+def place(job_id: int, job_type: str, field: str) -> bytes:
+    """The associated data binding a sealed value to its job and field: a copy into another
+    job's row (another id) or into another field does not open."""
+    return b"portalq-sealed-v2\x00%d\x00%s\x00%s" % (job_id, job_type.encode(),
+                                                      field.encode())
 
 
 @runtime_checkable
@@ -311,18 +327,25 @@ class _DataKey:
 _data_keys = threading.local()
 
 
-def seal(plaintext: bytes, p: KeyProvider | None = None) -> Sealed:
+def seal(plaintext: bytes, p: KeyProvider | None = None, *, aad: bytes | None = None,
+         ) -> Sealed:
     """``plaintext`` encrypted (AES-256-GCM) with a data key that is stored wrapped by the
     current KEK next to it. Data keys are shared by the values sealed by one thread within
     a second (at most 1000): erasing a value deletes its ciphertext and its copy of the
-    wrapped key; the others' copies open only with the KEK, as any copy would."""
+    wrapped key; the others' copies open only with the KEK, as any copy would.
+
+    With ``aad`` (:func:`place`) the value is bound to its place (format 2): it opens only
+    with the same ``aad``. Nonces are random (96 bits) per value."""
     p = p or provider()
     key: _DataKey | None = getattr(_data_keys, "key", None)
     if key is None or not key.fresh(p):
         key = _data_keys.key = _DataKey(p)
     key.uses += 1
     nonce = os.urandom(NONCE)
-    return Sealed(key.key_id, key.wrapped, nonce + key.aead.encrypt(nonce, plaintext, _DATA_AAD))
+    if aad is None:
+        return Sealed(key.key_id, key.wrapped,
+                      nonce + key.aead.encrypt(nonce, plaintext, _DATA_AAD))
+    return Sealed(key.key_id, key.wrapped, V2 + nonce + key.aead.encrypt(nonce, plaintext, aad))
 
 
 #: recently opened data keys (values sealed in one burst share one): (provider, KEK id,
@@ -332,7 +355,10 @@ _OPENED_MAX = 256
 
 
 def open_sealed(key_id: str, wrapped_dek: bytes, data: bytes,
-                p: KeyProvider | None = None) -> bytes:
+                p: KeyProvider | None = None, *, aad: bytes | None = None) -> bytes:
+    """The plaintext of a sealed value. A format-2 value opens only with the ``aad`` it was
+    sealed with (:class:`NotItsPlace` otherwise, also when ``aad`` is None); a format-1
+    value (older rows) opens without."""
     p = p or provider()
     wrapped_dek = bytes(wrapped_dek)
     cache_key = (p, key_id, wrapped_dek)
@@ -343,10 +369,16 @@ def open_sealed(key_id: str, wrapped_dek: bytes, data: bytes,
         if len(_opened) > _OPENED_MAX:
             _opened.popitem(last=False)
     data = bytes(data)
+    if data[:4] == V2:
+        try:
+            return aead.decrypt(data[4:4 + NONCE], data[4 + NONCE:], aad or b"")
+        except InvalidTag:
+            pass   # not its place -- or, once in 2**32, an older value starting so
     try:
         return aead.decrypt(data[:NONCE], data[NONCE:], _DATA_AAD)
     except InvalidTag:
-        raise KeyError_("sealed data does not open (tampered?)") from None
+        raise NotItsPlace("sealed data does not open here (altered, or copied from "
+                          "another job or field)") from None
 
 
 def rewrap(key_id: str, wrapped_dek: bytes, p: KeyProvider | None = None) -> tuple[str, bytes]:
@@ -366,9 +398,11 @@ def keyed_hash(text: str, p: KeyProvider | None = None) -> str:
 _DOC_MAGIC = b"PQE1"
 
 
-def seal_blob(plaintext: bytes, p: KeyProvider | None = None) -> tuple[str, bytes]:
-    """(key id, blob) where blob = magic | len(wrapped) | wrapped DEK | nonce+ciphertext."""
-    s = seal(plaintext, p)
+def seal_blob(plaintext: bytes, p: KeyProvider | None = None, *, aad: bytes | None = None,
+              ) -> tuple[str, bytes]:
+    """(key id, blob) where blob = magic | len(wrapped) | wrapped DEK | sealed data
+    (with ``aad``: bound to its place, see :func:`seal`)."""
+    s = seal(plaintext, p, aad=aad)
     return s.key_id, (_DOC_MAGIC + len(s.wrapped_dek).to_bytes(2, "big") + s.wrapped_dek
                       + s.data)
 
@@ -383,9 +417,10 @@ def split_blob(blob: bytes) -> tuple[bytes, bytes]:
     return blob[6:6 + n], blob[6 + n:]
 
 
-def open_blob(key_id: str, blob: bytes, p: KeyProvider | None = None) -> bytes:
+def open_blob(key_id: str, blob: bytes, p: KeyProvider | None = None, *,
+              aad: bytes | None = None) -> bytes:
     wrapped, data = split_blob(blob)
-    return open_sealed(key_id, wrapped, data, p)
+    return open_sealed(key_id, wrapped, data, p, aad=aad)
 
 
 def rewrap_blob(key_id: str, blob: bytes, p: KeyProvider | None = None) -> tuple[str, bytes]:

@@ -18,7 +18,17 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from jobs import clock, crypto, limits, portals_repo, secrets_at_rest, sql, submission, types
+from jobs import (
+    clock,
+    crypto,
+    id_blocks,
+    limits,
+    portals_repo,
+    secrets_at_rest,
+    sql,
+    submission,
+    types,
+)
 from jobs.errors import BatchInputError, IllegalTransition, InputError, JobNotFound
 from jobs.kinds import EventKind
 
@@ -112,8 +122,8 @@ def _validate(job: NewJob, known_portals: set[str] | None) -> dict[str, Any]:
     return {
         "job_type": jt.name, "order_id": order_id, "portal": portal,
         # the stored JSON text of types.normalised(model), secret fields sealed apart
-        **({"payload": payload_json, "secret_key_id": None, "secret_dek": None,
-            "secret_data": None} if not jt.secret_fields
+        **({"payload": payload_json, "secrets": None, "secret_key_id": None,
+            "secret_dek": None, "secret_data": None} if not jt.secret_fields
            else secrets_at_rest.stored(jt, model)),
         "priority": priority, "run_at": run_at, "max_attempts": max_attempts,
         "idempotency_key": key,
@@ -199,6 +209,7 @@ def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
             _check_existing_keys(sql.fetch(c, "ids_by_idempotency_key", {"keys": keys}), rows)
         if len(rows) >= COPY_MIN and all(r["idempotency_key"] is None for r in rows):
             return _enqueue_copy(c, rows, now)
+        _seal(c, rows)
         if len(rows) == 1:
             return [_enqueue_one(c, {**rows[0], "run_at": rows[0]["run_at"] or now, "now": now})]
         params: dict[str, Any] = {k: [r[k] for r in rows] for k in rows[0]}
@@ -269,6 +280,25 @@ def _enqueue_one(c: psycopg.Connection[Any], params: dict[str, Any], *,
     raise IllegalTransition("the job with this idempotency key changed concurrently; retry")
 
 
+def _seal(c: psycopg.Connection[Any], rows: list[dict[str, Any]],
+          ids: Sequence[int] | None = None) -> None:
+    """Seal each row's secrets bound to its job id (``ids``, or ids taken now from the
+    sequence for the rows that have secrets: jobs/id_blocks.py); ``id`` None for the
+    others (the column's default)."""
+    if ids is None:
+        need = [r for r in rows if r["secrets"]]
+        taken = iter(id_blocks.take(c, len(need)) if need else ())
+        for r in rows:
+            r["id"] = next(taken) if r["secrets"] else None
+    else:
+        for r, i in zip(rows, ids, strict=True):
+            r["id"] = i
+    for r in rows:
+        secrets = r.pop("secrets")
+        if secrets:
+            r.update(secrets_at_rest.seal_secrets(r["id"], r["job_type"], secrets))
+
+
 def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: datetime,
                   ) -> list[Enqueued]:
     seen = _seen_portals(c)
@@ -279,6 +309,7 @@ def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: d
             raise InputError(f"unknown portal {sorted(wanted - known)[0]!r}")
         seen.update(known)
     ids = sql.fetch_value(c, "next_job_ids", {"n": len(rows)})
+    _seal(c, rows, ids)
     sql.copy_in(c, "enqueue_copy", _COPY_TYPES, (
         (i, r["job_type"], r["order_id"], r["portal"], r["payload"], "pending", r["priority"],
          r["run_at"] or now, r["max_attempts"], r["rate_key"], now, now, r["secret_key_id"],

@@ -79,7 +79,9 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
     typer.echo(f"re-wrapped {report.jobs} job(s), {report.documents} document(s) and "
                f"{report.checkpoints} checkpoint(s) under "
                f"{report.current}" + (f"; sealed {report.legacy_sealed} older job(s)"
-                                      if report.legacy_sealed else ""))
+                                      if report.legacy_sealed else "")
+               + (f"; bound {report.bound} older sealed job(s) to their job"
+                  if report.bound else ""))
     if report.left:
         fail(f"still under older keys: {report.left} (rows busy); run rotate again", 3)
     others = [k for k in p.key_ids() if k != report.current]
