@@ -48,19 +48,34 @@ def _import(name: str, label: str) -> None:
                          f"{str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")) from None
 
 
+#: what :func:`load` has done: the entry points scanned, and the specs imported. The fast
+#: path reads these without the lock (every job type lookup calls load(); scanning the
+#: installed distributions' metadata costs milliseconds, more than an enqueue)
+_entry_points_done = False
+_specs_done: set[str] = set()
+
+
 def load(spec: str | None = None) -> None:
     """Import the entry-point plugins and those in ``spec`` (default ``PORTALQ_PLUGINS``).
-    Idempotent; safe to call from every entry point."""
-    global _loading
+    Idempotent, and cheap after the first call; safe to call from every entry point."""
+    global _loading, _entry_points_done
+    if spec is None:
+        spec = os.environ.get("PORTALQ_PLUGINS") or ""
+    if _entry_points_done and spec in _specs_done:
+        return
     with _lock:
         if _loading:
             return
         _loading = True
         try:
-            eps = sorted(entry_points(group=GROUP), key=lambda e: (e.name != "builtin", e.name))
-            for ep in eps:
-                _import(ep.value.split(":")[0], f"{ep.name} ({ep.value})")
-            for name in named(os.environ.get("PORTALQ_PLUGINS") if spec is None else spec):
+            if not _entry_points_done:
+                eps = sorted(entry_points(group=GROUP),
+                             key=lambda e: (e.name != "builtin", e.name))
+                for ep in eps:
+                    _import(ep.value.split(":")[0], f"{ep.name} ({ep.value})")
+                _entry_points_done = True
+            for name in named(spec):
                 _import(name, name)
+            _specs_done.add(spec)
         finally:
             _loading = False
