@@ -12,9 +12,14 @@ Key providers (:class:`KeyProvider`):
   created with mode 0600 on first use; holds the KEKs (one current) and the HMAC key.
 * :class:`EnvKeys`: ``PORTALQ_KEK="id:base64key[,id:base64key...]"`` (the first is current)
   and ``PORTALQ_HMAC_KEY=base64key``; nothing is written to disk.
-* a KMS or Vault: any object with the :class:`KeyProvider` methods, installed with
-  :func:`set_provider` (e.g. from a ``PORTALQ_PLUGINS`` module) -- ``wrap``/``unwrap`` then
-  call the KMS's Encrypt/Decrypt (or Vault transit), the KEK never leaves it.
+* :class:`jobs.vault_transit.VaultTransit`: ``PORTALQ_KEY_PROVIDER=vault-transit`` -- data
+  keys wrapped by a HashiCorp Vault (or OpenBao) Transit key; the KEK never leaves Vault.
+* another KMS: any object with the :class:`KeyProvider` methods (and, for ``portalq keys
+  rotate``/``retire``, ``add_current()``/``remove(key_id)``), installed with
+  :func:`set_provider` (e.g. from a ``PORTALQ_PLUGINS`` module).
+
+``PORTALQ_KEY_PROVIDER`` (``file``, ``env``, ``vault-transit``) chooses; unset, it is
+``env`` when ``PORTALQ_KEK`` is set, else ``file``.
 """
 
 from __future__ import annotations
@@ -278,8 +283,22 @@ def provider() -> KeyProvider:
     return _provider
 
 
+#: PORTALQ_KEY_PROVIDER values; empty: PORTALQ_KEK if set, else the key file
+PROVIDERS = ("file", "env", "vault-transit")
+
+
 def _from_env() -> KeyProvider:
-    if os.environ.get("PORTALQ_KEK"):
+    kind = os.environ.get("PORTALQ_KEY_PROVIDER", "").strip().lower()
+    if kind and kind not in PROVIDERS:
+        raise KeyError_(f"PORTALQ_KEY_PROVIDER must be one of {', '.join(PROVIDERS)}, "
+                        f"not {kind[:40]!r}")
+    if kind == "vault-transit":
+        from jobs.vault_transit import VaultTransit
+
+        return VaultTransit.from_env()
+    if kind == "env" and not os.environ.get("PORTALQ_KEK"):
+        raise KeyError_("PORTALQ_KEY_PROVIDER=env needs PORTALQ_KEK")
+    if kind != "file" and os.environ.get("PORTALQ_KEK"):
         return EnvKeys(os.environ["PORTALQ_KEK"], os.environ.get("PORTALQ_HMAC_KEY"))
     path = os.environ.get("PORTALQ_KEY_FILE")
     if path:

@@ -151,6 +151,11 @@ def retire(connect: Callable[[], Any], key_id: str, p: crypto.KeyProvider | None
     if report.left and report.left.get(key_id):
         raise IllegalTransition(f"{report.left[key_id]} stored value(s) still use key "
                                 f"{key_id}; run `portalq keys rotate` again")
-    if isinstance(p, crypto.FileKeyring):
-        p.remove(key_id)
+    remove = getattr(p, "remove", None)
+    if report.left and remove is not None and not isinstance(p, crypto.FileKeyring):
+        # a KMS's key versions retire from the oldest up (Vault: min_decryption_version)
+        raise IllegalTransition(f"stored values still use {', '.join(sorted(report.left))}; "
+                                f"run `portalq keys rotate` again")
+    if remove is not None:
+        remove(key_id)
     return report
