@@ -33,9 +33,8 @@ import secrets as _random
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -315,11 +314,10 @@ def set_provider(p: KeyProvider | None) -> None:
 
 
 # -- sealing ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Sealed:
+class Sealed(NamedTuple):
     key_id: str
     wrapped_dek: bytes
-    data: bytes   # nonce + AES-GCM ciphertext and tag
+    data: bytes   # [V2 magic +] nonce + AES-GCM ciphertext and tag
 
 
 class _DataKey:
@@ -336,6 +334,14 @@ class _DataKey:
         self.aead = AESGCM(dek)
         self.uses = 0
         self.born = time.monotonic()
+        # nonces: a random 4-byte field and a counter of the key's uses (NIST SP 800-38D
+        # 8.2.1, the deterministic construction): unique for this fresh random key, which
+        # one thread uses at most MAX_USES times -- no system call per value
+        self._fixed = int.from_bytes(os.urandom(4), "big") << 64
+
+    def nonce(self) -> bytes:
+        self.uses += 1
+        return (self._fixed | self.uses).to_bytes(NONCE, "big")
 
     def fresh(self, p: KeyProvider) -> bool:
         return (self.provider is p and self.uses < self.MAX_USES
@@ -354,17 +360,17 @@ def seal(plaintext: bytes, p: KeyProvider | None = None, *, aad: bytes | None = 
     wrapped key; the others' copies open only with the KEK, as any copy would.
 
     With ``aad`` (:func:`place`) the value is bound to its place (format 2): it opens only
-    with the same ``aad``. Nonces are random (96 bits) per value."""
+    with the same ``aad``. Nonces never repeat under one data key (see :class:`_DataKey`)."""
     p = p or provider()
     key: _DataKey | None = getattr(_data_keys, "key", None)
     if key is None or not key.fresh(p):
         key = _data_keys.key = _DataKey(p)
-    key.uses += 1
-    nonce = os.urandom(NONCE)
+    nonce = key.nonce()
     if aad is None:
         return Sealed(key.key_id, key.wrapped,
                       nonce + key.aead.encrypt(nonce, plaintext, _DATA_AAD))
-    return Sealed(key.key_id, key.wrapped, V2 + nonce + key.aead.encrypt(nonce, plaintext, aad))
+    return Sealed(key.key_id, key.wrapped,
+                  b"".join((V2, nonce, key.aead.encrypt(nonce, plaintext, aad))))
 
 
 #: recently opened data keys (values sealed in one burst share one): (provider, KEK id,

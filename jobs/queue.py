@@ -116,18 +116,23 @@ def _validate(job: NewJob, known_portals: set[str] | None) -> dict[str, Any]:
     portal = jt.choose_portal(model, requested)
     if known_portals is not None and portal not in known_portals:
         raise InputError(f"unknown portal {portal!r}")
-    # the stored JSON text of types.normalised(model), serialised by pydantic
-    payload_json = model.model_dump_json(exclude_none=True)
-    limits.check_payload_size(payload_json)
+    if jt.secret_fields:
+        # one dump: the rate key reads it whole, then the secrets are taken out of it (the
+        # size checked is that of both stored parts); sealed once the job's id is known
+        normal = types.normalised(model)
+        rate_key = rate_key_for(jt, normal) if jt.rate_limit else None
+        stored = secrets_at_rest.stored_dict(jt, normal)
+    else:
+        # the stored JSON text of types.normalised(model), serialised by pydantic
+        stored = {"payload": model.model_dump_json(exclude_none=True), "secrets": None,
+                  "secret_key_id": None, "secret_dek": None, "secret_data": None}
+        rate_key = rate_key_for(jt, types.normalised(model)) if jt.rate_limit else None
+    limits.check_payload_size(stored["payload"] if stored["secrets"] is None
+                              else stored["payload"] + stored["secrets"].decode())
     return {
-        "job_type": jt.name, "order_id": order_id, "portal": portal,
-        # the stored JSON text of types.normalised(model), secret fields sealed apart
-        **({"payload": payload_json, "secrets": None, "secret_key_id": None,
-            "secret_dek": None, "secret_data": None} if not jt.secret_fields
-           else secrets_at_rest.stored(jt, model)),
+        "job_type": jt.name, "order_id": order_id, "portal": portal, **stored,
         "priority": priority, "run_at": run_at, "max_attempts": max_attempts,
-        "idempotency_key": key,
-        "rate_key": rate_key_for(jt, types.normalised(model)) if jt.rate_limit else None,
+        "idempotency_key": key, "rate_key": rate_key,
     }
 
 

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from pydantic_core import to_json
+from pydantic_core import from_json, to_json
 
 from jobs import crypto, types
 from jobs.errors import BusinessError, InputError
@@ -107,11 +107,11 @@ class SecretsNotTheirs(BusinessError):
     job's row (a database writer). Failed at once, never run with someone else's data."""
 
 
-def seal_secrets(job_id: int, job_type: str, taken: Mapping[str, Any],
+def seal_secrets(job_id: int, job_type: str, taken: Mapping[str, Any] | bytes,
                  provider: crypto.KeyProvider | None = None) -> dict[str, Any]:
-    """The secret columns of job ``job_id``: ``taken`` ({path: value}) sealed, bound to
-    the job's id, type and field (format 2)."""
-    sealed = crypto.seal(to_json(taken), provider,
+    """The secret columns of job ``job_id``: ``taken`` ({path: value}, or its JSON) sealed,
+    bound to the job's id, type and field (format 2)."""
+    sealed = crypto.seal(taken if isinstance(taken, bytes) else to_json(taken), provider,
                          aad=crypto.place(job_id, job_type, SECRETS_FIELD))
     return {"secret_key_id": sealed.key_id, "secret_dek": sealed.wrapped_dek,
             "secret_data": sealed.data}
@@ -158,7 +158,7 @@ def reveal(job: Mapping[str, Any], provider: crypto.KeyProvider | None = None, *
                                 f"retry it with --payload-patch giving the value again")
         return payload
     try:
-        taken = json.loads(crypto.open_sealed(
+        taken = from_json(crypto.open_sealed(
             job["secret_key_id"], job["secret_dek"], job["secret_data"], provider,
             aad=crypto.place(job["id"], job["job_type"], SECRETS_FIELD)))
     except crypto.NotItsPlace:
@@ -197,16 +197,23 @@ def for_display(job: Mapping[str, Any], payload: Any) -> Any:
     return payload
 
 
+def stored_dict(jt: types.JobType, normal: dict[str, Any]) -> dict[str, Any]:
+    """The stored columns of a normalised payload (taken apart in place), but for the
+    seal: the payload as JSON text (secret fields replaced by markers) and under
+    ``"secrets"`` the JSON of the values to seal (``{path: value}``, or None) -- sealed by
+    :func:`seal_secrets` once the job's id is known."""
+    taken = _take(normal, jt.secret_fields)
+    return {"payload": to_json(normal).decode(), "secrets": to_json(taken) if taken else None,
+            **_NO_SECRETS}
+
+
 def stored(jt: types.JobType, model: Any) -> dict[str, Any]:
-    """The stored columns of a validated payload model (enqueue), but for the seal: the
-    payload as JSON text (secret fields replaced by markers) and under ``"secrets"`` the
-    values to seal ({path: value}, or None) -- sealed by :func:`seal_secrets` once the
-    job's id is known."""
+    """:func:`stored_dict` of a validated payload model (JSON text serialised by pydantic
+    for types without secret fields)."""
     if not jt.secret_fields:
         return {"payload": model.model_dump_json(exclude_none=True), "secrets": None,
                 **_NO_SECRETS}
-    public, taken = split(jt.name, types.normalised(model), copy=False)   # a fresh dict
-    return {"payload": to_json(public).decode(), "secrets": taken or None, **_NO_SECRETS}
+    return stored_dict(jt, types.normalised(model))   # a fresh dict
 
 
 def for_retry(job: Mapping[str, Any], patch: Mapping[str, Any] | None,
