@@ -298,10 +298,16 @@ def _seal(c: psycopg.Connection[Any], rows: list[dict[str, Any]],
     else:
         for r, i in zip(rows, ids, strict=True):
             r["id"] = i
+    secret_rows = []
     for r in rows:
         secrets = r.pop("secrets")
-        if secrets:
-            r.update(secrets_at_rest.seal_secrets(r["id"], r["job_type"], secrets))
+        if secrets is not None:
+            secret_rows.append((r, secrets))
+    if secret_rows:
+        sealed = secrets_at_rest.seal_many([(r["id"], r["job_type"], secrets)
+                                            for r, secrets in secret_rows])
+        for (r, _), columns in zip(secret_rows, sealed, strict=True):
+            r.update(columns)
 
 
 def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: datetime,

@@ -117,6 +117,15 @@ def seal_secrets(job_id: int, job_type: str, taken: Mapping[str, Any] | bytes,
             "secret_data": sealed.data}
 
 
+def seal_many(items: list[tuple[int, str, bytes]],
+              provider: crypto.KeyProvider | None = None) -> list[dict[str, Any]]:
+    """:func:`seal_secrets` of each ``(job id, job type, secrets JSON)`` of a batch."""
+    sealed = crypto.seal_many([(plain, crypto.place(job_id, job_type, SECRETS_FIELD))
+                               for job_id, job_type, plain in items], provider)
+    return [{"secret_key_id": s.key_id, "secret_dek": s.wrapped_dek, "secret_data": s.data}
+            for s in sealed]
+
+
 _NO_SECRETS = {"secret_key_id": None, "secret_dek": None, "secret_data": None}
 
 

@@ -136,3 +136,15 @@ def test_older_unbound_values_still_open_and_rotate_binds_them(conn, db, dsn):
     assert bytes(row["secret_data"][:4]) == crypto.V2
     assert secrets_at_rest.reveal(row)["ssn"] == ledger.secret_ssn(5)
     assert keys.rewrap_all(queue.connect).bound == 0
+
+
+def test_nonces_never_repeat_under_a_data_key(tmp_path):
+    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    items = [(f"v{i}".encode(), crypto.place(i, "t", "secrets")) for i in range(1500)]
+    sealed = crypto.seal_many(items, ring) + [crypto.seal(b"x", ring, aad=b"a")
+                                             for _ in range(600)]
+    pairs = {(bytes(s.wrapped_dek), bytes(s.data[4:4 + crypto.NONCE])) for s in sealed}
+    assert len(pairs) == len(sealed)   # (data key, nonce) unique
+    assert len({bytes(s.wrapped_dek) for s in sealed}) >= 3   # at most 1000 uses per key
+    for (plain, aad), s in zip(items, sealed, strict=False):
+        assert crypto.open_sealed(s.key_id, s.wrapped_dek, s.data, ring, aad=aad) == plain
