@@ -2,9 +2,9 @@
 (jobs/secrets_at_rest.py): taken from job_queue's sequence in blocks, per connection.
 
 A block is fetched when a connection has none left (one ``nextval`` round trip for the
-whole block); its size doubles while a connection keeps using up its blocks within
-:data:`MAX_AGE` (1, 2, 4 ... :data:`MAX_BLOCK`), so a burst of single enqueues pays about
-one extra round trip per 64 jobs and a lone enqueue wastes no id. Ids left in a block
+whole block); its size grows fourfold while a connection keeps using up its blocks within
+:data:`MAX_AGE` (1, 4, 16, 64, :data:`MAX_BLOCK`), so a burst of single enqueues pays about
+one extra round trip per 256 jobs and a lone enqueue wastes no id. Ids left in a block
 older than :data:`MAX_AGE` are dropped (a gap in the ids, as a rolled-back insert leaves):
 a job's id is then never more than a second older than its enqueue, and the claim order
 (``run_at, id``) stays what it was. Sequences are not transactional, so an id taken inside
@@ -20,7 +20,7 @@ from typing import Any
 
 from jobs import sql
 
-MAX_BLOCK = 64
+MAX_BLOCK = 256
 MAX_AGE = 1.0
 #: a block's age is measured on this clock (a duration, not an instant: tests move it)
 monotonic = time.monotonic
@@ -46,7 +46,7 @@ def take(conn: Any, n: int) -> list[int]:
         block.ids, block.size = [], 1
     if len(block.ids) < n:
         if block.born and now - block.born <= MAX_AGE:
-            block.size = min(block.size * 2, MAX_BLOCK)   # used up quickly: a burst
+            block.size = min(block.size * 4, MAX_BLOCK)   # used up quickly: a burst
         else:
             block.size = 1
         fresh = sql.fetch_value(conn, "next_job_ids", {"n": max(n - len(block.ids),

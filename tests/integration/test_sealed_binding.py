@@ -115,12 +115,12 @@ def test_id_blocks_grow_in_a_burst_and_lapse_when_idle(conn, db, monkeypatch):
         return conn.execute("SELECT last_value FROM job_queue_id_seq").fetchone()[0]
 
     with psycopg.connect(conn.info.dsn, autocommit=True) as c:
-        ids = [id_blocks.take(c, 1)[0] for _ in range(20)]
-        assert ids == list(range(ids[0], ids[0] + 20))
-        assert reserved() == ids[0] + 30   # blocks of 1, 2, 4, 8, 16: five round trips
+        ids = [id_blocks.take(c, 1)[0] for _ in range(30)]
+        assert ids == list(range(ids[0], ids[0] + 30))
+        assert reserved() == ids[0] + 84   # blocks of 1, 4, 16, 64: four round trips
         now[0] += 2   # idle: the rest of the block is dropped, the next one is small again
-        assert id_blocks.take(c, 1)[0] == ids[0] + 31 == reserved()
-        assert id_blocks.take(c, 3) == [ids[0] + 32, ids[0] + 33, ids[0] + 34]
+        assert id_blocks.take(c, 1)[0] == ids[0] + 85 == reserved()
+        assert id_blocks.take(c, 3) == [ids[0] + 86, ids[0] + 87, ids[0] + 88]
 
 
 def test_older_unbound_values_still_open_and_rotate_binds_them(conn, db, dsn):
