@@ -352,6 +352,16 @@ class _DataKey:
 _data_keys = threading.local()
 
 
+def _forget_data_keys() -> None:
+    """In a forked child: the parent's data keys and nonce counters are not ours to go on
+    with (the same key and counter in two processes would repeat a nonce)."""
+    global _data_keys
+    _data_keys = threading.local()
+
+
+os.register_at_fork(after_in_child=_forget_data_keys)
+
+
 def seal(plaintext: bytes, p: KeyProvider | None = None, *, aad: bytes | None = None,
          ) -> Sealed:
     """``plaintext`` encrypted (AES-256-GCM) with a data key that is stored wrapped by the

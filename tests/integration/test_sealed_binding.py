@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 
 import psycopg
 import pytest
@@ -148,3 +149,21 @@ def test_nonces_never_repeat_under_a_data_key(tmp_path):
     assert len({bytes(s.wrapped_dek) for s in sealed}) >= 3   # at most 1000 uses per key
     for (plain, aad), s in zip(items, sealed, strict=False):
         assert crypto.open_sealed(s.key_id, s.wrapped_dek, s.data, ring, aad=aad) == plain
+
+
+def test_a_forked_child_never_goes_on_with_the_parents_data_key(tmp_path):
+    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    crypto.seal(b"before the fork", ring, aad=b"a")   # this thread's data key exists
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child seals one value and reports its (data key, nonce)
+        s = crypto.seal(b"child", ring, aad=b"a")
+        os.write(write, bytes(s.wrapped_dek) + b"|" + bytes(s.data[4:4 + crypto.NONCE]))
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 4096)
+    os.close(read)
+    s = crypto.seal(b"parent", ring, aad=b"a")
+    ours = bytes(s.wrapped_dek) + b"|" + bytes(s.data[4:4 + crypto.NONCE])
+    assert child.split(b"|")[0] != ours.split(b"|")[0]   # a data key of its own
