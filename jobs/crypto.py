@@ -12,9 +12,14 @@ Key providers (:class:`KeyProvider`):
   created with mode 0600 on first use; holds the KEKs (one current) and the HMAC key.
 * :class:`EnvKeys`: ``PORTALQ_KEK="id:base64key[,id:base64key...]"`` (the first is current)
   and ``PORTALQ_HMAC_KEY=base64key``; nothing is written to disk.
-* a KMS or Vault: any object with the :class:`KeyProvider` methods, installed with
-  :func:`set_provider` (e.g. from a ``PORTALQ_PLUGINS`` module) -- ``wrap``/``unwrap`` then
-  call the KMS's Encrypt/Decrypt (or Vault transit), the KEK never leaves it.
+* :class:`jobs.vault_transit.VaultTransit`: ``PORTALQ_KEY_PROVIDER=vault-transit`` -- data
+  keys wrapped by a HashiCorp Vault (or OpenBao) Transit key; the KEK never leaves Vault.
+* another KMS: any object with the :class:`KeyProvider` methods (and, for ``portalq keys
+  rotate``/``retire``, ``add_current()``/``remove(key_id)``), installed with
+  :func:`set_provider` (e.g. from a ``PORTALQ_PLUGINS`` module).
+
+``PORTALQ_KEY_PROVIDER`` (``file``, ``env``, ``vault-transit``) chooses; unset, it is
+``env`` when ``PORTALQ_KEK`` is set, else ``file``.
 """
 
 from __future__ import annotations
@@ -28,9 +33,8 @@ import secrets as _random
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -40,10 +44,26 @@ from jobs.errors import PortalqError
 
 NONCE = 12
 _DATA_AAD = b"portalq-sealed-v1"
+#: the stored form of a value bound to its place (format 2): magic + nonce + ciphertext,
+#: sealed with associated data naming the place (:func:`place`); format 1 (no magic, one
+#: fixed associated data) is what older rows hold, and still opens
+V2 = b"PQS2"
 
 
 class KeyError_(PortalqError):
     """A key is missing or does not open a value (wrong key, tampered data)."""
+
+
+class NotItsPlace(KeyError_):
+    """The data key opened but the value did not: it was altered, or sealed for another
+    place (another job's row, another field) and copied here."""
+
+
+def place(job_id: int, job_type: str, field: str) -> bytes:
+    """The associated data binding a sealed value to its job and field: a copy into another
+    job's row (another id) or into another field does not open."""
+    return b"portalq-sealed-v2\x00%d\x00%s\x00%s" % (job_id, job_type.encode(),
+                                                      field.encode())
 
 
 @runtime_checkable
@@ -262,8 +282,22 @@ def provider() -> KeyProvider:
     return _provider
 
 
+#: PORTALQ_KEY_PROVIDER values; empty: PORTALQ_KEK if set, else the key file
+PROVIDERS = ("file", "env", "vault-transit")
+
+
 def _from_env() -> KeyProvider:
-    if os.environ.get("PORTALQ_KEK"):
+    kind = os.environ.get("PORTALQ_KEY_PROVIDER", "").strip().lower()
+    if kind and kind not in PROVIDERS:
+        raise KeyError_(f"PORTALQ_KEY_PROVIDER must be one of {', '.join(PROVIDERS)}, "
+                        f"not {kind[:40]!r}")
+    if kind == "vault-transit":
+        from jobs.vault_transit import VaultTransit
+
+        return VaultTransit.from_env()
+    if kind == "env" and not os.environ.get("PORTALQ_KEK"):
+        raise KeyError_("PORTALQ_KEY_PROVIDER=env needs PORTALQ_KEK")
+    if kind != "file" and os.environ.get("PORTALQ_KEK"):
         return EnvKeys(os.environ["PORTALQ_KEK"], os.environ.get("PORTALQ_HMAC_KEY"))
     path = os.environ.get("PORTALQ_KEY_FILE")
     if path:
@@ -280,11 +314,10 @@ def set_provider(p: KeyProvider | None) -> None:
 
 
 # -- sealing ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Sealed:
+class Sealed(NamedTuple):
     key_id: str
     wrapped_dek: bytes
-    data: bytes   # nonce + AES-GCM ciphertext and tag
+    data: bytes   # [V2 magic +] nonce + AES-GCM ciphertext and tag
 
 
 class _DataKey:
@@ -301,6 +334,14 @@ class _DataKey:
         self.aead = AESGCM(dek)
         self.uses = 0
         self.born = time.monotonic()
+        # nonces: a random 4-byte field and a counter of the key's uses (NIST SP 800-38D
+        # 8.2.1, the deterministic construction): unique for this fresh random key, which
+        # one thread uses at most MAX_USES times -- no system call per value
+        self._fixed = int.from_bytes(os.urandom(4), "big") << 64
+
+    def nonce(self) -> bytes:
+        self.uses += 1
+        return (self._fixed | self.uses).to_bytes(NONCE, "big")
 
     def fresh(self, p: KeyProvider) -> bool:
         return (self.provider is p and self.uses < self.MAX_USES
@@ -311,18 +352,51 @@ class _DataKey:
 _data_keys = threading.local()
 
 
-def seal(plaintext: bytes, p: KeyProvider | None = None) -> Sealed:
+def _forget_data_keys() -> None:
+    """In a forked child: the parent's data keys and nonce counters are not ours to go on
+    with (the same key and counter in two processes would repeat a nonce)."""
+    global _data_keys
+    _data_keys = threading.local()
+
+
+os.register_at_fork(after_in_child=_forget_data_keys)
+
+
+def seal(plaintext: bytes, p: KeyProvider | None = None, *, aad: bytes | None = None,
+         ) -> Sealed:
     """``plaintext`` encrypted (AES-256-GCM) with a data key that is stored wrapped by the
     current KEK next to it. Data keys are shared by the values sealed by one thread within
     a second (at most 1000): erasing a value deletes its ciphertext and its copy of the
-    wrapped key; the others' copies open only with the KEK, as any copy would."""
+    wrapped key; the others' copies open only with the KEK, as any copy would.
+
+    With ``aad`` (:func:`place`) the value is bound to its place (format 2): it opens only
+    with the same ``aad``. Nonces never repeat under one data key (see :class:`_DataKey`)."""
     p = p or provider()
     key: _DataKey | None = getattr(_data_keys, "key", None)
     if key is None or not key.fresh(p):
         key = _data_keys.key = _DataKey(p)
-    key.uses += 1
-    nonce = os.urandom(NONCE)
-    return Sealed(key.key_id, key.wrapped, nonce + key.aead.encrypt(nonce, plaintext, _DATA_AAD))
+    nonce = key.nonce()
+    if aad is None:
+        return Sealed(key.key_id, key.wrapped,
+                      nonce + key.aead.encrypt(nonce, plaintext, _DATA_AAD))
+    return Sealed(key.key_id, key.wrapped,
+                  b"".join((V2, nonce, key.aead.encrypt(nonce, plaintext, aad))))
+
+
+def seal_many(items: list[tuple[bytes, bytes]], p: KeyProvider | None = None,
+              ) -> list[Sealed]:
+    """:func:`seal` of each ``(plaintext, aad)`` (format 2), for a batch: the same data keys
+    and nonces as one call per value, without its per-call overhead."""
+    p = p or provider()
+    out: list[Sealed] = []
+    key: _DataKey | None = getattr(_data_keys, "key", None)
+    for plaintext, aad in items:
+        if key is None or key.uses >= key.MAX_USES or (not out and not key.fresh(p)):
+            key = _data_keys.key = _DataKey(p)
+        nonce = key.nonce()
+        out.append(Sealed(key.key_id, key.wrapped,
+                          b"".join((V2, nonce, key.aead.encrypt(nonce, plaintext, aad)))))
+    return out
 
 
 #: recently opened data keys (values sealed in one burst share one): (provider, KEK id,
@@ -332,7 +406,10 @@ _OPENED_MAX = 256
 
 
 def open_sealed(key_id: str, wrapped_dek: bytes, data: bytes,
-                p: KeyProvider | None = None) -> bytes:
+                p: KeyProvider | None = None, *, aad: bytes | None = None) -> bytes:
+    """The plaintext of a sealed value. A format-2 value opens only with the ``aad`` it was
+    sealed with (:class:`NotItsPlace` otherwise, also when ``aad`` is None); a format-1
+    value (older rows) opens without."""
     p = p or provider()
     wrapped_dek = bytes(wrapped_dek)
     cache_key = (p, key_id, wrapped_dek)
@@ -343,10 +420,16 @@ def open_sealed(key_id: str, wrapped_dek: bytes, data: bytes,
         if len(_opened) > _OPENED_MAX:
             _opened.popitem(last=False)
     data = bytes(data)
+    if data[:4] == V2:
+        try:
+            return aead.decrypt(data[4:4 + NONCE], data[4 + NONCE:], aad or b"")
+        except InvalidTag:
+            pass   # not its place -- or, once in 2**32, an older value starting so
     try:
         return aead.decrypt(data[:NONCE], data[NONCE:], _DATA_AAD)
     except InvalidTag:
-        raise KeyError_("sealed data does not open (tampered?)") from None
+        raise NotItsPlace("sealed data does not open here (altered, or copied from "
+                          "another job or field)") from None
 
 
 def rewrap(key_id: str, wrapped_dek: bytes, p: KeyProvider | None = None) -> tuple[str, bytes]:
@@ -366,9 +449,11 @@ def keyed_hash(text: str, p: KeyProvider | None = None) -> str:
 _DOC_MAGIC = b"PQE1"
 
 
-def seal_blob(plaintext: bytes, p: KeyProvider | None = None) -> tuple[str, bytes]:
-    """(key id, blob) where blob = magic | len(wrapped) | wrapped DEK | nonce+ciphertext."""
-    s = seal(plaintext, p)
+def seal_blob(plaintext: bytes, p: KeyProvider | None = None, *, aad: bytes | None = None,
+              ) -> tuple[str, bytes]:
+    """(key id, blob) where blob = magic | len(wrapped) | wrapped DEK | sealed data
+    (with ``aad``: bound to its place, see :func:`seal`)."""
+    s = seal(plaintext, p, aad=aad)
     return s.key_id, (_DOC_MAGIC + len(s.wrapped_dek).to_bytes(2, "big") + s.wrapped_dek
                       + s.data)
 
@@ -383,9 +468,10 @@ def split_blob(blob: bytes) -> tuple[bytes, bytes]:
     return blob[6:6 + n], blob[6 + n:]
 
 
-def open_blob(key_id: str, blob: bytes, p: KeyProvider | None = None) -> bytes:
+def open_blob(key_id: str, blob: bytes, p: KeyProvider | None = None, *,
+              aad: bytes | None = None) -> bytes:
     wrapped, data = split_blob(blob)
-    return open_sealed(key_id, wrapped, data, p)
+    return open_sealed(key_id, wrapped, data, p, aad=aad)
 
 
 def rewrap_blob(key_id: str, blob: bytes, p: KeyProvider | None = None) -> tuple[str, bytes]:

@@ -27,6 +27,7 @@ class RewrapReport:
     documents: int = 0
     checkpoints: int = 0
     legacy_sealed: int = 0
+    bound: int = 0
     left: dict[str, int] | None = None
 
 
@@ -90,13 +91,35 @@ def seal_legacy(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int = 
                 public, taken = secrets_at_rest.split(r["job_type"], r["payload"])
                 if not taken:
                     continue
-                sealed = crypto.seal(json.dumps(taken).encode(), p)
+                sealed = secrets_at_rest.seal_secrets(r["id"], r["job_type"], taken, p)
                 sql.fetch(c, "seal_legacy_row", {
-                    "id": r["id"], "payload": json.dumps(public), "key_id": sealed.key_id,
-                    "dek": sealed.wrapped_dek, "data": sealed.data})
+                    "id": r["id"], "payload": json.dumps(public),
+                    "key_id": sealed["secret_key_id"], "dek": sealed["secret_dek"],
+                    "data": sealed["secret_data"]})
                 done += 1
             after = rows[-1]["id"]
     return done
+
+
+def bind_unbound(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int = BATCH,
+                 ) -> int:
+    """Job secrets sealed before they were bound to their job (format 1): opened and
+    sealed again bound to the job's id, type and field (format 2), under the current KEK."""
+    done, after = 0, 0
+    while True:
+        with connect() as c:
+            rows = sql.fetch(c, "unbound_sealed_rows", {"after": after, "limit": batch})
+            if not rows:
+                return done
+            for r in rows:
+                taken = json.loads(crypto.open_sealed(r["secret_key_id"], r["secret_dek"],
+                                                      r["secret_data"], p))
+                sealed = secrets_at_rest.seal_secrets(r["id"], r["job_type"], taken, p)
+                sql.fetch(c, "bind_sealed_row", {
+                    "id": r["id"], "old": r["secret_data"], "key_id": sealed["secret_key_id"],
+                    "dek": sealed["secret_dek"], "data": sealed["secret_data"]})
+                done += 1
+            after = rows[-1]["id"]
 
 
 def rewrap_all(connect: Callable[[], Any], p: crypto.KeyProvider | None = None, *,
@@ -106,6 +129,7 @@ def rewrap_all(connect: Callable[[], Any], p: crypto.KeyProvider | None = None, 
     p = p or crypto.provider()
     report = RewrapReport(current=p.current_id())
     report.legacy_sealed = seal_legacy(connect, p, batch)
+    report.bound = bind_unbound(connect, p, batch)
     for _ in range(passes):
         _pass(connect, p, report, batch)
         with connect() as c:
@@ -127,6 +151,11 @@ def retire(connect: Callable[[], Any], key_id: str, p: crypto.KeyProvider | None
     if report.left and report.left.get(key_id):
         raise IllegalTransition(f"{report.left[key_id]} stored value(s) still use key "
                                 f"{key_id}; run `portalq keys rotate` again")
-    if isinstance(p, crypto.FileKeyring):
-        p.remove(key_id)
+    remove = getattr(p, "remove", None)
+    if report.left and remove is not None and not isinstance(p, crypto.FileKeyring):
+        # a KMS's key versions retire from the oldest up (Vault: min_decryption_version)
+        raise IllegalTransition(f"stored values still use {', '.join(sorted(report.left))}; "
+                                f"run `portalq keys rotate` again")
+    if remove is not None:
+        remove(key_id)
     return report

@@ -18,7 +18,17 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from jobs import clock, crypto, limits, portals_repo, secrets_at_rest, sql, submission, types
+from jobs import (
+    clock,
+    crypto,
+    id_blocks,
+    limits,
+    portals_repo,
+    secrets_at_rest,
+    sql,
+    submission,
+    types,
+)
 from jobs.errors import BatchInputError, IllegalTransition, InputError, JobNotFound
 from jobs.kinds import EventKind
 
@@ -106,18 +116,23 @@ def _validate(job: NewJob, known_portals: set[str] | None) -> dict[str, Any]:
     portal = jt.choose_portal(model, requested)
     if known_portals is not None and portal not in known_portals:
         raise InputError(f"unknown portal {portal!r}")
-    # the stored JSON text of types.normalised(model), serialised by pydantic
-    payload_json = model.model_dump_json(exclude_none=True)
-    limits.check_payload_size(payload_json)
+    if jt.secret_fields:
+        # one dump: the rate key reads it whole, then the secrets are taken out of it (the
+        # size checked is that of both stored parts); sealed once the job's id is known
+        normal = types.normalised(model)
+        rate_key = rate_key_for(jt, normal) if jt.rate_limit else None
+        stored = secrets_at_rest.stored_dict(jt, normal)
+    else:
+        # the stored JSON text of types.normalised(model), serialised by pydantic
+        stored = {"payload": model.model_dump_json(exclude_none=True), "secrets": None,
+                  "secret_key_id": None, "secret_dek": None, "secret_data": None}
+        rate_key = rate_key_for(jt, types.normalised(model)) if jt.rate_limit else None
+    limits.check_payload_size(stored["payload"] if stored["secrets"] is None
+                              else stored["payload"] + stored["secrets"].decode())
     return {
-        "job_type": jt.name, "order_id": order_id, "portal": portal,
-        # the stored JSON text of types.normalised(model), secret fields sealed apart
-        **({"payload": payload_json, "secret_key_id": None, "secret_dek": None,
-            "secret_data": None} if not jt.secret_fields
-           else secrets_at_rest.stored(jt, model)),
+        "job_type": jt.name, "order_id": order_id, "portal": portal, **stored,
         "priority": priority, "run_at": run_at, "max_attempts": max_attempts,
-        "idempotency_key": key,
-        "rate_key": rate_key_for(jt, types.normalised(model)) if jt.rate_limit else None,
+        "idempotency_key": key, "rate_key": rate_key,
     }
 
 
@@ -199,6 +214,7 @@ def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
             _check_existing_keys(sql.fetch(c, "ids_by_idempotency_key", {"keys": keys}), rows)
         if len(rows) >= COPY_MIN and all(r["idempotency_key"] is None for r in rows):
             return _enqueue_copy(c, rows, now)
+        _seal(c, rows)
         if len(rows) == 1:
             return [_enqueue_one(c, {**rows[0], "run_at": rows[0]["run_at"] or now, "now": now})]
         params: dict[str, Any] = {k: [r[k] for r in rows] for k in rows[0]}
@@ -269,6 +285,31 @@ def _enqueue_one(c: psycopg.Connection[Any], params: dict[str, Any], *,
     raise IllegalTransition("the job with this idempotency key changed concurrently; retry")
 
 
+def _seal(c: psycopg.Connection[Any], rows: list[dict[str, Any]],
+          ids: Sequence[int] | None = None) -> None:
+    """Seal each row's secrets bound to its job id (``ids``, or ids taken now from the
+    sequence for the rows that have secrets: jobs/id_blocks.py); ``id`` None for the
+    others (the column's default)."""
+    if ids is None:
+        need = [r for r in rows if r["secrets"]]
+        taken = iter(id_blocks.take(c, len(need)) if need else ())
+        for r in rows:
+            r["id"] = next(taken) if r["secrets"] else None
+    else:
+        for r, i in zip(rows, ids, strict=True):
+            r["id"] = i
+    secret_rows = []
+    for r in rows:
+        secrets = r.pop("secrets")
+        if secrets is not None:
+            secret_rows.append((r, secrets))
+    if secret_rows:
+        sealed = secrets_at_rest.seal_many([(r["id"], r["job_type"], secrets)
+                                            for r, secrets in secret_rows])
+        for (r, _), columns in zip(secret_rows, sealed, strict=True):
+            r.update(columns)
+
+
 def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: datetime,
                   ) -> list[Enqueued]:
     seen = _seen_portals(c)
@@ -279,6 +320,7 @@ def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: d
             raise InputError(f"unknown portal {sorted(wanted - known)[0]!r}")
         seen.update(known)
     ids = sql.fetch_value(c, "next_job_ids", {"n": len(rows)})
+    _seal(c, rows, ids)
     sql.copy_in(c, "enqueue_copy", _COPY_TYPES, (
         (i, r["job_type"], r["order_id"], r["portal"], r["payload"], "pending", r["priority"],
          r["run_at"] or now, r["max_attempts"], r["rate_key"], now, now, r["secret_key_id"],

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from pydantic_core import to_json
+from pydantic_core import from_json, to_json
 
 from jobs import crypto, types
 from jobs.errors import BusinessError, InputError
@@ -98,18 +98,35 @@ def split(job_type: str, payload: dict[str, Any], *, copy: bool = True,
     return public, _take(public, specs)
 
 
-def seal_columns(job_type: str, payload: dict[str, Any],
-                 provider: crypto.KeyProvider | None = None, *, copy: bool = True,
-                 ) -> dict[str, Any]:
-    """The stored form of a normalised payload: ``payload`` (JSON text) and the secret
-    columns (all None when the type declares no secret field or none is present)."""
-    public, taken = split(job_type, payload, copy=copy)
-    if not taken:   # (pydantic's JSON encoder: several times faster than json.dumps)
-        return {"payload": to_json(payload).decode(), "secret_key_id": None,
-                "secret_dek": None, "secret_data": None}
-    sealed = crypto.seal(to_json(taken), provider)
-    return {"payload": to_json(public).decode(), "secret_key_id": sealed.key_id,
-            "secret_dek": sealed.wrapped_dek, "secret_data": sealed.data}
+#: the field name a job's sealed secrets are bound to (all its secret fields, one value)
+SECRETS_FIELD = "secrets"
+
+
+class SecretsNotTheirs(BusinessError):
+    """The job's sealed values do not open for this job: altered, or copied from another
+    job's row (a database writer). Failed at once, never run with someone else's data."""
+
+
+def seal_secrets(job_id: int, job_type: str, taken: Mapping[str, Any] | bytes,
+                 provider: crypto.KeyProvider | None = None) -> dict[str, Any]:
+    """The secret columns of job ``job_id``: ``taken`` ({path: value}, or its JSON) sealed,
+    bound to the job's id, type and field (format 2)."""
+    sealed = crypto.seal(taken if isinstance(taken, bytes) else to_json(taken), provider,
+                         aad=crypto.place(job_id, job_type, SECRETS_FIELD))
+    return {"secret_key_id": sealed.key_id, "secret_dek": sealed.wrapped_dek,
+            "secret_data": sealed.data}
+
+
+def seal_many(items: list[tuple[int, str, bytes]],
+              provider: crypto.KeyProvider | None = None) -> list[dict[str, Any]]:
+    """:func:`seal_secrets` of each ``(job id, job type, secrets JSON)`` of a batch."""
+    sealed = crypto.seal_many([(plain, crypto.place(job_id, job_type, SECRETS_FIELD))
+                               for job_id, job_type, plain in items], provider)
+    return [{"secret_key_id": s.key_id, "secret_dek": s.wrapped_dek, "secret_data": s.data}
+            for s in sealed]
+
+
+_NO_SECRETS = {"secret_key_id": None, "secret_dek": None, "secret_data": None}
 
 
 def has_markers(job_type: str, payload: Mapping[str, Any]) -> list[str]:
@@ -149,8 +166,15 @@ def reveal(job: Mapping[str, Any], provider: crypto.KeyProvider | None = None, *
             raise SecretsErased(f"job {job['id']}: {', '.join(missing)} was erased; "
                                 f"retry it with --payload-patch giving the value again")
         return payload
-    taken = json.loads(crypto.open_sealed(job["secret_key_id"], job["secret_dek"],
-                                          job["secret_data"], provider))
+    try:
+        taken = from_json(crypto.open_sealed(
+            job["secret_key_id"], job["secret_dek"], job["secret_data"], provider,
+            aad=crypto.place(job["id"], job["job_type"], SECRETS_FIELD)))
+    except crypto.NotItsPlace:
+        raise SecretsNotTheirs(
+            f"job {job['id']}: its sealed secret values do not open for this job (altered, "
+            f"or copied from another job's row); not run -- enqueue it again with its "
+            f"values") from None
     for path, value in taken.items():
         _put(payload, path, value)
     return payload
@@ -182,13 +206,23 @@ def for_display(job: Mapping[str, Any], payload: Any) -> Any:
     return payload
 
 
+def stored_dict(jt: types.JobType, normal: dict[str, Any]) -> dict[str, Any]:
+    """The stored columns of a normalised payload (taken apart in place), but for the
+    seal: the payload as JSON text (secret fields replaced by markers) and under
+    ``"secrets"`` the JSON of the values to seal (``{path: value}``, or None) -- sealed by
+    :func:`seal_secrets` once the job's id is known."""
+    taken = _take(normal, jt.secret_fields)
+    return {"payload": to_json(normal).decode(), "secrets": to_json(taken) if taken else None,
+            **_NO_SECRETS}
+
+
 def stored(jt: types.JobType, model: Any) -> dict[str, Any]:
-    """The stored columns of a validated payload model (enqueue): JSON text serialised by
-    pydantic for types without secret fields (the common, fast case), else sealed."""
+    """:func:`stored_dict` of a validated payload model (JSON text serialised by pydantic
+    for types without secret fields)."""
     if not jt.secret_fields:
-        return {"payload": model.model_dump_json(exclude_none=True), "secret_key_id": None,
-                "secret_dek": None, "secret_data": None}
-    return seal_columns(jt.name, types.normalised(model), copy=False)   # a fresh dict
+        return {"payload": model.model_dump_json(exclude_none=True), "secrets": None,
+                **_NO_SECRETS}
+    return stored_dict(jt, types.normalised(model))   # a fresh dict
 
 
 def for_retry(job: Mapping[str, Any], patch: Mapping[str, Any] | None,
@@ -209,7 +243,11 @@ def for_retry(job: Mapping[str, Any], patch: Mapping[str, Any] | None,
     if missing:
         raise InputError(erased_message(job, missing))
     jt, model = types.parse_payload(job["job_type"], merged)
-    return stored(jt, model)
+    columns = stored(jt, model)
+    taken = columns.pop("secrets")
+    if taken:
+        columns.update(seal_secrets(job["id"], jt.name, taken))
+    return columns
 
 
 # -- checkpoint values ----------------------------------------------------------------------
@@ -223,27 +261,37 @@ def _checkpoint_keys(job_type: str) -> tuple[str, ...]:
         return ()
 
 
-def seal_checkpoint(job_type: str, data: Mapping[str, Any],
+def seal_checkpoint(job_id: int, job_type: str, data: Mapping[str, Any],
                     provider: crypto.KeyProvider | None = None) -> dict[str, Any]:
-    """``data`` (a checkpoint update) with the type's secret checkpoint values sealed:
-    ``"pqsealed1:<KEK id>:<base64 blob>"``."""
+    """``data`` (a checkpoint update) with the type's secret checkpoint values sealed,
+    each bound to the job and its checkpoint key: ``"pqsealed1:<KEK id>:<base64 blob>"``."""
     keys = _checkpoint_keys(job_type)
     out = dict(data)
     for key in keys:
         if key in out and out[key] is not None:
-            key_id, blob = crypto.seal_blob(json.dumps(out[key]).encode(), provider)
+            key_id, blob = crypto.seal_blob(json.dumps(out[key]).encode(), provider,
+                                            aad=crypto.place(job_id, job_type,
+                                                             f"checkpoint:{key}"))
             out[key] = f"{CHECKPOINT_PREFIX}{key_id}:{base64.b64encode(blob).decode()}"
     return out
 
 
-def open_checkpoint(job_type: str, checkpoint: Mapping[str, Any] | None,
+def open_checkpoint(job_id: int, job_type: str, checkpoint: Mapping[str, Any] | None,
                     provider: crypto.KeyProvider | None = None) -> dict[str, Any]:
-    """The checkpoint with its sealed values opened (in memory)."""
+    """The checkpoint with its sealed values opened (in memory); :class:`SecretsNotTheirs`
+    for a value sealed for another job or checkpoint key."""
     out = dict(checkpoint or {})
     for key, value in out.items():
         if isinstance(value, str) and value.startswith(CHECKPOINT_PREFIX):
             key_id, b64 = value[len(CHECKPOINT_PREFIX):].split(":", 1)
-            out[key] = json.loads(crypto.open_blob(key_id, base64.b64decode(b64), provider))
+            try:
+                out[key] = json.loads(crypto.open_blob(
+                    key_id, base64.b64decode(b64), provider,
+                    aad=crypto.place(job_id, job_type, f"checkpoint:{key}")))
+            except crypto.NotItsPlace:
+                raise SecretsNotTheirs(f"job {job_id}: its sealed checkpoint {key!r} does "
+                                       f"not open for this job (altered, or copied from "
+                                       f"another job or key)") from None
     return out
 
 

@@ -36,6 +36,10 @@ def _where(p: Any) -> str:
         return f"key file {p.path}"
     if isinstance(p, crypto.EnvKeys):
         return "PORTALQ_KEK"
+    from jobs.vault_transit import VaultTransit
+
+    if isinstance(p, VaultTransit):
+        return f"Vault transit key {p.mount}/{p.key} at {p.addr}"
     return type(p).__name__
 
 
@@ -64,22 +68,26 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False,
 @app.command("rotate")
 def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction")] = 500,
            database_url: DbUrl = None) -> None:
-    """Make a new key current (key file; with PORTALQ_KEK or a KMS, the first / current key
-    there) and re-wrap every stored data key with it, in batches, while the service runs."""
-    from jobs import crypto, keys, queue
+    """Make a new key current (key file: a new key; Vault: a new version of the Transit key;
+    with PORTALQ_KEK, the first key listed there) and re-wrap every stored data key with
+    it, in batches, while the service runs."""
+    from jobs import keys, queue
 
     _use_url(database_url)
     _plugins()
     p = _provider()
     old = p.current_id()
-    if isinstance(p, crypto.FileKeyring):
-        new = p.add_current()
+    add_current = getattr(p, "add_current", None)
+    if add_current is not None:
+        new = add_current()
         typer.echo(f"new current key {new} (was {old})")
     report = keys.rewrap_all(queue.connect, p, batch=batch)
     typer.echo(f"re-wrapped {report.jobs} job(s), {report.documents} document(s) and "
                f"{report.checkpoints} checkpoint(s) under "
                f"{report.current}" + (f"; sealed {report.legacy_sealed} older job(s)"
-                                      if report.legacy_sealed else ""))
+                                      if report.legacy_sealed else "")
+               + (f"; bound {report.bound} older sealed job(s) to their job"
+                  if report.bound else ""))
     if report.left:
         fail(f"still under older keys: {report.left} (rows busy); run rotate again", 3)
     others = [k for k in p.key_ids() if k != report.current]
@@ -100,5 +108,7 @@ def retire(key_id: str, database_url: DbUrl = None) -> None:
     keys.retire(queue.connect, key_id, p)
     if isinstance(p, crypto.FileKeyring):
         typer.echo(f"key {key_id} deleted from {p.path}")
+    elif hasattr(p, "remove"):
+        typer.echo(f"key {key_id} retired in {_where(p)} (and every older one)")
     else:
         typer.echo(f"nothing uses key {key_id} any more: remove it from {_where(p)}")

@@ -67,8 +67,8 @@ class JobContext(Reporting):
             self._payload_error = exc
         self._checkpoints: dict[str, Any] = {}
         try:
-            self._checkpoints = secrets_at_rest.open_checkpoint(self.job_type,
-                                                                job["checkpoint"])
+            self._checkpoints = secrets_at_rest.open_checkpoint(
+                self.job_id, self.job_type, job["checkpoint"])
         except Exception as exc:  # noqa: BLE001 - raised to the handler, see payload
             self._payload_error = self._payload_error or exc
         self.artifacts_dir = artifacts_dir
@@ -173,10 +173,11 @@ class JobContext(Reporting):
         async with self._pool.connection() as conn:
             saved = await worker_api.save_checkpoint(
                 conn, job_id=self.job_id, worker=self._node,
-                data=secrets_at_rest.seal_checkpoint(self.job_type, data))
+                data=secrets_at_rest.seal_checkpoint(self.job_id, self.job_type, data))
         if saved is None:
             raise LostJob(f"job {self.job_id} is no longer held by this worker")
-        self.checkpoints = secrets_at_rest.open_checkpoint(self.job_type, saved)
+        self.checkpoints = secrets_at_rest.open_checkpoint(self.job_id, self.job_type,
+                                                              saved)
 
     async def new_browser_context(self) -> Any:
         self.artifacts_dir.mkdir(parents=True, exist_ok=True)

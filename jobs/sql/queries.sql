@@ -12,18 +12,19 @@ WITH new AS (
         %(job_type)s::text[], %(order_id)s::text[], %(portal)s::text[], %(payload)s::jsonb[],
         %(priority)s::smallint[], %(run_at)s::timestamptz[], %(max_attempts)s::smallint[],
         %(idempotency_key)s::text[], %(rate_key)s::text[], %(secret_key_id)s::text[],
-        %(secret_dek)s::bytea[], %(secret_data)s::bytea[]
+        %(secret_dek)s::bytea[], %(secret_data)s::bytea[], %(id)s::bigint[]
     ) WITH ORDINALITY AS n(job_type, order_id, portal, payload, priority, run_at,
                           max_attempts, idempotency_key, rate_key, secret_key_id,
-                          secret_dek, secret_data, ord)
+                          secret_dek, secret_data, id, ord)
 ), unknown AS (
     SELECT DISTINCT n.portal FROM new n
     WHERE NOT EXISTS (SELECT 1 FROM portals p WHERE p.code = n.portal)
 ), ins AS (
-    INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+    INSERT INTO job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
                            max_attempts, idempotency_key, rate_key, created_at, updated_at,
                            secret_key_id, secret_dek, secret_data)
-    SELECT job_type, order_id, portal, payload, 'pending', priority, run_at,
+    SELECT COALESCE(id, nextval('job_queue_id_seq'::regclass)), job_type, order_id, portal,
+           payload, 'pending', priority, run_at,
            max_attempts, idempotency_key, rate_key, %(now)s, %(now)s,
            secret_key_id, secret_dek, secret_data
     FROM new WHERE NOT EXISTS (SELECT 1 FROM unknown) ORDER BY ord
@@ -36,11 +37,12 @@ SELECT NULL, NULL, portal FROM unknown;
 
 -- name: enqueue_one
 -- enqueue_many for one job: a plain INSERT with scalar parameters. No row back: the portal
--- is unknown, or the idempotency key exists (jobs.queue tells which).
-INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+-- is unknown, or the idempotency key exists (jobs.queue tells which). %(id)s: the id its
+-- sealed secrets are bound to (jobs/id_blocks.py), else NULL (the sequence's next).
+INSERT INTO job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
                        max_attempts, idempotency_key, rate_key, created_at, updated_at,
                        secret_key_id, secret_dek, secret_data)
-SELECT %(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
+SELECT COALESCE(%(id)s::bigint, nextval('job_queue_id_seq'::regclass)), %(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
        %(priority)s::smallint, %(run_at)s::timestamptz, %(max_attempts)s::smallint,
        %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s,
        %(secret_key_id)s::text, %(secret_dek)s::bytea, %(secret_data)s::bytea
@@ -51,10 +53,10 @@ RETURNING id;
 -- name: enqueue_one_known
 -- enqueue_one for a portal this connection has already seen exist (portals are never
 -- deleted or renamed, migration 0008): no portal check. No row back: the key exists.
-INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+INSERT INTO job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
                        max_attempts, idempotency_key, rate_key, created_at, updated_at,
                        secret_key_id, secret_dek, secret_data)
-VALUES (%(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
+VALUES (COALESCE(%(id)s::bigint, nextval('job_queue_id_seq'::regclass)), %(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
         %(priority)s::smallint, %(run_at)s::timestamptz, %(max_attempts)s::smallint,
         %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s,
         %(secret_key_id)s::text, %(secret_dek)s::bytea, %(secret_data)s::bytea)
@@ -550,6 +552,19 @@ FOR UPDATE SKIP LOCKED;
 UPDATE job_queue SET payload = %(payload)s::jsonb, secret_key_id = %(key_id)s,
                      secret_dek = %(dek)s, secret_data = %(data)s
 WHERE id = %(id)s AND secret_key_id IS NULL;
+
+-- name: unbound_sealed_rows
+-- Rotation: sealed job secrets of format 1 (before they were bound to their job: no 'PQS2'
+-- magic, jobs/crypto.py), to be sealed again bound to their job.
+SELECT id, job_type, secret_key_id, secret_dek, secret_data FROM job_queue
+WHERE id > %(after)s AND secret_data IS NOT NULL
+  AND substring(secret_data FROM 1 FOR 4) <> '\x50515332'::bytea
+ORDER BY id LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: bind_sealed_row
+UPDATE job_queue SET secret_key_id = %(key_id)s, secret_dek = %(dek)s, secret_data = %(data)s
+WHERE id = %(id)s AND secret_data = %(old)s;
 
 -- name: sealed_checkpoints
 -- Rotation: jobs whose checkpoint holds a value sealed under another KEK

@@ -61,7 +61,7 @@ def test_sealed_values_open_only_with_their_key(conn, db, tmp_path):
     with pytest.raises(crypto.KeyError_):
         secrets_at_rest.reveal(row, other)
     tampered = {**row, "secret_data": bytes(row["secret_data"][:-1]) + b"\x00"}
-    with pytest.raises(crypto.KeyError_, match="does not open"):
+    with pytest.raises(secrets_at_rest.SecretsNotTheirs, match="do not open for this job"):
         secrets_at_rest.reveal(tampered)
 
 
@@ -246,18 +246,18 @@ def test_secret_checkpoint_values_are_sealed_and_rotated(conn, dsn, db, tmp_path
             async with await _aconn(dsn) as c:
                 return await worker_api.save_checkpoint(
                     c, job_id=job.id, worker="w1", data=secrets_at_rest.seal_checkpoint(
-                        "obtain_ein", {"stage": "assigned", "cp575_url": url}))
+                        job.id, "obtain_ein", {"stage": "assigned", "cp575_url": url}))
         saved = _run(save())
         assert saved["stage"] == "assigned" and saved["cp575_url"].startswith("pqsealed1:")
         assert "tok3n" not in _row_text(conn, job.id)
-        assert secrets_at_rest.open_checkpoint("obtain_ein", saved)["cp575_url"] == url
+        assert secrets_at_rest.open_checkpoint(job.id, "obtain_ein", saved)["cp575_url"] == url
         old, new = ring.current_id(), ring.add_current()
         report = keys.rewrap_all(queue.connect, ring)
         assert report.checkpoints == 1 and report.left == {}
         keys.retire(queue.connect, old, ring)
         row = queue.get_job(job.id, conn)
         assert row["checkpoint"]["cp575_url"].startswith(f"pqsealed1:{new}:")
-        assert secrets_at_rest.open_checkpoint("obtain_ein", row["checkpoint"])[
+        assert secrets_at_rest.open_checkpoint(job.id, "obtain_ein", row["checkpoint"])[
             "cp575_url"] == url
     finally:
         crypto.set_provider(None)
