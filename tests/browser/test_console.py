@@ -76,7 +76,7 @@ def signin(env, browser, run):
 
 def job_row(dsn: str, job_id: int) -> dict[str, Any]:
     with psycopg.connect(dsn) as c:
-        cur = c.execute("SELECT status, job_type, payload, checkpoint, result, secret_key_id, "
+        cur = c.execute("SELECT id, status, job_type, payload, checkpoint, result, secret_key_id, "
                         "secret_dek, secret_data FROM job_queue "
                         "WHERE id = %s", (job_id,))
         return dict(zip([d.name for d in cur.description], cur.fetchone(), strict=True))

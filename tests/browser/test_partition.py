@@ -51,7 +51,8 @@ LEAD_NET = {"db": "10.233.0"}
 #: from where (an address: a TCP client, here a namespace; NULL: the Unix socket)
 LEADER = ("SELECT host(a.client_addr) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = "
           "l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-          "AND (l.classid::bigint << 32 | l.objid::bigint) = 7262010200")
+          "AND (l.classid::bigint << 32 | l.objid::bigint) = 7262010200 AND l.database = "
+          "(SELECT oid FROM pg_database WHERE datname = current_database())")
 PART_METRICS = 9464   # inside part's namespace: nothing else listens there
 HEALTH = f"""
 import sys, urllib.error, urllib.request

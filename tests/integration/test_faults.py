@@ -121,9 +121,10 @@ def test_a_slot_is_freed_when_the_job_is_taken_while_its_failure_is_written(db, 
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as watch:
                 for _ in range(400):   # the failure's write waits for the row lock
                     row = await (await watch.execute(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                        " AND query LIKE '%%finish_unsuccessful%%' OR (wait_event_type = "
-                        "'Lock' AND query LIKE '%%UPDATE job_queue q%%')")).fetchone()
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                        "current_database() AND wait_event_type = 'Lock' AND (query LIKE "
+                        "'%%finish_unsuccessful%%' OR query LIKE '%%UPDATE job_queue q%%')")
+                        ).fetchone()
                     if row[0]:
                         break
                     await asyncio.sleep(0.025)

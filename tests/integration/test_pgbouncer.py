@@ -142,7 +142,9 @@ def test_two_nodes_drain_through_pgbouncer_exactly_once(db, dsn, pooled, tmp_pat
             holders = c.execute(
                 "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
                 "USING (pid) WHERE l.locktype = 'advisory' AND l.granted AND "
-                "((l.classid::bigint << 32) | l.objid::bigint) = %s", (LEADER_LOCK,)).fetchall()
+                "((l.classid::bigint << 32) | l.objid::bigint) = %s AND l.database = "
+                    "(SELECT oid FROM pg_database WHERE datname = current_database())",
+                    (LEADER_LOCK,)).fetchall()
         # admin commands through the pooler, while the nodes run
         listed = run_cli("jobs", "list", "--status", "completed", "--json", timeout=60)
         shown = run_cli("status", "--once", "--json", timeout=60)

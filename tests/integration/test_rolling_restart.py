@@ -115,7 +115,7 @@ def _dup(dsn: str) -> dict:
                                  (j,)).fetchall()}
 
 
-def test_drain_gives_a_claim_in_flight_at_sigterm_its_grace_too(db, dsn):
+def test_drain_gives_a_claim_in_flight_at_sigterm_its_grace_too(db, dsn, monkeypatch):
     """A claim that was running when SIGTERM came returns its job after the drain began:
     that job gets the grace period like the others (it used to be cancelled when the
     others finished, released, and run a second time elsewhere)."""
@@ -138,28 +138,42 @@ def test_drain_gives_a_claim_in_flight_at_sigterm_its_grace_too(db, dsn):
     types.register(types.JobType("drain_probe", LedgerPayload, lambda p: p.portal))
     register_handler("drain_probe", handler)
 
+    from jobs import worker_api
+
+    real_claim = worker_api.claim
+    gate = asyncio.Event()          # opened by the test once the drain has begun
+    held: asyncio.Event | None = None
+
+    async def held_claim(*args, **kwargs):
+        # the claim the test holds in flight: entered before Y exists, so its statement
+        # (run once the gate opens) is the first to see Y -- no earlier claim can take it
+        if held is not None and not held.is_set():
+            held.set()
+            await gate.wait()
+        return await real_claim(*args, **kwargs)
+
+    monkeypatch.setattr(worker_api, "claim", held_claim)
+
     async def go() -> None:
+        nonlocal held
         settings = Settings(database_url=db, node_id="drainer", workers=4, poll_seconds=0.05)
         pool = make_pool(settings, dsn)
         await pool.open(wait=True, timeout=30)
         worker = Worker(settings, pool, dsn)
         await worker.refresh_portals()
         loops = worker.start_loops()
-        locker = await psycopg.AsyncConnection.connect(dsn)
         try:
             x = queue.enqueue("drain_probe", "X", {"portal": "narrow"})
             await _until(lambda: x.id in worker.running)
-            # hold the portal's claim lock: the next claim waits inside its statement
-            await locker.execute("SELECT pg_advisory_xact_lock(726201, hashtext('narrow'))")
+            held = asyncio.Event()
+            await asyncio.wait_for(held.wait(), 20)   # the next claim is in flight, held
             y = queue.enqueue("drain_probe", "Y", {"portal": "narrow"})
-            await _until_async(lambda: _claim_waits(locker))
             drain = asyncio.create_task(worker.stop_loops(loops, grace=10))   # SIGTERM
             await asyncio.sleep(0)            # the drain has begun (stopping is set)
             assert worker.stopping.is_set()
-            await locker.commit()             # the claim in flight returns Y
+            gate.set()                        # the claim in flight returns Y
             await asyncio.wait_for(drain, 30)
         finally:
-            await locker.close()
             await pool.close()
         assert finished == ["X", "Y"]
         assert queue.get_job(y.id)["status"] == "completed"
@@ -171,16 +185,3 @@ async def _until(predicate, timeout: float = 20) -> None:
     async with asyncio.timeout(timeout):
         while not predicate():
             await asyncio.sleep(0.01)
-
-
-async def _until_async(predicate, timeout: float = 20) -> None:
-    async with asyncio.timeout(timeout):
-        while not await predicate():
-            await asyncio.sleep(0.01)
-
-
-async def _claim_waits(conn) -> bool:
-    cur = await conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                             "AND NOT granted AND database = (SELECT oid FROM pg_database "
-                             "WHERE datname = current_database())")
-    return (await cur.fetchone())[0] > 0
