@@ -11,9 +11,9 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from jobs import connections
 from scheduler.config import Settings
 
 log = logging.getLogger("portalq.worker")
@@ -25,17 +25,17 @@ CHECK_IDLE_SECONDS = 2.0
 _returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
-async def _note_return(conn: psycopg.AsyncConnection[Any]) -> None:
+async def _note_return(conn: connections.Connection) -> None:
     _returned[conn] = time.monotonic()
 
 
-async def _usable(conn: psycopg.AsyncConnection[Any]) -> None:
+async def _usable(conn: connections.Connection) -> None:
     """The pool's check on checkout. A connection in use a moment ago (the busy case: the
     claim loop, completions, heartbeats) is handed out without a round trip; one that sat
     idle is tested first, so one that died meanwhile (a server restart) is replaced
     before a job's checkpoint or document write could fail on it."""
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("connection closed")
+    if connections.is_broken(conn):
+        raise connections.closed_error()
     if time.monotonic() - _returned.get(conn, 0.0) > CHECK_IDLE_SECONDS:
         await AsyncConnectionPool.check_connection(conn)
 
@@ -104,7 +104,7 @@ class Database:
             try:
                 async with self.pool.connection() as conn:
                     return await fn(conn)
-            except (psycopg.OperationalError, OSError) as exc:
+            except connections.LOST as exc:
                 self.healthy = False
                 if attempts is not None:
                     attempts -= 1

@@ -22,10 +22,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from jobs import clock, worker_api
+from jobs import clock, connections, worker_api
 from jobs.kinds import Channel
 from scheduler import calendars, evidence, metrics, roles
 from scheduler.browsers import Browsers
@@ -102,14 +101,12 @@ class Worker:
         backoff = Backoff(self.settings.reconnect_cap_seconds)
         while not self.stopping.is_set():
             try:
-                async with await psycopg.AsyncConnection.connect(self.dsn,
-                                                                 autocommit=True) as conn:
-                    await worker_api.listen(conn)
+                async with connections.listening(self.dsn) as notifications:
                     backoff.reset()
                     self.wake.set()  # whatever was enqueued while we were away
                     if self.on_outbox is not None:
                         self.on_outbox()   # and whatever mail is due
-                    async for note in conn.notifies():
+                    async for note in notifications:
                         if note.channel == Channel.OUTBOX:
                             if self.on_outbox is not None:
                                 self.on_outbox()
@@ -119,7 +116,7 @@ class Worker:
                         self.wake.set()
                         if self.stopping.is_set():
                             break
-            except (psycopg.OperationalError, OSError) as exc:
+            except connections.LOST as exc:
                 delay = backoff.next()
                 log.warning("listener lost the database (%s); reconnecting in %.2fs",
                             first_line(exc), delay)
@@ -155,8 +152,7 @@ class Worker:
                         jobs = await self._not_running_here(conn, jobs)
                 backoff.reset()
                 self.db.healthy = True
-            except (psycopg.OperationalError, psycopg.errors.AdminShutdown, OSError,
-                    TimeoutError) as exc:
+            except connections.LOST as exc:   # AdminShutdown and TimeoutError among them
                 self.db.healthy = False
                 delay = backoff.next()
                 log.warning("claim failed (%s); retrying in %.2fs", first_line(exc), delay)
@@ -231,7 +227,7 @@ class Worker:
                 async with asyncio.timeout(max(hb, 1.0)):
                     async with self.pool.connection() as conn:
                         held = await worker_api.heartbeat(conn, worker=self.node, ids=ids)
-            except (psycopg.OperationalError, OSError, TimeoutError) as exc:
+            except connections.LOST as exc:   # TimeoutError among them
                 log.warning("heartbeat failed (%s)", first_line(exc))
                 continue
             self.leases.stamp(held, sent)
