@@ -63,6 +63,9 @@ class LeaderSession:
     def __init__(self, dsn: str, *, stale_after: float) -> None:
         self.dsn, self.stale_after = dsn, stale_after
         self._conn: Connection | None = None
+        #: the last :meth:`lead` took the lock in a new session (this node just became
+        #: the leader, or became it again after its session was lost)
+        self.fresh = False
 
     @property
     def held(self) -> bool:
@@ -72,7 +75,7 @@ class LeaderSession:
     async def lead(self) -> bool:
         """Is this node the leader? Keeps the lock if it holds it, else tries to take it
         (a session of its own); raises one of :data:`LOST` if the server is unreachable."""
-        conn = self._conn
+        conn, self.fresh = self._conn, False
         if conn is not None and not conn.closed:
             try:
                 await worker_api.ping(conn)
@@ -83,7 +86,7 @@ class LeaderSession:
         conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
         await worker_api.leader_session(conn, stale_after=self.stale_after)
         if await worker_api.try_lead(conn):
-            self._conn = conn
+            self._conn, self.fresh = conn, True
             return True
         await conn.close()
         return False

@@ -28,10 +28,9 @@ class Tick:
         self._outbox_kick = asyncio.Event()
 
     async def _is_leader(self) -> bool:
-        was = self.leader.held
         if not await self.leader.lead():
             return False
-        if not was:
+        if self.leader.fresh:
             log.info("this node runs the maintenance tick")
         return True
 
