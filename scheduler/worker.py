@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from jobs import clock, connections, worker_api
 from jobs.kinds import Channel
+from jobs.rows import ClaimRow
 from scheduler import calendars, evidence, metrics, roles
 from scheduler.browsers import Browsers
 from scheduler.config import Settings
@@ -135,7 +136,7 @@ class Worker:
                 if not self.portals:
                     await self.refresh_portals()
                 caps = self.capacities()
-                jobs: list[dict[str, Any]] = []
+                jobs: list[ClaimRow] = []
                 sent = time.monotonic()   # the claim stamps the jobs' first heartbeat
                 if caps:
                     async with self.pool.connection() as conn:
@@ -168,8 +169,7 @@ class Worker:
             if len(jobs) < free:
                 await self._wait(self.settings.poll_seconds)
 
-    async def _not_running_here(self, conn: Any, jobs: list[dict[str, Any]],
-                                ) -> list[dict[str, Any]]:
+    async def _not_running_here(self, conn: Any, jobs: list[ClaimRow]) -> list[ClaimRow]:
         """Never two runs of one job on this node: a job rescued from this node (its run
         fenced, still unwinding) and claimed again here is given back until that run has
         ended -- the old run's end would otherwise take the new run's slot and lease, and
@@ -279,7 +279,7 @@ class Worker:
         self.leases.drop(job_id)
 
     # -- one job -------------------------------------------------------------------------
-    def context_for(self, job: dict[str, Any]) -> JobContext:
+    def context_for(self, job: ClaimRow) -> JobContext:
         """A job's context, built from the narrow parts it uses."""
         folder = evidence.run_folder(self._artifacts_root / str(job["id"]), job["attempts"])
         return JobContext(job, folder, pool=self.pool, node=self.node,
@@ -287,7 +287,7 @@ class Worker:
                           lease_fresh=self.leases.fresh,
                           stored_urls={c: p.url for c, p in self.portals.items()})
 
-    async def _execute(self, job: dict[str, Any]) -> None:
+    async def _execute(self, job: ClaimRow) -> None:
         extra = {"job_id": job["id"], "job_type": job["job_type"], "portal": job["portal"],
                  "attempt": job["attempts"], "order_id": job["order_id"]}
         started = time.monotonic()
@@ -327,7 +327,7 @@ class Worker:
                 self._free(job["id"])
                 self.wake.set()
 
-    async def _save_evidence(self, job: dict[str, Any], ctx: JobContext) -> None:
+    async def _save_evidence(self, job: ClaimRow, ctx: JobContext) -> None:
         await evidence.save(self.db, job, ctx.artifacts_dir,
                             lease_fresh=self.leases.fresh(job["id"]))
 
