@@ -22,10 +22,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool
-
 from jobs import clock, connections, worker_api
 from jobs.kinds import Channel
+from jobs.pool import Pool
 from jobs.rows import ClaimRow
 from scheduler import calendars, evidence, metrics, roles
 from scheduler.browsers import Browsers
@@ -42,7 +41,7 @@ log = logging.getLogger("portalq.worker")
 
 
 class Worker:
-    def __init__(self, settings: Settings, pool: AsyncConnectionPool, dsn: str) -> None:
+    def __init__(self, settings: Settings, pool: Pool, dsn: str) -> None:
         self.settings = settings
         self.pool = pool
         self.dsn = dsn
