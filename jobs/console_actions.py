@@ -13,6 +13,7 @@ from jobs import audit, clock, masking, portals_repo, queue, sql
 from jobs.audit import Actor
 from jobs.errors import IllegalTransition, InputError, JobNotFound
 from jobs.kinds import JobStatus
+from jobs.rows import PortalState
 
 #: states from which each bulk action can act
 BULK_STATES = {"retry": (JobStatus.FAILED, JobStatus.CANCELLED),
@@ -110,7 +111,7 @@ def bulk(conn: Any, actor: Actor, action: str, ids: list[int], reason: str,
 
 
 # -- portals ---------------------------------------------------------------------------------
-def _portal_state(conn: Any, code: str) -> dict[str, Any]:
+def _portal_state(conn: Any, code: str) -> PortalState:
     found = portals_repo.state(conn, code)
     if found is None:
         raise InputError(f"unknown portal {code!r}")

@@ -124,7 +124,7 @@ def job_page(conn: Any, job_id: int) -> dict[str, Any]:
     """Everything the job page shows, secrets masked/scrubbed (jobs.masking)."""
     from jobs import queue
 
-    job = queue.get_job(job_id, conn)
+    job: dict[str, Any] = dict(queue.get_job(job_id, conn))
     job["events"] = sql.fetch(conn, "job_events", {"id": job_id})
     job["artifacts"] = sql.fetch(conn, "console_artifacts", {"job_id": job_id})
     job["documents"] = sql.fetch(conn, "document_names", {"job_id": job_id})

@@ -7,6 +7,7 @@ number stored in (and read back from) PostgreSQL."""
 from __future__ import annotations
 
 from enum import IntEnum, StrEnum
+from typing import Literal
 
 
 class JobStatus(StrEnum):
@@ -17,6 +18,10 @@ class JobStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
 
+
+#: a job's status as a row holds it (the same words as :class:`JobStatus`; a test keeps
+#: them equal): what typed rows (:mod:`jobs.rows`) declare
+JobStatusName = Literal["pending", "deferred", "running", "completed", "failed", "cancelled"]
 
 #: statuses a job never leaves by itself
 FINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
@@ -74,3 +79,18 @@ class EscalationKind(StrEnum):
     ATTEMPTS = "attempts"      # every attempt failed
     PROBE = "probe"            # it kept failing as the probe of a paused portal
     CRASHING = "crashing"      # its worker kept dying
+
+
+#: an escalation row's ``kind`` as stored (the words of :class:`EscalationKind`)
+EscalationKindName = Literal["business", "uncertain", "attempts", "probe", "crashing"]
+
+
+class NoticeKind(StrEnum):
+    """What a portal notice (``portal_notices.kind``) tells the admins."""
+
+    PAUSED = "paused"                          # the breaker or an operator paused it
+    RESUMED = "resumed"                        # a probe job succeeded
+    PASSWORD_EXPIRING = "password_expiring"    # an account's password expires soon
+
+
+NoticeKindName = Literal["paused", "resumed", "password_expiring"]

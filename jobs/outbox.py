@@ -7,20 +7,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from psycopg import AsyncConnection, Connection
 
 from jobs import clock, sql
 from jobs.kinds import ArtifactKind
+from jobs.rows import EscalationRow, NoticeRow
 
 AConn = AsyncConnection[Any]
-Row = dict[str, Any]
+R = TypeVar("R", EscalationRow, NoticeRow)
 
 
 @dataclass(frozen=True)
-class Box:
-    """One outbox table's statements."""
+class Box(Generic[R]):
+    """One outbox table's statements (``R``: the type of its due rows)."""
 
     name: str
     due: str
@@ -28,21 +29,22 @@ class Box:
     failed: str
 
 
-ESCALATIONS = Box("escalations", "due_escalations", "escalation_sent", "escalation_send_failed")
-NOTICES = Box("notices", "due_notices", "notice_sent", "notice_send_failed")
+ESCALATIONS: Box[EscalationRow] = Box("escalations", "due_escalations", "escalation_sent",
+                                      "escalation_send_failed")
+NOTICES: Box[NoticeRow] = Box("notices", "due_notices", "notice_sent", "notice_send_failed")
 
 
-async def next_due(conn: AConn, box: Box, *, skip: list[int]) -> Row | None:
+async def next_due(conn: AConn, box: Box[R], *, skip: list[int]) -> R | None:
     """The oldest due row not in ``skip``, locked until the caller's transaction ends."""
     rows = await sql.afetch(conn, box.due, {"now": clock.now(), "limit": 1, "skip": skip})
-    return rows[0] if rows else None
+    return cast(R, rows[0]) if rows else None
 
 
-async def mark_sent(conn: AConn, box: Box, row_id: int) -> None:
+async def mark_sent(conn: AConn, box: Box[Any], row_id: int) -> None:
     await sql.afetch(conn, box.sent, {"id": row_id, "now": clock.now()})
 
 
-async def mark_failed(conn: AConn, box: Box, row_id: int, *, error: str,
+async def mark_failed(conn: AConn, box: Box[Any], row_id: int, *, error: str,
                       next_try_at: datetime) -> None:
     await sql.afetch(conn, box.failed, {"id": row_id, "error": error[:500],
                                         "next_try_at": next_try_at})

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 
 from psycopg import AsyncConnection, Connection
 
 from jobs import clock, sql
+from jobs.rows import PortalRow, PortalState
 
 Conn = Connection[Any]
 AConn = AsyncConnection[Any]
@@ -39,20 +40,21 @@ async def acalendar_rows(conn: AConn) -> tuple[list[Row], ...]:
                   for name in CALENDAR_QUERIES])
 
 
-def portals(conn: Conn) -> list[Row]:
+def portals(conn: Conn) -> list[PortalRow]:
     """Every portal's row (code, timezone, pause state ...), by code."""
-    return sql.fetch(conn, "list_portals")
+    return cast("list[PortalRow]", sql.fetch(conn, "list_portals"))
 
 
 def codes(conn: Conn) -> list[str]:
     return [p["code"] for p in portals(conn)]
 
 
-def state(conn: Conn, code: str) -> Row | None:
+def state(conn: Conn, code: str) -> PortalState | None:
     """One portal's pause state (what an audit row records before and after)."""
     for p in portals(conn):
         if p["code"] == code:
-            return {k: p[k] for k in ("paused_at", "paused_by", "pause_reason", "enabled")}
+            return PortalState(paused_at=p["paused_at"], paused_by=p["paused_by"],
+                               pause_reason=p["pause_reason"], enabled=p["enabled"])
     return None
 
 

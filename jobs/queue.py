@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -30,7 +30,8 @@ from jobs import (
     types,
 )
 from jobs.errors import BatchInputError, IllegalTransition, InputError, JobNotFound
-from jobs.kinds import EventKind
+from jobs.kinds import EventKind, JobStatus
+from jobs.rows import JobDetail, JobListRow, JobRow
 
 ACTIVE = ("pending", "deferred", "running")
 
@@ -343,29 +344,28 @@ def _job_id(job_id: Any) -> int:
 
 
 # -- inspection ---------------------------------------------------------------------------
-def get_job(job_id: int, conn: Any = None) -> dict[str, Any]:
+def get_job(job_id: int, conn: Any = None) -> JobRow:
     job_id = _job_id(job_id)
     with _use(conn) as c:
         row = sql.fetch_one(c, "get_job", {"id": job_id})
         if row is None:
             raise JobNotFound(f"no job with id {job_id}")
-        return row
+        return cast(JobRow, row)
 
 
-def show_job(job_id: int, conn: Any = None) -> dict[str, Any]:
+def show_job(job_id: int, conn: Any = None) -> JobDetail:
     """The job with its events, artifacts and stored documents."""
     job_id = _job_id(job_id)
     with _use(conn) as c:
-        job = get_job(job_id, c)
-        job["events"] = sql.fetch(c, "job_events", {"id": job_id})
-        job["artifacts"] = sql.fetch(c, "job_artifacts", {"id": job_id})
-        job["documents"] = sql.fetch(c, "document_names", {"job_id": job_id})
-        return job
+        return JobDetail(**get_job(job_id, c),
+                         events=sql.fetch(c, "job_events", {"id": job_id}),
+                         artifacts=sql.fetch(c, "job_artifacts", {"id": job_id}),
+                         documents=sql.fetch(c, "document_names", {"job_id": job_id}))
 
 
 def list_jobs(*, status: str | None = None, portal: str | None = None,
               order_id: str | None = None, limit: int = 100, conn: Any = None,
-              ) -> list[dict[str, Any]]:
+              ) -> list[JobListRow]:
     from jobs.models import JOB_STATUSES
 
     limit = limits.check_list_limit(limit)
@@ -374,8 +374,8 @@ def list_jobs(*, status: str | None = None, portal: str | None = None,
     if status is not None and status not in JOB_STATUSES:
         raise InputError(f"unknown status {status!r} (one of {', '.join(JOB_STATUSES)})")
     with _use(conn) as c:
-        return sql.fetch(c, "list_jobs", {"status": status, "portal": portal,
-                                          "order_id": order_id, "limit": limit})
+        return cast("list[JobListRow]", sql.fetch(c, "list_jobs", {
+            "status": status, "portal": portal, "order_id": order_id, "limit": limit}))
 
 
 # -- admin transitions --------------------------------------------------------------------
@@ -412,7 +412,7 @@ def retry(job_id: int, *, payload_patch: Mapping[str, Any] | None = None,
         job = sql.fetch_one(c, "get_job_for_update", {"id": job_id})
         if job is None:
             raise JobNotFound(f"no job with id {job_id}")
-        if job["status"] not in ("failed", "cancelled"):
+        if job["status"] not in (JobStatus.FAILED, JobStatus.CANCELLED):
             raise IllegalTransition(f"job {job_id} is {job['status']}: only failed or "
                                     "cancelled jobs can be retried")
         detail: dict[str, Any] = {"event": EventKind.ADMIN_RETRY}
@@ -459,7 +459,7 @@ def resolve_filed(job_id: int, confirmation: str, *, actor: str = "admin",
         job = sql.fetch_one(c, "get_job_for_update", {"id": job_id})
         if job is None:
             raise JobNotFound(f"no job with id {job_id}")
-        if job["status"] != "failed":
+        if job["status"] != JobStatus.FAILED:
             raise IllegalTransition(f"job {job_id} is {job['status']}: only failed jobs can "
                                     "be confirmed as filed")
         result = {**(job["result"] or {}), "confirmation": confirmation.strip(),

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg import AsyncConnection
@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 from jobs import clock, crypto, portals_repo, sql, types
 from jobs.checkpoints import rescue_decision
 from jobs.kinds import Channel, EventKind, LockKey
+from jobs.rows import ClaimRow
 
 AConn = AsyncConnection[Any]
 log = logging.getLogger("portalq.queue")
@@ -46,7 +47,7 @@ async def listen(conn: AConn, channels: Sequence[Channel] = tuple(Channel)) -> N
 
 
 async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], limit: int,
-                now: datetime | None = None) -> list[dict[str, Any]]:
+                now: datetime | None = None) -> list[ClaimRow]:
     """Claim up to ``limit`` due jobs of the given (open) portals: one statement, committed
     on its own (``conn`` in autocommit mode).
 
@@ -63,14 +64,14 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     if len(job_types) != 1:
         raise ValueError("one claim takes one job-type filter for all its portals")
     only = job_types.pop()
-    jobs = await sql.afetch(conn, "claim", {
+    jobs = cast("list[ClaimRow]", await sql.afetch(conn, "claim", {
         "portals": [c.portal for c in caps], "limits": [c.limit for c in caps],
         "limit": limit, "worker": worker, "now": now,
-        "job_types": list(only) if only is not None else None})
+        "job_types": list(only) if only is not None else None}))
     if not any(j["rate_key"] for j in jobs):
         return jobs
     days = {c.portal: c.day for c in capacities}
-    kept: list[dict[str, Any]] = []
+    kept: list[ClaimRow] = []
     unchecked = list(jobs)
     try:
         while unchecked:
@@ -94,7 +95,7 @@ async def unclaim(conn: AConn, *, worker: str, ids: Sequence[int]) -> None:
     await sql.afetch(conn, "unclaim", {"ids": list(ids), "worker": worker, "now": clock.now()})
 
 
-async def _over_rate_limit(conn: AConn, job: dict[str, Any],
+async def _over_rate_limit(conn: AConn, job: ClaimRow,
                            days: Mapping[str, tuple[datetime, datetime] | None], worker: str,
                            now: datetime) -> bool:
     """Per-key limits (e.g. one EIN per responsible party per IRS day), counted from the

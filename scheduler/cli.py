@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -101,9 +102,7 @@ def enqueue(
                            max_attempts=max_attempts, idempotency_key=idempotency_key,
                            portal=portal)
     if as_json:
-        row = queue.get_job(result.id)
-        row["created"] = result.created
-        print_json(_public(row))
+        print_json(_public({**queue.get_job(result.id), "created": result.created}))
     else:
         typer.echo(result.id)
 
@@ -150,7 +149,7 @@ def enqueue_batch(
     typer.echo(f"{created} job(s) enqueued, {existing} already existed")
 
 
-def _public(job: dict[str, Any]) -> dict[str, Any]:
+def _public(job: Mapping[str, Any]) -> dict[str, Any]:
     """A job for display: secret payload fields shown as [encrypted] or [erased]."""
     from jobs import secrets_at_rest
     from jobs.types import get

@@ -19,34 +19,18 @@ def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
+#: the exit code of a database error, by what it means (:func:`jobs.connections.classify_error`)
+_DB_EXITS = {"unavailable": EXIT_DB, "value": EXIT_INPUT, "other": 1}
+
+
 def database_error(exc: BaseException) -> tuple[int | None, str]:
-    """(exit code, one-line message) for a database error, else (None, ""). SQLAlchemy's
-    wrappers are unwrapped. The server's message text is shown only for connection
-    failures (it names host and port, never the password); any other error is named by its
-    class and SQLSTATE: its text may quote a value (a payload's SSN)."""
-    import sys
+    """(exit code, one-line message) for a database error, else (None, "")."""
+    from jobs.connections import classify_error
 
-    import psycopg
-
-    sa_exc = sys.modules.get("sqlalchemy.exc")
-    if sa_exc is not None and isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None:
-        exc = exc.orig
-    if not isinstance(exc, psycopg.Error):
+    found = classify_error(exc)
+    if found is None:
         return None, ""
-    if isinstance(exc, psycopg.OperationalError) and not isinstance(
-            exc, psycopg.errors.ProgramLimitExceeded | psycopg.errors.QueryCanceled):
-        text = str(exc).strip()
-        first = text.splitlines()[0] if text else type(exc).__name__
-        timeout_class = getattr(psycopg.errors, "ConnectionTimeout", ())
-        if isinstance(exc, timeout_class) or "timeout expired" in first:
-            first = ("no answer within the connect timeout "
-                     f"(PORTALQ_CONNECT_TIMEOUT_SECONDS): {first}")
-        return EXIT_DB, f"database unavailable: {first}"
-    state = f"SQLSTATE {exc.sqlstate}" if exc.sqlstate else "refused by the client library"
-    if isinstance(exc, psycopg.DataError | psycopg.IntegrityError
-                  | psycopg.errors.ProgramLimitExceeded):
-        return EXIT_INPUT, f"the database refused a value ({type(exc).__name__}, {state})"
-    return 1, f"database error ({type(exc).__name__}, {state})"
+    return _DB_EXITS[found[0]], found[1]
 
 
 def _json_default(value: Any) -> Any:

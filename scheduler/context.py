@@ -15,8 +15,7 @@ from jobs.errors import AccountError, DeferUntil
 from jobs.submission import Reporting
 
 if TYPE_CHECKING:
-    from psycopg_pool import AsyncConnectionPool
-
+    from jobs.pool import Pool
     from scheduler.config import Settings
     from scheduler.people import AccountHold
 
@@ -41,7 +40,7 @@ class JobContext(Reporting):
     node's lease on the job is fresh enough to go past a point of no return."""
 
     def __init__(self, job: Mapping[str, Any], artifacts_dir: Path, *,
-                 pool: AsyncConnectionPool, node: str, settings: Settings,
+                 pool: Pool, node: str, settings: Settings,
                  browsers: ContextOpener,
                  lease_fresh: Callable[[int], bool] = lambda _job_id: True,
                  stored_urls: Mapping[str, str | None] | None = None) -> None:

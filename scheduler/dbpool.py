@@ -1,71 +1,29 @@
-"""The process's database connections: the pool (its checkout check and its reconnect
-backoff), and :class:`Database`, which runs a write until the server takes it."""
+"""The process's database connections: the pool (:mod:`jobs.pool`, sized for this node),
+and :class:`Database`, which runs a write until the server takes it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
-import time
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool
-
+from jobs import connections
+from jobs.pool import Pool
+from jobs.pool import make_pool as _make_pool
 from scheduler.config import Settings
 
 log = logging.getLogger("portalq.worker")
 
 T = TypeVar("T")
 
-#: a pooled connection idle longer than this is tested (one query) before it is handed out
-CHECK_IDLE_SECONDS = 2.0
-_returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
-
-async def _note_return(conn: psycopg.AsyncConnection[Any]) -> None:
-    _returned[conn] = time.monotonic()
-
-
-async def _usable(conn: psycopg.AsyncConnection[Any]) -> None:
-    """The pool's check on checkout. A connection in use a moment ago (the busy case: the
-    claim loop, completions, heartbeats) is handed out without a round trip; one that sat
-    idle is tested first, so one that died meanwhile (a server restart) is replaced
-    before a job's checkpoint or document write could fail on it."""
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("connection closed")
-    if time.monotonic() - _returned.get(conn, 0.0) > CHECK_IDLE_SECONDS:
-        await AsyncConnectionPool.check_connection(conn)
-
-
-def _cap_pool_reconnects(cap: float) -> None:
-    """psycopg_pool re-opens lost connections with a backoff that starts at 1 s and
-    doubles without bound (1, 2, 4, 8 s ...): work resumed ~5.6 s after a PostgreSQL
-    restart. Its attempts are objects of one class with tunable class constants; this
-    gives the pool a subclass that starts at 50 ms and never waits longer than ``cap``."""
-    from psycopg_pool import base, pool_async
-
-    class CappedAttempt(base.AttemptWithBackoff):
-        INITIAL_DELAY = 0.05
-        DELAY_JITTER = 0.5
-
-        def update_delay(self, now: float) -> None:
-            super().update_delay(now)
-            self.delay = min(self.delay, cap)
-
-    if getattr(pool_async, "AttemptWithBackoff", None) is base.AttemptWithBackoff:
-        pool_async.AttemptWithBackoff = CappedAttempt  # type: ignore[misc]
-
-
-def make_pool(settings: Settings, dsn: str) -> AsyncConnectionPool:
-    """The process's connection pool (opened by the caller)."""
-    _cap_pool_reconnects(settings.reconnect_cap_seconds)
-    return AsyncConnectionPool(dsn, min_size=2, max_size=settings.workers + 4, open=False,
-                               kwargs={"autocommit": True, **settings.pool_options()},
-                               reconnect_timeout=3600,
-                               check=_usable, reset=_note_return)
+def make_pool(settings: Settings, dsn: str) -> Pool:
+    """The process's connection pool (opened by the caller): :func:`jobs.pool.make_pool`
+    sized for this node's workers."""
+    return _make_pool(dsn, max_size=settings.workers + 4, options=settings.pool_options(),
+                      reconnect_cap=settings.reconnect_cap_seconds)
 
 
 class Backoff:
@@ -89,7 +47,7 @@ class Database:
     """The pool, and whether the database answered the last time it was asked (the
     ``/health`` answer)."""
 
-    def __init__(self, pool: AsyncConnectionPool, reconnect_cap: float) -> None:
+    def __init__(self, pool: Pool, reconnect_cap: float) -> None:
         self.pool = pool
         self.reconnect_cap = reconnect_cap
         self.healthy = True
@@ -104,7 +62,7 @@ class Database:
             try:
                 async with self.pool.connection() as conn:
                     return await fn(conn)
-            except (psycopg.OperationalError, OSError) as exc:
+            except connections.LOST as exc:
                 self.healthy = False
                 if attempts is not None:
                     attempts -= 1

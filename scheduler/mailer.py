@@ -18,6 +18,7 @@ import logging
 import mimetypes
 import smtplib
 import ssl
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from email.message import EmailMessage
@@ -26,6 +27,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from jobs import clock, outbox
+from jobs.kinds import NoticeKind
+from jobs.rows import EscalationRow, NoticeRow
 from scheduler import metrics
 from scheduler.config import Settings
 
@@ -84,7 +87,7 @@ def _one_line(value: Any, limit: int = 200) -> str:
     return " ".join(text.split())[:limit]
 
 
-def build_escalation(settings: Settings, esc: dict[str, Any],
+def build_escalation(settings: Settings, esc: Mapping[str, Any],
                      screenshot: Path | None) -> EmailMessage:
     msg = EmailMessage()
     msg["Subject"] = (f"[portalq] {_one_line(esc['kind'])}: {_one_line(esc['job_type'])} job "
@@ -171,8 +174,8 @@ def _erasure_note(settings: Settings, job_type: str) -> list[str]:
             "(PORTALQ_SECRET_RETENTION_DAYS); a retry after that asks for them again."]
 
 
-async def _send_due(settings: Settings, conn: Any, *, box: outbox.Box, build: Any,
-                    limit: int) -> Round:
+async def _send_due(settings: Settings, conn: Any, *, box: outbox.Box[outbox.R],
+                    build: Callable[[outbox.R], Awaitable[EmailMessage]], limit: int) -> Round:
     """Send the due rows of one outbox (escalations or portal notices), one transaction
     per message: the row locked while its mail goes out, marked sent and committed as
     soon as the server took it. A server that is down stops the round (one connection
@@ -232,7 +235,7 @@ async def next_try(conn: Any) -> Any:
 async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -> Round:
     """Send due escalations (with the job's last screenshot); returns how many went out."""
 
-    async def build(esc: dict[str, Any]) -> EmailMessage:
+    async def build(esc: EscalationRow) -> EmailMessage:
         shots = await outbox.screenshots(conn, esc["job_id"])
         return build_escalation(settings, esc, Path(shots[-1]) if shots else None)
 
@@ -241,12 +244,12 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
     return sent
 
 
-def build_notice(settings: Settings, note: dict[str, Any]) -> EmailMessage:
+def build_notice(settings: Settings, note: NoticeRow) -> EmailMessage:
     msg = EmailMessage()
     msg["Subject"] = f"[portalq] portal {_one_line(note['portal'])} {_one_line(note['kind'])}"
     msg["To"] = ", ".join(settings.admins())
     msg["Message-ID"] = f"<portal-notice-{note['id']}@portalq>"
-    if note["kind"] == "password_expiring":
+    if note["kind"] == NoticeKind.PASSWORD_EXPIRING:
         msg.replace_header("Subject",
                            f"[portalq] portal {_one_line(note['portal'])}: a password expires")
         msg.set_content(f"Portal {note['portal']}: {note['reason']}\n\n"
@@ -255,8 +258,8 @@ def build_notice(settings: Settings, note: dict[str, Any]) -> EmailMessage:
         return msg
     action = ("Its jobs are deferred (no attempts spent) and one probe job tests it "
               "periodically; it resumes by itself when a probe passes."
-              if note["kind"] == "paused" else "Its deferred jobs run again.")
-    other = "resume" if note["kind"] == "paused" else "pause"
+              if note["kind"] == NoticeKind.PAUSED else "Its deferred jobs run again.")
+    other = "resume" if note["kind"] == NoticeKind.PAUSED else "pause"
     msg.set_content(f"Portal {note['portal']} was {note['kind']}: {note['reason']}\n\n"
                     f"{action}\n\n  portalq portals list\n"
                     f"  portalq portals {other} {note['portal']}\n")
@@ -266,7 +269,7 @@ def build_notice(settings: Settings, note: dict[str, Any]) -> EmailMessage:
 async def send_due_notices(settings: Settings, conn: Any, limit: int = 20) -> Round:
     """Portal paused/resumed notices (one each per breaker trip), same durability."""
 
-    async def build(note: dict[str, Any]) -> EmailMessage:
+    async def build(note: NoticeRow) -> EmailMessage:
         return build_notice(settings, note)
 
     return await _send_due(settings, conn, box=outbox.NOTICES, build=build, limit=limit)

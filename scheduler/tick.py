@@ -9,9 +9,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-import psycopg
-
-from jobs import clock, worker_api
+from jobs import clock, connections, worker_api
 from scheduler import calendars, mailer, metrics
 from scheduler.config import Settings
 
@@ -23,29 +21,18 @@ class Tick:
         self.settings = settings
         self.worker = worker
         self.dsn = dsn
-        self._leader_conn: psycopg.AsyncConnection[Any] | None = None
+        self.leader = connections.LeaderSession(dsn, stale_after=settings.stale_after_seconds)
         self.last_ok: float | None = None
         self.last_summary: dict[str, int] = {}
         self._holiday_failures: dict[str, Any] = {}   # portal -> day its refresh failed
         self._outbox_kick = asyncio.Event()
 
     async def _is_leader(self) -> bool:
-        conn = self._leader_conn
-        if conn is not None and not conn.closed:
-            try:
-                await worker_api.ping(conn)
-                return True
-            except psycopg.Error:
-                await conn.close()
-        self._leader_conn = None
-        conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
-        await worker_api.leader_session(conn, stale_after=self.settings.stale_after_seconds)
-        if await worker_api.try_lead(conn):
-            self._leader_conn = conn
+        if not await self.leader.lead():
+            return False
+        if self.leader.fresh:
             log.info("this node runs the maintenance tick")
-            return True
-        await conn.close()
-        return False
+        return True
 
     async def run(self) -> dict[str, int]:
         """One tick. Every node refreshes its calendars and wakes its workers; the leader
@@ -58,7 +45,7 @@ class Tick:
             self.worker.wake.set()
             self.last_ok = clock.now().timestamp()
             self.last_summary = summary
-        except (psycopg.OperationalError, OSError) as exc:
+        except connections.LOST as exc:
             log.warning("tick skipped: database unavailable (%s)", str(exc).splitlines()[0]
                         if str(exc) else type(exc).__name__)
         return summary
@@ -83,8 +70,8 @@ class Tick:
             for name, duty in duties:
                 try:
                     out[name] = await duty()
-                except (psycopg.OperationalError, OSError) as exc:
-                    if conn.closed or conn.broken:
+                except connections.LOST as exc:
+                    if connections.is_broken(conn):
                         raise   # the database went away: the tick is skipped
                     self._duty_failed(name, exc, out)
                 except Exception as exc:  # noqa: BLE001 - one duty never stops the others
@@ -116,7 +103,7 @@ class Tick:
                 n = await worker_api.defer_portal(conn, portal=portal.code, next_open=when,
                                                   reason="paused" if portal.paused else
                                                   "closed" if portal.enabled else "disabled")
-            except (psycopg.OperationalError, OSError):
+            except connections.LOST:
                 raise
             except Exception as exc:  # noqa: BLE001 - one portal never stops the others
                 log.error("portal %s: jobs not deferred: %s: %s", portal.code,
@@ -175,7 +162,7 @@ class Tick:
                     await self._outbox_kick.wait()
             self._outbox_kick.clear()
             timeout = None
-            if self._leader_conn is None or not self.settings.admins():
+            if not self.leader.held or not self.settings.admins():
                 continue   # not the leader (yet): its first tick sends what is due
             try:
                 async with self.worker.pool.connection() as conn:
@@ -184,7 +171,7 @@ class Tick:
                 if at is not None:   # wake when the next unsent message is due again
                     timeout = min(max((at - clock.now()).total_seconds(), 0.05),
                                   self.settings.tick_seconds)
-            except (psycopg.OperationalError, OSError) as exc:
+            except connections.LOST as exc:
                 log.warning("outbox not sent now (%s); trying again", _first_line(exc))
                 timeout = retry
             except Exception as exc:  # noqa: BLE001 - the loop must survive; the tick retries
@@ -208,8 +195,7 @@ class Tick:
         return len(refreshed)
 
     async def close(self) -> None:
-        if self._leader_conn is not None:
-            await self._leader_conn.close()
+        await self.leader.close()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -22,11 +22,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool
-
-from jobs import clock, worker_api
+from jobs import clock, connections, worker_api
 from jobs.kinds import Channel
+from jobs.pool import Pool
+from jobs.rows import ClaimRow
 from scheduler import calendars, evidence, metrics, roles
 from scheduler.browsers import Browsers
 from scheduler.config import Settings
@@ -42,7 +41,7 @@ log = logging.getLogger("portalq.worker")
 
 
 class Worker:
-    def __init__(self, settings: Settings, pool: AsyncConnectionPool, dsn: str) -> None:
+    def __init__(self, settings: Settings, pool: Pool, dsn: str) -> None:
         self.settings = settings
         self.pool = pool
         self.dsn = dsn
@@ -102,14 +101,12 @@ class Worker:
         backoff = Backoff(self.settings.reconnect_cap_seconds)
         while not self.stopping.is_set():
             try:
-                async with await psycopg.AsyncConnection.connect(self.dsn,
-                                                                 autocommit=True) as conn:
-                    await worker_api.listen(conn)
+                async with connections.listening(self.dsn) as notifications:
                     backoff.reset()
                     self.wake.set()  # whatever was enqueued while we were away
                     if self.on_outbox is not None:
                         self.on_outbox()   # and whatever mail is due
-                    async for note in conn.notifies():
+                    async for note in notifications:
                         if note.channel == Channel.OUTBOX:
                             if self.on_outbox is not None:
                                 self.on_outbox()
@@ -119,7 +116,7 @@ class Worker:
                         self.wake.set()
                         if self.stopping.is_set():
                             break
-            except (psycopg.OperationalError, OSError) as exc:
+            except connections.LOST as exc:
                 delay = backoff.next()
                 log.warning("listener lost the database (%s); reconnecting in %.2fs",
                             first_line(exc), delay)
@@ -138,7 +135,7 @@ class Worker:
                 if not self.portals:
                     await self.refresh_portals()
                 caps = self.capacities()
-                jobs: list[dict[str, Any]] = []
+                jobs: list[ClaimRow] = []
                 sent = time.monotonic()   # the claim stamps the jobs' first heartbeat
                 if caps:
                     async with self.pool.connection() as conn:
@@ -155,8 +152,7 @@ class Worker:
                         jobs = await self._not_running_here(conn, jobs)
                 backoff.reset()
                 self.db.healthy = True
-            except (psycopg.OperationalError, psycopg.errors.AdminShutdown, OSError,
-                    TimeoutError) as exc:
+            except connections.LOST as exc:   # AdminShutdown and TimeoutError among them
                 self.db.healthy = False
                 delay = backoff.next()
                 log.warning("claim failed (%s); retrying in %.2fs", first_line(exc), delay)
@@ -172,8 +168,7 @@ class Worker:
             if len(jobs) < free:
                 await self._wait(self.settings.poll_seconds)
 
-    async def _not_running_here(self, conn: Any, jobs: list[dict[str, Any]],
-                                ) -> list[dict[str, Any]]:
+    async def _not_running_here(self, conn: Any, jobs: list[ClaimRow]) -> list[ClaimRow]:
         """Never two runs of one job on this node: a job rescued from this node (its run
         fenced, still unwinding) and claimed again here is given back until that run has
         ended -- the old run's end would otherwise take the new run's slot and lease, and
@@ -231,7 +226,7 @@ class Worker:
                 async with asyncio.timeout(max(hb, 1.0)):
                     async with self.pool.connection() as conn:
                         held = await worker_api.heartbeat(conn, worker=self.node, ids=ids)
-            except (psycopg.OperationalError, OSError, TimeoutError) as exc:
+            except connections.LOST as exc:   # TimeoutError among them
                 log.warning("heartbeat failed (%s)", first_line(exc))
                 continue
             self.leases.stamp(held, sent)
@@ -283,7 +278,7 @@ class Worker:
         self.leases.drop(job_id)
 
     # -- one job -------------------------------------------------------------------------
-    def context_for(self, job: dict[str, Any]) -> JobContext:
+    def context_for(self, job: ClaimRow) -> JobContext:
         """A job's context, built from the narrow parts it uses."""
         folder = evidence.run_folder(self._artifacts_root / str(job["id"]), job["attempts"])
         return JobContext(job, folder, pool=self.pool, node=self.node,
@@ -291,7 +286,7 @@ class Worker:
                           lease_fresh=self.leases.fresh,
                           stored_urls={c: p.url for c, p in self.portals.items()})
 
-    async def _execute(self, job: dict[str, Any]) -> None:
+    async def _execute(self, job: ClaimRow) -> None:
         extra = {"job_id": job["id"], "job_type": job["job_type"], "portal": job["portal"],
                  "attempt": job["attempts"], "order_id": job["order_id"]}
         started = time.monotonic()
@@ -331,7 +326,7 @@ class Worker:
                 self._free(job["id"])
                 self.wake.set()
 
-    async def _save_evidence(self, job: dict[str, Any], ctx: JobContext) -> None:
+    async def _save_evidence(self, job: ClaimRow, ctx: JobContext) -> None:
         await evidence.save(self.db, job, ctx.artifacts_dir,
                             lease_fresh=self.leases.fresh(job["id"]))
 

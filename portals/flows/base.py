@@ -63,12 +63,12 @@ class Evidence:
 
 
 @asynccontextmanager
-async def browser_page(ctx: FlowContext, *,
-                       accept_dialogs: bool = False) -> AsyncIterator[tuple[Any, Evidence]]:
+async def browser_page(ctx: FlowContext) -> AsyncIterator[tuple[Any, Evidence]]:
     """A page in a fresh browser context; a masked screenshot on failure; Playwright
     errors become retryable errors; every outcome's message has the secrets redacted.
     The context's trace is kept per the trace policy (see :mod:`portals.flows.browser`).
-    ``accept_dialogs``: accept alert/confirm dialogs (else Playwright dismisses them)."""
+    Dialogs are Playwright's to dismiss unless a page object accepts them
+    (:class:`portals.flows.pages.PortalPage` does)."""
     from playwright.async_api import Error as PlaywrightError
 
     context = await ctx.new_browser_context()
@@ -76,8 +76,6 @@ async def browser_page(ctx: FlowContext, *,
     failed = True
     try:
         page = await context.new_page()
-        if accept_dialogs:
-            page.on("dialog", lambda dialog: dialog.accept())
         try:
             yield page, evidence
             failed = False
@@ -158,15 +156,6 @@ async def click_and_wait(page: Page, target: Any, *, timeout: float | None = Non
         raise ConnectionLost(f"connection lost: {failed.result()}")
     response = nav.result()
     return response.status if response is not None else None
-
-
-async def control(page: Page, name: str) -> Any:
-    """The button labelled exactly ``name``; a page without it means the portal changed
-    (retryable: the next attempt starts over, and escalates after the last)."""
-    button = page.get_by_role("button", name=name, exact=True)
-    if await button.count() == 0:
-        raise RetryableError(f"{name} control not found: portal changed?")
-    return button
 
 
 async def page_text(page: Page) -> str:

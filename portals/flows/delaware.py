@@ -11,80 +11,60 @@ without filing again; not found -> nothing was filed, submit again.
 
 from __future__ import annotations
 
-import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
-from portals.flows.base import (
-    ConnectionLost,
-    Evidence,
-    browser_page,
-    click_and_wait,
-    control,
-    download,
-    fetch_document,
-    has_document,
-    page_text,
-)
+from jobs.errors import BusinessError
+from portals.flows.base import Evidence, browser_page, download, fetch_document, has_document
 from portals.flows.context import FlowContext
-from portals.flows.pages import absolute_url
+from portals.flows.pages import Signals, WordedPage, absolute_url
 from portals.flows.signin import sign_in_with_account
 from portals.payloads import FileEntityPayload, Person
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page
+    from playwright.async_api import Locator, Page
 
 PORTAL = "delaware_icis"
 SUBMISSION = "formation"
 DOC_TYPES = {"LLC": "LLC", "CORPORATION": "CORPORATION"}
-FILE_NUMBER_RE = re.compile(r"^\d{7}$")
+FILE_NUMBER_RE = r"\d{7}"
+INELIGIBLE = "Not eligible for online filing"
 
 
 def _name(person: Person) -> str:
     return " ".join(filter(None, [person.first_name, person.middle_name, person.last_name]))
 
 
-class DelawareFiling:
-    """Page object of the Division of Corporations online filing."""
+class DelawareFiling(WordedPage):
+    """Page object of the Division of Corporations online filing: the toolkit's worded
+    page; its steps are its headings, and "not eligible for online filing" is a refusal."""
 
-    def __init__(self, page: Page, base_url: str, evidence: Evidence) -> None:
-        self.page, self.base, self.evidence = page, base_url.rstrip("/"), evidence
-        self.certificate_link: Any = None  # set by submit() / lookup()
+    step_from = "heading"
+    expired_phrases = (("Session timed out", "session timed out"),)
 
-    async def classify(self, status: int | None) -> None:
-        text = await page_text(self.page)
-        if "not available at this time" in text:
-            raise PortalClosed("Delaware online filing: not available at this time")
-        if "Scheduled maintenance" in text:
-            raise PortalClosed("Delaware online filing: scheduled maintenance", outage=True)
-        if "Not eligible for online filing" in text:
-            detail = await self.page.locator(".error").first.inner_text()
-            raise BusinessError(f"Delaware: not eligible for online filing: {detail}")
-        if "Session timed out" in text:
-            raise RetryableError("Delaware session timed out before submission")
-        if status is not None and status >= 500:
-            raise PortalUnavailable(f"Delaware online filing answered HTTP {status}: {text[-160:]}")
+    def __init__(self, ctx: FlowContext, page: Page, evidence: Evidence) -> None:
+        super().__init__(ctx, page, evidence, PORTAL, name="Delaware")
+        self.base = ctx.portal_urls[PORTAL].rstrip("/")
+        self.certificate_link: Locator | None = None  # set by submit() / lookup()
 
-    async def expect(self, heading: str, status: int | None = None) -> None:
-        """Confirm the page by its heading; otherwise raise what the page means."""
-        h1 = self.page.locator("h1")
-        shown = (await h1.first.inner_text()).strip() if await h1.count() else ""
-        if shown == heading:
-            return
-        await self.classify(status)
-        alert = self.page.get_by_role("alert")
-        if await alert.count():
-            raise BusinessError(f"Delaware rejected {shown!r}: {await alert.first.inner_text()}")
-        raise RetryableError(f"Delaware shows {shown!r}, expected {heading!r}")
+    def read(self, raw: dict[str, Any]) -> Signals:
+        s = super().read(raw)
+        if INELIGIBLE in s.text:
+            return replace(s, error="ineligible", refused=raw["errorText"] or "")
+        return s
+
+    def system_error(self, s: Signals, where: str) -> Exception:
+        if s.error == "ineligible":
+            return BusinessError(f"Delaware: not eligible for online filing: {s.refused}")
+        return super().system_error(s, where)
 
     async def next(self, heading: str, shot: str, name: str = "Continue") -> None:
-        await self.evidence.shot(self.page, shot)
-        button = await control(self.page, name)
-        await self.expect(heading, await click_and_wait(self.page, button))
+        await self.shot(shot)
+        await self.expect_step(heading, await self.click(name, shot))
 
     async def start(self) -> None:
-        response = await self.page.goto(f"{self.base}/")
-        await self.expect("Online Filing", response.status if response else None)
+        await self.goto(f"{self.base}/", "the home page")
+        await self.expect_step("Online Filing")
         await self.next("Step 1 of 3: Entity Information", "home", "Start a New Filing")
 
     async def entity(self, p: FileEntityPayload, client_ref: str) -> None:
@@ -92,67 +72,61 @@ class DelawareFiling:
             raise BusinessError(f"entity type {p.entity_type} cannot be filed in Delaware")
         if not p.legal_name:
             raise BusinessError("a Delaware filing needs the entity's legal name")
-        await self.page.get_by_label("Document type").select_option(DOC_TYPES[p.entity_type])
-        await self.page.get_by_label("Entity name").fill(p.legal_name)
-        await self.page.get_by_label("Client reference").fill(client_ref)
+        await self.page.get_by_label("Document type", exact=True).select_option(
+            DOC_TYPES[p.entity_type])
+        await self.fill("Entity name", p.legal_name)
+        await self.fill("Client reference", client_ref, exact=False)   # "(your own, ...)"
         await self.next("Step 2 of 3: Registered Agent and Details", "entity")
 
     async def details(self, p: FileEntityPayload) -> None:
-        page, office = self.page, p.registered_office
+        office = p.registered_office
         signer = p.incorporators[0] if p.entity_type == "CORPORATION" and p.incorporators \
             else p.completing_party
-        await page.get_by_label("Registered agent name").fill(p.registered_agent or "")
-        await page.get_by_label("Registered office street").fill(office.street)
-        await page.get_by_label("City").fill(office.city)
-        await page.get_by_label("State", exact=True).fill(office.region)
-        await page.get_by_label("ZIP code").fill(office.postal_code)
-        await page.get_by_label("Authorized person / incorporator").fill(_name(signer))
+        await self.fill("Registered agent name", p.registered_agent)
+        await self.fill("Registered office street", office.street)
+        await self.fill("City", office.city)
+        await self.fill("State", office.region)
+        await self.fill("ZIP code", office.postal_code)
+        await self.fill("Authorized person / incorporator", _name(signer))
         if p.entity_type == "CORPORATION":
-            await page.get_by_label("Classes of stock").fill("\n".join(
-                f"{c.name}: {c.max_shares or ''}".strip(" :") for c in p.share_classes))
+            await self.fill("Classes of stock", "\n".join(
+                f"{c.name}: {c.max_shares or ''}".strip(" :") for c in p.share_classes),
+                exact=False)   # "Classes of stock, one per line: ..."
         await self.next("Step 3 of 3: Review and Submit", "details")
 
-    async def submit_control(self) -> Any:
-        await self.evidence.shot(self.page, "review")
-        return await control(self.page, "Submit Filing")
+    async def submit_control(self) -> None:
+        """The review page, and its submit button there (before the point of no return)."""
+        await self.shot("review")
+        await self.control("Submit Filing", "the review")
 
-    async def submit(self, button: Any) -> tuple[str, str]:
-        """(file number, certificate URL); anything else is retryable: the retry reconciles."""
-        from playwright.async_api import Error as PlaywrightError
-
-        try:
-            status = await click_and_wait(self.page, button)
-        except (ConnectionLost, PlaywrightError) as exc:
-            raise RetryableError(f"Delaware filing submitted, answer lost "
-                                 f"({str(exc).splitlines()[0]}); the next attempt reconciles "
-                                 f"by client reference") from None
-        await self.expect("Filing Accepted", status)
-        number = (await self.page.locator("#file-number").inner_text()).strip()
-        href = await self.page.locator("#certificate").get_attribute("href") or ""
-        if not FILE_NUMBER_RE.match(number):
-            raise RetryableError(f"Delaware confirmation without a valid file number ({number!r})")
+    async def file(self) -> tuple[str, str]:
+        """(file number, certificate URL); an answer lost or not recognised is retryable:
+        the retry reconciles by the client reference."""
+        await self.submit_final("Submit Filing", "the filing", "#file-number")
+        await self.expect_step("Filing Accepted")
+        number = await self.text("#file-number", "the filing", FILE_NUMBER_RE)
         self.certificate_link = self.page.locator("#certificate")
-        return number, self._absolute(href)
+        return number, await self._certificate_url()
 
     async def lookup(self, client_ref: str) -> tuple[str, str] | None:
         """The filing made under ``client_ref``: (file number, certificate URL), or None."""
-        response = await self.page.goto(f"{self.base}/lookup")
-        await self.expect("Filing Status Lookup", response.status if response else None)
-        await self.page.get_by_label("Client reference").fill(client_ref)
-        status = await click_and_wait(self.page, self.page.get_by_role("button", name="Search"))
-        await self.expect("Filing Status Lookup", status)
+        await self.goto(f"{self.base}/lookup", "the status lookup")
+        await self.expect_step("Filing Status Lookup")
+        await self.fill("Client reference", client_ref)
+        await self.submit("Search", "the status lookup")
+        await self.expect_step("Filing Status Lookup")
         await self.page.locator("#results, #no-results").first.wait_for()
-        await self.evidence.shot(self.page, "lookup")
+        await self.shot("lookup")
         rows = self.page.locator("#results tr:has(td.file-number)")
         if await rows.count() == 0:
             return None
         number = (await rows.first.locator("td.file-number").inner_text()).strip()
         self.certificate_link = rows.first.locator("a.certificate")
-        href = await self.certificate_link.get_attribute("href") or ""
-        return number, self._absolute(href)
+        return number, await self._certificate_url()
 
-    def _absolute(self, href: str) -> str:
-        return absolute_url(self.base, href)
+    async def _certificate_url(self) -> str:
+        assert self.certificate_link is not None
+        return absolute_url(self.base, await self.certificate_link.get_attribute("href") or "")
 
 
 async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
@@ -160,9 +134,9 @@ async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
     sub = ctx.submission(SUBMISSION, reference=f"PQ-{ctx.job_id}")
     if sub.confirmation is not None:
         return await _certificate_only(ctx, sub.confirmation)
-    async with browser_page(ctx, accept_dialogs=True) as (page, evidence):
+    async with browser_page(ctx) as (page, evidence):
+        de = DelawareFiling(ctx, page, evidence)
         await sign_in_with_account(ctx, page)   # the registered agent's, when configured
-        de = DelawareFiling(page, ctx.portal_urls[PORTAL], evidence)
         found = None
         if sub.in_doubt:
             await ctx.step("looking the filing up")
@@ -176,9 +150,9 @@ async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
             await de.entity(p, sub.reference)
             await de.details(p)
             await ctx.step("submit")
-            button = await de.submit_control()
+            await de.submit_control()
             async with sub:
-                found = await de.submit(button)
+                found = await de.file()
                 await sub.confirmed(file_number=found[0], certificate_url=found[1])
         number, cert_url = found
         await ctx.step("certificate")

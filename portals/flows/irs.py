@@ -13,40 +13,33 @@ error 101). The identity -> review -> submit part never appears in a trace (``un
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jobs.errors import (
-    BusinessError,
-    DeferUntil,
-    PortalClosed,
-    PortalUnavailable,
-    RetryableError,
-    UncertainOutcome,
-)
+from jobs.errors import BusinessError, DeferUntil, RetryableError, UncertainOutcome
 from portals.flows.base import (
     ConnectionLost,
     Evidence,
     browser_page,
     click_and_wait,
-    control,
     download,
     fetch_document,
     has_document,
     next_midnight,
-    page_text,
 )
 from portals.flows.browser import untraced
 from portals.flows.context import FlowContext
-from portals.flows.pages import absolute_url
+from portals.flows.pages import Signals, WordedPage, absolute_url
 from portals.payloads import ObtainEinPayload
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page
+    from playwright.async_api import Locator, Page
 
 PORTAL = "irs_ein"
 SUBMISSION = "ein_application"
 IRS_TZ = "America/New_York"
-EIN_RE = re.compile(r"^\d{2}-\d{7}$")
+EIN_RE = r"\d{2}-\d{7}"
+REFERENCE_RE = re.compile(r"Reference Number (\d{3})")
 STRUCTURES = {"LLC": "Limited Liability Company (LLC)", "CORPORATION": "Corporation",
               "PARTNERSHIP": "Partnership", "SOLE_PROPRIETOR": "Sole Proprietor"}
 REASONS = {"NEW_BUSINESS": "Started a new business", "HIRED_EMPLOYEES": "Hired employees",
@@ -63,72 +56,44 @@ class Refused(Exception):
         self.code, self.outcome = code, outcome
 
 
-class EinAssistant:
-    """Page object of the EIN Assistant."""
+class EinAssistant(WordedPage):
+    """Page object of the EIN Assistant: the toolkit's worded page, with the IRS's error
+    reference numbers as its system errors."""
 
-    def __init__(self, page: Page, base_url: str, evidence: Evidence) -> None:
-        self.page, self.base, self.evidence = page, base_url.rstrip("/"), evidence
+    def __init__(self, ctx: FlowContext, page: Page, evidence: Evidence) -> None:
+        super().__init__(ctx, page, evidence, PORTAL, name="IRS")
+        self.base = ctx.portal_urls[PORTAL].rstrip("/")
 
-    async def classify(self, status: int | None) -> None:
-        """Raise what a non-form page means: :class:`Refused` for a definite answer of the
-        portal (closed, maintenance, session expired, an error reference number)."""
-        text = await page_text(self.page)
-        if "not available at this time" in text:
-            raise Refused("closed", PortalClosed("IRS EIN Assistant: not available at this time"))
-        if "Scheduled maintenance" in text:
-            raise Refused("maintenance", PortalClosed("IRS EIN Assistant: scheduled maintenance",
-                                                      outage=True))
-        if "Session expired" in text or "session has expired" in text:
-            raise Refused("expired", RetryableError(
-                "IRS session expired (it cannot be saved); starting over is safe"))
-        if m := re.search(r"Reference Number (\d{3})", text):
-            code, detail = m.group(1), text[: m.start()].split("EIN Assistant", 1)[-1].strip()
-            if "109" <= code <= "113":
-                raise Refused(code, RetryableError(f"IRS error {code}: {detail}"))
-            if code == "101" and "per responsible party per day" in text:
-                when = next_midnight(IRS_TZ)
-                raise Refused(code, DeferUntil(
-                    f"IRS error 101: one EIN per responsible party per day; retry on "
-                    f"{when.date().isoformat()}", when=when))
-            raise Refused(code, BusinessError(f"IRS error {code}: {detail}"))
-        if status is not None and status >= 500:
-            raise PortalUnavailable(f"IRS EIN Assistant answered HTTP {status}")
+    def read(self, raw: dict[str, Any]) -> Signals:
+        s = super().read(raw)
+        found = REFERENCE_RE.search(s.text)
+        return replace(s, error=found.group(1)) if found else s
 
-    async def expect_step(self, label: str, status: int | None = None) -> None:
-        """Confirm via the progress indicator that ``label`` is the current step."""
-        current = self.page.locator("ol.progress li[aria-current=step]")
-        if await current.count() == 0:
-            await self.classify(status)
-            raise RetryableError(f"IRS page without progress indicator (expected {label})")
-        shown = " ".join((await current.text_content() or "").split())
-        if shown != f"{label} active":
-            alert = self.page.get_by_role("alert")
-            if await alert.count():
-                raise Refused("invalid", BusinessError(
-                    f"IRS rejected {shown.removesuffix(' active')}: "
-                    f"{await alert.first.inner_text()}"))
-            raise RetryableError(f"IRS shows step {shown!r}, expected {label!r}")
-
-    async def go(self, control: Any) -> int | None:
-        return await click_and_wait(self.page, control)
+    def system_error(self, s: Signals, where: str) -> Exception:
+        """An error reference number: 109-113 are the IRS's own faults (starting over is
+        safe), 101 for a second EIN the same day waits for tomorrow, others are refusals."""
+        code, found = s.error or "", REFERENCE_RE.search(s.text)
+        detail = s.text[: found.start() if found else None].split("EIN Assistant", 1)[-1].strip()
+        if "109" <= code <= "113":
+            return RetryableError(f"IRS error {code}: {detail}")
+        if code == "101" and "per responsible party per day" in s.text:
+            when = next_midnight(IRS_TZ)
+            return DeferUntil(f"IRS error 101: one EIN per responsible party per day; retry "
+                              f"on {when.date().isoformat()}", when=when)
+        return BusinessError(f"IRS error {code}: {detail}")
 
     async def next(self, label: str, shot: str) -> None:
         """Screenshot, Continue, confirm the next step ``label``."""
-        await self.evidence.shot(self.page, shot)
-        button = await control(self.page, "Continue")
-        try:
-            await self.expect_step(label, await self.go(button))
-        except Refused as refused:
-            raise refused.outcome from None
+        await self.shot(shot)
+        await self.expect_step(label, await self.click("Continue", shot))
 
-    async def select(self, label: str, value: str) -> None:
-        """Choose ``value`` in the select labelled ``label``; a value the IRS does not offer
-        (e.g. a state outside the US) is a business error, not a wait for a timeout."""
-        box = self.page.get_by_label(label, exact=True)
-        await box.wait_for()
-        if await box.locator(f"option[value={value!r}]").count() == 0:
+    async def choose(self, label: str, value: str) -> None:
+        """Choose ``value`` in the select labelled ``label`` (it may appear only once an
+        earlier choice is made); a value the IRS does not offer (e.g. a state outside the
+        US) is a business error, not a wait for a timeout."""
+        await self.page.get_by_label(label, exact=True).wait_for()
+        if not await self.select(label, value):
             raise BusinessError(f"IRS EIN Assistant offers no {label!r} option {value!r}")
-        await box.select_option(value)
 
     async def radio(self, text: str) -> None:
         # the inputs ignore clicks: only the <label> registers a choice
@@ -136,70 +101,66 @@ class EinAssistant:
             has_text=re.compile(rf"^\s*{re.escape(text)}\s*$")).click()
 
     async def open(self) -> None:
-        response = await self.page.goto(f"{self.base}/")
-        try:
-            await self.classify(response.status if response else None)
-        except Refused as refused:
-            raise refused.outcome from None
-        begin = self.page.get_by_role("button", name="Begin Application")
-        if await begin.count() == 0:
-            raise RetryableError("Begin Application not found: portal changed?")
-        await self.evidence.shot(self.page, "landing")
-        try:
-            await self.expect_step("Legal Structure", await self.go(begin))
-        except Refused as refused:
-            raise refused.outcome from None
+        await self.goto(f"{self.base}/", "the landing page")
+        begin = await self.control("Begin Application", "the landing page")
+        await self.shot("landing")
+        await self.expect_step("Legal Structure", await click_and_wait(self.page, begin))
 
     async def legal_structure(self, p: ObtainEinPayload) -> None:
         await self.radio(STRUCTURES[p.legal_structure])
         if p.legal_structure in ("LLC", "PARTNERSHIP"):  # appears once the structure is chosen
-            await self.page.get_by_label("How many members?").fill(str(p.members))
-        await self.select("State where located", p.state)
+            await self.fill("How many members?", p.members)
+        await self.choose("State where located", p.state)
         await self.radio(REASONS[p.reason])  # appears once the state is chosen
         await self.next("Identity", "legal-structure")
 
     async def identity(self, p: ObtainEinPayload) -> None:
         rp = p.responsible_party
-        page = self.page
-        await page.get_by_label("First name").fill(rp.first_name)
-        await page.get_by_label("Middle name").fill(rp.middle_name or "")
-        await page.get_by_label("Last name").fill(rp.last_name)
-        await page.get_by_label("Suffix").fill(rp.suffix or "")
-        await page.get_by_label("SSN/ITIN").fill(re.sub(r"\D", "", rp.tax_id()))
+        await self.fill("First name", rp.first_name)
+        await self.fill("Middle name", rp.middle_name)
+        await self.fill("Last name", rp.last_name)
+        await self.fill("Suffix", rp.suffix)
+        await self.fill("SSN/ITIN", re.sub(r"\D", "", rp.tax_id()))
         await self.radio("Yes")
         await self.next("Addresses", "identity")
 
     async def addresses(self, p: ObtainEinPayload) -> None:
-        page, a = self.page, p.address
-        await page.get_by_label("Street address").fill(a.street)
-        await page.get_by_label("City").fill(a.city)
-        await self.select("State", a.region)
-        await page.get_by_label("ZIP code").fill(a.postal_code)
-        await page.get_by_label("Phone number").fill(p.phone)
+        a = p.address
+        await self.fill("Street address", a.street)
+        await self.fill("City", a.city)
+        await self.choose("State", a.region)
+        await self.fill("ZIP code", a.postal_code)
+        await self.fill("Phone number", p.phone)
         await self.next("Additional Details", "addresses")
 
     async def details(self, p: ObtainEinPayload) -> None:
-        page = self.page
-        await page.get_by_label("Legal name of the entity").fill(p.legal_name)
-        await self.select("Start month", str(p.start_month))
-        await page.get_by_label("Start year").fill(str(p.start_year))
-        await self.select("Closing month of accounting year", str(p.closing_month))
-        await page.get_by_label("Expected number of employees").fill(str(p.expected_employees))
-        await page.get_by_label("Principal activity").fill(p.principal_activity)
+        await self.fill("Legal name of the entity", p.legal_name)
+        await self.choose("Start month", str(p.start_month))
+        await self.fill("Start year", p.start_year)
+        await self.choose("Closing month of accounting year", str(p.closing_month))
+        await self.fill("Expected number of employees", p.expected_employees)
+        await self.fill("Principal activity", p.principal_activity)
         await self.next("Review & Submit", "details")
 
-    async def submit_control(self) -> Any:
-        await self.evidence.shot(self.page, "review")
-        return await control(self.page, "Submit")
+    async def submit_control(self) -> Locator:
+        await self.shot("review")
+        return await self.control("Submit", "the review")
 
-    async def submit(self, button: Any) -> tuple[str, str]:
-        """Past the point of no return: (EIN, CP 575 URL), or Refused, or UncertainOutcome."""
+    async def apply(self, button: Locator) -> tuple[str, str]:
+        """Past the point of no return: (EIN, CP 575 URL), or Refused (the IRS's own
+        answer), or UncertainOutcome (no answer, or none the toolkit recognises)."""
         from playwright.async_api import Error as PlaywrightError
 
         try:
-            status = await self.go(button)
-            await self.expect_step("EIN Assignment", status)
-            ein = (await self.page.locator("#ein").inner_text()).strip()
+            status = await click_and_wait(self.page, button)
+            s = await self.signals()
+            if s.step != "EIN Assignment":
+                found = self.verdict(s, status, s.step or "the submission")
+                if found is not None and found.kind not in ("http", "signed_out"):
+                    raise Refused(found.kind, found.outcome)
+                raise RetryableError(str(found.outcome) if found else
+                                     f"IRS shows step {s.step!r}, expected 'EIN Assignment'")
+            ein = await self.text("#ein", "the EIN Assignment", EIN_RE)
             href = await self.page.locator("#cp575").get_attribute("href") or ""
         except Refused:
             raise
@@ -208,8 +169,6 @@ class EinAssistant:
                 f"IRS EIN application submitted but no answer was received "
                 f"({str(exc).splitlines()[0]}); the IRS offers no lookup: check for an issued "
                 f"EIN before retrying") from None
-        if not EIN_RE.match(ein):
-            raise UncertainOutcome(f"IRS EIN page shows no valid EIN ({ein!r})")
         return ein, absolute_url(self.page.url, href)
 
 
@@ -222,8 +181,8 @@ async def obtain_ein(ctx: FlowContext) -> dict[str, Any]:
         raise UncertainOutcome(
             f"an earlier attempt submitted the EIN application ({sub.reference}) but no "
             f"EIN was recorded; the IRS offers no lookup, so it is not resubmitted")
-    async with browser_page(ctx, accept_dialogs=True) as (page, evidence):
-        irs = EinAssistant(page, ctx.portal_urls[PORTAL], evidence)
+    async with browser_page(ctx) as (page, evidence):
+        irs = EinAssistant(ctx, page, evidence)
         await ctx.step("legal structure")
         await irs.open()
         await irs.legal_structure(p)
@@ -236,7 +195,7 @@ async def obtain_ein(ctx: FlowContext) -> dict[str, Any]:
             button = await irs.submit_control()
             async with sub:
                 try:
-                    ein, letter_url = await irs.submit(button)
+                    ein, letter_url = await irs.apply(button)
                 except Refused as refused:
                     await sub.refused(refused.code)
                     await ctx.save_checkpoint(last_error=refused.code)

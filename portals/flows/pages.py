@@ -1,16 +1,21 @@
-"""The flow toolkit's page objects: :class:`PortalPage` (the BC Registries and CRTC flows
-stand on it) and :func:`absolute_url` (every flow).
+"""The flow toolkit's page objects: :class:`PortalPage` (every portal flow stands on it),
+:class:`WordedPage` (portals whose pages carry no marks, read by their words: the US ones)
+and :func:`absolute_url`.
 
 :class:`PortalPage` wraps one tab: every navigation waits for the new document, then reads
-the page for the portal's own signals and raises the matching outcome:
+the page (:class:`Signals`, one round trip) and raises the matching outcome
+(:meth:`PortalPage.verdict`):
 
 =============================  ===========================================================
+signed out / sign-in form      ``SessionLost`` (the flow signs in again)
 closed notice                  ``PortalClosed()`` (deferred to the next opening)
 maintenance page               ``PortalClosed(outage=True)``
-system error / HTTP 5xx        ``PortalUnavailable`` (an outage sign)
 session expired                ``RetryableError``
-expected control missing       ``RetryableError("... portal changed?")``
+system error                   ``PortalUnavailable`` (an outage sign), or the portal's own
+                               meaning of its code (:meth:`PortalPage.system_error`)
+HTTP 5xx                       ``PortalUnavailable``
 form error (``role=alert``)    ``BusinessError`` with the portal's text
+expected control / step        ``RetryableError("... portal changed?")``
 alert/confirm dialog           accepted, noted in ``dialogs``, the flow continues
 =============================  ===========================================================
 
@@ -18,36 +23,72 @@ Submissions past the point of no return go through :meth:`PortalPage.submit_fina
 broken connection or a page that is neither a confirmation nor a recognised error means
 "outcome unknown" — a :class:`RetryableError` whose retry reconciles through the portal's
 lookup (the caller entered its submission first: ``async with ctx.submission(...)``).
+A portal without a lookup reads the answer itself (:meth:`PortalPage.verdict`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
-from portals.flows.base import Evidence, check_pdf, redact
+from portals.flows.base import ConnectionLost, Evidence, check_pdf, click_and_wait, redact
 from portals.flows.context import FlowContext
 
 if TYPE_CHECKING:
-    from playwright.async_api import Dialog, Page
+    from playwright.async_api import Dialog, Locator, Page
 
 log = logging.getLogger("portalq.flows")
 
 
-#: the portal's own signals on a loaded page, read in one round trip
-_SIGNALS_JS = """() => {
+#: everything :class:`PortalPage` reads of a loaded page, in one round trip: the portal's
+#: own marks (BC, CRTC), its visible text and heading (the US portals have no marks), and
+#: the current step (the progress item's own text, without a screen-reader suffix)
+_PAGE_JS = """() => {
   const q = (s) => document.querySelector(s);
   const text = (s) => (q(s) ? q(s).innerText : null);
+  const step = q('ol.progress li[aria-current=step]');
   return {closed: text('#portal-closed'), maintenance: !!q('#maintenance'),
           expired: !!q('#session-expired'),
           error: q('#system-error') ? q('#system-error').dataset.code || '' : null,
-          alert: text('[role=alert]'),
+          alert: text('[role=alert]'), errorText: text('.error'), heading: text('h1'),
+          step: step ? [...step.childNodes].filter((n) => n.nodeType === 3)
+                                          .map((n) => n.textContent).join(' ') : null,
+          text: document.body ? document.body.innerText : '',
           signedOut: q('#signed-out') ? (q('#signed-out').dataset.reason || 'signed_out')
                                       : (q('#signin-form') ? 'signed_out' : null)};
 }"""
+
+
+def _norm(text: str | None) -> str | None:
+    return None if text is None else " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What a loaded page says of itself (texts whitespace-normalised)."""
+
+    text: str = ""                  #: the visible text
+    step: str | None = None         #: the current step; None: the page shows no step
+    signed_out: str | None = None   #: the portal ended the signed-in session (why)
+    closed: str | None = None       #: the closed notice
+    maintenance: bool = False
+    expired: str | None = None      #: the session ran out, in the portal's words
+    error: str | None = None        #: a system error's code ("" when it gives none)
+    refused: str | None = None      #: a form error or refusal, in the portal's words
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a page that is not the expected one means: ``kind`` names the portal's answer
+    (``closed``, ``maintenance``, ``expired``, ``signed_out``, ``refused``, a system error's
+    code) or ``http`` (only an HTTP status: no answer of the portal's own)."""
+
+    kind: str
+    outcome: Exception
 
 
 def absolute_url(page_url: str, href: str) -> str:
@@ -56,8 +97,19 @@ def absolute_url(page_url: str, href: str) -> str:
 
 
 class PortalPage:
-    def __init__(self, ctx: FlowContext, page: Page, evidence: Evidence, portal: str) -> None:
+    """One tab on one portal. Subclasses say how the portal is named in messages
+    (``name``), where its current step shows (``step_from``) and, for portals without marks
+    on their pages, how their words read (:meth:`read`)."""
+
+    #: "progress": the progress list's current item; "heading": the page's <h1>
+    step_from = "progress"
+    #: a control the flow needs is missing (``{portal}``, ``{role}``, ``{control}``, ``{where}``)
+    missing_control = "{portal}: no {role} {control!r} on {where} — portal changed?"
+
+    def __init__(self, ctx: FlowContext, page: Page, evidence: Evidence, portal: str,
+                 name: str | None = None) -> None:
         self.ctx, self.page, self.evidence, self.portal = ctx, page, evidence, portal
+        self.name = name or portal
         self.dialogs: list[str] = []
         page.on("dialog", self._accept_dialog)
 
@@ -72,83 +124,118 @@ class PortalPage:
     async def shot(self, name: str) -> None:
         await self.evidence.shot(self.page, name)
 
+    # ---- reading a page -------------------------------------------------------------------
+    async def signals(self) -> Signals:
+        raw = await self.page.evaluate(_PAGE_JS)
+        return self.read({k: _norm(v) if isinstance(v, str) else v for k, v in raw.items()})
+
+    def read(self, raw: dict[str, Any]) -> Signals:
+        """The page's signals from what :data:`_PAGE_JS` found: by the portal's marks."""
+        return Signals(text=raw["text"] or "", step=self._step(raw),
+                       signed_out=raw["signedOut"], closed=raw["closed"],
+                       maintenance=raw["maintenance"],
+                       expired="session expired" if raw["expired"] else None,
+                       error=raw["error"], refused=raw["alert"])
+
+    def _step(self, raw: dict[str, Any]) -> str | None:
+        return raw["heading"] if self.step_from == "heading" else raw["step"]
+
+    def verdict(self, s: Signals, status: int | None, where: str) -> Verdict | None:
+        """What the page means, if it is an answer rather than a form to go on with."""
+        if s.signed_out is not None:   # the portal ended the signed-in session
+            from portals.flows.signin import SessionLost
+
+            return Verdict("signed_out", SessionLost(s.signed_out))
+        if s.closed is not None:
+            return Verdict("closed", PortalClosed(f"{self.name} closed: {self.clean(s.closed)}"))
+        if s.maintenance:
+            return Verdict("maintenance", PortalClosed(f"{self.name} in maintenance",
+                                                       outage=True))
+        if s.expired is not None:
+            return Verdict("expired", RetryableError(f"{self.name}: {s.expired} at {where}"))
+        if s.error is not None:
+            return Verdict(s.error or "error", self.system_error(s, where))
+        if status is not None and status >= 500:
+            return Verdict("http", PortalUnavailable(f"{self.name}: HTTP {status} at {where}"))
+        if s.refused is not None:
+            return Verdict("refused", BusinessError(
+                f"{self.name} rejected {where}: {self.clean(s.refused)}"))
+        return None
+
+    def system_error(self, s: Signals, where: str) -> Exception:
+        """The outcome of a system error page (an outage sign, unless a portal knows better)."""
+        return PortalUnavailable(f"{self.name}: system error {s.error} at {where}")
+
+    async def check(self, status: int | None, where: str) -> None:
+        """Raise what the page means, if it is an answer of the portal's."""
+        if (found := self.verdict(await self.signals(), status, where)) is not None:
+            raise found.outcome
+
+    async def expect_step(self, label: str, status: int | None = None) -> None:
+        """Confirm that ``label`` is the current step; else raise what the page means (the
+        portal's answer, or a changed portal)."""
+        s = await self.signals()
+        if s.step == label:
+            return
+        if (found := self.verdict(s, status, s.step or label)) is not None:
+            raise found.outcome
+        raise RetryableError(f"{self.name}: expected step {label!r}, the page shows "
+                             f"{s.step or 'no step'!r} — portal changed?")
+
     # ---- navigation ---------------------------------------------------------------------
-    async def goto(self, url: str, where: str) -> None:
+    async def goto(self, url: str, where: str) -> int | None:
         response = await self.page.goto(url)
-        await self.check(response, where)
+        status = response.status if response is not None else None
+        await self.check(status, where)
+        return status
+
+    async def control(self, name: str, where: str, role: str = "button") -> Locator:
+        """The control the flow needs; its absence on a loaded page means a redesign."""
+        locator = self.page.get_by_role(role, name=name, exact=True)  # type: ignore[arg-type]
+        if not await locator.count():
+            raise RetryableError(self.missing_control.format(
+                portal=self.name, role=role, control=name, where=where))
+        return locator.first
+
+    async def click(self, button: str, where: str) -> int | None:
+        """Click the ``button`` and wait for the page it loads; its HTTP status. A dropped
+        connection raises :class:`ConnectionLost` at once."""
+        return await click_and_wait(self.page, await self.control(button, where))
 
     async def submit(self, button: str, where: str) -> None:
         """Click the form's ``button`` and wait for the answer page; raise its outcome."""
-        control = await self.control("button", button, where)
-        async with self.page.expect_navigation() as navigation:
-            await control.click()
-        await self.check(await navigation.value, where)
+        await self.check(await self.click(button, where), where)
 
     async def submit_final(self, button: str, where: str, done: str) -> None:
         """Like :meth:`submit` for the point of no return: no answer, or an answer without
         the ``done`` element, is an unknown outcome, never a silent success or failure."""
         from playwright.async_api import Error as PlaywrightError
 
-        control = await self.control("button", button, where)
+        control = await self.control(button, where)
         try:
-            async with self.page.expect_navigation() as navigation:
-                await control.click()
-            response = await navigation.value
-        except PlaywrightError as exc:
+            status = await click_and_wait(self.page, control)
+        except (ConnectionLost, PlaywrightError) as exc:
             raise RetryableError(
-                f"{self.portal}: no answer after {where} ({self.clean(str(exc).splitlines()[0])})"
+                f"{self.name}: no answer after {where} ({self.clean(str(exc).splitlines()[0])})"
                 "; outcome unknown, the next attempt reconciles via the portal's lookup"
             ) from None
-        await self.check(response, where)
+        await self.check(status, where)
         if not await self.page.locator(done).count():
-            raise RetryableError(f"{self.portal}: unrecognised answer after {where}; outcome "
+            raise RetryableError(f"{self.name}: unrecognised answer after {where}; outcome "
                                  "unknown, the next attempt reconciles via the portal's lookup")
 
-    async def control(self, role: str, name: str, where: str) -> Any:
-        """The control the flow needs; its absence on a loaded page means a redesign."""
-        locator = self.page.get_by_role(role, name=name, exact=True)  # type: ignore[arg-type]
-        if not await locator.count():
-            raise RetryableError(f"{self.portal}: no {role} {name!r} on {where} — portal changed?")
-        return locator.first
-
-    async def check(self, response: Any, where: str) -> None:
-        signals = await self.page.evaluate(_SIGNALS_JS)
-        if signals["signedOut"] is not None:   # the portal ended the signed-in session
-            from portals.flows.signin import SessionLost
-
-            raise SessionLost(signals["signedOut"])
-        if signals["closed"] is not None:
-            raise PortalClosed(f"{self.portal} closed: {self.clean(signals['closed'])}")
-        if signals["maintenance"]:
-            raise PortalClosed(f"{self.portal} in maintenance", outage=True)
-        if signals["expired"]:
-            raise RetryableError(f"{self.portal}: session expired at {where}")
-        if signals["error"] is not None:
-            raise PortalUnavailable(f"{self.portal}: system error {signals['error']} at {where}")
-        if response is not None and response.status >= 500:
-            raise PortalUnavailable(f"{self.portal}: HTTP {response.status} at {where}")
-        if signals["alert"] is not None:
-            raise BusinessError(f"{self.portal} refused {where}: {self.clean(signals['alert'])}")
-
     # ---- reading and filling ---------------------------------------------------------------
-    async def expect_step(self, label: str) -> None:
-        """Confirm from the progress indicator that ``label`` is the current step."""
-        current = self.page.locator("ol.progress li[aria-current=step]")
-        text = (await current.inner_text()).strip() if await current.count() else ""
-        if text != label:
-            raise RetryableError(f"{self.portal}: expected step {label!r}, the page shows "
-                                 f"{text or 'no step'!r} — portal changed?")
-
     async def text(self, selector: str, where: str, pattern: str | None = None) -> str:
         locator = self.page.locator(selector)
         value = (await locator.first.inner_text()).strip() if await locator.count() else ""
         if not value or (pattern and not re.fullmatch(pattern, value)):
-            raise RetryableError(f"{self.portal}: no valid {selector} on {where} "
+            raise RetryableError(f"{self.name}: no valid {selector} on {where} "
                                  f"({value!r}) — portal changed?")
         return value
 
-    async def fill(self, label: str, value: Any) -> None:
-        await self.page.get_by_label(label, exact=True).fill("" if value is None else str(value))
+    async def fill(self, label: str, value: Any, *, exact: bool = True) -> None:
+        """Type ``value`` into the field labelled ``label`` (or whose label starts so)."""
+        await self.page.get_by_label(label, exact=exact).fill("" if value is None else str(value))
 
     async def pdf(self, href: str, what: str) -> bytes:
         """Download ``href`` (relative to the current page) with the page's cookies; it must
@@ -160,13 +247,13 @@ class PortalPage:
 
             raise SessionLost("signed_out")
         if b'id="portal-closed"' in body:
-            raise PortalClosed(f"{self.portal} closed (downloading {what})")
+            raise PortalClosed(f"{self.name} closed (downloading {what})")
         if b'id="maintenance"' in body:
-            raise PortalClosed(f"{self.portal} in maintenance (downloading {what})", outage=True)
+            raise PortalClosed(f"{self.name} in maintenance (downloading {what})", outage=True)
         if response.status != 200:
-            raise RetryableError(f"{self.portal}: {what} download failed (HTTP "
+            raise RetryableError(f"{self.name}: {what} download failed (HTTP "
                                  f"{response.status})")
-        return check_pdf(f"{self.portal}: {what}", body)
+        return check_pdf(f"{self.name}: {what}", body)
 
     async def select(self, label: str, value: str) -> bool:
         """Choose ``value`` in the select labelled ``label``; False if it is not offered."""
@@ -175,3 +262,24 @@ class PortalPage:
             return False
         await control.select_option(value)
         return True
+
+
+class WordedPage(PortalPage):
+    """A portal whose pages carry no marks (the US ones): its signals are read from its
+    words. Subclasses may add to the phrases, or read more in :meth:`read`."""
+
+    missing_control = "{control} control not found: portal changed?"
+    closed_phrases: tuple[str, ...] = ("not available at this time",)
+    maintenance_phrases: tuple[str, ...] = ("Scheduled maintenance",)
+    #: phrase on the page -> the session's end in the portal's words
+    expired_phrases: tuple[tuple[str, str], ...] = (("Session expired", "session expired"),
+                                                    ("session has expired", "session expired"))
+
+    def read(self, raw: dict[str, Any]) -> Signals:
+        text = raw["text"] or ""
+        return Signals(
+            text=text, step=self._step(raw), signed_out=raw["signedOut"],
+            closed=next((p for p in self.closed_phrases if p in text), None),
+            maintenance=any(p in text for p in self.maintenance_phrases),
+            expired=next((words for p, words in self.expired_phrases if p in text), None),
+            refused=raw["alert"])

@@ -13,10 +13,9 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-import psycopg
 from starlette.concurrency import run_in_threadpool
 
-from jobs import worker_api
+from jobs import connections
 from jobs.kinds import Channel
 
 if TYPE_CHECKING:
@@ -63,14 +62,13 @@ class Hub:
         delay = 0.2
         while not self.stopping.is_set():
             try:
-                async with await psycopg.AsyncConnection.connect(self.console.dsn,
-                                                                 autocommit=True) as conn:
-                    await worker_api.listen(conn, (Channel.JOBS, Channel.PORTALS))
+                async with connections.listening(
+                        self.console.dsn, (Channel.JOBS, Channel.PORTALS)) as notifications:
                     delay = 0.2
-                    async for _ in conn.notifies():
+                    async for _ in notifications:
                         self.console.snapshots.invalidate()
                         self.kick.set()
-            except (psycopg.OperationalError, OSError) as exc:
+            except connections.LOST as exc:
                 log.warning("console listener lost the database (%s)", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
