@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from jobs import connections
 
@@ -63,3 +63,10 @@ def make_pool(dsn: str, *, max_size: int, options: Mapping[str, Any],
     return AsyncConnectionPool(dsn, min_size=2, max_size=max_size, open=False,
                                kwargs={"autocommit": True, **options},
                                reconnect_timeout=3600, check=_usable, reset=_note_return)
+
+
+def make_sync_pool(dsn: str, *, max_size: int = 8) -> ConnectionPool:
+    """A thread-safe (blocking) pool for the console's request threads: autocommit, no
+    prepared statements (it may run behind PgBouncer); opened by the caller."""
+    return ConnectionPool(dsn, min_size=1, max_size=max_size, open=False,
+                          kwargs={"autocommit": True, "prepare_threshold": None})

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import asgi_csrf
-from psycopg_pool import ConnectionPool
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -24,6 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobs import console_users
 from jobs.errors import IllegalTransition, InputError, JobNotFound, PortalqError
+from jobs.pool import make_sync_pool
 from scheduler.config import Settings
 from scheduler.console.config import ConsoleSettings, secret_key
 from scheduler.console.security import SecurityHeaders, Sessions, SignInRequired, derive
@@ -58,8 +58,7 @@ class Console:
 
     def __init__(self, dsn: str, settings: ConsoleSettings, service: Settings) -> None:
         self.dsn, self.settings, self.service = dsn, settings, service
-        self.pool = ConnectionPool(dsn, min_size=1, max_size=8, open=False, kwargs={
-            "autocommit": True, "prepare_threshold": None})
+        self.pool = make_sync_pool(dsn)
         self.secret = secret_key(settings)
         self.sessions = Sessions(self.secret, timedelta(minutes=settings.idle_minutes),
                                  timedelta(hours=settings.max_session_hours),
