@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from jobs import audit, clock, masking, portals_repo, queue, sql
+from jobs import approvals, audit, clock, masking, portals_repo, questions, queue, sql
 from jobs.audit import Actor
 from jobs.errors import IllegalTransition, InputError, JobNotFound
 from jobs.kinds import JobStatus
@@ -197,3 +197,18 @@ def escalation(conn: Any, actor: Actor, escalation_id: int, what: str, reason: s
         audit.record(conn, actor, f"escalation.{what}", f"job:{row['job_id']}", reason,
                      before={"escalation": escalation_id, **state},
                      after={"escalation": escalation_id, **new})
+
+
+def answer(conn: Any, actor: Actor, job_id: int, text: str, reason: str) -> None:
+    """Deliver an answer (an e-mailed code, a CAPTCHA's text) to the job's open question.
+    The answer is sealed at rest and is in no audit row, page or log."""
+    _job_action(conn, actor, "job.answer", job_id, reason,
+                lambda: questions.answer(conn, job_id, text, by=actor.name))
+
+
+def decide(conn: Any, actor: Actor, job_id: int, state: str, reason: str) -> None:
+    """Approve (runs again at once, submits what was reviewed) or reject (cancelled,
+    nothing filed) a job waiting for approval; audited by :func:`approvals.decide`."""
+    if not reason or not reason.strip():
+        raise InputError("a reason is required")
+    approvals.decide(conn, actor, job_id, state, reason)

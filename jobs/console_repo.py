@@ -129,6 +129,12 @@ def job_page(conn: Any, job_id: int) -> dict[str, Any]:
     job["artifacts"] = sql.fetch(conn, "console_artifacts", {"job_id": job_id})
     job["documents"] = sql.fetch(conn, "document_names", {"job_id": job_id})
     job["escalations"] = sql.fetch(conn, "console_job_escalations", {"job_id": job_id})
+    # a person's part (issue 16): the questions asked (never their answers) and an approval
+    now = clock.now()
+    job["questions"] = [{**q, "open": q["answered_at"] is None and q["deadline"] > now}
+                        for q in sql.fetch(conn, "job_questions", {"job_id": job_id})]
+    approval = (job.get("checkpoint") or {}).get("approval") or {}
+    job["awaits_approval"] = approval.get("state") == "pending"
     return masking.public_job(job)
 
 

@@ -31,7 +31,10 @@ FILTERS = ("status", "portal", "job_type", "order_id", "created_from", "created_
            "value")
 DONE = {"retry": "Queued again.", "retry_with_payload": "Queued again with the new payload.",
         "cancel": "Cancelled.", "confirm_filed": "Completed as filed.",
-        "not_filed": "Resumes from before its submission."}
+        "not_filed": "Resumes from before its submission.",
+        "answer": "Answer sent: the flow goes on with it.",
+        "approve": "Approved: it runs again now and submits what was reviewed.",
+        "reject": "Rejected: cancelled, nothing filed."}
 
 
 def actor(user: User) -> Actor:
@@ -167,6 +170,13 @@ def routes(console: Console) -> list[Route]:
                                                   str(form.get("confirmation") or ""))
                 elif what == "not_filed":
                     console_actions.not_filed(conn, a, job_id, reason)
+                elif what == "answer":
+                    console_actions.answer(conn, a, job_id, str(form.get("answer") or ""),
+                                           reason)
+                elif what in ("approve", "reject"):
+                    console_actions.decide(conn, a, job_id,
+                                           "approved" if what == "approve" else "rejected",
+                                           reason)
                 elif what == "retry_with_payload":
                     try:
                         edited = json.loads(str(form.get("payload") or ""))

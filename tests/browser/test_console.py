@@ -349,6 +349,61 @@ def test_every_action_is_audited(env, signin, run):
 
 # --- live overview ----------------------------------------------------------------------------
 
+def test_a_person_answers_and_approves_from_the_job_page(env, signin, run):
+    """Jobs waiting for a person (an e-mailed code, an approval before submitting): an
+    operator answers and decides on the job page, audited; the answer is sealed and shown
+    nowhere; a viewer sees the question but no form."""
+    from jobs import queue
+
+    dsn, code = env["dsn"], "483920"
+    now = clock.now()
+    with psycopg.connect(dsn, autocommit=True) as c:
+        asks = queue.enqueue("file_entity", "ORD-Q-1", payloads.FILE_ENTITY_BC, conn=c).id
+        waits = queue.enqueue("file_entity", "ORD-A-1", payloads.FILE_ENTITY_BC, conn=c).id
+        c.execute("UPDATE job_queue SET status = 'running', attempts = 1 WHERE id = %s",
+                  (asks,))
+        c.execute("INSERT INTO job_questions (job_id, attempt, question, asked_at, deadline) "
+                  "VALUES (%s, 1, 'the code e-mailed to ops@example.com', %s, %s)",
+                  (asks, now, now + timedelta(minutes=10)))
+        c.execute("UPDATE job_queue SET status = 'deferred', run_at = %s, checkpoint = "
+                  "jsonb_build_object('approval', jsonb_build_object('state', 'pending', "
+                  "'digest', 'abc')) WHERE id = %s", (now + timedelta(days=7), waits))
+
+    viewer = signin("viewer")
+    run(viewer.goto(f"/jobs/{asks}"))
+    assert "the code e-mailed to ops@example.com" in run(viewer.content())
+    assert run(viewer.locator("#answer").count()) == 0
+
+    page = signin("operator")
+    run(page.goto(f"/jobs/{asks}"))
+    _submit(run, page, "form[action$='/answer']", answer=code, reason="code from the inbox")
+    assert "Answer sent" in run(page.locator("#done").inner_text())
+    assert code not in run(page.content())
+    with psycopg.connect(dsn) as c:
+        by, sealed = c.execute("SELECT answered_by, answer FROM job_questions WHERE job_id = %s",
+                               (asks,)).fetchone()
+        audit_text = str(c.execute("SELECT * FROM audit_log WHERE target = %s",
+                                   (f"job:{asks}",)).fetchall())
+    assert by == "operator" and sealed is not None and code.encode() not in bytes(sealed)
+    assert audit_rows(dsn, "job.answer")[-1] == ("operator", f"job:{asks}",
+                                                 "code from the inbox")
+    assert code not in audit_text
+    # answered: no second answer can be sent
+    run(page.goto(f"/jobs/{asks}"))
+    assert run(page.locator("#answer").count()) == 0
+
+    run(page.goto(f"/jobs/{waits}"))
+    _submit(run, page, "form[action$='/approve']", reason="checked the review page")
+    assert "Approved" in run(page.locator("#done").inner_text())
+    row = job_row(dsn, waits)
+    assert row["checkpoint"]["approval"]["state"] == "approved"
+    assert row["checkpoint"]["approval"]["by"] == "operator"
+    assert audit_rows(dsn, "job.approve")[-1] == ("operator", f"job:{waits}",
+                                                  "checked the review page")
+    run(page.goto(f"/jobs/{waits}"))
+    assert run(page.locator("#approve").count()) == 0   # decided
+
+
 def test_live_overview_follows_a_cli_enqueue_without_reload(env, signin, run):
     page = signin("viewer")
     cell = page.locator("td[data-total=pending]")

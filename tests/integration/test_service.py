@@ -37,9 +37,9 @@ def test_pickup_latency_with_a_60s_tick(db, dsn, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_nodes_5000_jobs_portal_limit_of_one_never_exceeded(db, dsn, tmp_path):
+def test_two_nodes_2000_jobs_portal_limit_of_one_never_exceeded(db, dsn, tmp_path):
     add_local_portal(dsn, code="narrow", max_sessions=1)
-    n = 5000
+    n = 2000
     queue.enqueue_many([queue.NewJob("ledger_job", f"O{i}", {"portal": "narrow"})
                         for i in range(n)])
     # not fenced by a busy machine's pauses (a fenced run's ledger row would overlap)
