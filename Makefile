@@ -7,11 +7,11 @@ PYTEST_ARGS ?=
 # pytest processes: most tests wait on subprocesses, browsers and the server, so a third
 # process keeps two cores busy; PYTEST_WORKERS=0 runs the suite in one process
 PYTEST_WORKERS ?= 3
-PYTEST_N = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
+PYTEST_N = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist load)
 # extras installed with portalq: the image (deploy/Dockerfile) builds with EXTRAS= (none)
 EXTRAS ?= test
 
-.PHONY: help venv browser pgbouncer demo test test-fast lint bench bench-browser bench-scale clean
+.PHONY: help venv browser pgbouncer demo test test-slow test-all lint bench bench-browser bench-scale clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -33,14 +33,16 @@ pgbouncer:  ## make sure PgBouncer exists (system package; tests start their own
 demo: venv browser  ## run the demo: embedded Postgres, stand-in portals, mailbox, service
 	$(VENV)/bin/portalq demo
 
-test: venv browser pgbouncer  ## run the whole test suite (unit, integration, browser, acceptance)
+test: venv browser pgbouncer  ## lint, then the test suite (unit, integration, browser, acceptance), not the slow runs
 	$(VENV)/bin/ruff check jobs scheduler portals tests
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q $(PYTEST_N) $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(PYTEST_N) -m "not slow" --durations=15 $(PYTEST_ARGS)
 
-test-fast: venv pgbouncer  ## the tests without the slow soak/chaos runs
-	$(PY) -m pytest -q $(PYTEST_N) -m "not slow" $(PYTEST_ARGS)
+test-slow: venv browser pgbouncer  ## the slow runs: chaos, exactly-once drains, partitions, failover, exhaustive oracle
+	$(PY) -m pytest -q $(PYTEST_N) -m slow --durations=15 $(PYTEST_ARGS)
+
+test-all: test test-slow  ## everything CI runs
 
 lint: venv  ## ruff + import-layer contracts + mypy
 	$(VENV)/bin/ruff check jobs scheduler portals tests
