@@ -36,8 +36,12 @@ def pending(checkpoint: dict[str, Any] | None, review_digest: str) -> dict[str, 
     """The checkpoint record of a new request (``changed``: an earlier approval was for
     other data)."""
     rec = (checkpoint or {}).get(KEY) or {}
+    changed = (rec.get("state") == "approved" and rec.get("digest") != review_digest) or (
+        # asked again before a decision (the run that asked was interrupted and ran again):
+        # what was said of the earlier approval still holds
+        rec.get("state") == "pending" and bool(rec.get("changed")))
     return {"state": "pending", "digest": review_digest, "asked_at": clock.now().isoformat(),
-            "changed": rec.get("state") == "approved" and rec.get("digest") != review_digest}
+            "changed": changed}
 
 
 def decide(conn: Any, actor: audit.Actor, job_id: int, state: str, note: str) -> None:

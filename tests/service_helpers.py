@@ -27,7 +27,9 @@ def add_local_portal(dsn: str, code: str = "local", max_sessions: int | None = N
 
 
 class Service:
-    """A ``portalq run`` subprocess with the ledger plugin loaded."""
+    """A ``portalq run`` subprocess with the ledger plugin loaded. Its jobs go stale after
+    10 s: a node starved of CPU for seconds on a busy machine must not fence itself in a
+    test about something else; tests of the rescue itself say 3 s."""
 
     def __init__(self, db_url: str, tmp: Path, name: str = "n1",
                  wrap: Any = None, **env: Any) -> None:
@@ -38,7 +40,7 @@ class Service:
         self.env = {**os.environ, "PORTALQ_DATABASE_URL": db_url, "PORTALQ_NODE_ID": name,
                     "PORTALQ_PLUGINS": "tests.plugins.ledger", "PORTALQ_HOME": str(tmp),
                     "PORTALQ_TICK_SECONDS": "1", "PORTALQ_HEARTBEAT_SECONDS": "0.5",
-                    "PORTALQ_STALE_AFTER_SECONDS": "3", "PORTALQ_POLL_SECONDS": "0.2",
+                    "PORTALQ_STALE_AFTER_SECONDS": "10", "PORTALQ_POLL_SECONDS": "0.2",
                     "PYTHONPATH": str(ROOT), **{k: str(v) for k, v in env.items()}}
         self.proc: subprocess.Popen[bytes] | None = None
 

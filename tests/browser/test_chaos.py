@@ -36,7 +36,7 @@ def test_ten_sigkills_lose_nothing_file_nothing_twice_fail_nothing(
         return Service(db, tmp_path, f"chaos{i}", PORTALQ_STANDIN_URL=standin_server.base_url,
                        PORTALQ_ADMIN_EMAILS="ops@example.com", PORTALQ_SMTP_URL=mailbox.url,
                        PORTALQ_RETRY_BASE_SECONDS=0.2, PORTALQ_WORKERS=3,
-                       PORTALQ_CRASH_LIMIT=KILLS)
+                       PORTALQ_CRASH_LIMIT=KILLS, PORTALQ_STALE_AFTER_SECONDS=3)
 
     kills_after_submit = 0
     started = time.monotonic()

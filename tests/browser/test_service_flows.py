@@ -129,7 +129,7 @@ def _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox, port
     import signal
 
     portals.control(portal, hang_after_submit=True)
-    victim = _service(db, tmp_path, standin_server, mailbox).start()
+    victim = _service(db, tmp_path, standin_server, mailbox, PORTALQ_STALE_AFTER_SECONDS=3).start()
     try:
         wait_until(lambda: len(portals.ledger(portal)) == 1, 60, "the submission")
         assert past_point_of_no_return(queue.get_job(job_id)["checkpoint"])
@@ -139,7 +139,8 @@ def _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox, port
         victim.stop()
     portals.control(portal, hang_after_submit=False)
     rescuer = Service(db, tmp_path, "rescuer", PORTALQ_STANDIN_URL=standin_server.base_url,
-                      PORTALQ_ADMIN_EMAILS="ops@example.com", PORTALQ_SMTP_URL=mailbox.url)
+                      PORTALQ_ADMIN_EMAILS="ops@example.com", PORTALQ_SMTP_URL=mailbox.url,
+                      PORTALQ_STALE_AFTER_SECONDS=3)
     return rescuer.start()
 
 

@@ -49,7 +49,7 @@ def test_two_processes_drain_10000_jobs_exactly_once(db, dsn, tmp_path):
 
 def test_sigkilled_worker_job_is_rescued_and_completes(db, dsn, tmp_path):
     add_local_portal(dsn)
-    victim = Service(db, tmp_path, "victim").start()
+    victim = Service(db, tmp_path, "victim", PORTALQ_STALE_AFTER_SECONDS=3).start()
     job = queue.enqueue("ledger_job", "O1", {"sleep_ms": 60_000})
     wait_until(lambda: ledger_stats(dsn)[0] == 1, 30, "the handler to start")
     victim.signal(signal.SIGKILL)
@@ -59,7 +59,7 @@ def test_sigkilled_worker_job_is_rescued_and_completes(db, dsn, tmp_path):
     # the job must now complete elsewhere (a rescuer + another node); shorten its work
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("UPDATE job_queue SET payload = '{\"sleep_ms\": 0}' WHERE id = %s", (job.id,))
-    other = Service(db, tmp_path, "other").start()
+    other = Service(db, tmp_path, "other", PORTALQ_STALE_AFTER_SECONDS=3).start()
     try:
         wait_until(lambda: queue.get_job(job.id)["status"] == "completed", 60, "rescue")
     finally:
