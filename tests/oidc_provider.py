@@ -21,7 +21,6 @@ import hashlib
 import html
 import json
 import secrets
-import threading
 import time
 from typing import Any
 from urllib.parse import urlencode
@@ -176,15 +175,11 @@ class ProviderServer:
         self.provider = provider
         self.server = uvicorn.Server(uvicorn.Config(provider.app, host="127.0.0.1",
                                                     port=provider.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> OidcProvider:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the test identity provider did not start")
-            time.sleep(0.02)
+        from tests.service_helpers import start_server_thread
+
+        self.thread = start_server_thread(self.server, "the test identity provider")
         return self.provider
 
     def __exit__(self, *exc: object) -> None:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,14 @@ def open_all_hours(dsn: str) -> None:
                   "SELECT code, d, '00:00', '00:00' FROM portals, generate_series(0, 6) d")
         c.execute("UPDATE portals SET holiday_country = NULL, holiday_subdiv = NULL, "
                   "cutoff_minutes = 0")
+
+
+def start_server_thread(server: Any, what: str) -> threading.Thread:
+    """Run a uvicorn ``Server`` in a daemon thread; return once it accepts connections."""
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started or not thread.is_alive(), 20, f"{what} to start",
+               interval=0.02)
+    if not thread.is_alive():
+        raise RuntimeError(f"{what} did not start")
+    return thread

@@ -5,8 +5,6 @@ a job with an SSN and evidence to look at."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +20,7 @@ from scheduler.console.config import ConsoleSettings
 from tests import payloads
 from tests.checkpoints import in_doubt
 from tests.conftest import run_cli
+from tests.service_helpers import start_server_thread
 
 PASSWORD = "correct horse battery staple"
 ROLES = ("viewer", "operator", "admin")
@@ -38,15 +37,9 @@ class ConsoleServer:
                                  **settings)
         self.app = create_app(dsn, config, Settings(artifacts_dir=artifacts))
         self.server = server(self.app, "127.0.0.1", self.port)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> ConsoleServer:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the console did not start")
-            time.sleep(0.02)
+        self.thread = start_server_thread(self.server, "the console")
         return self
 
     def __exit__(self, *exc: object) -> None:
