@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,17 @@ def start_server_thread(server: Any, what: str) -> threading.Thread:
     if not thread.is_alive():
         raise RuntimeError(f"{what} did not start")
     return thread
+
+
+def weekday_after_server_start(conn: psycopg.Connection[Any], weekday: int,
+                               hour: int) -> datetime:
+    """The first ``weekday`` (0 = Monday) at ``hour`` UTC, a day or more after the server's
+    start: a frozen clock for a test that rescues stale jobs. A heartbeat counts from the
+    server's start at the earliest (stale_running), so a clock frozen at a fixed date stops
+    rescuing anything once the server was started after it -- a test that passes until
+    that day and fails from then on."""
+    row = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
+    assert row is not None
+    day = (row[0] + timedelta(days=1)).astimezone(UTC).date()
+    day += timedelta(days=(weekday - day.weekday()) % 7)
+    return datetime(day.year, day.month, day.day, hour, tzinfo=UTC)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import email
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -21,9 +21,7 @@ from scheduler.config import Settings
 from scheduler.tick import Tick
 from scheduler.worker import Worker, make_pool
 from tests.mailbox import free_port
-from tests.service_helpers import add_local_portal
-
-TUESDAY = datetime(2026, 12, 8, 15, 0, tzinfo=UTC)
+from tests.service_helpers import add_local_portal, weekday_after_server_start
 
 
 class _RefusePoison:
@@ -45,12 +43,13 @@ def _job(c, order_id, portal, status="pending", **cols):
         f"INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at, "
         f"created_at, updated_at{', ' + names if cols else ''}) VALUES ('ledger_job', "
         f"%(o)s, %(p)s, '{{}}', %(s)s, %(t)s, %(t)s, %(t)s{values}) RETURNING id",
-        {"o": order_id, "p": portal, "s": status, "t": TUESDAY - timedelta(hours=1), **cols}
+        {"o": order_id, "p": portal, "s": status, "t": clock.now() - timedelta(hours=1), **cols}
     ).fetchone()[0]
 
 
 def test_a_poison_row_in_every_duty_leaves_the_other_rows_done(db, dsn, conn, tmp_path):
-    clock.set_clock(clock.FrozenClock(TUESDAY))
+    tuesday = weekday_after_server_start(conn, 1, 15)
+    clock.set_clock(clock.FrozenClock(tuesday))
     add_local_portal(dsn, "open24")
     for code in ("closed_a", "closed_b"):   # open Mondays 09:00-10:00 UTC only
         conn.execute("INSERT INTO portals (code, name, timezone) VALUES (%s, %s, 'UTC')",
@@ -63,7 +62,7 @@ def test_a_poison_row_in_every_duty_leaves_the_other_rows_done(db, dsn, conn, tm
     conn.execute("ALTER TABLE job_queue ADD CONSTRAINT poison_defer CHECK "
                  "(portal <> 'closed_a' OR status <> 'deferred') NOT VALID")
     # rescue: one stale job cannot be put back
-    stale = TUESDAY - timedelta(minutes=5)
+    stale = tuesday - timedelta(minutes=5)
     poison_rescue = _job(conn, "R-POISON", "open24", "running", lock_owner="dead",
                          heartbeat_at=stale, attempts=1)
     good_rescue = _job(conn, "R-GOOD", "open24", "running", lock_owner="dead",
@@ -78,7 +77,7 @@ def test_a_poison_row_in_every_duty_leaves_the_other_rows_done(db, dsn, conn, tm
                      "next_try_at) VALUES (%s, 5, 'attempts', 'x', %s, %s)",
                      (jid, stale, stale))
     # prune: one finished job is still referred to by another table
-    old = TUESDAY - timedelta(days=60)
+    old = tuesday - timedelta(days=60)
     poison_prune = _job(conn, "P-POISON", "open24", "completed", finished_at=old)
     good_prune = _job(conn, "P-GOOD", "open24", "completed", finished_at=old)
     conn.execute("CREATE TABLE invoices (job_id bigint REFERENCES job_queue (id))")
@@ -123,7 +122,7 @@ def test_a_poison_row_in_every_duty_leaves_the_other_rows_done(db, dsn, conn, tm
     refused = conn.execute(
         "SELECT e.sent_at, e.last_send_error, e.next_try_at FROM escalations e "
         "JOIN job_queue j ON j.id = e.job_id WHERE j.order_id = 'M-POISON-M'").fetchone()
-    assert refused[0] is None and "554" in refused[1] and refused[2] > TUESDAY
+    assert refused[0] is None and "554" in refused[1] and refused[2] > tuesday
     assert "rescue failed" in conn.execute(
         "SELECT last_error FROM job_queue WHERE id = %s", (poison_rescue,)).fetchone()[0]
     assert summary["deferred"] == 1 and summary["rescued"] == 1
