@@ -227,13 +227,15 @@ def test_escalations_are_mailed_at_once_not_at_the_next_tick(db, dsn, tmp_path):
         wait_until(lambda: health(port)["last_tick"] is not None, 30, "the first tick")
         t0 = time.monotonic()
         queue.enqueue("ledger_job", "ORD-9", {"permanent": True})
-        [mail] = mailbox.wait_for(1, 10)
+        [mail] = mailbox.wait_for(1, 45)
         took = time.monotonic() - t0
     finally:
         svc.stop()
         mailbox.stop()
     assert "business" in mail["Subject"]
-    assert took < 5, f"the mail took {took:.1f}s"
+    # the next tick is 60 s away: half of that proves the NOTIFY sent it, on any machine
+    # (idle, it takes milliseconds; how fast is the benchmarks' question)
+    assert took < 30, f"the mail took {took:.1f}s"
 
 
 def test_after_a_mail_server_outage_the_mail_leaves_within_seconds(db, dsn, tmp_path):
@@ -249,13 +251,16 @@ def test_after_a_mail_server_outage_the_mail_leaves_within_seconds(db, dsn, tmp_
                                           ).fetchone()[0] or 0) >= 1, 30, "a failed send")
         mailbox = Mailbox(port).start()
         t0 = time.monotonic()
-        mailbox.wait_for(1, 15)
+        mailbox.wait_for(1, 45)
         took = time.monotonic() - t0
     finally:
         svc.stop()
         if mailbox:
             mailbox.stop()
-    assert took < mailer.SERVER_RETRY.total_seconds() + 2
+    # the server retry (5 s), not the next tick (60 s): half the tick tells them apart
+    # whatever the machine's load
+    assert mailer.SERVER_RETRY.total_seconds() < 30
+    assert took < 30, f"the mail took {took:.1f}s"
     assert len(mailbox.messages) == 1
 
 

@@ -115,7 +115,10 @@ def test_instant_pickup_through_pgbouncer(db, dsn, pooled, tmp_path):
     median = statistics.median(latencies)
     print(f"pickup through pgbouncer: median {median * 1000:.1f} ms, "
           f"max {max(latencies) * 1000:.1f} ms")
-    assert median < 0.050
+    # Every job started long before the first poll or tick could have started it (60 s):
+    # only the notification did. How fast is the benchmarks' question (docs/benchmarks.md),
+    # not a test's: a busy machine (load 16) once took 203 ms for the median here.
+    assert max(latencies) < 10
 
 
 def queue_dsn(url: str) -> str:

@@ -31,9 +31,9 @@ def test_pickup_latency_with_a_60s_tick(db, dsn, tmp_path):
         svc.stop()
     median = statistics.median(latencies)
     print(f"pickup latency median {median * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms")
-    # without the NOTIFY wake-up a job would wait for the 60 s poll: far below that proves
-    # the wake-up, also on a busy machine (docs/benchmarks.md has the idle figures: ms)
-    assert median < 0.5
+    # without the NOTIFY wake-up a job would wait for the 60 s poll: every job far below
+    # that proves the wake-up on any machine (docs/benchmarks.md has the idle figures: ms)
+    assert max(latencies) < 10
 
 
 @pytest.mark.slow
