@@ -13,6 +13,7 @@ names are re-exported here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -54,9 +55,14 @@ class NotItsPlace(KeyError_):
 
 def place(job_id: int, job_type: str, field: str) -> bytes:
     """The associated data binding a sealed value to its job and field: a copy into another
-    job's row (another id) or into another field does not open."""
-    return b"portalq-sealed-v2\x00%d\x00%s\x00%s" % (job_id, job_type.encode(),
-                                                      field.encode())
+    job's row (another id) or into another field does not open.
+    (``b"portalq-sealed-v2\\0<id>\\0<job type>\\0<field>"``)"""
+    return b"portalq-sealed-v2\x00%d%s" % (job_id, _place_tail(job_type, field))
+
+
+@functools.lru_cache(maxsize=1024)
+def _place_tail(job_type: str, field: str) -> bytes:
+    return b"\x00%s\x00%s" % (job_type.encode(), field.encode())
 
 
 # -- sealing ------------------------------------------------------------------------------

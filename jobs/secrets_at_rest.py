@@ -15,6 +15,7 @@ tick erases them. A retry that needs an erased value asks for it again.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -56,12 +57,23 @@ def _secret_fields(job_type: str) -> tuple[str, ...]:
         return ()
 
 
+@functools.cache
+def _plan(specs: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...] | None, str], ...]:
+    """Each secret field spec as (spec, its parents, its leaf), parsed once per job type;
+    parents None for a spec that needs :func:`_walk` (a ``*``, or deeply nested)."""
+    out: list[tuple[str, tuple[str, ...] | None, str]] = []
+    for spec in specs:
+        *parents, leaf = spec.split(".")
+        simple = "*" not in spec and len(parents) <= 2
+        out.append((spec, tuple(parents) if simple else None, leaf))
+    return tuple(out)
+
+
 def _take(payload: dict[str, Any], specs: tuple[str, ...]) -> dict[str, Any]:
     """Move the secret values out of ``payload`` (markers left), in place: {path: value}."""
     taken: dict[str, Any] = {}
-    for spec in specs:
-        if "*" not in spec and spec.count(".") <= 2:   # the common case, without _walk
-            *parents, leaf = spec.split(".")
+    for spec, parents, leaf in _plan(specs):
+        if parents is not None:   # the common case, without _walk
             node: Any = payload
             for part in parents:
                 node = node.get(part) if isinstance(node, dict) else None
