@@ -142,12 +142,13 @@ def seal_many(items: list[tuple[bytes, bytes]], p: KeyProvider | None = None,
     p = p or provider()
     out: list[Sealed] = []
     key: _DataKey | None = getattr(_data_keys, "key", None)
+    make = tuple.__new__   # Sealed(...) runs a Python-level __new__: ~0.3 us a value
     for plaintext, aad in items:
         if key is None or key.uses >= key.MAX_USES or (not out and not key.fresh(p)):
             key = _data_keys.key = _DataKey(p)
         nonce = key.nonce()
-        out.append(Sealed(key.key_id, key.wrapped,
-                          b"".join((V2, nonce, key.aead.encrypt(nonce, plaintext, aad)))))
+        out.append(make(Sealed, (key.key_id, key.wrapped, b"".join(
+            (V2, nonce, key.aead.encrypt(nonce, plaintext, aad))))))
     return out
 
 
