@@ -7,6 +7,7 @@ Rounds alternate plain/sealed so drift of the machine hits both alike; medians r
 
     .venv/bin/python bench/secrets_bench.py            # embedded server in /tmp/pq-secrets-bench
     PQ_ROUNDS=5 PQ_SINGLE=2000 PQ_BATCH_N=20000 PQ_DRAIN_N=5000 ...
+    PQ_MODES=single,batch ...                          # only these measures
 
 Measured: single enqueue (one job per call, autocommit), batch enqueue (enqueue_many of 500:
 the COPY path), drain (the Worker's loops as serve() wires them, workers=50, a no-op
@@ -36,6 +37,9 @@ ROUNDS = int(os.environ.get("PQ_ROUNDS", "3"))
 SINGLE = int(os.environ.get("PQ_SINGLE", "1000"))
 BATCH_N = int(os.environ.get("PQ_BATCH_N", "10000"))
 DRAIN_N = int(os.environ.get("PQ_DRAIN_N", "3000"))
+#: which measures to run (comma-separated): single, batch, drain
+MODES = [m.strip() for m in os.environ.get("PQ_MODES", "single,batch,drain").split(",")
+         if m.strip()]
 PORTAL = "bench"
 
 
@@ -175,6 +179,8 @@ def main() -> None:
         for job_type in order:
             for name, fn in (("single", bench_single), ("batch", bench_batch),
                              ("drain", bench_drain)):
+                if name not in MODES:
+                    continue
                 _clear(url)
                 results.setdefault((name, job_type), []).append(fn(url, job_type))
     print(f"rounds={ROUNDS} single={SINGLE} batch={BATCH_N} (enqueue_many of 500, COPY) "
@@ -183,7 +189,7 @@ def main() -> None:
     print(f"{'measure':<8} {'plain jobs/s':>13} {'sealed jobs/s':>14} {'sealed/plain':>13}"
           f"   {'CPU us/job plain':>16} {'sealed':>7}   {'min plain':>9} {'sealed':>7}"
           f" {'+':>6}")
-    for name in ("single", "batch", "drain"):
+    for name in MODES:
         plain = statistics.median(results[(name, "bench_plain")])
         sealed = statistics.median(results[(name, "bench_sealed")])
         cpu_p = statistics.median(CPU[(name, "bench_plain")])

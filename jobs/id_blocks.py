@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,7 @@ monotonic = time.monotonic
 
 @dataclass
 class _Block:
-    ids: list[int] = field(default_factory=list)
+    ids: deque[int] = field(default_factory=deque)
     born: float = 0.0
     size: int = 1
 
@@ -43,7 +44,8 @@ def take(conn: Any, n: int) -> list[int]:
         block = _BLOCKS[conn] = _Block()
     now = monotonic()
     if block.ids and now - block.born > MAX_AGE:
-        block.ids, block.size = [], 1
+        block.ids.clear()
+        block.size = 1
     if len(block.ids) < n:
         if block.born and now - block.born <= MAX_AGE:
             block.size = min(block.size * 4, MAX_BLOCK)   # used up quickly: a burst
@@ -53,5 +55,5 @@ def take(conn: Any, n: int) -> list[int]:
                                                                 block.size)})
         block.ids.extend(fresh)
         block.born = now
-    out, block.ids = block.ids[:n], block.ids[n:]
-    return out
+    ids = block.ids
+    return [ids.popleft() for _ in range(n)]

@@ -148,8 +148,14 @@ def _raise_with_path(payload: Any, what: str) -> None:
 
 
 def check_payload_size(payload_json: str, what: str = "payload") -> None:
-    limit = max_payload_bytes()
-    size = len(payload_json.encode())
+    check_payload_bytes(len(payload_json.encode()), what)
+
+
+def check_payload_bytes(size: int, what: str = "payload", limit: int | None = None) -> None:
+    """A payload of ``size`` bytes as stored JSON is within ``limit`` (default
+    :func:`max_payload_bytes`; a batch reads it once)."""
+    if limit is None:
+        limit = max_payload_bytes()
     if size > limit:
         raise InputError(f"{what} is {size} bytes as JSON (at most {limit}; "
                          "PORTALQ_MAX_PAYLOAD_BYTES)")

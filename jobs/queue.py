@@ -96,7 +96,7 @@ def rate_key_for(jt: types.JobType, payload: Mapping[str, Any]) -> str | None:
     return crypto.keyed_hash(f"{jt.name}:{raw}")
 
 
-def _validate(job: NewJob, known_portals: set[str] | None) -> dict[str, Any]:
+def _validate(job: NewJob, max_bytes: int) -> dict[str, Any]:
     """One job's row, every field checked (jobs.limits) before anything is written."""
     if not isinstance(job.job_type, str):
         raise InputError("job type must be a string")
@@ -110,30 +110,28 @@ def _validate(job: NewJob, known_portals: set[str] | None) -> dict[str, Any]:
     requested = job.portal
     if requested is not None:
         requested = limits.check_identifier(requested, "portal", 100)
-    types.get(job.job_type)  # an unknown type first: it names the problem best
+    jt = types.get(job.job_type)  # an unknown type first: it names the problem best
     if isinstance(job.payload, Mapping):
         limits.check_payload_strings(job.payload)
-    jt, model = types.parse_payload(job.job_type, job.payload)
+    model = types.validate(jt, job.payload)
     portal = jt.choose_portal(model, requested)
-    if known_portals is not None and portal not in known_portals:
-        raise InputError(f"unknown portal {portal!r}")
+    secrets: bytes | None = None
     if jt.secret_fields:
         # one dump: the rate key reads it whole, then the secrets are taken out of it (the
         # size checked is that of both stored parts); sealed once the job's id is known
         normal = types.normalised(model)
         rate_key = rate_key_for(jt, normal) if jt.rate_limit else None
-        stored = secrets_at_rest.stored_dict(jt, normal)
+        payload, secrets = secrets_at_rest.take_secrets(jt, normal)
     else:
-        # the stored JSON text of types.normalised(model), serialised by pydantic
-        stored = {"payload": model.model_dump_json(exclude_none=True), "secrets": None,
-                  "secret_key_id": None, "secret_dek": None, "secret_data": None}
+        payload = types.payload_json(model)   # the JSON of types.normalised(model)
         rate_key = rate_key_for(jt, types.normalised(model)) if jt.rate_limit else None
-    limits.check_payload_size(stored["payload"] if stored["secrets"] is None
-                              else stored["payload"] + stored["secrets"].decode())
+    limits.check_payload_bytes(len(payload) + (len(secrets) if secrets else 0),
+                               limit=max_bytes)
     return {
-        "job_type": jt.name, "order_id": order_id, "portal": portal, **stored,
-        "priority": priority, "run_at": run_at, "max_attempts": max_attempts,
-        "idempotency_key": key, "rate_key": rate_key,
+        "job_type": jt.name, "order_id": order_id, "portal": portal,
+        "payload": payload.decode(), "secrets": secrets, "secret_key_id": None,
+        "secret_dek": None, "secret_data": None, "priority": priority, "run_at": run_at,
+        "max_attempts": max_attempts, "idempotency_key": key, "rate_key": rate_key,
     }
 
 
@@ -193,12 +191,13 @@ def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
 
 
 def _validate_all(jobs: Sequence[NewJob]) -> list[dict[str, Any]]:
+    max_bytes = limits.max_payload_bytes()   # once per batch
     if len(jobs) == 1:
-        return [_validate(jobs[0], None)]
+        return [_validate(jobs[0], max_bytes)]
     rows = []
     for i, job in enumerate(jobs):
         try:
-            rows.append(_validate(job, None))
+            rows.append(_validate(job, max_bytes))
         except InputError as exc:
             raise BatchInputError(i, str(exc)) from None
     return rows
@@ -206,18 +205,24 @@ def _validate_all(jobs: Sequence[NewJob]) -> list[dict[str, Any]]:
 
 def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
     rows = _validate_all(jobs)
+    if len(rows) == 1:
+        with _use(conn) as c:
+            row = rows[0]
+            _seal(c, rows)
+            row["now"] = now = clock.now()
+            if row["run_at"] is None:
+                row["run_at"] = now
+            return [_enqueue_one(c, row)]
     _check_batch_keys(rows)
     keys = [r["idempotency_key"] for r in rows if r["idempotency_key"] is not None]
     with _use(conn) as c:
         now = clock.now()
-        if len(rows) > 1 and keys:
+        if keys:
             # before the INSERT: on an autocommit connection it commits at once
             _check_existing_keys(sql.fetch(c, "ids_by_idempotency_key", {"keys": keys}), rows)
-        if len(rows) >= COPY_MIN and all(r["idempotency_key"] is None for r in rows):
+        if len(rows) >= COPY_MIN and not keys:
             return _enqueue_copy(c, rows, now)
         _seal(c, rows)
-        if len(rows) == 1:
-            return [_enqueue_one(c, {**rows[0], "run_at": rows[0]["run_at"] or now, "now": now})]
         params: dict[str, Any] = {k: [r[k] for r in rows] for k in rows[0]}
         params["run_at"] = [r or now for r in params["run_at"]]
         params["now"] = now
@@ -292,23 +297,18 @@ def _seal(c: psycopg.Connection[Any], rows: list[dict[str, Any]],
     sequence for the rows that have secrets: jobs/id_blocks.py); ``id`` None for the
     others (the column's default)."""
     if ids is None:
-        need = [r for r in rows if r["secrets"]]
-        taken = iter(id_blocks.take(c, len(need)) if need else ())
-        for r in rows:
-            r["id"] = next(taken) if r["secrets"] else None
+        need = sum(r["secrets"] is not None for r in rows)
+        if need:
+            taken = iter(id_blocks.take(c, need))
+            for r in rows:
+                r["id"] = next(taken) if r["secrets"] is not None else None
+        else:
+            for r in rows:
+                r["id"] = None
     else:
         for r, i in zip(rows, ids, strict=True):
             r["id"] = i
-    secret_rows = []
-    for r in rows:
-        secrets = r.pop("secrets")
-        if secrets is not None:
-            secret_rows.append((r, secrets))
-    if secret_rows:
-        sealed = secrets_at_rest.seal_many([(r["id"], r["job_type"], secrets)
-                                            for r, secrets in secret_rows])
-        for (r, _), columns in zip(secret_rows, sealed, strict=True):
-            r.update(columns)
+    secrets_at_rest.seal_rows(rows)
 
 
 def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: datetime,

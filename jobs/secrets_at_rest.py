@@ -15,6 +15,7 @@ tick erases them. A retry that needs an erased value asks for it again.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -56,12 +57,23 @@ def _secret_fields(job_type: str) -> tuple[str, ...]:
         return ()
 
 
+@functools.cache
+def _plan(specs: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...] | None, str], ...]:
+    """Each secret field spec as (spec, its parents, its leaf), parsed once per job type;
+    parents None for a spec that needs :func:`_walk` (a ``*``, or deeply nested)."""
+    out: list[tuple[str, tuple[str, ...] | None, str]] = []
+    for spec in specs:
+        *parents, leaf = spec.split(".")
+        simple = "*" not in spec and len(parents) <= 2
+        out.append((spec, tuple(parents) if simple else None, leaf))
+    return tuple(out)
+
+
 def _take(payload: dict[str, Any], specs: tuple[str, ...]) -> dict[str, Any]:
     """Move the secret values out of ``payload`` (markers left), in place: {path: value}."""
     taken: dict[str, Any] = {}
-    for spec in specs:
-        if "*" not in spec and spec.count(".") <= 2:   # the common case, without _walk
-            *parents, leaf = spec.split(".")
+    for spec, parents, leaf in _plan(specs):
+        if parents is not None:   # the common case, without _walk
             node: Any = payload
             for part in parents:
                 node = node.get(part) if isinstance(node, dict) else None
@@ -117,13 +129,22 @@ def seal_secrets(job_id: int, job_type: str, taken: Mapping[str, Any] | bytes,
             "secret_data": sealed.data}
 
 
-def seal_many(items: list[tuple[int, str, bytes]],
-              provider: crypto.KeyProvider | None = None) -> list[dict[str, Any]]:
-    """:func:`seal_secrets` of each ``(job id, job type, secrets JSON)`` of a batch."""
-    sealed = crypto.seal_many([(plain, crypto.place(job_id, job_type, SECRETS_FIELD))
-                               for job_id, job_type, plain in items], provider)
-    return [{"secret_key_id": s.key_id, "secret_dek": s.wrapped_dek, "secret_data": s.data}
-            for s in sealed]
+def seal_rows(rows: list[dict[str, Any]], provider: crypto.KeyProvider | None = None,
+              ) -> None:
+    """:func:`seal_secrets` for the new job rows of a batch, in place: each row's
+    ``"secrets"`` (JSON, or None) is removed and, if any, sealed bound to the row's
+    ``"id"`` and ``"job_type"`` into its secret columns (one provider check per batch)."""
+    todo: list[tuple[dict[str, Any], bytes]] = []
+    for r in rows:
+        secrets = r.pop("secrets")
+        if secrets is not None:
+            todo.append((r, secrets))
+    if not todo:
+        return
+    sealed = crypto.seal_many([(secrets, crypto.place(r["id"], r["job_type"], SECRETS_FIELD))
+                               for r, secrets in todo], provider)
+    for (r, _), s in zip(todo, sealed, strict=True):
+        r["secret_key_id"], r["secret_dek"], r["secret_data"] = s
 
 
 _NO_SECRETS = {"secret_key_id": None, "secret_dek": None, "secret_data": None}
@@ -206,14 +227,20 @@ def for_display(job: Mapping[str, Any], payload: Any) -> Any:
     return payload
 
 
+def take_secrets(jt: types.JobType, normal: dict[str, Any]) -> tuple[bytes, bytes | None]:
+    """A normalised payload taken apart (in place): (its JSON with markers in place of the
+    secret values, the JSON of ``{path: value}`` to seal, or None if it holds none)."""
+    taken = _take(normal, jt.secret_fields)
+    return to_json(normal), (to_json(taken) if taken else None)
+
+
 def stored_dict(jt: types.JobType, normal: dict[str, Any]) -> dict[str, Any]:
     """The stored columns of a normalised payload (taken apart in place), but for the
     seal: the payload as JSON text (secret fields replaced by markers) and under
     ``"secrets"`` the JSON of the values to seal (``{path: value}``, or None) -- sealed by
     :func:`seal_secrets` once the job's id is known."""
-    taken = _take(normal, jt.secret_fields)
-    return {"payload": to_json(normal).decode(), "secrets": to_json(taken) if taken else None,
-            **_NO_SECRETS}
+    payload, secrets = take_secrets(jt, normal)
+    return {"payload": payload.decode(), "secrets": secrets, **_NO_SECRETS}
 
 
 def stored(jt: types.JobType, model: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from jobs import clock, crypto, keys, queue, secrets_at_rest, worker_api
+from jobs import clock, crypto, key_providers, keys, queue, secrets_at_rest, worker_api
 from jobs.errors import InputError
 from tests import payloads
 from tests.plugins import ledger  # noqa: F401 - registers ledger_secret
@@ -70,7 +70,8 @@ def test_rate_key_is_an_hmac_not_a_bare_hash(conn, db):
     key = conn.execute("SELECT rate_key FROM job_queue WHERE id = %s", (job.id,)).fetchone()[0]
     bare = hashlib.sha256(f"obtain_ein:{SSN}".encode()).hexdigest()[:32]
     assert key != bare and key == crypto.keyed_hash(f"obtain_ein:{SSN}")
-    other = crypto.EnvKeys("x:" + crypto._b64(b"\x01" * 32), crypto._b64(b"\x02" * 32))
+    other = crypto.EnvKeys("x:" + key_providers._b64(b"\x01" * 32),
+                           key_providers._b64(b"\x02" * 32))
     assert key != crypto.keyed_hash(f"obtain_ein:{SSN}", other)   # needs the secret key
 
 
