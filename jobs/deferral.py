@@ -6,7 +6,8 @@ statement held a million row locks, and the leader's tick, for 107 s (issue 19).
 
 A batch the database refuses (a row some constraint or trigger rejects) is split in halves
 until the refused rows are found: the others are deferred, the refused ones are left out of
-the next batches and reported (:class:`DeferIncomplete`)."""
+the next batches and reported (:class:`DeferIncomplete`); past ``MAX_STUCK`` refused rows the
+deferral stops for this tick."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ AConn = AsyncConnection[Any]
 
 #: rows per statement: ~0.1 s of work on a quiet machine, a second or two on a loaded one
 BATCH = 10_000
+#: refused rows after which a deferral gives up for this tick: a constraint that refuses a
+#: whole portal's jobs would otherwise cost two statements per job
+MAX_STUCK = 100
 #: what a refused batch is split on (data the database will not take); a lost connection,
 #: a cancelled statement or a deadlock is not the rows' fault and is raised as it is
 _REFUSED = (psycopg.errors.IntegrityError, psycopg.errors.DataError,
@@ -60,6 +64,8 @@ async def defer_portal(conn: AConn, *, portal: str, next_open: datetime, reason:
         if not ids:
             break
         total += await _defer(conn, ids, params, stuck)
+        if len(stuck) >= MAX_STUCK:
+            break
         if len(ids) < batch or (deadline is not None and time.monotonic() >= deadline):
             break
     if stuck:
@@ -78,6 +84,9 @@ async def _defer(conn: AConn, ids: list[int], params: dict[str, Any],
     except _REFUSED:
         if len(ids) == 1:
             stuck.append(ids[0])
+            return 0
+        if len(stuck) >= MAX_STUCK:
+            stuck.extend(ids)   # not tried one by one: reported, and tried next tick
             return 0
     half = len(ids) // 2
     return (await _defer(conn, ids[:half], params, stuck)

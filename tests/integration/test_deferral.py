@@ -117,6 +117,28 @@ def test_a_refused_row_is_left_out_and_every_other_job_deferred_once(conn, dsn):
                         "AND run_at = %s", (MON_OPEN,)).fetchone()[0] == 2_499
 
 
+def test_a_portal_whose_every_row_is_refused_gives_up_after_max_stuck(conn, dsn):
+    """A constraint refusing all of a portal's deferrals costs a bounded number of
+    statements per tick (not two per job): it stops past MAX_STUCK refused rows."""
+    from jobs import deferral
+
+    clock.set_clock(clock.FrozenClock(SAT))
+    _due_jobs(conn, 2_500)
+    conn.execute("ALTER TABLE job_queue ADD CONSTRAINT poison CHECK "
+                 "(portal <> 'irs_ein' OR status <> 'deferred') NOT VALID")
+    before = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                          "WHERE datname = current_database()").fetchone()[0]
+    with pytest.raises(worker_api.DeferIncomplete) as err:
+        _defer(dsn, batch=1_000)
+    assert err.value.deferred == 0
+    assert deferral.MAX_STUCK <= len(err.value.stuck) <= 1_000
+    assert _deferral_events(conn) == []
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    after = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                         "WHERE datname = current_database()").fetchone()[0]
+    assert after - before < 600     # two per job would be 5,000
+
+
 def test_deferral_covers_every_priority_and_leaves_later_jobs_alone(dsn, conn):
     clock.set_clock(clock.FrozenClock(SAT))
     later = MON_OPEN + timedelta(days=3)
