@@ -81,7 +81,7 @@ def _bulk_file(n: int) -> str:
 
 
 def _defer_1m(n: int) -> dict[str, Any]:
-    """n due jobs of a portal that has just closed, deferred by the tick's statement."""
+    """n due jobs of a portal that has just closed, deferred as the tick does (batches)."""
     from psycopg import AsyncConnection
 
     from jobs import clock, worker_api

@@ -6,7 +6,7 @@
 
 1. Bulk deferral: TICK_JOBS (100,000) due jobs of a closed portal (enqueued through
    ``jobs.queue.enqueue_many``, batches of 1,000) are deferred to its next opening by
-   ``jobs.worker_api.defer_portal`` -- one statement, as the tick runs it.
+   ``jobs.worker_api.defer_portal`` -- batches of 10,000 per statement, as the tick runs it.
 2. The tick with those TICK_JOBS deferred jobs in the table: ``scheduler.tick.Tick`` with a
    real ``scheduler.worker.Worker`` (pool, calendars) -- ``duties()`` (defer closed portals,
    rescue stale jobs, escalations, prune, per-portal counts) and ``run()`` (calendar
@@ -212,7 +212,7 @@ def main() -> None:
           f"{JOBS:,} jobs, median (min-max) of {RUNS} ticks, ms")
     print(f"{'enqueue_many, batches of 1,000 (fill, s)':48s} {fill_s:8.2f}  "
           f"({JOBS / fill_s:,.0f} jobs/s)")
-    print(f"{'bulk deferral of the due jobs, 1 statement':48s} {res['defer_ms']:8.1f}  "
+    print(f"{'bulk deferral of the due jobs (batches)':48s} {res['defer_ms']:8.1f}  "
           f"({res['deferred']:,} jobs, {res['deferred'] / res['defer_ms'] * 1000:,.0f} jobs/s)")
     for label, title in (("cold", "right after the deferral"),
                          ("vacuumed", "after VACUUM ANALYZE")):

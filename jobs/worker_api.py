@@ -21,7 +21,9 @@ from psycopg.types.json import Jsonb
 
 from jobs import clock, crypto, portals_repo, sql, types
 from jobs.checkpoints import rescue_decision
-from jobs.kinds import Channel, EventKind, LockKey
+from jobs.deferral import DeferIncomplete as DeferIncomplete
+from jobs.deferral import defer_portal as defer_portal
+from jobs.kinds import Channel, LockKey
 from jobs.rows import ClaimRow
 
 AConn = AsyncConnection[Any]
@@ -309,15 +311,6 @@ async def _rescue_one(conn: AConn, row: Mapping[str, Any], worker: str, now: dat
             "job_id": row["id"], "attempt": upd["attempts"], "kind": escalation[0],
             "reason": escalation[1], "now": now})
     return status if upd else None
-
-
-async def defer_portal(conn: AConn, *, portal: str, next_open: datetime, reason: str) -> int:
-    # planned for its parameters each time: a generic plan of the skip scan can fall back
-    # to a sequential scan of job_queue
-    row = await sql.afetch_one(conn, "defer_portal", {
-        "portal": portal, "next_open": next_open, "now": clock.now(),
-        "detail": Jsonb({"event": EventKind.PORTAL_CLOSED, "reason": reason})}, prepare=False)
-    return int(row["deferred"]) if row else 0
 
 
 async def prune_finished(conn: AConn, *, older_than: timedelta,

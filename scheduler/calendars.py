@@ -14,6 +14,7 @@ from portals.calendar import (
     PortalCalendar,
     Window,
     can_start,
+    closes_at,
     holiday_names,
     next_start,
 )
@@ -194,6 +195,25 @@ def portal_day(portal: Portal, now: datetime) -> tuple[datetime, datetime]:
     start = dt.combine(local, dt.min.time(), tz).astimezone(UTC)
     end = dt.combine(local + timedelta(days=1), dt.min.time(), tz).astimezone(UTC)
     return start, end
+
+
+def stable_until(portal: Portal, now: datetime) -> datetime:
+    """An instant before which :func:`capacity` and :func:`portal_day` keep the values they
+    have at ``now``: the end of the portal's day, its next last start (closing minus the
+    cut-off) or next start, a breaker probe coming due -- whichever is first. The claim
+    loop computes a portal's capacity once per such stretch, not once per claim."""
+    ends = [portal_day(portal, now)[1]]
+    if portal.enabled:
+        cal = portal.calendar
+        if can_start(cal, now):
+            close = closes_at(cal, now)
+            if close is not None:
+                ends.append(close - timedelta(minutes=cal.cutoff_minutes))
+        elif (start := next_start(cal, now)) is not None:
+            ends.append(start)
+        if portal.paused and portal.probe_at is not None and portal.probe_at > now:
+            ends.append(portal.probe_at)
+    return min(ends)
 
 
 def next_startable(portal: Portal, after: datetime) -> datetime | None:

@@ -56,6 +56,9 @@ class Worker:
         self._artifacts_root = settings.artifacts()
         self._done_event = asyncio.Event()
         self._calendar_errors: set[str] = set()   # portals whose calendar raised (logged once)
+        self._portals_seen = object()   # identity of the last load of self.portals
+        #: (portals load, computed at, valid before, capacities): see capacities()
+        self._caps: tuple[object, Any, Any, tuple[worker_api.Capacity, ...]] | None = None
         self._fenced: weakref.WeakSet[asyncio.Task[None]] = weakref.WeakSet()  # being stopped
         self.browsers = Browsers()
         self.leases = Leases(settings)
@@ -79,20 +82,33 @@ class Worker:
         # in place: the failure recorder looks portals up in this very dict
         self.portals.clear()
         self.portals.update(fresh)
+        self._portals_seen = object()   # the capacities computed from the old ones are void
 
     def capacities(self) -> list[worker_api.Capacity]:
+        """What a claim may take now, per startable portal. Kept until the first portal's
+        capacity or day can change (:func:`calendars.stable_until`) or the portals are
+        refreshed: computing it took 90-120 µs per claim with six portals, on the path
+        from an enqueue's commit to its handler's start (issue 19)."""
         now = clock.now()
-        out = []
+        cached = self._caps
+        if cached is not None and cached[0] is self._portals_seen and cached[1] <= now < cached[2]:
+            return list(cached[3])
+        out, until = [], None
         for p in self.portals.values():
             try:
                 cap = calendars.capacity(p, now)
                 if cap is not False:
                     out.append(worker_api.Capacity(p.code, cap, calendars.portal_day(p, now)))
+                end = calendars.stable_until(p, now)
+                until = end if until is None else min(until, end)
             except ValueError as exc:  # e.g. no holiday data for a year: that portal waits
                 if p.code not in self._calendar_errors:
                     log.error("portal %s: calendar error (%s); no jobs start on it", p.code, exc)
                 self._calendar_errors.add(p.code)
-        return self.role.restrict(out)  # issue 18 hook: node roles (scheduler/roles.py)
+                until = now   # not kept: asked again on the next claim
+        caps = self.role.restrict(out)  # issue 18 hook: node roles (scheduler/roles.py)
+        self._caps = (self._portals_seen, now, until or now, tuple(caps))
+        return list(caps)
 
     # -- loops ---------------------------------------------------------------------------
     async def listen(self) -> None:

@@ -100,7 +100,7 @@ WITH caps AS MATERIALIZED (
     FROM unnest(%(portals)s::text[], %(limits)s::int[]) WITH ORDINALITY AS c(portal, lim, ord)
     ORDER BY c.ord
 ), picked AS (
-    -- per portal a skip scan of the claim index, as defer_portal does: one probe per
+    -- per portal a skip scan of the claim index, as defer_candidates does: one probe per
     -- distinct priority of its waiting jobs, then per priority an index range bounded by
     -- run_at <= now, so jobs waiting for later (a million deferred or scheduled ones) are
     -- never visited (a plain range on the portal would read all of them when few are due)
@@ -316,8 +316,10 @@ SELECT id, attempts, crashes FROM upd;
 UPDATE job_queue SET last_error = %(error)s, updated_at = %(now)s
 WHERE id = %(id)s AND status = 'running';
 
--- name: defer_portal
--- Bulk deferral of one closed portal's due jobs to its next opening (no attempt spent).
+-- name: defer_candidates
+-- One batch of a closed portal's due jobs, to be deferred to its next opening by defer_ids
+-- (at most %(limit)s: a bulk deferral is a loop of bounded batches, never one statement
+-- over a million rows; ids in %(skip)s are rows a batch could not defer, left out).
 -- A skip scan of the claim index: one probe per distinct priority of the portal's waiting
 -- jobs, then per priority an index range on run_at, so jobs already deferred to a later
 -- opening (however many) are never visited.
@@ -331,18 +333,25 @@ WITH RECURSIVE prio AS (
               AND q.priority < prio.priority
             ORDER BY q.priority DESC LIMIT 1)
     FROM prio WHERE prio.priority IS NOT NULL
-), due AS (
-    SELECT j.id FROM prio CROSS JOIN LATERAL (
-        SELECT q.id FROM job_queue q
-        WHERE q.portal = %(portal)s AND q.priority = prio.priority
-          AND q.status IN ('pending', 'deferred')
-          AND q.run_at < %(next_open)s AND q.run_at <= %(now)s
-    ) j
-    WHERE prio.priority IS NOT NULL
-), upd AS (
+)
+SELECT j.id FROM prio CROSS JOIN LATERAL (
+    SELECT q.id FROM job_queue q
+    WHERE q.portal = %(portal)s AND q.priority = prio.priority
+      AND q.status IN ('pending', 'deferred')
+      AND q.run_at < %(next_open)s AND q.run_at <= %(now)s
+      AND q.id <> ALL(%(skip)s::bigint[])
+    LIMIT %(limit)s   -- also keeps the lateral a per-priority index range, never a join
+) j
+WHERE prio.priority IS NOT NULL
+LIMIT %(limit)s;
+
+-- name: defer_ids
+-- Defer these jobs (from defer_candidates) to the portal's next opening, no attempt
+-- spent; a job claimed or deferred since it was read is left as it is.
+WITH upd AS (
     UPDATE job_queue q SET status = 'deferred', run_at = %(next_open)s, updated_at = %(now)s
-    FROM due
-    WHERE q.id = due.id AND q.status IN ('pending', 'deferred') AND q.run_at < %(next_open)s
+    WHERE q.id = ANY(%(ids)s::bigint[]) AND q.status IN ('pending', 'deferred')
+      AND q.run_at < %(next_open)s AND q.run_at <= %(now)s
     RETURNING q.id, q.attempts
 ), ev AS (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, detail)

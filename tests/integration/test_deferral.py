@@ -4,9 +4,11 @@ claimable exactly from the opening; the service never starts a flow inside the c
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+import pytest
 
 from jobs import clock, queue, worker_api
 from jobs.worker_api import Capacity
@@ -51,6 +53,90 @@ def test_bulk_deferral_of_100k_due_jobs(dsn, conn):
                         ).fetchone()[0] == 100_000
     # a second tick finds nothing to do
     assert asyncio.run(defer()) == 0
+
+
+def _due_jobs(conn, n: int) -> list[int]:
+    """``n`` due pending jobs of the (closed on Saturday) IRS portal, over three priorities."""
+    return [r[0] for r in conn.execute("""
+        INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+                               created_at, updated_at)
+        SELECT 'obtain_ein', 'O' || g, 'irs_ein', '{}', 'pending', g %% 3,
+               %s - (g || ' seconds')::interval, %s, %s
+        FROM generate_series(1, %s) g RETURNING id""", (SAT, SAT, SAT, n)).fetchall()]
+
+
+def _defer(dsn, **kw):
+    async def go():
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            return await worker_api.defer_portal(c, portal="irs_ein", next_open=MON_OPEN,
+                                                 reason="closed", **kw)
+    return asyncio.run(go())
+
+
+def _deferral_events(conn) -> list[tuple[int, int]]:
+    """(job, transaction) of every deferral event."""
+    return conn.execute("SELECT job_id, xmin::text::bigint FROM job_events "
+                        "WHERE to_status = 'deferred'").fetchall()
+
+
+def test_bulk_deferral_runs_in_bounded_batches_each_job_once(conn, dsn):
+    clock.set_clock(clock.FrozenClock(SAT))
+    ids = _due_jobs(conn, 2_500)
+    assert _defer(dsn, batch=1_000) == 2_500
+    events = _deferral_events(conn)
+    assert sorted(j for j, _ in events) == sorted(ids)          # each job exactly once
+    per_tx = Counter(tx for _, tx in events)
+    assert sorted(per_tx.values()) == [500, 1_000, 1_000]       # three bounded transactions
+    assert conn.execute("SELECT status, run_at, max(attempts), count(*) FROM job_queue "
+                        "GROUP BY 1, 2").fetchall() == [("deferred", MON_OPEN, 0, 2_500)]
+
+
+def test_bulk_deferral_stops_at_its_budget_and_the_next_call_finishes(conn, dsn):
+    clock.set_clock(clock.FrozenClock(SAT))
+    ids = _due_jobs(conn, 2_500)
+    assert _defer(dsn, batch=1_000, budget_seconds=0) == 1_000   # one batch at least
+    assert _defer(dsn, batch=1_000) == 1_500
+    assert sorted(j for j, _ in _deferral_events(conn)) == sorted(ids)
+    assert _defer(dsn, batch=1_000) == 0
+
+
+def test_a_refused_row_is_left_out_and_every_other_job_deferred_once(conn, dsn):
+    clock.set_clock(clock.FrozenClock(SAT))
+    ids = _due_jobs(conn, 2_500)
+    poison = ids[1_234]
+    conn.execute(f"ALTER TABLE job_queue ADD CONSTRAINT poison CHECK "
+                 f"(id <> {poison} OR status <> 'deferred') NOT VALID")
+    with pytest.raises(worker_api.DeferIncomplete) as err:
+        _defer(dsn, batch=1_000)
+    assert err.value.deferred == 2_499 and err.value.stuck == [poison]
+    assert str(poison) in str(err.value)
+    assert sorted(j for j, _ in _deferral_events(conn)) == sorted(set(ids) - {poison})
+    assert conn.execute("SELECT status FROM job_queue WHERE id = %s", (poison,)
+                        ).fetchone()[0] == "pending"
+    assert conn.execute("SELECT count(*) FROM job_queue WHERE status = 'deferred' "
+                        "AND run_at = %s", (MON_OPEN,)).fetchone()[0] == 2_499
+
+
+def test_a_portal_whose_every_row_is_refused_gives_up_after_max_stuck(conn, dsn):
+    """A constraint refusing all of a portal's deferrals costs a bounded number of
+    statements per tick (not two per job): it stops past MAX_STUCK refused rows."""
+    from jobs import deferral
+
+    clock.set_clock(clock.FrozenClock(SAT))
+    _due_jobs(conn, 2_500)
+    conn.execute("ALTER TABLE job_queue ADD CONSTRAINT poison CHECK "
+                 "(portal <> 'irs_ein' OR status <> 'deferred') NOT VALID")
+    before = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                          "WHERE datname = current_database()").fetchone()[0]
+    with pytest.raises(worker_api.DeferIncomplete) as err:
+        _defer(dsn, batch=1_000)
+    assert err.value.deferred == 0
+    assert deferral.MAX_STUCK <= len(err.value.stuck) <= 1_000
+    assert _deferral_events(conn) == []
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    after = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                         "WHERE datname = current_database()").fetchone()[0]
+    assert after - before < 600     # two per job would be 5,000
 
 
 def test_deferral_covers_every_priority_and_leaves_later_jobs_alone(dsn, conn):

@@ -34,3 +34,35 @@ def test_breaker_paused_portal_gets_one_probe_when_due():
     assert calendars.capacity(portal, NOW) == 1
     operator = calendars.build([{**paused, "paused_by": "operator"}], hours, [])["p"]
     assert calendars.capacity(operator, NOW) is False
+
+
+def test_capacity_and_day_hold_until_stable_until_checked_minute_by_minute():
+    """The claim loop keeps a portal's capacity until ``stable_until``: over eight days
+    (weekday hours with a cut-off, a weekend, DST-free December), the capacity and the
+    portal day at every 5th minute before it, and 1 µs before it, are those it was computed
+    for; 1 µs after it one of them has changed (so the cache is not cut short)."""
+    from datetime import timedelta
+
+    hours = [{"portal": "p", "weekday": d, "opens": time(7), "closes": time(22)}
+             for d in range(5)]
+    plain = calendars.build([_row("p", cutoff_minutes=15)], hours, [])["p"]
+    probing = calendars.build([_row("p", paused_at=NOW, paused_by="breaker",
+                                    probe_at=NOW + timedelta(hours=30))], hours, [])["p"]
+
+    def state(portal, t):
+        return calendars.capacity(portal, t), calendars.portal_day(portal, t)
+
+    for portal in (plain, probing):
+        t = NOW - timedelta(days=1)
+        while t < NOW + timedelta(days=7):
+            until = calendars.stable_until(portal, t)
+            assert until > t
+            want = state(portal, t)
+            u = t
+            while u < min(until, t + timedelta(days=1)):
+                assert state(portal, u) == want, (t, u, until)
+                u += timedelta(minutes=5)
+            assert state(portal, until - timedelta(microseconds=1)) == want, (t, until)
+            if portal is plain:
+                assert state(portal, until + timedelta(microseconds=1)) != want, (t, until)
+            t += timedelta(minutes=97)
