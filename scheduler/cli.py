@@ -118,34 +118,38 @@ def enqueue_batch(
 ) -> None:
     """Enqueue many jobs from a file, in one transaction: all of them or (on any bad line)
     none; prints how many were created and how many already existed."""
+    import itertools
+
     from rich.progress import Progress
 
     from jobs import queue
     from jobs.errors import BatchInputError
-    from scheduler.cli_batch import read_batch
+    from scheduler.cli_batch import chunks
 
     if chunk < 1:
         fail(f"--chunk must be at least 1, got {chunk}")
-    jobs, numbers = read_batch(path)
+    parts = chunks(path, chunk)
+    # the first chunk is read (and checked) before connecting: a bad file is an input
+    # error (exit 2) even with the database down
+    first = next(parts, None)
     _use_url(database_url)
     created = existing = 0
+    size = path.stat().st_size if path.is_file() else None
     with queue.connect() as conn, Progress(transient=True) as progress:
-        task = progress.add_task("enqueueing", total=len(jobs))
-        for start in range(0, len(jobs), chunk):
-            part = jobs[start:start + chunk]
+        task = progress.add_task("enqueueing", total=size)
+        for part, numbers, done in itertools.chain([first] if first else [], parts):
             try:
                 results = queue.enqueue_many(part, conn)
             except BatchInputError as exc:
                 conn.rollback()
-                fail(f"{path}:{numbers[start + exc.index]}: {exc.detail}")
+                fail(f"{path}:{numbers[exc.index]}: {exc.detail}")
             except InputError as exc:
                 conn.rollback()
-                where = numbers[start] if len(part) == 1 else (
-                    f"{numbers[start]}..{numbers[start + len(part) - 1]}")
+                where = numbers[0] if len(part) == 1 else f"{numbers[0]}..{numbers[-1]}"
                 fail(f"{path}:{where}: {exc}")
             created += sum(r.created for r in results)
             existing += sum(not r.created for r in results)
-            progress.advance(task, len(part))
+            progress.update(task, completed=done)
     typer.echo(f"{created} job(s) enqueued, {existing} already existed")
 
 

@@ -143,3 +143,18 @@ def test_enqueue_batch_all_or_nothing(db, dsn, tmp_path):
     broken.write_text(lines[0] + "\n{oops\n")
     out = run_cli("enqueue-batch", str(broken))
     assert out.returncode == 2 and "broken.jsonl:2: not valid JSON" in out.stderr
+    # the file is read a chunk at a time: a bad line after three chunks were written (in
+    # the one transaction) still leaves nothing behind
+    late = tmp_path / "late.jsonl"
+    late.write_text("\n".join(line.replace('"k', '"late-k') for line in lines[:6])
+                    + "\n{oops\n")
+    out = run_cli("enqueue-batch", str(late), "--chunk", "2")
+    assert out.returncode == 2 and "late.jsonl:7: not valid JSON" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert jobs_in(dsn) == 40
+    # and from a pipe, which has no size to read first
+    piped = "\n".join(line.replace('"k', '"pipe-k') for line in lines[:5]) + "\n"
+    out = run_cli("enqueue-batch", "/dev/stdin", "--chunk", "2", input=piped)
+    assert out.returncode == 0, out.stderr
+    assert "5 job(s) enqueued, 0 already existed" in out.stdout
+    assert jobs_in(dsn) == 45
