@@ -151,3 +151,22 @@ def weekday_after_server_start(conn: psycopg.Connection[Any], weekday: int,
     day = (row[0] + timedelta(days=1)).astimezone(UTC).date()
     day += timedelta(days=(weekday - day.weekday()) % 7)
     return datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
+
+
+def files_under(root: Path) -> list[tuple[Path, os.stat_result]]:
+    """Every regular file under ``root`` (symlinks not followed) with its stat. For a live
+    server's data directory, shared with the tests running beside: a database they drop
+    meanwhile takes its folder with it, so what vanishes during the walk is skipped."""
+    import stat
+
+    out = []
+    for folder, _dirs, files in os.walk(root):   # os.walk skips folders it cannot list
+        for name in files:
+            path = Path(folder, name)
+            try:
+                st = path.lstat()
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                out.append((path, st))
+    return out

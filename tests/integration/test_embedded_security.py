@@ -14,6 +14,7 @@ import pytest
 
 from jobs import embedded
 from tests.conftest import TEST_HOME, run_cli
+from tests.service_helpers import files_under
 
 
 @pytest.fixture
@@ -98,25 +99,9 @@ def test_files_are_owner_only_and_no_parent_is_loosened(pg):
     if os.geteuid() == 0:   # the server's own folder, owned by its system user
         assert _mode(pg.pgdata.parent) == 0o700
         assert pg.pgdata.parent.stat().st_uid != 0
-    loose = [p for p, mode in _file_modes(pg.pgdata) if mode & 0o077]
+    loose = [p for p, st in files_under(pg.pgdata) if stat.S_IMODE(st.st_mode) & 0o077]
     assert loose == []
 
-
-def _file_modes(root: Path) -> list[tuple[Path, int]]:
-    """Every regular file under ``root`` with its mode. The server is live, shared with the
-    tests running beside this one: a database they drop meanwhile takes its folder with
-    it, so a file or folder that vanished during the walk is skipped, not an error."""
-    out = []
-    for folder, _dirs, files in os.walk(root):   # os.walk skips folders it cannot list
-        for name in files:
-            path = Path(folder, name)
-            try:
-                st = path.lstat()
-            except FileNotFoundError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                out.append((path, stat.S_IMODE(st.st_mode)))
-    return out
 
 
 @pytest.mark.slow
