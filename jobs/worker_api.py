@@ -6,6 +6,7 @@ rescued and handed to someone else can no longer touch it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -66,10 +67,10 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     if len(job_types) != 1:
         raise ValueError("one claim takes one job-type filter for all its portals")
     only = job_types.pop()
-    jobs = cast("list[ClaimRow]", await sql.afetch(conn, "claim", {
+    jobs = await _claim_statement(conn, worker, {
         "portals": [c.portal for c in caps], "limits": [c.limit for c in caps],
         "limit": limit, "worker": worker, "now": now,
-        "job_types": list(only) if only is not None else None}))
+        "job_types": list(only) if only is not None else None})
     if not any(j["rate_key"] for j in jobs):
         return jobs
     days = {c.portal: c.day for c in capacities}
@@ -90,6 +91,23 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
                                                "worker": worker, "now": clock.now()})
         raise
     return kept
+
+
+async def _claim_statement(conn: AConn, worker: str, params: dict[str, Any]) -> list[ClaimRow]:
+    """The claim statement, shielded from a cancel (a shutdown): one that lands after the
+    server committed the claim and before its rows arrive would leave the jobs running
+    under a node that never got them, until the stale-heartbeat rescue. The statement is
+    let finish (it is short), and what it took goes back to the queue."""
+    statement = asyncio.ensure_future(sql.afetch(conn, "claim", params))
+    try:
+        return cast("list[ClaimRow]", await asyncio.shield(statement))
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            taken = await statement
+            if taken:
+                await sql.afetch(conn, "unclaim", {"ids": [j["id"] for j in taken],
+                                                   "worker": worker, "now": clock.now()})
+        raise
 
 
 async def unclaim(conn: AConn, *, worker: str, ids: Sequence[int]) -> None:

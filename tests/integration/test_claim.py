@@ -328,6 +328,46 @@ def test_claim_cancelled_during_rate_checks_puts_its_jobs_back(dsn, conn, frozen
     assert [j["id"] for j in claim(dsn, portals=("irs_ein",))] == [job.id]   # claimable again
 
 
+def test_claim_cancelled_while_its_answer_is_in_flight_puts_its_jobs_back(
+        dsn, conn, frozen, monkeypatch):
+    """A shutdown's cancel can land after the claim statement committed on the server and
+    before its rows reached the node (found beside a CPU hog: the job stayed 'running' under
+    a node that never got it, until the stale-heartbeat rescue). Here the answer is held at
+    a gate after the real statement ran; the cancel comes meanwhile."""
+    from jobs import sql
+
+    job = queue.enqueue("name_search", "C1", payloads.NAME_SEARCH)
+    real = sql.afetch
+    committed, gate = asyncio.Event(), asyncio.Event()
+
+    async def answer_late(c, name, params=None, **kw):
+        rows = await real(c, name, params, **kw)
+        if name == "claim":
+            committed.set()
+            await gate.wait()    # the statement is done; its answer has not arrived
+        return rows
+    monkeypatch.setattr(sql, "afetch", answer_late)
+
+    async def go():
+        async with await _aconn(dsn) as c:
+            task = asyncio.create_task(worker_api.claim(
+                c, worker="w1", limit=5, capacities=[Capacity("bc_corporate_online", None)]))
+            await committed.wait()
+            assert conn.execute("SELECT status FROM job_queue WHERE id = %s",
+                                (job.id,)).fetchone()[0] == "running"
+            task.cancel()
+            await asyncio.sleep(0)   # the cancel is delivered while the answer is held
+            gate.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    run(go())
+    monkeypatch.setattr(sql, "afetch", real)
+    row = conn.execute("SELECT status, attempts, started_at, lock_owner FROM job_queue "
+                       "WHERE id = %s", (job.id,)).fetchone()
+    assert row == ("pending", 0, None, None)
+    assert [j["id"] for j in claim(dsn)] == [job.id]   # claimable again
+
+
 def test_the_ticks_prune_goes_on_while_batches_come_back_full(dsn, conn, frozen):
     """One batch per tick capped retention at 10,000 jobs a tick (~167 finished jobs/s at
     the default 60 s tick: above that the table grew for good); the tick's prune takes batch
