@@ -45,7 +45,11 @@ log = logging.getLogger("portalq.browser")
 CONFIG_ENV = "PORTALQ_PLAYWRIGHT_CONFIG"
 WS_ENV = "PORTALQ_BROWSER_WS"
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "playwright.config"
-SYSTEM_CHROMIUM = "/usr/bin/chromium"
+#: system Chromium builds by name, searched on PATH; for a headless launch first the
+#: headless shell (Debian's chromium-headless-shell: the build Playwright itself launches
+#: headless, the same engine without the desktop browser, about half the CPU)
+HEADLESS_SHELL = "chromium-headless-shell"
+SYSTEM_CHROMIUMS = ("chromium", "chromium-browser")
 TRACE_POLICIES = ("on", "off", "retain-on-failure")
 DEFAULT_ARGS = ("--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run")
@@ -153,13 +157,15 @@ def resolve_executable(playwright: Any, config: BrowserConfig) -> str | None:
     with suppress(Exception):
         if Path(playwright.chromium.executable_path).exists():
             return None
-    return _system_chromium()
+    return system_chromium(headless=config.headless)
 
 
-def _system_chromium() -> str | None:
-    if Path(SYSTEM_CHROMIUM).exists():
-        return SYSTEM_CHROMIUM
-    return shutil.which("chromium") or shutil.which("chromium-browser")
+def system_chromium(*, headless: bool) -> str | None:
+    """The system's Chromium on PATH (for a headless launch its headless shell if there)."""
+    for name in ((HEADLESS_SHELL,) if headless else ()) + SYSTEM_CHROMIUMS:
+        if found := shutil.which(name):
+            return found
+    return None
 
 
 class BrowserUnavailable(RuntimeError):
@@ -233,7 +239,7 @@ async def launch(playwright: Any, config: BrowserConfig) -> Any:
             kwargs["chromium_sandbox"] = False
             return await playwright.chromium.launch(executable_path=executable, **kwargs)
     except Exception as exc:
-        fallback = _system_chromium()
+        fallback = system_chromium(headless=config.headless)
         if executable is not None or fallback is None or "Executable doesn't exist" not in str(exc):
             raise
         log.info("bundled Chromium incomplete; launching %s", fallback)

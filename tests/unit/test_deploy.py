@@ -106,10 +106,10 @@ def test_image_installs_with_the_readmes_steps() -> None:
     assert "pip install -q -e '.$(if $(EXTRAS),[$(EXTRAS)])'" in makefile
     # make browser finds the Debian chromium the image installs (no download)
     ensure = (ROOT / "tools" / "ensure-browser.sh").read_text()
-    assert "apt-get install -y -qq chromium" in ensure
+    assert 'apt_install chromium chromium-headless-shell' in ensure
     apt = next(r for r in runs if "apt-get install" in r)
     packages = set(apt.split("--no-install-recommends", 1)[1].split("&&")[0].split())
-    assert {"chromium", "make"} <= packages
+    assert {"chromium-headless-shell", "make"} <= packages
     assert any(p.startswith("fonts-") for p in packages)
 
 
@@ -130,7 +130,7 @@ def test_image_runs_as_non_root_with_a_health_check() -> None:
 def test_image_browser_config_differs_only_in_the_chromium_path() -> None:
     repo = tomllib.loads((ROOT / "playwright.config").read_text())
     image = tomllib.loads((DEPLOY / "playwright.config").read_text())
-    assert image["browser"].pop("executable_path") == "/usr/bin/chromium"
+    assert image["browser"].pop("executable_path") == "/usr/bin/chromium-headless-shell"
     repo["browser"].pop("executable_path")
     assert image == repo
 
