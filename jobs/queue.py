@@ -366,13 +366,12 @@ def show_job(job_id: int, conn: Any = None) -> JobDetail:
 def list_jobs(*, status: str | None = None, portal: str | None = None,
               order_id: str | None = None, limit: int = 100, conn: Any = None,
               ) -> list[JobListRow]:
-    from jobs.models import JOB_STATUSES
-
     limit = limits.check_list_limit(limit)
     portal = limits.check_optional_filter(portal, "portal")
     order_id = limits.check_optional_filter(order_id, "order id")
-    if status is not None and status not in JOB_STATUSES:
-        raise InputError(f"unknown status {status!r} (one of {', '.join(JOB_STATUSES)})")
+    statuses = [s.value for s in JobStatus]
+    if status is not None and status not in statuses:
+        raise InputError(f"unknown status {status!r} (one of {', '.join(statuses)})")
     with _use(conn) as c:
         return cast("list[JobListRow]", sql.fetch(c, "list_jobs", {
             "status": status, "portal": portal, "order_id": order_id, "limit": limit}))
