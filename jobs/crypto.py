@@ -180,6 +180,12 @@ def seal_runs(plaintexts: Sequence[bytes], aads: Sequence[bytes], p: KeyProvider
         first = key.uses + 1
         m = min(key.MAX_USES - key.uses, total - done)
         key.uses += m
+        if m == 1:   # a single enqueue: without the C loops' setup
+            start = (key.head | first).to_bytes(_HEAD, "big")
+            out.append((key.key_id, key.wrapped, [
+                start + key.aead.encrypt(start[4:], plaintexts[done], aads[done])]))
+            done += 1
+            continue
         # each value's head: magic + nonce (random field, counter), one int.to_bytes
         heads = list(map(int.to_bytes, range(key.head | first, key.head | (first + m)),
                          repeat(_HEAD), repeat("big")))

@@ -157,6 +157,8 @@ def seal_rows(rows: list[dict[str, Any]], provider: crypto.KeyProvider | None = 
             plaintexts.append(secrets)
             aads.append(template % r["id"])
             todo.append(r)
+    if not todo:
+        return
     done = 0
     for key_id, wrapped, run in crypto.seal_runs(plaintexts, aads, provider):
         for r, data in zip(todo[done:done + len(run)], run, strict=True):
