@@ -187,7 +187,8 @@ def seal_runs(plaintexts: Sequence[bytes], aads: Sequence[bytes], p: KeyProvider
             done += 1
             continue
         # each value's head: magic + nonce (random field, counter), one int.to_bytes
-        heads = list(map(int.to_bytes, range(key.head | first, key.head | (first + m)),
+        heads = list(map(int.to_bytes,  # type: ignore[arg-type]  # repeat("big") is str
+                         range(key.head | first, key.head | (first + m)),
                          repeat(_HEAD), repeat("big")))
         sealed = map(key.aead.encrypt, map(_NONCE_OF, heads),
                      plaintexts[done:done + m], aads[done:done + m])
