@@ -168,6 +168,8 @@ def seal_runs(plaintexts: Sequence[bytes], aads: Sequence[bytes], p: KeyProvider
     batch enqueue pays about the AES-GCM call per value and little Python around it."""
     if len(plaintexts) != len(aads):
         raise ValueError("one associated data per plaintext")
+    if not plaintexts:
+        return []
     p = p or provider()
     key: _DataKey | None = getattr(_data_keys, "key", None)
     if key is None or not key.fresh(p):
