@@ -100,6 +100,16 @@ def _clear(url: str) -> None:
 
 
 CPU: dict[tuple[str, str], list[float]] = {}   # client CPU microseconds per job
+WAL: dict[tuple[str, str], list[float]] = {}   # WAL bytes per job (server, exact)
+
+
+def _lsn(c: psycopg.Connection[Any]) -> str:
+    return str(c.execute("SELECT pg_current_wal_lsn()").fetchone()[0])
+
+
+def _wal_since(c: psycopg.Connection[Any], lsn: str) -> float:
+    return float(c.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)",
+                           (lsn,)).fetchone()[0])
 
 
 def bench_single(url: str, job_type: str) -> float:
@@ -114,13 +124,16 @@ def bench_single(url: str, job_type: str) -> float:
 
 def bench_batch(url: str, job_type: str) -> float:
     with _conn(url) as c:
+        lsn = _lsn(c)
         t0, c0 = time.perf_counter(), time.process_time()
         for off in range(0, BATCH_N, 500):
             enqueue_many([NewJob(job_type, "bench", payload(off + i)) for i in range(500)],
                          conn=c)
         CPU.setdefault(("batch", job_type), []).append(
             (time.process_time() - c0) / BATCH_N * 1e6)
-        return BATCH_N / (time.perf_counter() - t0)
+        rate = BATCH_N / (time.perf_counter() - t0)
+        WAL.setdefault(("batch", job_type), []).append(_wal_since(c, lsn) / BATCH_N)
+        return rate
 
 
 async def _drain(url: str) -> float:
@@ -135,6 +148,7 @@ async def _drain(url: str) -> float:
     worker = Worker(settings, pool, dsn)
     await worker.refresh_portals()
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        lsn = (await (await c.execute("SELECT pg_current_wal_lsn()")).fetchone())[0]
         t0, c0 = time.perf_counter(), time.process_time()
         loops = worker.start_loops()
         while True:
@@ -145,6 +159,9 @@ async def _drain(url: str) -> float:
             await asyncio.sleep(0.02)
         rate = DRAIN_N / (time.perf_counter() - t0)
         cpu = (time.process_time() - c0) / DRAIN_N * 1e6
+        wal = (await (await c.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)",
+                                      (lsn,))).fetchone())[0]
+        LAST_DRAIN_WAL.append(float(wal) / DRAIN_N)
     await worker.stop_loops(loops, 5)
     LAST_DRAIN_CPU.append(cpu)
     await pool.close()
@@ -152,6 +169,7 @@ async def _drain(url: str) -> float:
 
 
 LAST_DRAIN_CPU: list[float] = []
+LAST_DRAIN_WAL: list[float] = []
 
 
 def bench_drain(url: str, job_type: str) -> float:
@@ -161,6 +179,7 @@ def bench_drain(url: str, job_type: str) -> float:
                           for i in range(min(500, DRAIN_N - off))], conn=c)
     rate = asyncio.run(_drain(url))
     CPU.setdefault(("drain", job_type), []).append(LAST_DRAIN_CPU.pop())
+    WAL.setdefault(("drain", job_type), []).append(LAST_DRAIN_WAL.pop())
     return rate
 
 
@@ -201,6 +220,10 @@ def main() -> None:
               f" {min_s / min_p - 1:>+6.1%}")
         print(f"         runs plain {[round(x) for x in results[(name, 'bench_plain')]]} "
               f"sealed {[round(x) for x in results[(name, 'bench_sealed')]]}")
+        if (name, "bench_plain") in WAL:   # the background writer adds a little: the median
+            wp = statistics.median(WAL[(name, "bench_plain")])
+            ws = statistics.median(WAL[(name, "bench_sealed")])
+            print(f"         WAL bytes/job plain {wp:.0f} sealed {ws:.0f} ({ws / wp - 1:+.1%})")
 
 
 if __name__ == "__main__":

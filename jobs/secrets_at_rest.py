@@ -72,20 +72,28 @@ def _plan(specs: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...] | None, st
 def _take(payload: dict[str, Any], specs: tuple[str, ...]) -> dict[str, Any]:
     """Move the secret values out of ``payload`` (markers left), in place: {path: value}."""
     taken: dict[str, Any] = {}
-    for spec, parents, leaf in _plan(specs):
+    plan = _PLANS.get(specs)
+    if plan is None:
+        plan = _PLANS[specs] = _plan(specs)
+    for spec, parents, leaf in plan:
         if parents is not None:   # the common case, without _walk
             node: Any = payload
             for part in parents:
                 node = node.get(part) if isinstance(node, dict) else None
-            if isinstance(node, dict) and node.get(leaf) not in (None, MARKER):
-                taken[spec] = node[leaf]
-                node[leaf] = MARKER
+            if isinstance(node, dict):
+                value = node.get(leaf)
+                if value is not None and value != MARKER:
+                    taken[spec] = value
+                    node[leaf] = MARKER
             continue
         for path, parent, key in _walk(payload, spec.split("."), ""):
             if parent[key] is not None and parent[key] != MARKER:
                 taken[path] = parent[key]
                 parent[key] = MARKER
     return taken
+
+
+_PLANS: dict[tuple[str, ...], tuple[tuple[str, tuple[str, ...] | None, str], ...]] = {}
 
 
 def values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
@@ -134,17 +142,28 @@ def seal_rows(rows: list[dict[str, Any]], provider: crypto.KeyProvider | None = 
     """:func:`seal_secrets` for the new job rows of a batch, in place: each row's
     ``"secrets"`` (JSON, or None) is removed and, if any, sealed bound to the row's
     ``"id"`` and ``"job_type"`` into its secret columns (one provider check per batch)."""
-    todo: list[tuple[dict[str, Any], bytes]] = []
+    todo: list[dict[str, Any]] = []
+    plaintexts: list[bytes] = []
+    aads: list[bytes] = []
+    templates: dict[str, bytes] = {}
     for r in rows:
         secrets = r.pop("secrets")
         if secrets is not None:
-            todo.append((r, secrets))
+            job_type = r["job_type"]
+            template = templates.get(job_type)
+            if template is None:
+                template = templates[job_type] = crypto.place_template(job_type,
+                                                                       SECRETS_FIELD)
+            plaintexts.append(secrets)
+            aads.append(template % r["id"])
+            todo.append(r)
     if not todo:
         return
-    sealed = crypto.seal_many([(secrets, crypto.place(r["id"], r["job_type"], SECRETS_FIELD))
-                               for r, secrets in todo], provider)
-    for (r, _), s in zip(todo, sealed, strict=True):
-        r["secret_key_id"], r["secret_dek"], r["secret_data"] = s
+    done = 0
+    for key_id, wrapped, run in crypto.seal_runs(plaintexts, aads, provider):
+        for r, data in zip(todo[done:done + len(run)], run, strict=True):
+            r["secret_key_id"], r["secret_dek"], r["secret_data"] = key_id, wrapped, data
+        done += len(run)
 
 
 _NO_SECRETS = {"secret_key_id": None, "secret_dek": None, "secret_data": None}
@@ -232,6 +251,7 @@ def take_secrets(jt: types.JobType, normal: dict[str, Any]) -> tuple[bytes, byte
     secret values, the JSON of ``{path: value}`` to seal, or None if it holds none)."""
     taken = _take(normal, jt.secret_fields)
     return to_json(normal), (to_json(taken) if taken else None)
+
 
 
 def stored_dict(jt: types.JobType, normal: dict[str, Any]) -> dict[str, Any]:

@@ -167,3 +167,20 @@ def test_a_forked_child_never_goes_on_with_the_parents_data_key(tmp_path):
     s = crypto.seal(b"parent", ring, aad=b"a")
     ours = bytes(s.wrapped_dek) + b"|" + bytes(s.data[4:4 + crypto.NONCE])
     assert child.split(b"|")[0] != ours.split(b"|")[0]   # a data key of its own
+
+
+def test_a_batch_failing_midway_hands_out_none_of_its_nonces_again(tmp_path):
+    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    items = [(b"a", b"x"), (b"b", b"y"), (None, b"z"), (b"d", b"w")]
+    with pytest.raises(TypeError):
+        crypto.seal_many(items, ring)   # the third value is not bytes
+    after = crypto.seal_many([(b"e", b"v")], ring)[0]
+    assert int.from_bytes(after.data[4 + 4:4 + crypto.NONCE], "big") == 5   # counted on
+    with pytest.raises(ValueError, match="one associated data per plaintext"):
+        crypto.seal_runs([b"a", b"b"], [b"x"], ring)
+
+
+def test_the_place_template_gives_the_documented_associated_data():
+    # b"portalq-sealed-v2\0<id>\0<job type>\0<field>", a "%" in a name taken as itself
+    assert crypto.place(42, "100%_off", "x%d") == b"portalq-sealed-v2\x0042\x00100%_off\x00x%d"
+    assert crypto.place_template("t", "secrets") % 7 == crypto.place(7, "t", "secrets")
