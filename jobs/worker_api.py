@@ -50,12 +50,9 @@ async def listen(conn: AConn, channels: Sequence[Channel] = tuple(Channel)) -> N
 
 
 async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], limit: int,
-                now: datetime | None = None,
-                completions: Sequence[tuple[int, Mapping[str, Any] | None]] = (),
-                ) -> list[ClaimRow]:
+                now: datetime | None = None) -> list[ClaimRow]:
     """Claim up to ``limit`` due jobs of the given (open) portals: one statement, committed
-    on its own (``conn`` in autocommit mode). ``completions`` (as for
-    :func:`complete_many`) are written by the same statement, in the same commit.
+    on its own (``conn`` in autocommit mode).
 
     Portal-wide session limits hold across nodes: claims of limited portals are
     serialised by a lock taken inside the statement, and count the jobs already running
@@ -64,22 +61,16 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     """
     now = now or clock.now()
     if not capacities:
-        if completions:
-            await complete_many(conn, worker=worker, results=completions)
         return []
     caps = sorted(capacities, key=lambda c: c.portal)   # one lock order on every node
     job_types = {c.job_types for c in caps}
     if len(job_types) != 1:
         raise ValueError("one claim takes one job-type filter for all its portals")
     only = job_types.pop()
-    params = {
+    jobs = await _claim_statement(conn, worker, {
         "portals": [c.portal for c in caps], "limits": [c.limit for c in caps],
         "limit": limit, "worker": worker, "now": now,
-        "job_types": list(only) if only is not None else None}
-    if completions:
-        params.update(_completion_params(completions))
-    jobs = await _claim_statement(conn, worker, params,
-                                  "complete_and_claim" if completions else "claim")
+        "job_types": list(only) if only is not None else None})
     if not any(j["rate_key"] for j in jobs):
         return jobs
     days = {c.portal: c.day for c in capacities}
@@ -102,13 +93,12 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     return kept
 
 
-async def _claim_statement(conn: AConn, worker: str, params: dict[str, Any],
-                           name: str = "claim") -> list[ClaimRow]:
+async def _claim_statement(conn: AConn, worker: str, params: dict[str, Any]) -> list[ClaimRow]:
     """The claim statement, shielded from a cancel (a shutdown): one that lands after the
     server committed the claim and before its rows arrive would leave the jobs running
     under a node that never got them, until the stale-heartbeat rescue. The statement is
     let finish (it is short), and what it took goes back to the queue."""
-    statement = asyncio.ensure_future(sql.afetch(conn, name, params))
+    statement = asyncio.ensure_future(sql.afetch(conn, "claim", params))
     try:
         return cast("list[ClaimRow]", await asyncio.shield(statement))
     except asyncio.CancelledError:
@@ -157,14 +147,10 @@ async def complete_many(conn: AConn, *, worker: str,
     if not results:
         return set()
     rows = await sql.afetch(conn, "complete_many", {
-        **_completion_params(results), "worker": worker, "now": clock.now()})
+        "ids": [r[0] for r in results],
+        "results": [json.dumps(r[1]) if r[1] is not None else None for r in results],
+        "worker": worker, "now": clock.now()})
     return {r["id"] for r in rows}
-
-
-def _completion_params(results: Sequence[tuple[int, Mapping[str, Any] | None]],
-                       ) -> dict[str, Any]:
-    return {"ids": [r[0] for r in results],
-            "results": [json.dumps(r[1]) if r[1] is not None else None for r in results]}
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import functools
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from jobs import clock, connections, worker_api
@@ -154,10 +154,9 @@ class Worker:
                 jobs: list[ClaimRow] = []
                 sent = time.monotonic()   # the claim stamps the jobs' first heartbeat
                 if caps:
-                    async with self._completions() as done, self.pool.connection() as conn:
+                    async with self.pool.connection() as conn:
                         jobs = await worker_api.claim(conn, worker=self.node, capacities=caps,
-                                                      limit=min(free, self.settings.claim_batch),
-                                                      completions=done)
+                                                      limit=min(free, self.settings.claim_batch))
                         if jobs and time.monotonic() - sent > self.leases.fence_after / 2:
                             # a claim that took this long (held up by a partition) stamped
                             # its heartbeats long ago: others may rescue them any moment
@@ -204,33 +203,11 @@ class Worker:
                 await self.wake.wait()
         self.wake.clear()
 
-    @contextlib.asynccontextmanager
-    async def _completions(self) -> AsyncIterator[list[tuple[int, Any]]]:
-        """The completions waiting to be written, taken for the claim about to be sent
-        (one statement and one commit for both: issue 19). Written: their slots are freed;
-        not (the claim failed, or was cancelled): they go back to the flush loop, which
-        writes them again (a completion already committed is then a no-op)."""
-        batch, self._done = self._done, []
-        try:
-            yield batch
-        except BaseException:
-            self._done[:0] = batch
-            self._done_event.set()
-            raise
-        self._written(batch)
-
-    def _written(self, batch: list[tuple[int, Any]]) -> None:
-        for job_id, _ in batch:
-            self._free(job_id)
-        self._unflushed -= len(batch)
-
     async def flush_loop(self) -> None:
-        """Write completions in batches: whatever finished while the last write ran, unless
-        a claim about to be sent takes them first (it was woken by the same finish)."""
+        """Write completions in batches: whatever finished while the last write ran."""
         while True:
             await self._done_event.wait()
             self._done_event.clear()
-            await asyncio.sleep(0)   # let a claim loop woken by the same finish go first
             batch, self._done = self._done, []
             if not batch:
                 if self.stopping.is_set() and not self.running:
@@ -238,7 +215,9 @@ class Worker:
                 continue
             await self.db.retrying(functools.partial(
                 worker_api.complete_many, worker=self.node, results=batch))
-            self._written(batch)
+            for job_id, _ in batch:
+                self._free(job_id)
+            self._unflushed -= len(batch)
             self.wake.set()
 
     @property

@@ -23,11 +23,7 @@ def queries() -> dict[str, str]:
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         lines = [ln for ln in body.strip().splitlines() if not ln.lstrip().startswith("--")]
         out[name] = "\n".join(lines).rstrip().rstrip(";")
-    # a statement may include another's text (CTEs shared by two statements): one level
-    return {name: _INCLUDE.sub(lambda m: out[m.group(1)], text) for name, text in out.items()}
-
-
-_INCLUDE = re.compile(r"/\*include:(\w+)\*/")
+    return out
 
 
 def query(name: str) -> str:

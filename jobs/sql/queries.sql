@@ -83,9 +83,16 @@ COPY job_queue (id, job_type, order_id, portal, payload, status, priority, run_a
 -- name: ids_by_idempotency_key
 SELECT id, idempotency_key, job_type FROM job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
 
--- name: claim_ctes
--- The claim's CTEs (caps, picked, upd, ev), included by claim and complete_and_claim.
-caps AS MATERIALIZED (
+-- name: claim
+-- Claim due jobs: per open portal at most its capacity, by priority then run_at; one
+-- statement, run on its own (autocommit). A portal's capacity is %(limit)s, or for a
+-- limited one (limits[i] not NULL) its limit minus the jobs running on it everywhere,
+-- counted by portalq_running_locked (migration 0006) after it took the portal's claim
+-- lock: that count is current although this statement's snapshot is older, and jobs
+-- claimed by others since are skipped by FOR UPDATE SKIP LOCKED's re-check of the status.
+-- portals[] is sorted (locks are always taken in one order: no deadlock between nodes).
+-- %(job_types)s: NULL, or the only job types this node takes (its role).
+WITH caps AS MATERIALIZED (
     SELECT c.portal,
            CASE WHEN c.lim IS NULL THEN %(limit)s
                 ELSE least(%(limit)s, c.lim - portalq_running_locked(c.portal))
@@ -137,25 +144,6 @@ caps AS MATERIALIZED (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
     SELECT id, %(now)s, attempts, from_status, 'running', %(worker)s FROM upd
 )
-
--- name: claim
--- Claim due jobs: per open portal at most its capacity, by priority then run_at; one
--- statement, run on its own (autocommit). A portal's capacity is %(limit)s, or for a
--- limited one (limits[i] not NULL) its limit minus the jobs running on it everywhere,
--- counted by portalq_running_locked (migration 0006) after it took the portal's claim
--- lock: that count is current although this statement's snapshot is older, and jobs
--- claimed by others since are skipped by FOR UPDATE SKIP LOCKED's re-check of the status.
--- portals[] is sorted (locks are always taken in one order: no deadlock between nodes).
--- %(job_types)s: NULL, or the only job types this node takes (its role).
-WITH /*include:claim_ctes*/
-SELECT * FROM upd ORDER BY priority DESC, run_at, id;   -- the claim's order
-
--- name: complete_and_claim
--- complete_many and claim in one statement, one commit (the worker sends the completions
--- waiting when it claims: issue 19). The two touch disjoint rows (running ones, due ones).
--- A limited portal's count of running jobs is taken in this statement's snapshot, so the
--- jobs it completes still count as running: such a claim takes fewer, never more.
-WITH /*include:complete_ctes*/, /*include:claim_ctes*/
 SELECT * FROM upd ORDER BY priority DESC, run_at, id;   -- the claim's order
 
 -- name: unclaim
@@ -196,49 +184,45 @@ WITH upd AS (
 )
 SELECT id FROM upd;
 
--- name: complete_ctes
--- The completion's CTEs (c_done ... c_resumed), included by complete_many and
--- complete_and_claim. The NOTIFY of a resumed portal is in c_resumed's RETURNING: a
--- data-modifying CTE runs to completion (its RETURNING too) whether or not it is read.
-c_done AS (
+-- name: complete_many
+WITH done AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(results)s::jsonb[]) AS d(id, result)
-), c_upd AS (
+), upd AS (
     UPDATE job_queue q
-    SET status = 'completed', result = c_done.result, finished_at = %(now)s,
+    SET status = 'completed', result = done.result, finished_at = %(now)s,
         updated_at = %(now)s, lock_owner = NULL, heartbeat_at = NULL, last_error = NULL,
         -- crypto-shredding: the job's sealed secrets go with its completion
         secret_key_id = NULL, secret_dek = NULL, secret_data = NULL,
         secrets_erased_at = CASE WHEN q.secret_data IS NULL THEN q.secrets_erased_at
                                  ELSE %(now)s END
-    FROM c_done
-    WHERE q.id = c_done.id AND q.status = 'running' AND q.lock_owner = %(worker)s
+    FROM done
+    WHERE q.id = done.id AND q.status = 'running' AND q.lock_owner = %(worker)s
     RETURNING q.id, q.attempts, q.portal
-), c_ev AS (
+), ev AS (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
-    SELECT id, %(now)s, attempts, 'running', 'completed', %(worker)s FROM c_upd
-), c_before AS (
-    SELECT code, paused_by FROM portals WHERE code IN (SELECT portal FROM c_upd)
-), c_healthy AS (
+    SELECT id, %(now)s, attempts, 'running', 'completed', %(worker)s FROM upd
+), before AS (
+    SELECT code, paused_by FROM portals WHERE code IN (SELECT portal FROM upd)
+), healthy AS (
     -- a success ends an outage streak, and resumes a portal the breaker paused
     UPDATE portals p SET outage_streak = 0, outage_last_job = NULL, paused_at = NULL,
                          paused_by = NULL,
                          pause_reason = NULL, probe_at = NULL, updated_at = %(now)s
-    FROM c_before b
+    FROM before b
     WHERE p.code = b.code AND (p.outage_streak > 0 OR p.paused_by = 'breaker')
       AND p.paused_by IS DISTINCT FROM 'operator'
     RETURNING p.code, b.paused_by AS was_paused_by
-), c_signs AS (
-    DELETE FROM portal_outage_signs s USING c_healthy h WHERE s.portal = h.code
-), c_resumed AS (
+), signs AS (
+    DELETE FROM portal_outage_signs s USING healthy h WHERE s.portal = h.code
+), resumed AS (
     INSERT INTO portal_notices (portal, kind, reason, created_at, next_try_at)
     SELECT code, 'resumed', 'a probe job succeeded', %(now)s, %(now)s
-    FROM c_healthy WHERE was_paused_by = 'breaker'
-    RETURNING portal, pg_notify('portalq_portals', portal)
+    FROM healthy WHERE was_paused_by = 'breaker'
+    RETURNING portal
+), told AS (
+    SELECT pg_notify('portalq_portals', portal) FROM resumed
 )
-
--- name: complete_many
-WITH /*include:complete_ctes*/
-SELECT id FROM c_upd;
+SELECT id, (SELECT count(*) FROM told) AS resumed FROM upd;
 
 -- name: finish_unsuccessful
 -- Retry (pending at %(run_at)s), defer (no attempt spent) or fail one running job.

@@ -92,9 +92,6 @@ CASES = {
     "claim": {"portals": ["irs_ein", "p2"], "limits": [None, 2], "limit": 50, "worker": "w",
               "job_types": None,
               "now": NOW},
-    "complete_and_claim": {"portals": ["irs_ein", "p2"], "limits": [None, 2], "limit": 50,
-                           "worker": "w", "job_types": None, "now": NOW,
-                           "ids": list(range(1, 51)), "results": [None] * 50},
     "defer_candidates": {"portal": "irs_ein", "next_open": NOW + timedelta(days=1),
                          "now": NOW, "skip": [], "limit": 10000},
     "defer_ids": {"ids": list(range(1, 10001)), "next_open": NOW + timedelta(days=1),
@@ -118,7 +115,6 @@ def test_the_queue_statements_keep_their_indexes_at_depth(deep):
     # psycopg prepares the claim after five runs; the server then plans it generically if
     # that looks no dearer (forced, the generic plan would join the update by a
     # sequential scan: what this guards against)
-    for name in ("claim", "complete_and_claim"):
-        if scans := seq_scans(explain(deep, name, CASES[name], prepared_runs=8)):
-            bad[f"{name} (prepared, after 8 runs)"] = scans
+    if scans := seq_scans(explain(deep, "claim", CASES["claim"], prepared_runs=8)):
+        bad["claim (prepared, after 8 runs)"] = scans
     assert bad == {}
