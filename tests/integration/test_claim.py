@@ -385,3 +385,28 @@ def test_the_ticks_prune_goes_on_while_batches_come_back_full(dsn, conn, frozen)
     assert run(prune(0)) == 10          # no time left: one batch, as before
     assert run(prune(60)) == 15         # batches of 10 until one comes back short
     assert conn.execute("SELECT count(*) FROM job_queue").fetchone()[0] == 0
+
+
+def test_outbox_is_notified_only_when_an_outbox_row_is_written(dsn, frozen):
+    """Statements that may write an escalation or a portal notice (a completion, a retry)
+    NOTIFY portalq_outbox only when they do: each notification makes the leader read the
+    outbox, and a commit that notifies queues behind every other such commit (issue 19)."""
+    done = queue.enqueue("name_search", "A", payloads.NAME_SEARCH)
+    failing = queue.enqueue("name_search", "B", payloads.NAME_SEARCH)
+    [a, b] = claim(dsn)
+    assert {a["id"], b["id"]} == {done.id, failing.id}
+    jb = a if a["id"] == failing.id else b
+
+    async def go():
+        async with await _aconn(dsn) as c:
+            heard: list[str] = []
+            c.add_notify_handler(lambda n: heard.append(n.payload))
+            await worker_api.listen(c)     # the session hears its own commits' notifications
+            await worker_api.complete_many(c, worker="w1", results=[(done.id, None)])
+            after_completion = list(heard)
+            await worker_api.finish_unsuccessful(c, job=jb, worker="w1", status="failed",
+                                                 error="boom", escalation=("business", "boom"))
+            return after_completion, heard
+    after_completion, heard = run(go())
+    assert after_completion == []
+    assert heard == ["escalations"]
