@@ -39,13 +39,13 @@ class JobContext(Reporting):
     (portal addresses, mail), a ``browsers`` opener, and ``lease_fresh`` -- whether this
     node's lease on the job is fresh enough to go past a point of no return."""
 
-    def __init__(self, job: Mapping[str, Any], artifacts_dir: Path, *,
+    def __init__(self, job: Mapping[str, Any], artifacts_dir: Path | Callable[[], Path], *,
                  pool: Pool, node: str, settings: Settings,
                  browsers: ContextOpener,
                  lease_fresh: Callable[[int], bool] = lambda _job_id: True,
                  stored_urls: Mapping[str, str | None] | None = None) -> None:
         self._pool = pool
-        self._stored_urls = dict(stored_urls or {})  # each portal's own address
+        self._stored_urls = stored_urls or {}  # each portal's own address (read only)
         self._node = node
         self._settings = settings
         self._open_context = browsers
@@ -70,12 +70,26 @@ class JobContext(Reporting):
                 self.job_id, self.job_type, job["checkpoint"])
         except Exception as exc:  # noqa: BLE001 - raised to the handler, see payload
             self._payload_error = self._payload_error or exc
-        self.artifacts_dir = artifacts_dir
+        # this run's evidence folder, or what finds it (a look at the disk): found when
+        # first asked for, so a job that never asks (no browser, no file) costs none
+        self._artifacts: Path | Callable[[], Path] = artifacts_dir
         self._browser_contexts: list[Any] = []
         self._browser_gone = asyncio.Event()
         self._watched: dict[Any, Any] = {}   # browser -> its "disconnected" listener
         self.failed = False
         self._account: AccountHold | None = None   # the portal account, once asked for
+
+    @property
+    def artifacts_dir(self) -> Path:
+        """This run's evidence folder (not created until something is saved there)."""
+        if not isinstance(self._artifacts, Path):
+            self._artifacts = self._artifacts()
+        return self._artifacts
+
+    @property
+    def artifacts_asked(self) -> bool:
+        """Whether anything asked for the evidence folder (only then can it hold any)."""
+        return isinstance(self._artifacts, Path)
 
     @property
     def checkpoints(self) -> dict[str, Any]:

@@ -6,6 +6,7 @@ against it: it points a declared type at a handler that needs no browser.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
@@ -27,7 +28,17 @@ def handler_for(job_type: str, payload: Mapping[str, Any]) -> tuple[Handler, boo
     """(handler, uses_browser). A type with no flow raises ``types.NoFlow``, a business
     error: the job fails at once instead of being retried for nothing."""
     jt = types.get(job_type)
-    return browser_guarded(jt.resolve_flow()), jt.uses_browser
+    flow = jt.resolve_flow()
+    try:
+        return _guarded(flow), jt.uses_browser
+    except TypeError:   # an unhashable callable: guarded afresh
+        return browser_guarded(flow), jt.uses_browser
+
+
+@functools.lru_cache(maxsize=1024)
+def _guarded(flow: Handler) -> Handler:
+    """:func:`browser_guarded` once per flow, not once per job (issue 19)."""
+    return browser_guarded(flow)
 
 
 #: a job whose browser server was lost (or could not be reached) waits this long

@@ -57,6 +57,7 @@ class Worker:
         self._done_event = asyncio.Event()
         self._calendar_errors: set[str] = set()   # portals whose calendar raised (logged once)
         self._portals_seen = object()   # identity of the last load of self.portals
+        self._urls: tuple[object, dict[str, str | None]] = (object(), {})  # _stored_urls
         #: (portals load, computed at, valid before, capacities): see capacities()
         self._caps: tuple[object, Any, Any, tuple[worker_api.Capacity, ...]] | None = None
         self._fenced: weakref.WeakSet[asyncio.Task[None]] = weakref.WeakSet()  # being stopped
@@ -178,7 +179,7 @@ class Worker:
             now = clock.now()
             for job in jobs:
                 self.leases.claimed(job["id"], sent)
-                metrics.LATENCY.labels(job["portal"]).observe(
+                metrics.latency(job["portal"]).observe(
                     max(0.0, (now - job["run_at"]).total_seconds()))
                 self.running[job["id"]] = asyncio.create_task(self._execute(job))
             if len(jobs) < free:
@@ -296,11 +297,17 @@ class Worker:
     # -- one job -------------------------------------------------------------------------
     def context_for(self, job: ClaimRow) -> JobContext:
         """A job's context, built from the narrow parts it uses."""
-        folder = evidence.run_folder(self._artifacts_root / str(job["id"]), job["attempts"])
-        return JobContext(job, folder, pool=self.pool, node=self.node,
-                          settings=self.settings, browsers=self.browsers.new_context,
-                          lease_fresh=self.leases.fresh,
-                          stored_urls={c: p.url for c, p in self.portals.items()})
+        root, job_id, attempt = self._artifacts_root, job["id"], job["attempts"]
+        return JobContext(job, lambda: evidence.run_folder(root / str(job_id), attempt),
+                          pool=self.pool, node=self.node, settings=self.settings,
+                          browsers=self.browsers.new_context, lease_fresh=self.leases.fresh,
+                          stored_urls=self._stored_urls())
+
+    def _stored_urls(self) -> dict[str, str | None]:
+        """Each portal's stored address, kept per load of the portals."""
+        if self._urls[0] is not self._portals_seen:
+            self._urls = (self._portals_seen, {c: p.url for c, p in self.portals.items()})
+        return self._urls[1]
 
     async def _execute(self, job: ClaimRow) -> None:
         extra = {"job_id": job["id"], "job_type": job["job_type"], "portal": job["portal"],
@@ -332,8 +339,8 @@ class Worker:
             outcome = await self.failures.record(job, exc, secrets=ctx.secrets(),
                                                  checkpoint=_checkpoints(ctx), extra=extra)
         finally:
-            metrics.DURATION.labels(job["job_type"]).observe(time.monotonic() - started)
-            metrics.FINISHED.labels(job["job_type"], job["portal"], outcome).inc()
+            metrics.duration(job["job_type"]).observe(time.monotonic() - started)
+            metrics.finished(job["job_type"], job["portal"], outcome).inc()
             if not saved:
                 await self._save_evidence(job, ctx)
             if not queued:
@@ -343,6 +350,8 @@ class Worker:
                 self.wake.set()
 
     async def _save_evidence(self, job: ClaimRow, ctx: JobContext) -> None:
+        if not ctx.artifacts_asked:
+            return   # nothing asked for the folder: nothing can be in it
         await evidence.save(self.db, job, ctx.artifacts_dir,
                             lease_fresh=self.leases.fresh(job["id"]))
 

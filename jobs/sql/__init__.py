@@ -10,6 +10,7 @@ from importlib import resources
 from typing import Any
 
 from psycopg import AsyncConnection, Connection
+from psycopg.pq import ExecStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_dumps
 from psycopg.types.string import BytesBinaryDumper
@@ -34,7 +35,7 @@ def fetch(conn: Connection[Any], name: str, params: dict[str, Any] | None = None
           ) -> list[dict[str, Any]]:
     with conn.cursor(row_factory=dict_row) as cur:
         cur.execute(query(name), params or {})
-        return cur.fetchall() if cur.description else []
+        return cur.fetchall() if _returns_rows(cur) else []
 
 
 def fetch_one(conn: Connection[Any], name: str, params: dict[str, Any] | None = None,
@@ -79,7 +80,14 @@ async def afetch(conn: AsyncConnection[Any], name: str, params: dict[str, Any] |
     for its parameters (for statements whose generic plan would be poor)."""
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(query(name), params or {}, prepare=prepare)
-        return await cur.fetchall() if cur.description else []
+        return await cur.fetchall() if _returns_rows(cur) else []
+
+
+def _returns_rows(cur: Any) -> bool:
+    """Whether the statement returned rows (possibly none). Not ``cur.description``: that
+    builds a Column object per column, 18 of them for a claim, on every call (issue 19)."""
+    res = cur.pgresult
+    return res is not None and res.status in (ExecStatus.TUPLES_OK, ExecStatus.SINGLE_TUPLE)
 
 
 async def afetch_one(conn: AsyncConnection[Any], name: str,
