@@ -30,8 +30,11 @@ os.environ.update({"PGHOST": "127.0.0.1", "PGPORT": PORT, "PGUSER": "postgres",
                    "PQ_DB": os.environ.get("PQ_DB", "scale_portalq"),
                    "PGQ_DB": os.environ.get("PGQ_DB", "scale_pgqueuer"),
                    "LOGDIR": str(HOME / "logs"), "PORTALQ_HOME": str(HOME / "portalq-home")})
+# no empty entry: that is the current directory, and a worker started from another
+# checkout would import that checkout's portalq instead of its own
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(PEERS), str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")])
+    p for p in [str(PEERS), str(Path(__file__).resolve().parent),
+                *os.environ.get("PYTHONPATH", "").split(os.pathsep)] if p)
 sys.path[:0] = [str(PEERS), str(Path(__file__).resolve().parent)]
 
 import bench_pgqueuer  # noqa: E402
