@@ -22,36 +22,29 @@ branch_labels = None
 depends_on = None
 
 TABLES = ("escalations", "portal_notices")
+ONLY_WITH_ROWS = "IF EXISTS (SELECT 1 FROM inserted) THEN {} END IF;"
+
+
+def _triggers(*, only_with_rows: bool) -> None:
+    notify = "PERFORM pg_notify('portalq_outbox', TG_TABLE_NAME);"
+    op.execute(f"""
+        CREATE OR REPLACE FUNCTION portalq_outbox_notify() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            {ONLY_WITH_ROWS.format(notify) if only_with_rows else notify}
+            RETURN NULL;
+        END $$""")
+    for table in TABLES:
+        op.execute(f"DROP TRIGGER {table}_outbox_notify ON {table}")
+        op.execute(f"""
+            CREATE TRIGGER {table}_outbox_notify AFTER INSERT ON {table}
+            {"REFERENCING NEW TABLE AS inserted" if only_with_rows else ""}
+            FOR EACH STATEMENT EXECUTE FUNCTION portalq_outbox_notify()""")
 
 
 def upgrade() -> None:
-    op.execute("""
-        CREATE OR REPLACE FUNCTION portalq_outbox_notify() RETURNS trigger
-        LANGUAGE plpgsql AS $$
-        BEGIN
-            IF EXISTS (SELECT 1 FROM inserted) THEN
-                PERFORM pg_notify('portalq_outbox', TG_TABLE_NAME);
-            END IF;
-            RETURN NULL;
-        END $$""")
-    for table in TABLES:
-        op.execute(f"DROP TRIGGER {table}_outbox_notify ON {table}")
-        op.execute(f"""
-            CREATE TRIGGER {table}_outbox_notify AFTER INSERT ON {table}
-            REFERENCING NEW TABLE AS inserted
-            FOR EACH STATEMENT EXECUTE FUNCTION portalq_outbox_notify()""")
+    _triggers(only_with_rows=True)
 
 
 def downgrade() -> None:
-    op.execute("""
-        CREATE OR REPLACE FUNCTION portalq_outbox_notify() RETURNS trigger
-        LANGUAGE plpgsql AS $$
-        BEGIN
-            PERFORM pg_notify('portalq_outbox', TG_TABLE_NAME);
-            RETURN NULL;
-        END $$""")
-    for table in TABLES:
-        op.execute(f"DROP TRIGGER {table}_outbox_notify ON {table}")
-        op.execute(f"""
-            CREATE TRIGGER {table}_outbox_notify AFTER INSERT ON {table}
-            FOR EACH STATEMENT EXECUTE FUNCTION portalq_outbox_notify()""")
+    _triggers(only_with_rows=False)
