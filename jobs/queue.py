@@ -96,8 +96,11 @@ def rate_key_for(jt: types.JobType, payload: Mapping[str, Any]) -> str | None:
     return crypto.keyed_hash(f"{jt.name}:{raw}")
 
 
-def _validate(job: NewJob, max_bytes: int) -> dict[str, Any]:
-    """One job's row, every field checked (jobs.limits) before anything is written."""
+def _validate(job: NewJob, max_bytes: int,
+              known: dict[str, types.JobType] | None = None) -> dict[str, Any]:
+    """One job's row, every field checked (jobs.limits) before anything is written.
+    ``known``: the batch's job types already looked up (one registry look-up, with its
+    plugin check, per type and batch instead of per job)."""
     if not isinstance(job.job_type, str):
         raise InputError("job type must be a string")
     order_id = limits.check_identifier(job.order_id, "order id", limits.MAX_ORDER_ID)
@@ -110,7 +113,11 @@ def _validate(job: NewJob, max_bytes: int) -> dict[str, Any]:
     requested = job.portal
     if requested is not None:
         requested = limits.check_identifier(requested, "portal", 100)
-    jt = types.get(job.job_type)  # an unknown type first: it names the problem best
+    jt = known.get(job.job_type) if known is not None else None
+    if jt is None:
+        jt = types.get(job.job_type)  # an unknown type first: it names the problem best
+        if known is not None:
+            known[job.job_type] = jt
     if isinstance(job.payload, Mapping):
         limits.check_payload_strings(job.payload)
     model = types.validate(jt, job.payload)
@@ -195,9 +202,10 @@ def _validate_all(jobs: Sequence[NewJob]) -> list[dict[str, Any]]:
     if len(jobs) == 1:
         return [_validate(jobs[0], max_bytes)]
     rows = []
+    known: dict[str, types.JobType] = {}
     for i, job in enumerate(jobs):
         try:
-            rows.append(_validate(job, max_bytes))
+            rows.append(_validate(job, max_bytes, known))
         except InputError as exc:
             raise BatchInputError(i, str(exc)) from None
     return rows
