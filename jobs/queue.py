@@ -96,8 +96,7 @@ def rate_key_for(jt: types.JobType, payload: Mapping[str, Any]) -> str | None:
     return crypto.keyed_hash(f"{jt.name}:{raw}")
 
 
-def _validate(job: NewJob, max_bytes: int,
-              known: dict[str, types.JobType] | None = None) -> dict[str, Any]:
+def _validate(job: NewJob, max_bytes: int, known: dict[str, types.JobType]) -> dict[str, Any]:
     """One job's row, every field checked (jobs.limits) before anything is written.
     ``known``: the batch's job types already looked up (one registry look-up, with its
     plugin check, per type and batch instead of per job)."""
@@ -113,11 +112,9 @@ def _validate(job: NewJob, max_bytes: int,
     requested = job.portal
     if requested is not None:
         requested = limits.check_identifier(requested, "portal", 100)
-    jt = known.get(job.job_type) if known is not None else None
-    if jt is None:
-        jt = types.get(job.job_type)  # an unknown type first: it names the problem best
-        if known is not None:
-            known[job.job_type] = jt
+    jt = known.get(job.job_type)
+    if jt is None:   # an unknown type first: it names the problem best
+        jt = known[job.job_type] = types.get(job.job_type)
     if isinstance(job.payload, Mapping):
         limits.check_payload_strings(job.payload)
     model = types.validate(jt, job.payload)
@@ -200,7 +197,7 @@ def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
 def _validate_all(jobs: Sequence[NewJob]) -> list[dict[str, Any]]:
     max_bytes = limits.max_payload_bytes()   # once per batch
     if len(jobs) == 1:
-        return [_validate(jobs[0], max_bytes)]
+        return [_validate(jobs[0], max_bytes, {})]
     rows = []
     known: dict[str, types.JobType] = {}
     for i, job in enumerate(jobs):

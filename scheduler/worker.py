@@ -57,7 +57,7 @@ class Worker:
         self._done_event = asyncio.Event()
         self._calendar_errors: set[str] = set()   # portals whose calendar raised (logged once)
         self._portals_seen = object()   # identity of the last load of self.portals
-        self._urls: tuple[object, dict[str, str | None]] = (object(), {})  # _stored_urls
+        self._urls: dict[str, str | None] = {}   # each portal's stored address
         #: (portals load, computed at, valid before, capacities): see capacities()
         self._caps: tuple[object, Any, Any, tuple[worker_api.Capacity, ...]] | None = None
         self._fenced: weakref.WeakSet[asyncio.Task[None]] = weakref.WeakSet()  # being stopped
@@ -83,6 +83,7 @@ class Worker:
         # in place: the failure recorder looks portals up in this very dict
         self.portals.clear()
         self.portals.update(fresh)
+        self._urls = {c: p.url for c, p in fresh.items()}
         self._portals_seen = object()   # the capacities computed from the old ones are void
 
     def capacities(self) -> list[worker_api.Capacity]:
@@ -179,7 +180,7 @@ class Worker:
             now = clock.now()
             for job in jobs:
                 self.leases.claimed(job["id"], sent)
-                metrics.latency(job["portal"]).observe(
+                metrics.labelled(metrics.LATENCY, job["portal"]).observe(
                     max(0.0, (now - job["run_at"]).total_seconds()))
                 self.running[job["id"]] = asyncio.create_task(self._execute(job))
             if len(jobs) < free:
@@ -301,13 +302,7 @@ class Worker:
         return JobContext(job, lambda: evidence.run_folder(root / str(job_id), attempt),
                           pool=self.pool, node=self.node, settings=self.settings,
                           browsers=self.browsers.new_context, lease_fresh=self.leases.fresh,
-                          stored_urls=self._stored_urls())
-
-    def _stored_urls(self) -> dict[str, str | None]:
-        """Each portal's stored address, kept per load of the portals."""
-        if self._urls[0] is not self._portals_seen:
-            self._urls = (self._portals_seen, {c: p.url for c, p in self.portals.items()})
-        return self._urls[1]
+                          stored_urls=self._urls)
 
     async def _execute(self, job: ClaimRow) -> None:
         extra = {"job_id": job["id"], "job_type": job["job_type"], "portal": job["portal"],
@@ -339,8 +334,9 @@ class Worker:
             outcome = await self.failures.record(job, exc, secrets=ctx.secrets(),
                                                  checkpoint=_checkpoints(ctx), extra=extra)
         finally:
-            metrics.duration(job["job_type"]).observe(time.monotonic() - started)
-            metrics.finished(job["job_type"], job["portal"], outcome).inc()
+            metrics.labelled(metrics.DURATION, job["job_type"]).observe(
+                time.monotonic() - started)
+            metrics.labelled(metrics.FINISHED, job["job_type"], job["portal"], outcome).inc()
             if not saved:
                 await self._save_evidence(job, ctx)
             if not queued:
