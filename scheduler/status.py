@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs import clock, jobs_repo, outbox, portals_repo, queue
+from jobs import clock, jobs_repo, outbox, portals_repo, txn
 from jobs.kinds import FINAL
 
 
 def snapshot(conn: Any = None) -> dict[str, Any]:
-    with queue._use(conn) as c:  # noqa: SLF001 - the queue's own connection helper
+    with txn.use(conn) as c:
         counts = jobs_repo.depth(c)
         running = jobs_repo.running(c)
         deferred = jobs_repo.deferred(c)
@@ -27,7 +27,7 @@ def snapshot(conn: Any = None) -> dict[str, Any]:
 
 def unsent_mail(conn: Any = None) -> int:
     """Escalations and portal notices still waiting to be mailed."""
-    with queue._use(conn) as c:  # noqa: SLF001 - the queue's own connection helper
+    with txn.use(conn) as c:
         return outbox.unsent(c)
 
 
