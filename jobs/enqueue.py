@@ -9,7 +9,7 @@ job exists iff its transaction commits) or ``None`` (one of portalq's own).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -148,17 +148,28 @@ def _validate_all(jobs: Sequence[NewJob]) -> list[dict[str, Any]]:
     max_bytes = limits.max_payload_bytes()   # once per batch
     if len(jobs) == 1:
         return [_validate(jobs[0], max_bytes, {})]
+    return _validate_run(jobs, 0, max_bytes, {}, len(jobs))
+
+
+def _validate_run(jobs: Sequence[NewJob], start: int, max_bytes: int,
+                  known: dict[str, types.JobType], n: int = 0) -> list[dict[str, Any]]:
+    """The rows of ``jobs[start:start + n]`` (``n`` 0: :data:`_RUN`), or the
+    :class:`BatchInputError` of the first bad one."""
     rows = []
-    known: dict[str, types.JobType] = {}
-    for i, job in enumerate(jobs):
+    for i in range(start, min(start + (n or _RUN), len(jobs))):
         try:
-            rows.append(_validate(job, max_bytes, known))
+            rows.append(_validate(jobs[i], max_bytes, known))
         except InputError as exc:
             raise BatchInputError(i, str(exc)) from None
     return rows
 
 
 def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
+    if len(jobs) >= COPY_MIN and all(j.idempotency_key is None for j in jobs):
+        with _use(conn) as c:
+            if conn is None or c.autocommit:   # an abort mid-COPY costs the caller nothing
+                return _copy_streamed(c, jobs)
+            return _enqueue_copy(c, _validate_all(jobs), clock.now())
     rows = _validate_all(jobs)
     if len(rows) == 1:
         with _use(conn) as c:
@@ -175,8 +186,6 @@ def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
         if keys:
             # before the INSERT: on an autocommit connection it commits at once
             _check_existing_keys(sql.fetch(c, "ids_by_idempotency_key", {"keys": keys}), rows)
-        if len(rows) >= COPY_MIN and not keys:
-            return _enqueue_copy(c, rows, now)
         _seal(c, rows)
         params: dict[str, Any] = {k: [r[k] for r in rows] for k in rows[0]}
         params["run_at"] = [r or now for r in params["run_at"]]
@@ -266,22 +275,92 @@ def _seal(c: psycopg.Connection[Any], rows: list[dict[str, Any]],
     secrets_at_rest.seal_rows(rows)
 
 
-def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: datetime,
-                  ) -> list[Enqueued]:
+def _checked_portals(c: psycopg.Connection[Any], portals: set[str]) -> set[str]:
+    """``portals`` and those the connection has seen, once each of ``portals`` is known
+    to exist (:class:`InputError` for one that does not)."""
     seen = _seen_portals(c)
-    wanted = {r["portal"] for r in rows} - seen
+    wanted = portals - seen
     if wanted:
         known = {p["code"] for p in sql.fetch(c, "portals_named", {"codes": sorted(wanted)})}
         if wanted - known:
             raise InputError(f"unknown portal {sorted(wanted - known)[0]!r}")
         seen.update(known)
+    return seen | portals
+
+
+def _copy_rows(rows: Sequence[dict[str, Any]], ids: Sequence[int], now: datetime,
+               ) -> Iterator[tuple[Any, ...]]:
+    """The COPY's rows (the columns of ``enqueue_copy``)."""
+    for i, r in zip(ids, rows, strict=True):
+        yield (i, r["job_type"], r["order_id"], r["portal"], r["payload"], "pending",
+               r["priority"], r["run_at"] or now, r["max_attempts"], r["rate_key"], now, now,
+               r["secret_key_id"], r["secret_dek"], r["secret_data"])
+
+
+def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: datetime,
+                  ) -> list[Enqueued]:
+    """A large batch already validated: one COPY."""
+    _checked_portals(c, {r["portal"] for r in rows})
     ids = sql.fetch_value(c, "next_job_ids", {"n": len(rows)})
     _seal(c, rows, ids)
-    sql.copy_in(c, "enqueue_copy", _COPY_TYPES, (
-        (i, r["job_type"], r["order_id"], r["portal"], r["payload"], "pending", r["priority"],
-         r["run_at"] or now, r["max_attempts"], r["rate_key"], now, now, r["secret_key_id"],
-         r["secret_dek"], r["secret_data"])
-        for i, r in zip(ids, rows, strict=True)), json_text=True)
+    sql.copy_in(c, "enqueue_copy", _COPY_TYPES, _copy_rows(rows, ids, now), json_text=True)
+    return [Enqueued(i, True) for i in ids]
+
+
+#: a streamed COPY validates this many jobs before it starts, then the same number at a
+#: time while the rows before them are on their way to the server
+_RUN = 64
+
+
+class _Abort(Exception):
+    """Ends a COPY from inside its rows. Its message reaches the server's log, so it says
+    nothing of the job; ``error`` is what ended it (None: a portal not checked yet)."""
+
+    def __init__(self, error: BaseException | None) -> None:
+        super().__init__("a job of the batch was refused")
+        self.error = error
+
+
+def _copy_streamed(c: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[Enqueued]:
+    """A large batch on an autocommit connection (or portalq's own): one COPY, written
+    while the batch is validated and sealed, so the server stores the first rows while
+    the client checks the next. A bad job aborts the COPY: nothing is written, and the
+    error is the one the whole batch validated first would give. A portal the first run
+    did not name aborts it too; the batch is then validated whole, checked and copied."""
+    max_bytes = limits.max_payload_bytes()
+    known: dict[str, types.JobType] = {}
+    first = _validate_run(jobs, 0, max_bytes, known)
+    checked = _checked_portals(c, {r["portal"] for r in first})
+    now = clock.now()
+    ids: list[int] = sql.fetch_value(c, "next_job_ids", {"n": len(jobs)})
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        run, start = first, 0
+        while True:
+            taken = ids[start:start + len(run)]
+            try:
+                _seal(c, run, taken)
+            except Exception as exc:
+                raise _Abort(exc) from None
+            yield from _copy_rows(run, taken, now)
+            start += len(run)
+            if start == len(jobs):
+                return
+            try:
+                run = _validate_run(jobs, start, max_bytes, known)
+            except Exception as exc:
+                raise _Abort(exc) from None
+            if any(r["portal"] not in checked for r in run):
+                raise _Abort(None)
+
+    try:
+        sql.copy_in(c, "enqueue_copy", _COPY_TYPES, rows(), json_text=True)
+    except _Abort as abort:
+        if abort.error is not None:
+            raise abort.error from None
+        if not c.autocommit:
+            c.rollback()   # portalq's own connection: nothing else was in its transaction
+        return _enqueue_copy(c, _validate_all(jobs), now)
     return [Enqueued(i, True) for i in ids]
 
 

@@ -10,6 +10,7 @@ from importlib import resources
 from typing import Any
 
 from psycopg import AsyncConnection, Connection
+from psycopg.copy import LibpqWriter
 from psycopg.pq import ExecStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_dumps
@@ -64,7 +65,9 @@ def copy_in(conn: Connection[Any], name: str, types: Sequence[str],
             # bytea by its oid is psycopg's DB-API Binary-aware dumper, two Python calls per
             # value; bytes need none: this is its C dumper (psycopg's optimised twin)
             cur.adapters.register_dumper(bytes, BytesBinaryDumper)
-        with cur.copy(query(name)) as copy:
+        # each block flushed to the server as it is made (not every MiB, psycopg's default):
+        # the server stores the first rows while the later ones are still being made
+        with cur.copy(query(name), writer=LibpqWriter(cur, flush_threshold=0)) as copy:
             copy.set_types(types)
             for row in rows:
                 copy.write_row(row)

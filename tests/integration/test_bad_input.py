@@ -40,6 +40,13 @@ BAD_JOBS = {
     "nul in a payload key": (NS, "O", {**payloads.NAME_SEARCH, "x\0": 1}, {}, "NUL"),
     "bell in a payload string": (NS, "O", changed(payloads.NAME_SEARCH, "applicant.name",
                                                   "A\x07"), {}, "U+0007"),
+    "C1 control in a payload string": (NS, "O", changed(payloads.NAME_SEARCH, "applicant.name",
+                                                        "A\x85"), {}, "U+0085"),
+    "delete in a payload string": (NS, "O", changed(payloads.NAME_SEARCH, "applicant.name",
+                                                    "A\x7f"), {}, "U+007F"),
+    "line separator in a payload string": (NS, "O", changed(
+        payloads.NAME_SEARCH, "applicant.name", "A\u2029"), {}, "a line break (U+2029)"),
+    "tab in a payload key": (NS, "O", {**payloads.NAME_SEARCH, "x\ty": 1}, {}, "U+0009"),
     "lone surrogate": (EIN, "O", changed(payloads.OBTAIN_EIN, "legal_name", "W\ud800"), {},
                        "unpaired surrogate"),
     "nul in the order id": (NS, "A\0B", payloads.NAME_SEARCH, {}, "order id must not contain"),
@@ -88,6 +95,34 @@ def test_bad_job_raises_input_error_and_writes_nothing(conn, db, case):
         queue.enqueue_many([good, queue.NewJob(job_type, order, payload, **options)])
     assert batch_error.value.index == 1 and str(batch_error.value).startswith("job 2: ")
     assert count_jobs(conn) == 0
+
+
+@pytest.mark.parametrize("how", ["own", "autocommit", "transaction"])
+@pytest.mark.parametrize("case", list(BAD_JOBS))
+def test_bad_job_late_in_a_large_batch_writes_nothing(conn, db, dsn, case, how):
+    """A large batch is COPYed, on a connection of portalq's own or an autocommit one while
+    it is validated: a bad job after the first rows aborts the COPY. The same error, nothing
+    written, the connection (or the caller's transaction) still usable."""
+    job_type, order, payload, options, message = BAD_JOBS[case]
+    n = 3 * queue.COPY_MIN
+    batch = [queue.NewJob(NS, f"GOOD-{i}", payloads.NAME_SEARCH) for i in range(n - 1)]
+    batch.append(queue.NewJob(job_type, order, payload, **options))
+    with psycopg.connect(dsn, autocommit=how == "autocommit") as c:
+        with pytest.raises(BatchInputError, match=re.escape(message)) as e:
+            queue.enqueue_many(batch, conn=None if how == "own" else c)
+        assert e.value.index == n - 1 and str(e.value).startswith(f"job {n}: ")
+        assert SSN not in str(e.value)
+        assert count_jobs(conn) == 0
+        queue.enqueue(NS, "AFTER", payloads.NAME_SEARCH, conn=c)   # still usable
+        c.commit()
+    assert count_jobs(conn) == 1
+
+
+def test_payload_strings_that_only_look_odd_in_json_are_kept(conn, db):
+    """Quotes, backslashes, tabs and line breaks are escaped in JSON, and allowed."""
+    odd = changed(payloads.NAME_SEARCH, "applicant.name", 'A "quoted" \\ name\twith\r\nlines')
+    job = queue.enqueue(NS, "O", odd)
+    assert queue.get_job(job.id)["payload"]["applicant"]["name"] == odd["applicant"]["name"]
 
 
 def test_bad_input_leaves_the_callers_transaction_usable(dsn):

@@ -158,7 +158,8 @@ def test_unknown_portal_and_naive_run_at_rejected(conn, db):
     assert count_jobs(conn) == 0
 
 
-@pytest.mark.parametrize("size", [2, queue.COPY_MIN])   # INSERT path, COPY path
+# INSERT path, COPY path, COPY path with the bad job after the rows checked first
+@pytest.mark.parametrize("size", [2, queue.COPY_MIN, 3 * queue.COPY_MIN])
 def test_unknown_portal_in_a_batch_writes_nothing(conn, db, size):
     batch = [queue.NewJob("name_search_anywhere", f"ORD-{i}", payloads.NAME_SEARCH)
              for i in range(size - 1)]
@@ -197,6 +198,23 @@ def test_large_batch_is_copied_with_every_field_and_ids_in_order(conn, db, dsn):
             assert run_at == when
     # a later single enqueue continues the same id sequence
     assert queue.enqueue("name_search", "ORD-X", payloads.NAME_SEARCH).id > max(rows)
+
+
+@pytest.mark.parametrize("autocommit", [True, False])
+def test_a_portal_first_named_late_in_a_large_batch_is_checked_and_written(conn, db, dsn,
+                                                                           autocommit):
+    """The COPY is written while the batch is validated; a portal that the rows checked
+    first did not name is checked too (the batch then written after all)."""
+    n = 3 * queue.COPY_MIN
+    jobs = [queue.NewJob("obtain_ein" if i >= n - 3 else "name_search", f"ORD-{i}",
+                         payloads.OBTAIN_EIN if i >= n - 3 else payloads.NAME_SEARCH)
+            for i in range(n)]
+    with psycopg.connect(dsn, autocommit=autocommit) as c:
+        out = queue.enqueue_many(jobs, conn=c)
+        c.commit()
+    assert [o.id for o in out] == sorted(o.id for o in out) and all(o.created for o in out)
+    portals = dict(conn.execute("SELECT id, portal FROM job_queue").fetchall())
+    assert [portals[o.id] for o in out] == ["bc_corporate_online"] * (n - 3) + ["irs_ein"] * 3
 
 
 def test_large_batch_in_a_rolled_back_transaction_leaves_nothing(conn, dsn):
