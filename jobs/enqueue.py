@@ -125,12 +125,15 @@ _COPY_TYPES = ("int8", "text", "text", "text", "jsonb", "text", "int2", "timesta
 
 
 def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
-    """Enqueue ``jobs`` atomically; all are validated first (nothing is written if one is
+    """Enqueue ``jobs`` atomically; every one is validated (nothing is written if one is
     invalid, or names an unknown portal). Returns one :class:`Enqueued` per input, in order.
 
     One INSERT statement, or for a large batch without idempotency keys one binary COPY
     (ids drawn first from the job sequence): either way a single write, so the batch is
-    atomic even on an autocommit connection.
+    atomic even on an autocommit connection. Inside a caller's transaction the whole batch
+    is validated before any statement, so a bad job leaves that transaction usable; on an
+    autocommit connection (or portalq's own) a large batch is validated while its COPY is
+    written, and a bad job aborts the COPY (:func:`_copy_streamed`).
     """
     if not jobs:
         return []
