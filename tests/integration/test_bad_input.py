@@ -192,3 +192,31 @@ def test_admin_functions_refuse_bad_input(conn, db):
     assert queue.get_job(job.id)["status"] == "cancelled"
     assert conn.execute("SELECT count(*) FROM portals WHERE paused_at IS NOT NULL"
                         ).fetchone()[0] == 0
+
+
+def test_a_copy_aborted_by_a_bad_job_tells_the_server_log_nothing_of_the_job(conn, db,
+                                                                             pg_server):
+    """The streamed COPY is ended from inside its rows; what the server logs of that end
+    is a fixed sentence, never the job's error or values (issue 15: no secret in a log)."""
+    if pg_server.embedded is None:
+        pytest.skip("reads the embedded server's log; an external server's is not ours")
+    log = pg_server.embedded.pgdata / "server.log"
+    start = log.stat().st_size
+    bad = changed(payloads.OBTAIN_EIN, "responsible_party.ssn", SSN + "\0")
+    batch = [queue.NewJob(EIN, f"O-{i}", payloads.OBTAIN_EIN) for i in range(2 * queue.COPY_MIN)]
+    batch.append(queue.NewJob(EIN, "O-BAD", bad))
+    with pytest.raises(BatchInputError, match="NUL character"):
+        queue.enqueue_many(batch)
+    assert count_jobs(conn) == 0
+    with log.open("rb") as f:
+        f.seek(start)
+        written = f.read().decode(errors="replace")
+    # the lines of the aborts (other tests' lines may be in the log too: xdist)
+    lines = written.splitlines()
+    ends = [i for i, line in enumerate(lines) if "COPY from stdin failed" in line]
+    assert ends   # the abort reached the server, and was logged
+    for i in ends:
+        assert lines[i].endswith("a job of the batch was refused")
+        block = "\n".join(lines[i:i + 3])   # with its CONTEXT and STATEMENT lines
+        for form in (SSN, SSN.replace("-", ""), "NUL", "O-BAD", "responsible_party"):
+            assert form not in block
