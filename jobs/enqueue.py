@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from jobs import clock, crypto, id_blocks, limits, secrets_at_rest, sql, types
 from jobs.errors import BatchInputError, IllegalTransition, InputError
@@ -132,8 +133,9 @@ def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
     (ids drawn first from the job sequence): either way a single write, so the batch is
     atomic even on an autocommit connection. Inside a caller's transaction the whole batch
     is validated before any statement, so a bad job leaves that transaction usable; on an
-    autocommit connection (or portalq's own) a large batch is validated while its COPY is
-    written, and a bad job aborts the COPY (:func:`_copy_streamed`).
+    autocommit connection outside a transaction block (or portalq's own) a large batch is
+    validated while its COPY is written, and a bad job aborts the COPY
+    (:func:`_copy_streamed`).
     """
     if not jobs:
         return []
@@ -170,7 +172,7 @@ def _validate_run(jobs: Sequence[NewJob], start: int, max_bytes: int,
 def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
     if len(jobs) >= COPY_MIN and all(j.idempotency_key is None for j in jobs):
         with _use(conn) as c:
-            if conn is None or c.autocommit:   # an abort mid-COPY costs the caller nothing
+            if conn is None or _outside_transaction(c):   # an aborted COPY costs it nothing
                 return _copy_streamed(c, jobs)
             return _enqueue_copy(c, _validate_all(jobs), clock.now())
     rows = _validate_all(jobs)
@@ -210,7 +212,7 @@ def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
         missing = [r["idempotency_key"] for i, r in enumerate(rows) if out[i] is None]
         if missing:
             found = sql.fetch(c, "ids_by_idempotency_key", {"keys": missing})
-            if not c.autocommit:  # a key taken by another type since the check: roll back
+            if not _outside_transaction(c):  # a key taken by another type since: roll back
                 _check_existing_keys(found, rows)
             for row in found:
                 by_key.setdefault(row["idempotency_key"], row["id"])
@@ -220,16 +222,22 @@ def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
         return [e for e in out if e is not None]
 
 
+def _outside_transaction(c: psycopg.Connection[Any]) -> bool:
+    """Each statement on ``c`` commits on its own: autocommit, and not inside a
+    ``conn.transaction()`` block (an autocommit connection's BEGIN)."""
+    return c.autocommit and c.info.transaction_status == TransactionStatus.IDLE
+
+
 #: per autocommit connection, the portals it has seen exist. Portals are never deleted or
 #: renamed (migration 0008), so this never goes stale; it spares later enqueues the portal
-#: check. Not kept for a connection inside a transaction: the portal it saw may be one that
+#: check. Not kept from inside a transaction: the portal it saw may be one that
 #: transaction created, and it may yet roll back.
 _SEEN_PORTALS: weakref.WeakKeyDictionary[psycopg.Connection[Any], set[str]] = (
     weakref.WeakKeyDictionary())
 
 
 def _seen_portals(c: psycopg.Connection[Any]) -> set[str]:
-    if not c.autocommit:
+    if not _outside_transaction(c):
         return set()
     seen = _SEEN_PORTALS.get(c)
     if seen is None:
@@ -325,7 +333,7 @@ class _Abort(Exception):
 
 
 def _copy_streamed(c: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[Enqueued]:
-    """A large batch on an autocommit connection (or portalq's own): one COPY, written
+    """A large batch on a connection outside a transaction (or portalq's own): one COPY, written
     while the batch is validated and sealed, so the server stores the first rows while
     the client checks the next. A bad job aborts the COPY: nothing is written, and the
     error is the one the whole batch validated first would give. A portal the first run

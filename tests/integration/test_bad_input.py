@@ -118,6 +118,23 @@ def test_bad_job_late_in_a_large_batch_writes_nothing(conn, db, dsn, case, how):
     assert count_jobs(conn) == 1
 
 
+def test_bad_input_in_a_large_batch_leaves_a_transaction_block_usable(dsn):
+    """An autocommit connection inside ``conn.transaction()`` is in a transaction: a bad
+    job must not abort it (the batch is validated before any statement there too)."""
+    n = 3 * queue.COPY_MIN
+    batch = [queue.NewJob(NS, f"GOOD-{i}", payloads.NAME_SEARCH) for i in range(n - 1)]
+    batch.append(queue.NewJob(NS, "BAD", changed(payloads.NAME_SEARCH, "names", ["A\0"])))
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE orders (id text)")
+        with c.transaction():
+            c.execute("INSERT INTO orders VALUES ('ORD-1')")
+            with pytest.raises(BatchInputError, match="NUL"):
+                queue.enqueue_many(batch, conn=c)
+            queue.enqueue(NS, "ORD-1", payloads.NAME_SEARCH, conn=c)   # nothing was aborted
+        assert c.execute("SELECT count(*) FROM orders").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM job_queue").fetchone()[0] == 1
+
+
 def test_payload_strings_that_only_look_odd_in_json_are_kept(conn, db):
     """Quotes, backslashes, tabs and line breaks are escaped in JSON, and allowed."""
     odd = changed(payloads.NAME_SEARCH, "applicant.name", 'A "quoted" \\ name\twith\r\nlines')

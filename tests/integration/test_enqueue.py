@@ -217,6 +217,21 @@ def test_a_portal_first_named_late_in_a_large_batch_is_checked_and_written(conn,
     assert [portals[o.id] for o in out] == ["bc_corporate_online"] * (n - 3) + ["irs_ein"] * 3
 
 
+def test_a_portal_seen_in_a_rolled_back_transaction_block_is_checked_again(conn, db, dsn):
+    """The portals an autocommit connection has seen are remembered only outside a
+    transaction block: one created inside a block that rolls back does not exist."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        with pytest.raises(RuntimeError), c.transaction():
+            c.execute("INSERT INTO portals (code, name, timezone) VALUES ('moon', 'Moon', 'UTC')")
+            queue.enqueue("name_search_anywhere", "O", payloads.NAME_SEARCH, portal="moon",
+                          conn=c)
+            raise RuntimeError("the business's own write failed")
+        with pytest.raises(InputError, match="unknown portal 'moon'"):
+            queue.enqueue("name_search_anywhere", "O", payloads.NAME_SEARCH, portal="moon",
+                          conn=c)
+    assert count_jobs(conn) == 0
+
+
 def test_large_batch_in_a_rolled_back_transaction_leaves_nothing(conn, dsn):
     with psycopg.connect(dsn) as c:
         queue.enqueue_many([queue.NewJob("name_search", f"ORD-{i}", payloads.NAME_SEARCH)
