@@ -149,6 +149,11 @@ def enqueue_many(jobs: Sequence[NewJob], conn: Any = None) -> list[Enqueued]:
                          + (f" (SQLSTATE {exc.sqlstate})" if exc.sqlstate else "")) from None
 
 
+#: a streamed COPY validates this many jobs before it starts, then the same number at a
+#: time while the rows before them are on their way to the server
+_RUN = 64
+
+
 def _validate_all(jobs: Sequence[NewJob]) -> list[dict[str, Any]]:
     max_bytes = limits.max_payload_bytes()   # once per batch
     if len(jobs) == 1:
@@ -157,11 +162,11 @@ def _validate_all(jobs: Sequence[NewJob]) -> list[dict[str, Any]]:
 
 
 def _validate_run(jobs: Sequence[NewJob], start: int, max_bytes: int,
-                  known: dict[str, types.JobType], n: int = 0) -> list[dict[str, Any]]:
-    """The rows of ``jobs[start:start + n]`` (``n`` 0: :data:`_RUN`), or the
-    :class:`BatchInputError` of the first bad one."""
+                  known: dict[str, types.JobType], n: int = _RUN) -> list[dict[str, Any]]:
+    """The rows of ``jobs[start:start + n]``, or the :class:`BatchInputError` of the first
+    bad one."""
     rows = []
-    for i in range(start, min(start + (n or _RUN), len(jobs))):
+    for i in range(start, min(start + n, len(jobs))):
         try:
             rows.append(_validate(jobs[i], max_bytes, known))
         except InputError as exc:
@@ -225,7 +230,7 @@ def _enqueue_many(jobs: Sequence[NewJob], conn: Any) -> list[Enqueued]:
 def _outside_transaction(c: psycopg.Connection[Any]) -> bool:
     """Each statement on ``c`` commits on its own: autocommit, and not inside a
     ``conn.transaction()`` block (an autocommit connection's BEGIN)."""
-    return c.autocommit and c.info.transaction_status == TransactionStatus.IDLE
+    return c.autocommit and c.pgconn.transaction_status == TransactionStatus.IDLE
 
 
 #: per autocommit connection, the portals it has seen exist. Portals are never deleted or
@@ -318,11 +323,6 @@ def _enqueue_copy(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: d
     return [Enqueued(i, True) for i in ids]
 
 
-#: a streamed COPY validates this many jobs before it starts, then the same number at a
-#: time while the rows before them are on their way to the server
-_RUN = 64
-
-
 class _Abort(Exception):
     """Ends a COPY from inside its rows. Its message reaches the server's log, so it says
     nothing of the job; ``error`` is what ended it (None: a portal not checked yet)."""
@@ -346,23 +346,18 @@ def _copy_streamed(c: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[E
     ids: list[int] = sql.fetch_value(c, "next_job_ids", {"n": len(jobs)})
 
     def rows() -> Iterator[tuple[Any, ...]]:
-        run, start = first, 0
-        while True:
-            taken = ids[start:start + len(run)]
+        start = 0
+        while start < len(jobs):
             try:
+                run = first if start == 0 else _validate_run(jobs, start, max_bytes, known)
+                taken = ids[start:start + len(run)]
                 _seal(c, run, taken)
-            except Exception as exc:
-                raise _Abort(exc) from None
-            yield from _copy_rows(run, taken, now)
-            start += len(run)
-            if start == len(jobs):
-                return
-            try:
-                run = _validate_run(jobs, start, max_bytes, known)
             except Exception as exc:
                 raise _Abort(exc) from None
             if any(r["portal"] not in checked for r in run):
                 raise _Abort(None)
+            yield from _copy_rows(run, taken, now)
+            start += len(run)
 
     try:
         sql.copy_in(c, "enqueue_copy", _COPY_TYPES, rows(), json_text=True)
