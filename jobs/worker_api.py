@@ -69,7 +69,7 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     only = job_types.pop()
     jobs = await _claim_statement(conn, worker, {
         "portals": [c.portal for c in caps], "limits": [c.limit for c in caps],
-        "limit": limit, "worker": worker, "now": now,
+        "limit": limit, "portal_count": len(caps), "worker": worker, "now": now,
         "job_types": list(only) if only is not None else None})
     if not any(j["rate_key"] for j in jobs):
         return jobs

@@ -3,8 +3,9 @@ functions that execute them (sync psycopg connections and async ones alike)."""
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -32,10 +33,47 @@ def query(name: str) -> str:
     return queries()[name]
 
 
+@cache
+def _inlined() -> dict[str, tuple[str, ...]]:
+    """Per statement, the parameters its header names on a ``-- inline: a, b`` line."""
+    text = resources.files(__package__).joinpath("queries.sql").read_text()
+    out: dict[str, tuple[str, ...]] = {}
+    for name, body in re.findall(r"^-- name: (\w+)\s*$(.*?)(?=^-- name: |\Z)", text,
+                                 flags=re.M | re.S):
+        found = re.search(r"^-- inline: ([\w, ]+)$", body, flags=re.M)
+        if found:
+            out[name] = tuple(p.strip() for p in found.group(1).split(","))
+    return out
+
+
+def statement(name: str, params: Mapping[str, Any] | None = None) -> str:
+    """The text sent for ``name`` with ``params``: :func:`query`, with the parameters its
+    header names ``-- inline:`` written in as integer literals. A prepared statement's
+    generic plan sees those values (a LIMIT), so the server can keep one plan instead of
+    planning each run anew; one text per value, so few values only."""
+    inline = _inlined().get(name)
+    if not inline:
+        return query(name)
+    values = tuple((params or {})[k] for k in inline)
+    for k, v in zip(inline, values, strict=True):
+        if type(v) is not int:
+            raise TypeError(f"{name}: {k} is written into the statement, so it must be an "
+                            f"int, not {type(v).__name__}")
+    return _with_literals(name, inline, values)
+
+
+@functools.lru_cache(maxsize=512)
+def _with_literals(name: str, keys: tuple[str, ...], values: tuple[int, ...]) -> str:
+    text = query(name)
+    for k, v in zip(keys, values, strict=True):
+        text = text.replace(f"%({k})s", str(v))
+    return text
+
+
 def fetch(conn: Connection[Any], name: str, params: dict[str, Any] | None = None,
           ) -> list[dict[str, Any]]:
     with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(query(name), params or {})
+        cur.execute(statement(name, params), params or {})
         return cur.fetchall() if _returns_rows(cur) else []
 
 
@@ -49,7 +87,7 @@ def fetch_value(conn: Connection[Any], name: str, params: dict[str, Any] | None 
                 ) -> Any:
     """The first column of the first row (None if no row)."""
     with conn.cursor() as cur:
-        cur.execute(query(name), params or {})
+        cur.execute(statement(name, params), params or {})
         row = cur.fetchone()
         return None if row is None else row[0]
 
@@ -82,7 +120,7 @@ async def afetch(conn: AsyncConnection[Any], name: str, params: dict[str, Any] |
     """``prepare=False``: never a server-side prepared statement, so every run is planned
     for its parameters (for statements whose generic plan would be poor)."""
     async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query(name), params or {}, prepare=prepare)
+        await cur.execute(statement(name, params), params or {}, prepare=prepare)
         return await cur.fetchall() if _returns_rows(cur) else []
 
 

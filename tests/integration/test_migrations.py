@@ -12,7 +12,7 @@ from sqlalchemy import create_engine
 
 from jobs import migrate
 from jobs.models import metadata
-from jobs.sql import query
+from jobs.sql import statement
 
 
 def test_migrated_schema_matches_models(db):
@@ -94,10 +94,11 @@ def test_claim_uses_its_index_with_100k_finished_jobs(dsn):
         # job_types: any (None), or a node's role (migration-free filter in the claim)
         for job_types in (None, ["deliver", "name_search"]):
             with c.transaction():
-                sql = "EXPLAIN (FORMAT JSON) " + query("claim")
-                plan = c.execute(sql, {"portals": ["email"], "limits": [None], "limit": 10,
-                                       "worker": "w", "now": "2100-01-01T00:00:00Z",
-                                       "job_types": job_types}).fetchone()[0]
+                params = {"portals": ["email"], "limits": [None], "limit": 10,
+                          "portal_count": 1, "worker": "w", "now": "2100-01-01T00:00:00Z",
+                          "job_types": job_types}
+                sql = "EXPLAIN (FORMAT JSON) " + statement("claim", params)
+                plan = c.execute(sql, params).fetchone()[0]
                 raise_rollback = psycopg.Rollback()
                 text = json.dumps(plan)
                 assert "job_queue_claim" in text, text
