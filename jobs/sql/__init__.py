@@ -3,10 +3,9 @@ functions that execute them (sync psycopg connections and async ones alike)."""
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -19,31 +18,28 @@ from psycopg.types.string import BytesBinaryDumper
 
 
 @cache
-def queries() -> dict[str, str]:
+def _parsed() -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """``queries.sql`` read once: each statement's text (comments left out), and the
+    parameters its header names on a ``-- inline: a, b`` line (see :func:`statement`)."""
     text = resources.files(__package__).joinpath("queries.sql").read_text()
     parts = re.split(r"^-- name: (\w+)\s*$", text, flags=re.M)
     out: dict[str, str] = {}
+    inlined: dict[str, tuple[str, ...]] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         lines = [ln for ln in body.strip().splitlines() if not ln.lstrip().startswith("--")]
         out[name] = "\n".join(lines).rstrip().rstrip(";")
-    return out
+        found = re.search(r"^-- inline: ([\w, ]+)$", body, flags=re.M)
+        if found:
+            inlined[name] = tuple(p.strip() for p in found.group(1).split(","))
+    return out, inlined
+
+
+def queries() -> dict[str, str]:
+    return _parsed()[0]
 
 
 def query(name: str) -> str:
-    return queries()[name]
-
-
-@cache
-def _inlined() -> dict[str, tuple[str, ...]]:
-    """Per statement, the parameters its header names on a ``-- inline: a, b`` line."""
-    text = resources.files(__package__).joinpath("queries.sql").read_text()
-    out: dict[str, tuple[str, ...]] = {}
-    for name, body in re.findall(r"^-- name: (\w+)\s*$(.*?)(?=^-- name: |\Z)", text,
-                                 flags=re.M | re.S):
-        found = re.search(r"^-- inline: ([\w, ]+)$", body, flags=re.M)
-        if found:
-            out[name] = tuple(p.strip() for p in found.group(1).split(","))
-    return out
+    return _parsed()[0][name]
 
 
 def statement(name: str, params: Mapping[str, Any] | None = None) -> str:
@@ -51,7 +47,7 @@ def statement(name: str, params: Mapping[str, Any] | None = None) -> str:
     header names ``-- inline:`` written in as integer literals. A prepared statement's
     generic plan sees those values (a LIMIT), so the server can keep one plan instead of
     planning each run anew; one text per value, so few values only."""
-    inline = _inlined().get(name)
+    inline = _parsed()[1].get(name)
     if not inline:
         return query(name)
     values = tuple((params or {})[k] for k in inline)
@@ -62,7 +58,7 @@ def statement(name: str, params: Mapping[str, Any] | None = None) -> str:
     return _with_literals(name, inline, values)
 
 
-@functools.lru_cache(maxsize=512)
+@lru_cache(maxsize=512)
 def _with_literals(name: str, keys: tuple[str, ...], values: tuple[int, ...]) -> str:
     text = query(name)
     for k, v in zip(keys, values, strict=True):
