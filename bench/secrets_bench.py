@@ -1,16 +1,21 @@
 """Sealing secrets at rest: enqueue and drain with encryption on and off, in the same run.
 
-Two job types with the same payload model (a responsible party with an SSN, like
-``obtain_ein``); ``bench_sealed`` declares ``ssn`` a secret field (sealed at enqueue with a
-per-job data key, opened for the handler, erased at completion), ``bench_plain`` does not.
+Two job types with the same payload model; the sealed one declares its SSN a secret field
+(sealed at enqueue, opened for the handler, erased at completion), the plain one does not.
+``PQ_PAYLOAD=small`` (the default): a minimal payload (a legal name and a responsible party
+with a name and an SSN) -- the least work per job around the seal, so its worst case.
+``PQ_PAYLOAD=ein``: ``obtain_ein``'s own payload model, rate limit and secret fields
+(portals.catalogue), with the demo order's values (a new SSN and name per job).
 Rounds alternate plain/sealed so drift of the machine hits both alike; medians reported.
 
     .venv/bin/python bench/secrets_bench.py            # embedded server in /tmp/pq-secrets-bench
     PQ_ROUNDS=5 PQ_SINGLE=2000 PQ_BATCH_N=20000 PQ_DRAIN_N=5000 ...
     PQ_MODES=single,batch ...                          # only these measures
+    PQ_PAYLOAD=ein ...                                 # obtain_ein's own payload and declaration
 
-Measured: single enqueue (one job per call, autocommit), batch enqueue (enqueue_many of 500:
-the COPY path), drain (the Worker's loops as serve() wires them, workers=50, a no-op
+Measured: single enqueue (one job per call, autocommit) and batch enqueue (enqueue_many of
+500: the COPY path), both interleaved call by call with the other type (:func:`_pairs`), and
+drain (the Worker's loops as serve() wires them, workers=50, a no-op
 handler that reads ctx.payload) -- jobs/s each, and the client process's CPU time per job
 (median and least of the rounds: on a shared machine other processes only ever add to it).
 """
@@ -53,13 +58,41 @@ class Payload(BaseModel):
     party: Party
 
 
-types.register(types.JobType("bench_plain", Payload, PORTAL))
-types.register(types.JobType("bench_sealed", Payload, PORTAL, secret_fields=("party.ssn",)))
+def _ssn(i: int) -> str:
+    return f"9{i % 100:02d}-{i % 89:02d}-{i % 9973:04d}"
 
 
-def payload(i: int) -> dict[str, Any]:
-    return {"legal_name": f"Widgets {i} LLC",
-            "party": {"name": "Ada Lovelace", "ssn": f"9{i % 100:02d}-{i % 89:02d}-{i % 9973:04d}"}}
+def _small(i: int) -> dict[str, Any]:
+    return {"legal_name": f"Widgets {i} LLC", "party": {"name": "Ada Lovelace", "ssn": _ssn(i)}}
+
+
+def _ein(i: int) -> dict[str, Any]:
+    return {"legal_structure": "LLC", "members": 1, "state": "DE", "reason": "NEW_BUSINESS",
+            "responsible_party": {"first_name": "Mei", "last_name": "Tanaka", "ssn": _ssn(i)},
+            "address": {"street": "1209 Orange Street", "city": "Wilmington", "region": "DE",
+                        "postal_code": "19801"},
+            "phone": "302-555-0199", "legal_name": f"Tanaka Robotics {i} LLC",
+            "start_month": 12, "start_year": 2026, "principal_activity": "Robotics software"}
+
+
+KIND = os.environ.get("PQ_PAYLOAD", "small")
+if KIND == "ein":
+    from portals import catalogue  # noqa: F401  (registers obtain_ein)
+    from portals.payloads import ObtainEinPayload
+
+    _EIN = types.get("obtain_ein")
+    types.register(types.JobType("bench_plain", ObtainEinPayload, PORTAL,
+                                 rate_limit=_EIN.rate_limit))
+    types.register(types.JobType("bench_sealed", ObtainEinPayload, PORTAL,
+                                 rate_limit=_EIN.rate_limit, secret_fields=_EIN.secret_fields))
+    payload, PARTY = _ein, "responsible_party"
+elif KIND == "small":
+    types.register(types.JobType("bench_plain", Payload, PORTAL))
+    types.register(types.JobType("bench_sealed", Payload, PORTAL,
+                                 secret_fields=("party.ssn",)))
+    payload, PARTY = _small, "party"
+else:
+    raise SystemExit(f"PQ_PAYLOAD must be small or ein, not {KIND!r}")
 
 
 def setup() -> str:
@@ -114,28 +147,55 @@ def _wal_since(c: psycopg.Connection[Any], lsn: str) -> float:
                            (lsn,)).fetchone()[0])
 
 
-def bench_single(url: str, job_type: str) -> float:
-    with _conn(url) as c:
-        t0, c0 = time.perf_counter(), time.process_time()
-        for i in range(SINGLE):
-            enqueue(job_type, "bench", payload(i), conn=c)
-        CPU.setdefault(("single", job_type), []).append(
-            (time.process_time() - c0) / SINGLE * 1e6)
-        return SINGLE / (time.perf_counter() - t0)
+TYPES = ("bench_plain", "bench_sealed")
 
 
-def bench_batch(url: str, job_type: str) -> float:
+def _pairs(url: str, n: int, call: Any) -> dict[str, float]:
+    """``n`` calls of each type, interleaved call by call (which type goes first alternates),
+    so both see the same moment of the machine -- its disk's commit latency drifts over
+    seconds by more than the difference measured. Each call's wall and CPU time is summed
+    per type: jobs/s = jobs / summed wall time."""
+    wall = dict.fromkeys(TYPES, 0.0)
+    cpu = dict.fromkeys(TYPES, 0.0)
+    jobs = dict.fromkeys(TYPES, 0)
     with _conn(url) as c:
-        lsn = _lsn(c)
-        t0, c0 = time.perf_counter(), time.process_time()
-        for off in range(0, BATCH_N, 500):
-            enqueue_many([NewJob(job_type, "bench", payload(off + i)) for i in range(500)],
-                         conn=c)
-        CPU.setdefault(("batch", job_type), []).append(
-            (time.process_time() - c0) / BATCH_N * 1e6)
-        rate = BATCH_N / (time.perf_counter() - t0)
-        WAL.setdefault(("batch", job_type), []).append(_wal_since(c, lsn) / BATCH_N)
-        return rate
+        for i in range(n):
+            for job_type in (TYPES if i % 2 == 0 else TYPES[::-1]):
+                t0, c0 = time.perf_counter(), time.process_time()
+                jobs[job_type] += call(c, job_type, i)
+                cpu[job_type] += time.process_time() - c0
+                wall[job_type] += time.perf_counter() - t0
+    return {t: jobs[t] / wall[t] for t in TYPES} | {f"cpu {t}": cpu[t] / jobs[t] * 1e6
+                                                     for t in TYPES}
+
+
+def _single(c: psycopg.Connection[Any], job_type: str, i: int) -> int:
+    enqueue(job_type, "bench", payload(i), conn=c)
+    return 1
+
+
+def _batch(c: psycopg.Connection[Any], job_type: str, i: int) -> int:
+    enqueue_many([NewJob(job_type, "bench", payload(i * 500 + k)) for k in range(500)],
+                 conn=c)
+    return 500
+
+
+def bench_single(url: str) -> dict[str, float]:
+    """Single enqueues (one job per call, autocommit), interleaved job by job."""
+    return _pairs(url, SINGLE, _single)
+
+
+def bench_batch(url: str) -> dict[str, float]:
+    """Batch enqueues (enqueue_many of 500: the COPY path), interleaved batch by batch;
+    the WAL both types wrote together is not told apart, so it is measured apart: one
+    batch of each after the round."""
+    out = _pairs(url, BATCH_N // 500, _batch)
+    with _conn(url) as c:
+        for job_type in TYPES:
+            lsn = _lsn(c)
+            _batch(c, job_type, 10**6)
+            WAL.setdefault(("batch", job_type), []).append(_wal_since(c, lsn) / 500)
+    return out
 
 
 async def _drain(url: str) -> float:
@@ -189,23 +249,26 @@ def main() -> None:
     from scheduler.handlers import register_handler
 
     async def noop(ctx: Any) -> None:
-        assert ctx.payload["party"]["ssn"]   # the opened payload, as a flow reads it
+        assert ctx.payload[PARTY]["ssn"]   # the opened payload, as a flow reads it
 
     register_handler("bench_plain", noop)
     register_handler("bench_sealed", noop)
     url = setup()
     results: dict[tuple[str, str], list[float]] = {}
     for r in range(ROUNDS):
-        order = ("bench_plain", "bench_sealed") if r % 2 == 0 else ("bench_sealed", "bench_plain")
-        for job_type in order:
-            for name, fn in (("single", bench_single), ("batch", bench_batch),
-                             ("drain", bench_drain)):
-                if name not in MODES:
-                    continue
+        for name, fn in (("single", bench_single), ("batch", bench_batch)):
+            if name in MODES:
                 _clear(url)
-                results.setdefault((name, job_type), []).append(fn(url, job_type))
-    print(f"rounds={ROUNDS} single={SINGLE} batch={BATCH_N} (enqueue_many of 500, COPY) "
-          f"drain={DRAIN_N} (workers=50)")
+                got = fn(url)
+                for job_type in TYPES:
+                    results.setdefault((name, job_type), []).append(got[job_type])
+                    CPU.setdefault((name, job_type), []).append(got[f"cpu {job_type}"])
+        if "drain" in MODES:   # a drain is one type's jobs: whole rounds, order alternating
+            for job_type in (TYPES if r % 2 == 0 else TYPES[::-1]):
+                _clear(url)
+                results.setdefault(("drain", job_type), []).append(bench_drain(url, job_type))
+    print(f"payload={KIND} rounds={ROUNDS} single={SINGLE} batch={BATCH_N} (enqueue_many of "
+          f"500, COPY; both interleaved call by call) drain={DRAIN_N} (workers=50)")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
     print(f"{'measure':<8} {'plain jobs/s':>13} {'sealed jobs/s':>14} {'sealed/plain':>13}"
           f"   {'CPU us/job plain':>16} {'sealed':>7}   {'min plain':>9} {'sealed':>7}"
