@@ -14,6 +14,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import scale_bench as sb
 import scale_common as sc
 
@@ -39,21 +40,51 @@ def _pgbench(db: str, seconds: int) -> float:
     return float(tps[0].split("=")[1].split()[0])
 
 
+def _bare_psycopg(db: str, n: int) -> float:
+    """The same one-row INSERT as pgbench's from Python: psycopg (its C implementation),
+    autocommit, prepared after five runs as psycopg does -- what a Python client's
+    round trip and commit cost with no queue around them."""
+    with psycopg.connect(sc.common.dsn(db), autocommit=True) as c:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            c.execute("INSERT INTO pgb_insert (v) VALUES (1)")
+        return n / (time.perf_counter() - t0)
+
+
+async def _bare_asyncpg(db: str, n: int) -> float:
+    """The same from asyncpg (PGQueuer's driver, C-accelerated)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(sc.common.dsn(db))
+    try:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await conn.execute("INSERT INTO pgb_insert (v) VALUES (1)")
+        return n / (time.perf_counter() - t0)
+    finally:
+        await conn.close()
+
+
 def limit() -> None:
     """pgbench, one client, a one-row INSERT per transaction (autocommit) into a table with a
-    bigserial key, against the same server; then portalq's and PGQueuer's single enqueue,
-    one connection each, alternating, REPS times."""
+    bigserial key, against the same server; the same INSERT from psycopg and from asyncpg
+    (a Python client's own ceiling); then portalq's and PGQueuer's single enqueue, one
+    connection each, alternating, REPS times."""
     sc.ensure_server()
     sc.setup_both()
     sc.sql(sc.PQ.db, "DROP TABLE IF EXISTS pgb_insert")
     sc.sql(sc.PQ.db, "CREATE TABLE pgb_insert (id bigserial PRIMARY KEY, v int)")
-    res: dict[str, list[float]] = {"pgbench": [], "portalq": [], "pgqueuer": []}
+    res: dict[str, list[float]] = {"pgbench": [], "psycopg": [], "asyncpg": [], "portalq": [],
+                                   "pgqueuer": []}
     for rep in range(sb.REPS):
         res["pgbench"].append(_pgbench(sc.PQ.db, LIMIT_SECONDS))
+        res["psycopg"].append(_bare_psycopg(sc.PQ.db, LIMIT_N))
+        res["asyncpg"].append(asyncio.run(_bare_asyncpg(sc.PQ.db, LIMIT_N)))
         for a in ((sc.PQ, sc.PGQ) if rep % 2 == 0 else (sc.PGQ, sc.PQ)):
             res[a.name].append(LIMIT_N / asyncio.run(a.enqueue_single(LIMIT_N)))
             sc.reset(a, 0)
-        print(f"  limit rep {rep + 1}: pgbench {res['pgbench'][-1]:,.0f} tps, portalq "
+        print(f"  limit rep {rep + 1}: pgbench {res['pgbench'][-1]:,.0f} tps, bare INSERT "
+              f"psycopg {res['psycopg'][-1]:,.0f} asyncpg {res['asyncpg'][-1]:,.0f}/s, portalq "
               f"{res['portalq'][-1]:,.0f}, pgqueuer {res['pgqueuer'][-1]:,.0f} jobs/s "
               f"(load {sc.load_average()})", flush=True)
     sc.sql(sc.PQ.db, "DROP TABLE pgb_insert")
@@ -63,6 +94,11 @@ def limit() -> None:
     print(f"portalq enqueue, 1 job/txn: {sb.med(res['portalq'])} jobs/s = "
           f"{m['portalq'] / m['pgbench']:.2f} of it; pgqueuer {sb.med(res['pgqueuer'])} = "
           f"{m['pgqueuer'] / m['pgbench']:.2f}")
+    print(f"the same one-row INSERT from psycopg: {sb.med(res['psycopg'])}/s = "
+          f"{m['psycopg'] / m['pgbench']:.2f} of pgbench; from asyncpg {sb.med(res['asyncpg'])}"
+          f"/s = {m['asyncpg'] / m['pgbench']:.2f}")
+    print(f"portalq enqueue = {m['portalq'] / m['psycopg']:.2f} of psycopg's bare INSERT; "
+          f"pgqueuer = {m['pgqueuer'] / m['asyncpg']:.2f} of asyncpg's")
 
 
 # ------------------------------------------------------------------ bulk
