@@ -232,6 +232,54 @@ def test_a_portal_seen_in_a_rolled_back_transaction_block_is_checked_again(conn,
     assert count_jobs(conn) == 0
 
 
+def test_the_batch_copy_stores_each_row_as_it_arrives(conn, dsn):
+    """issue 19: the server used to buffer a binary COPY's rows for one multi-row insert per
+    1,000, so a batch of up to 1,000 was stored only after its last row and the client's
+    work and the server's never overlapped. Seen from another session: the first row's id
+    is in the primary key while the COPY is still being written (a row with the same id
+    waits for the COPY's transaction), not only once the COPY ends."""
+    from jobs import sql
+    from jobs.enqueue import _COPY_TYPES
+
+    now = datetime(2026, 12, 1, 15, tzinfo=UTC)
+
+    def row(i: int) -> tuple:
+        return (i, "name_search", "ORD-1", "bc_corporate_online", "{}", "pending", 0, now, 5,
+                None, now, now, None, None, None)
+
+    with psycopg.connect(dsn, autocommit=True) as c, \
+            psycopg.connect(dsn, autocommit=True) as other:
+        ids = sql.fetch_value(c, "next_job_ids", {"n": 600})
+        other.execute("SET lock_timeout = '300ms'")
+        seen: list[str] = []
+
+        def rows():
+            for k, i in enumerate(ids):
+                yield row(i)
+                if k == 500:   # several 32 KiB blocks sent: the server has the first row
+                    seen.append(stored_first(ids[0]))
+
+        def stored_first(first: int) -> str:
+            for _ in range(1000):   # up to 10 s for the server to store a row
+                done = other.execute(
+                    "SELECT tuples_processed FROM pg_stat_progress_copy WHERE pid = %s",
+                    (c.info.backend_pid,)).fetchone()
+                if done and done[0] >= 1:
+                    break
+                threading.Event().wait(0.01)
+            else:
+                return "no row stored yet"
+            try:
+                sql.copy_in(other, "enqueue_copy", _COPY_TYPES, [row(first)], json_text=True)
+                return "the same id stored apart"
+            except psycopg.errors.LockNotAvailable:
+                return "waited"
+
+        sql.copy_in(c, "enqueue_copy", _COPY_TYPES, rows(), json_text=True)
+    assert seen == ["waited"]
+    assert count_jobs(conn) == 600
+
+
 def test_large_batch_in_a_rolled_back_transaction_leaves_nothing(conn, dsn):
     with psycopg.connect(dsn) as c:
         queue.enqueue_many([queue.NewJob("name_search", f"ORD-{i}", payloads.NAME_SEARCH)
