@@ -180,22 +180,42 @@ WITH upd AS (
 )
 SELECT id FROM upd;
 
--- name: lock_rate_key
-SELECT pg_advisory_xact_lock(%(lock)s::int, hashtext(%(rate_key)s));
+-- name: lock_rate_keys
+-- The per-key locks of one claim's rate checks, held to the end of its transaction. They
+-- are taken in one order everywhere, by the lock's own key (two texts can share a hash),
+-- so two nodes checking the same keys never wait on each other in a cycle; the sorted
+-- subquery is fenced (OFFSET 0) so the locks are taken in its order.
+SELECT count(pg_advisory_xact_lock(%(lock)s::int, s.h))::int AS n FROM (
+    SELECT DISTINCT hashtext(k) AS h FROM unnest(%(keys)s::text[]) AS k ORDER BY h OFFSET 0
+) s;
 
--- name: rate_count
--- Other jobs with this key that reached the portal during this portal day.
-SELECT count(*)::int AS n FROM job_queue
-WHERE portal = %(portal)s AND rate_key = %(rate_key)s AND id <> %(id)s
-  AND started_at >= %(day_start)s AND started_at < %(day_end)s;
-
--- name: rate_defer
--- Over its per-key limit: back to deferred until the limit allows, attempt refunded.
-WITH upd AS (
-    UPDATE job_queue SET status = 'deferred', run_at = %(run_at)s, attempts = attempts - 1,
+-- name: rate_defer_over
+-- One claim's per-key limits, checked at once under the keys' locks (lock_rate_keys, an
+-- earlier statement of the same transaction: this one's snapshot sees every decision
+-- committed before the locks were granted). For each (portal, key): the jobs of that key
+-- that reached the portal this portal day outside this claim, then this claim's jobs of
+-- the key in claim order; those past the limit go back to deferred until the next portal
+-- day, their attempt refunded.
+WITH c AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(portals)s::text[], %(keys)s::text[],
+                         %(limits)s::int[], %(day_starts)s::timestamptz[],
+                         %(day_ends)s::timestamptz[])
+        WITH ORDINALITY AS c(id, portal, rate_key, lim, day_start, day_end, ord)
+), ranked AS (
+    SELECT c.id, c.lim, c.day_end,
+           row_number() OVER (PARTITION BY c.portal, c.rate_key ORDER BY c.ord) AS rn,
+           (SELECT count(*) FROM job_queue q
+            WHERE q.portal = c.portal AND q.rate_key = c.rate_key
+              AND q.started_at >= c.day_start AND q.started_at < c.day_end
+              AND q.id <> ALL(%(ids)s::bigint[])) AS others
+    FROM c
+), upd AS (
+    UPDATE job_queue q SET status = 'deferred', run_at = r.day_end, attempts = q.attempts - 1,
         started_at = NULL, lock_owner = NULL, heartbeat_at = NULL, updated_at = %(now)s
-    WHERE id = %(id)s AND lock_owner = %(worker)s AND status = 'running'
-    RETURNING id, attempts
+    FROM ranked r
+    WHERE q.id = r.id AND r.others + r.rn > r.lim
+      AND q.lock_owner = %(worker)s AND q.status = 'running'
+    RETURNING q.id, q.attempts
 ), ev AS (
     INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
     SELECT id, %(now)s, attempts, 'running', 'deferred', %(worker)s,
