@@ -39,6 +39,10 @@ __all__ = ["Backoff", "Worker", "make_pool"]
 
 log = logging.getLogger("portalq.worker")
 
+#: while the claim loop keeps finding work, completions are held this long at most (or
+#: until a claim's worth has finished) and written together: see flush_loop
+FLUSH_HOLD_SECONDS = 0.05
+
 
 class Worker:
     def __init__(self, settings: Settings, pool: Pool, dsn: str) -> None:
@@ -52,6 +56,7 @@ class Worker:
         self.wake = asyncio.Event()
         self.stopping = asyncio.Event()
         self._done: list[tuple[int, Any]] = []
+        self._busy = False   # the last claim took all it asked for: more work is waiting
         self._unflushed = 0  # finished handlers whose completion is not written yet
         self._artifacts_root = settings.artifacts()
         self._done_event = asyncio.Event()
@@ -183,6 +188,10 @@ class Worker:
                 metrics.labelled(metrics.LATENCY, job["portal"]).observe(
                     max(0.0, (now - job["run_at"]).total_seconds()))
                 self.running[job["id"]] = asyncio.create_task(self._execute(job))
+            busy = len(jobs) >= min(free, self.settings.claim_batch)
+            if busy != self._busy:
+                self._busy = busy
+                self._done_event.set()   # a flush held for a busy queue goes now
             if len(jobs) < free:
                 await self._wait(self.settings.poll_seconds)
 
@@ -206,10 +215,12 @@ class Worker:
         self.wake.clear()
 
     async def flush_loop(self) -> None:
-        """Write completions in batches: whatever finished while the last write ran."""
+        """Write completions in batches: whatever finished while the last write ran, and
+        while the queue is busy, what finishes within :data:`FLUSH_HOLD_SECONDS`."""
         while True:
             await self._done_event.wait()
             self._done_event.clear()
+            await self._hold_while_busy()
             batch, self._done = self._done, []
             if not batch:
                 if self.stopping.is_set() and not self.running:
@@ -221,6 +232,30 @@ class Worker:
                 self._free(job_id)
             self._unflushed -= len(batch)
             self.wake.set()
+
+    async def _hold_while_busy(self) -> None:
+        """While claims keep taking all they ask for, let completions gather: up to a
+        claim's worth or FLUSH_HOLD_SECONDS, ended at once when the queue goes quiet or
+        the worker stops. A finished handler's slot is free already (the claim loop
+        counts it so), so holding its completion holds no work back; it only writes
+        several claims' completions in one statement. At 10 slots the completion had been
+        a statement per claim, beside the claim's own, and with a busy core beside them
+        the two statements' round trips were what the drain was made of (issue 19:
+        2,574 -> 4,623 jobs/s, the worker's CPU 153 -> 98 µs a job). The cost: a job
+        stays 'running' in the table up to FLUSH_HOLD_SECONDS after its handler returned
+        (its lease held and renewed as before), and a node that dies meanwhile leaves it to
+        the stale-heartbeat rescue, as it would a job finishing while its completion is
+        being written."""
+        until = time.monotonic() + FLUSH_HOLD_SECONDS
+        while (self._busy and len(self._done) < self.settings.claim_batch
+               and not self.stopping.is_set()):
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await self._done_event.wait()
+            self._done_event.clear()
 
     @property
     def fence_after(self) -> float:
