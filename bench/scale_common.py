@@ -288,10 +288,10 @@ def claim_cost(due: int, runs: int = 5) -> dict[str, float]:
     ANALYZE: server time and buffers touched, median of `runs` -- much less disturbed by
     the machine's load than a pickup latency."""
     from jobs import clock
-    from jobs.sql import query
+    from jobs.sql import statement
 
-    params = {"portals": ["bench"], "limits": [None], "limit": 50, "worker": "x",
-              "now": clock.now(), "job_types": None}
+    params = {"portals": ["bench"], "limits": [None], "limit": 50, "portal_count": 1,
+              "worker": "x", "now": clock.now(), "job_types": None}
     ms, bufs = [], []
     with psycopg.connect(common.dsn(PQ.db)) as c:
         for _ in range(runs):
@@ -300,7 +300,8 @@ def claim_cost(due: int, runs: int = 5) -> dict[str, float]:
                          SELECT 'bench_noop', 'due', 'bench', '{}', 'pending',
                                 now() - interval '1 minute', now(), now()
                          FROM generate_series(1, %s)""", (due,))
-            plan = c.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query("claim"),
+            plan = c.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                             + statement("claim", params),
                              params).fetchone()[0][0]
             ms.append(plan["Execution Time"])
             bufs.append(plan["Plan"].get("Shared Hit Blocks", 0)
