@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import psycopg
 from psycopg import AsyncConnection
@@ -110,9 +110,14 @@ async def unclaim(conn: AConn, *, worker: str, ids: Sequence[int]) -> None:
     await sql.afetch(conn, "unclaim", {"ids": list(ids), "worker": worker, "now": clock.now()})
 
 
+class _RateCheck(NamedTuple):
+    job: ClaimRow
+    limit: int
+    day: tuple[datetime, datetime]
+
+
 def _rate_checks(jobs: Sequence[ClaimRow],
-                 days: Mapping[str, tuple[datetime, datetime] | None],
-                 ) -> list[tuple[ClaimRow, int, tuple[datetime, datetime]]]:
+                 days: Mapping[str, tuple[datetime, datetime] | None]) -> list[_RateCheck]:
     """The claimed jobs under a per-key limit (e.g. one EIN per responsible party per IRS
     day) with their limit and portal day, in claim order."""
     out = []
@@ -125,25 +130,23 @@ def _rate_checks(jobs: Sequence[ClaimRow],
         except Exception:  # noqa: BLE001 - an unregistered type: no limit known
             rate = None
         if rate is not None:
-            out.append((job, rate.limit, day))
+            out.append(_RateCheck(job, rate.limit, day))
     return out
 
 
-async def _defer_over_rate_limit(conn: AConn,
-                                 checks: Sequence[tuple[ClaimRow, int, tuple[datetime, datetime]]],
-                                 worker: str, now: datetime) -> set[int]:
+async def _defer_over_rate_limit(conn: AConn, checks: Sequence[_RateCheck], worker: str,
+                                 now: datetime) -> set[int]:
     """Per-key limits, counted from the database under per-key locks, so they hold across
     nodes and restarts: one transaction for the whole claim (the keys locked in one
     statement, then one count-and-defer). Within a claim, a key's jobs start in claim
     order up to its limit; the rest are deferred to the next portal day, never started.
     Returns the ids deferred."""
-    jobs = [c[0] for c in checks]
-    await sql.afetch(conn, "lock_rate_keys", {"lock": int(LockKey.RATE_KEY),
-                                              "keys": [j["rate_key"] for j in jobs]})
+    keys = [c.job["rate_key"] for c in checks]
+    await sql.afetch(conn, "lock_rate_keys", {"lock": int(LockKey.RATE_KEY), "keys": keys})
     rows = await sql.afetch(conn, "rate_defer_over", {
-        "ids": [j["id"] for j in jobs], "portals": [j["portal"] for j in jobs],
-        "keys": [j["rate_key"] for j in jobs], "limits": [c[1] for c in checks],
-        "day_starts": [c[2][0] for c in checks], "day_ends": [c[2][1] for c in checks],
+        "ids": [c.job["id"] for c in checks], "portals": [c.job["portal"] for c in checks],
+        "keys": keys, "limits": [c.limit for c in checks],
+        "day_starts": [c.day[0] for c in checks], "day_ends": [c.day[1] for c in checks],
         "now": now, "worker": worker})
     return {r["id"] for r in rows}
 

@@ -242,11 +242,10 @@ class Worker:
         a statement per claim, beside the claim's own, and with a busy core beside them
         the two statements' round trips were what the drain was made of (issue 19,
         same-run A/B at conc=10 with a busy core beside: 2,099 -> 3,248 jobs/s, the
-        worker's CPU 177 -> 130 µs a job). The cost: a job
-        stays 'running' in the table up to FLUSH_HOLD_SECONDS after its handler returned
-        (its lease held and renewed as before), and a node that dies meanwhile leaves it to
-        the stale-heartbeat rescue, as it would a job finishing while its completion is
-        being written."""
+        worker's CPU 177 -> 130 µs a job). The cost: a job stays 'running' in the table up
+        to FLUSH_HOLD_SECONDS after its handler returned (its lease held and renewed as
+        before), and a node that dies meanwhile leaves it to the stale-heartbeat rescue,
+        as it would a job finishing while its completion is being written."""
         until = time.monotonic() + FLUSH_HOLD_SECONDS
         while (self._busy and len(self._done) < self.settings.claim_batch
                and not self.stopping.is_set()):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,26 @@ class Service:
             self.proc.stdout.close()
         if hasattr(self, "_log"):
             self._log.close()
+
+
+@contextlib.asynccontextmanager
+async def worker_in_process(settings: Any, dsn: str, grace: float = 5) -> AsyncIterator[Any]:
+    """A Worker wired as ``scheduler.service.serve`` wires it (its pool, its loops), in this
+    process; stopped gracefully on the way out."""
+    from scheduler.worker import Worker, make_pool
+
+    pool = make_pool(settings, dsn)
+    await pool.open(wait=True, timeout=30)
+    try:
+        worker = Worker(settings, pool, dsn)
+        await worker.refresh_portals()
+        loops = worker.start_loops()
+        try:
+            yield worker
+        finally:
+            await worker.stop_loops(loops, grace)
+    finally:
+        await pool.close()
 
 
 def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:

@@ -15,8 +15,7 @@ from jobs import queue, types
 from scheduler import worker as worker_module
 from scheduler.config import Settings
 from scheduler.handlers import register_handler
-from scheduler.worker import Worker, make_pool
-from tests.service_helpers import add_local_portal
+from tests.service_helpers import add_local_portal, worker_in_process
 
 JOB_TYPE = "flush_probe"
 HOLD = 30.0   # the longest a held completion may wait here: far above any test's deadline
@@ -53,21 +52,13 @@ def _run(db: str, dsn: str, until, *, deadline: float, stop_early: bool = False)
     async def go() -> float:
         settings = Settings(database_url=db, node_id="w1", workers=10, claim_batch=50,
                             poll_seconds=0.05)
-        pool = make_pool(settings, dsn)
-        await pool.open(wait=True, timeout=30)
-        worker = Worker(settings, pool, dsn)
-        await worker.refresh_portals()
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
-        loops = worker.start_loops()
-        try:
+        async with worker_in_process(settings, dsn):
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
             async with asyncio.timeout(deadline):
                 while not until():
                     await asyncio.sleep(0.01 if stop_early else 0.05)
             return loop.time() - t0
-        finally:
-            await worker.stop_loops(loops, 5)
-            await pool.close()
     return asyncio.run(go())
 
 

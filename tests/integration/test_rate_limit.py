@@ -106,10 +106,10 @@ def test_two_nodes_checking_the_same_parties_in_opposite_orders_start_one_job_ea
     each party starts exactly one job."""
     clock.set_clock(clock.FrozenClock(TUE_10_ET))
     parties = [f"123-45-{i:04d}" for i in range(1, 9)]
-    jobs = [queue.enqueue("obtain_ein", f"ORD-A{i}", _ein(s), priority=100 - i)
-            for i, s in enumerate(parties)]
-    jobs += [queue.enqueue("obtain_ein", f"ORD-B{i}", _ein(s), priority=50 - i)
-             for i, s in enumerate(reversed(parties))]
+    for i, s in enumerate(parties):
+        queue.enqueue("obtain_ein", f"ORD-A{i}", _ein(s), priority=100 - i)
+    for i, s in enumerate(reversed(parties)):
+        queue.enqueue("obtain_ein", f"ORD-B{i}", _ein(s), priority=50 - i)
 
     async def go():
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as a, \

@@ -14,9 +14,8 @@ import pytest
 
 from jobs import crypto, id_blocks, keys, queue, secrets_at_rest
 from scheduler.config import Settings
-from scheduler.worker import Worker, make_pool
 from tests.plugins import ledger
-from tests.service_helpers import add_local_portal
+from tests.service_helpers import add_local_portal, worker_in_process
 
 COPY_SECRETS = """
 UPDATE job_queue b SET secret_key_id = a.secret_key_id, secret_dek = a.secret_dek,
@@ -42,18 +41,9 @@ def test_a_copied_sealed_value_fails_its_job_and_the_other_runs(db, dsn, tmp_pat
     async def drain() -> None:
         settings = Settings(database_url=db, node_id="w1", workers=2,
                             artifacts_dir=tmp_path / "artifacts")
-        pool = make_pool(settings, dsn)
-        await pool.open(wait=True)
-        worker = Worker(settings, pool, dsn)
-        await worker.refresh_portals()
-        loops = worker.start_loops()
-        try:
-            async with asyncio.timeout(30):
-                while {queue.get_job(j)["status"] for j in (a, b)} - {"completed", "failed"}:
-                    await asyncio.sleep(0.05)   # polling the outcome, under a deadline
-        finally:
-            await worker.stop_loops(loops, 5)
-            await pool.close()
+        async with worker_in_process(settings, dsn), asyncio.timeout(30):
+            while {queue.get_job(j)["status"] for j in (a, b)} - {"completed", "failed"}:
+                await asyncio.sleep(0.05)   # polling the outcome, under a deadline
 
     asyncio.run(drain())
     ok, bad = queue.show_job(a), queue.show_job(b)
