@@ -135,7 +135,7 @@ def _settings(conc: str) -> Any:
 
 async def _run_worker(settings: Any) -> None:
     """scheduler.service.serve() minus the migration check and the tick: the same pool,
-    the same loops, the same graceful stop."""
+    the same settled heap, the same loops, the same graceful stop."""
     from jobs.database import database_url, libpq_dsn
     from scheduler.worker import Worker, make_pool
 
@@ -148,10 +148,53 @@ async def _run_worker(settings: Any) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if os.environ.get("PQ_GC_FREEZE", "1") != "0":   # as serve() does; 0: the A/B's before
+        from scheduler.service import settle_heap
+
+        settle_heap()
     loops = worker.start_loops()
     await stop.wait()
     await worker.stop_loops(loops, settings.grace_seconds)
     await pool.close()
+
+
+def _trace_claims(path: str) -> None:
+    """bench/pickup_trace.py: each claim's send and return time and its job count, one line
+    a claim ('sent back n'), written by the worker's own claim call."""
+    from scheduler import worker as worker_module
+
+    out = open(path, "a", buffering=1)   # noqa: SIM115 (open for the process's life)
+    claim = worker_module.worker_api.claim
+
+    async def traced(*args: Any, **kw: Any) -> Any:
+        sent = time.time()
+        jobs = await claim(*args, **kw)
+        out.write(f"{sent:.6f} {time.time():.6f} {len(jobs)}\n")
+        return jobs
+
+    worker_module.worker_api = _Patched(worker_module.worker_api, claim=traced)
+    gc_out = open(path + ".gc", "a", buffering=1)   # noqa: SIM115
+    began: list[float] = []
+
+    def collected(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            began[:] = [time.time()]
+        elif began:
+            gc_out.write(f"{began[0]:.6f} {time.time():.6f} {info['generation']}\n")
+
+    import gc
+
+    gc.callbacks.append(collected)
+
+
+class _Patched:
+    """A module seen through with some names replaced (the trace above)."""
+
+    def __init__(self, module: Any, **names: Any) -> None:
+        self._module, self._names = module, names
+
+    def __getattr__(self, name: str) -> Any:
+        return self._names[name] if name in self._names else getattr(self._module, name)
 
 
 def worker_main(conc: str, mode: str) -> None:
@@ -169,6 +212,8 @@ def worker_main(conc: str, mode: str) -> None:
                 rec(int(i))
 
     register_handler(JOB_TYPE, noop)
+    if os.environ.get("PQ_CLAIM_TRACE"):
+        _trace_claims(os.environ["PQ_CLAIM_TRACE"])
     settings = _settings(conc)
     logs.setup(settings.log_format, settings.log_level)
     if WORKER_MODE == "serve":

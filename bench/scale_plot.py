@@ -27,7 +27,8 @@ def plot() -> None:
     for path in runs:
         r = json.loads(path.read_text())
         label = path.stem.removeprefix("soak-")
-        mins = [m for m in r["per_minute"] if "minute" in m]
+        # the minutes the producer ran (a last partial minute is the drain's tail)
+        mins = [m for m in r["per_minute"] if "minute" in m and m["minute"] <= r["minutes"]]
         ax1.plot([m["minute"] for m in mins], [m["jobs_s"] for m in mins], marker="o", label=label)
         ax2.plot([m["minute"] for m in mins], [m["p99_ms"] for m in mins], marker="o", label=label)
         ts = [s["t"] / 60 for s in r["samples"]]
