@@ -20,6 +20,6 @@ def test_a_full_collection_after_startup_leaves_the_startup_heap_alone() -> None
     out = subprocess.run([sys.executable, "-c", PROBE], check=True, capture_output=True,
                          text=True, timeout=120).stdout.split()
     frozen, full_pass = int(out[0]), int(out[1])
-    assert frozen > 50_000            # the modules, classes and tables made at startup
+    assert frozen > 20_000            # the modules, classes and tables made at startup (52,072)
     assert full_pass < frozen // 100  # what a full collection still walks
 
