@@ -160,11 +160,12 @@ async def _run_worker(settings: Any) -> None:
 
 def _trace_claims(path: str) -> None:
     """bench/pickup_trace.py: each claim's send and return time and its job count, one line
-    a claim ('sent back n'), written by the worker's own claim call."""
-    from scheduler import worker as worker_module
+    a claim ('sent back n'), written by the worker's own claim call; and each garbage
+    collection's start, end and generation (PATH.gc)."""
+    from jobs import worker_api
 
     out = open(path, "a", buffering=1)   # noqa: SIM115 (open for the process's life)
-    claim = worker_module.worker_api.claim
+    claim = worker_api.claim
 
     async def traced(*args: Any, **kw: Any) -> Any:
         sent = time.time()
@@ -172,7 +173,7 @@ def _trace_claims(path: str) -> None:
         out.write(f"{sent:.6f} {time.time():.6f} {len(jobs)}\n")
         return jobs
 
-    worker_module.worker_api = _Patched(worker_module.worker_api, claim=traced)
+    worker_api.claim = traced   # this bench process's own module: the worker calls it there
     gc_out = open(path + ".gc", "a", buffering=1)   # noqa: SIM115
     began: list[float] = []
 
@@ -185,16 +186,6 @@ def _trace_claims(path: str) -> None:
     import gc
 
     gc.callbacks.append(collected)
-
-
-class _Patched:
-    """A module seen through with some names replaced (the trace above)."""
-
-    def __init__(self, module: Any, **names: Any) -> None:
-        self._module, self._names = module, names
-
-    def __getattr__(self, name: str) -> Any:
-        return self._names[name] if name in self._names else getattr(self._module, name)
 
 
 def worker_main(conc: str, mode: str) -> None:

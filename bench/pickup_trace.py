@@ -56,15 +56,6 @@ def _split(commits: dict[int, float], starts: dict[int, float],
     return out
 
 
-def _read_starts(path: Path) -> dict[int, float]:
-    d: dict[int, float] = {}
-    for line in path.read_text().splitlines():
-        p = line.split()
-        if len(p) == 2:
-            d[int(p[0])] = float(p[1])
-    return d
-
-
 def _read_claims(path: Path) -> list[tuple[float, float, int]]:
     out = []
     for line in path.read_text().splitlines():
@@ -105,8 +96,9 @@ def main() -> None:
         trace.unlink(missing_ok=True)
         commits.clear()
         sc.latency(sc.PQ)
+        # the samples, not latency()'s warm-up jobs (ids 1,000,001-1,000,003)
         rows = _split({i: t for i, t in commits.items() if i < 1_000_000},
-                      _read_starts(sc.HOME / "logs" / "portalq-lat.txt"), _read_claims(trace))
+                      sc.read_starts(sc.HOME / "logs" / "portalq-lat.txt"), _read_claims(trace))
         every.setdefault(variant, []).extend(rows)
         _report(f"round {rnd + 1}" + (f" ({variant})" if AB else ""), rows)
     for variant, rows in every.items():

@@ -219,6 +219,17 @@ def drain(a: common.Adapter, n: int, conc: str = "def", procs: int = 1,
     return {"jobs_s": done / dt, "secs": dt, "capped": capped}
 
 
+def read_starts(lat_file: Path) -> dict[int, float]:
+    """The handlers' start times a latency worker wrote (LAT_FILE: 'idx t_start')."""
+    d: dict[int, float] = {}
+    if lat_file.exists():
+        for line in lat_file.read_text().splitlines():
+            p = line.split()
+            if len(p) == 2:
+                d[int(p[0])] = float(p[1])
+    return d
+
+
 def latency(a: common.Adapter, during: Any = None) -> dict[str, Any]:
     """Pickup latency (commit of an enqueue -> handler start), one idle worker,
     LAT_SAMPLES samples LAT_GAP apart. `during`: a callable started (in a thread) after the
@@ -233,13 +244,7 @@ def latency(a: common.Adapter, during: Any = None) -> dict[str, Any]:
                               str(HOME / "logs"))
 
     def seen() -> dict[int, float]:
-        d: dict[int, float] = {}
-        if lat_file.exists():
-            for line in lat_file.read_text().splitlines():
-                p = line.split()
-                if len(p) == 2:
-                    d[int(p[0])] = float(p[1])
-        return d
+        return read_starts(lat_file)
 
     def wait_for(ids: set[int], timeout: float) -> dict[int, float]:
         end = time.time() + timeout
