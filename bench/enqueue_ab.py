@@ -1,0 +1,89 @@
+"""Enqueue, portalq against PGQueuer, over many rounds in turn (issue 19).
+
+    PQB_HOME=/tmp/pq-bench python bench/enqueue_ab.py [ROUNDS]
+
+`make bench` times the batch enqueue over 20 batches of 1,000 jobs (about 0.4 s) three
+times, and its repetitions moved by 1.5x on this machine (1.04-1.65x PGQueuer in one run):
+too few to settle a ratio. Here the two adapters of `make bench` (bench_portalq.py and the
+peer harness's bench_pgqueuer.py, unchanged) enqueue the same way, on the bench's own
+PostgreSQL (bench/scale_common.py), ROUNDS times (30), in turn, the order alternating, each
+into a table emptied before it (the adapters' reset_sql, as `make bench` does between
+repetitions). Printed: each side's median jobs/s and the median of the per-round ratios
+(portalq / PGQueuer of the same round), with their quartiles. ENQ_N (20,000) jobs a round,
+ENQ_BATCH (1,000) a batch; ENQ_SINGLE (2,000) jobs one per transaction, 0 to leave out.
+ENQ_OLD_BLOCK=32768: a third side in the batch rounds, portalq with its COPY sent in blocks
+of that size (psycopg's own; jobs.sql.COPY_BLOCK is the one portalq sets), for the A/B.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scale_common as sc  # noqa: E402
+
+N = int(os.environ.get("ENQ_N", "20000"))
+BATCH = int(os.environ.get("ENQ_BATCH", "1000"))
+SINGLE = int(os.environ.get("ENQ_SINGLE", "2000"))
+OLD_BLOCK = int(os.environ.get("ENQ_OLD_BLOCK", "0"))
+
+
+def _quartiles(xs: list[float]) -> str:
+    q = statistics.quantiles(xs, n=4)
+    return f"{statistics.median(xs):,.2f} ({q[0]:,.2f}-{q[2]:,.2f})"
+
+
+def _rounds(rounds: int, run: Callable[[Any], Coroutine[Any, Any, float]], n: int,
+            old_block: int = 0, line: float | None = None) -> None:
+    import psycopg._copy_base as copy_base
+
+    from jobs import sql
+
+    sides = [("portalq", sc.PQ, sql.COPY_BLOCK), ("pgqueuer", sc.PGQ, None)]
+    if old_block:
+        sides.append((f"portalq, {old_block} B blocks", sc.PQ, old_block))
+    rates: dict[str, list[float]] = {name: [] for name, _, _ in sides}
+    ratios, old_ratios = [], []
+    for r in range(rounds):
+        got = {}
+        for name, a, block in (sides if r % 2 == 0 else sides[::-1]):
+            if block:
+                copy_base.BUFFER_SIZE = block
+            sc.sql(a.db, a.reset_sql)
+            got[name] = n / asyncio.run(run(a))
+        for name in rates:
+            rates[name].append(got[name])
+        ratios.append(got["portalq"] / got["pgqueuer"])
+        if old_block:
+            old_ratios.append(got[sides[2][0]] / got["pgqueuer"])
+    copy_base.BUFFER_SIZE = sql.COPY_BLOCK
+    if old_ratios:
+        print(f"  {sides[2][0]} / PGQueuer, per round: {_quartiles(old_ratios)}")
+    for name, xs in rates.items():
+        print(f"  {name:<9} jobs/s median {statistics.median(xs):>9,.0f}  "
+              f"(quartiles {statistics.quantiles(xs, n=4)[0]:,.0f}-"
+              f"{statistics.quantiles(xs, n=4)[2]:,.0f})")
+    at = f"; {sum(x >= line for x in ratios)} of {rounds} rounds at {line}x or more" if line else ""
+    print(f"  portalq / PGQueuer, per round: {_quartiles(ratios)}{at}")
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    sc.ensure_server()
+    sc.setup_both()
+    print(f"batch: {N:,} jobs a round in batches of {BATCH:,}, {rounds} rounds")
+    _rounds(rounds, lambda a: a.enqueue_batch(N, BATCH), N,
+            OLD_BLOCK, line=1.5)      # issue 19's target for the batch
+    if SINGLE:
+        print(f"single: {SINGLE:,} jobs a round, one a transaction, {rounds} rounds")
+        _rounds(rounds, lambda a: a.enqueue_single(SINGLE), SINGLE)
+
+
+if __name__ == "__main__":
+    main()
