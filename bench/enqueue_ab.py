@@ -11,8 +11,8 @@ into a table emptied before it (the adapters' reset_sql, as `make bench` does be
 repetitions). Printed: each side's median jobs/s and the median of the per-round ratios
 (portalq / PGQueuer of the same round), with their quartiles. ENQ_N (20,000) jobs a round,
 ENQ_BATCH (1,000) a batch; ENQ_SINGLE (2,000) jobs one per transaction, 0 to leave out.
-ENQ_OLD_BLOCK=32768: a third side in the batch rounds, portalq with its COPY sent in blocks
-of that size (psycopg's own; jobs.sql.COPY_BLOCK is the one portalq sets), for the A/B.
+ENQ_OLD_BLOCK=32768[,8192...]: more sides in the batch rounds, portalq with its COPY sent in
+blocks of that size (32768 is psycopg's own; jobs.sql.COPY_BLOCK is portalq's), for the A/B.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import scale_common as sc  # noqa: E402
 N = int(os.environ.get("ENQ_N", "20000"))
 BATCH = int(os.environ.get("ENQ_BATCH", "1000"))
 SINGLE = int(os.environ.get("ENQ_SINGLE", "2000"))
-OLD_BLOCK = int(os.environ.get("ENQ_OLD_BLOCK", "0"))
+OLD_BLOCKS = [int(x) for x in os.environ.get("ENQ_OLD_BLOCK", "").split(",") if x]
 
 
 def _quartiles(xs: list[float]) -> str:
@@ -40,16 +40,18 @@ def _quartiles(xs: list[float]) -> str:
 
 
 def _rounds(rounds: int, run: Callable[[Any], Coroutine[Any, Any, float]], n: int,
-            old_block: int = 0, line: float | None = None) -> None:
+            old_blocks: list[int] | None = None, line: float | None = None) -> None:
     import psycopg._copy_base as copy_base
 
     from jobs import sql
 
-    sides = [("portalq", sc.PQ, sql.COPY_BLOCK), ("pgqueuer", sc.PGQ, None)]
-    if old_block:
-        sides.append((f"portalq, {old_block} B blocks", sc.PQ, old_block))
+    sides: list[tuple[str, Any, int | None]] = [("portalq", sc.PQ, sql.COPY_BLOCK),
+                                              ("pgqueuer", sc.PGQ, None)]
+    for size in old_blocks or []:
+        sides.append((f"portalq, {size} B blocks", sc.PQ, size))
     rates: dict[str, list[float]] = {name: [] for name, _, _ in sides}
-    ratios, old_ratios = [], []
+    ratios: list[float] = []
+    old_ratios: dict[str, list[float]] = {name: [] for name, _, _ in sides[2:]}
     for r in range(rounds):
         got = {}
         for name, a, block in (sides if r % 2 == 0 else sides[::-1]):
@@ -60,11 +62,11 @@ def _rounds(rounds: int, run: Callable[[Any], Coroutine[Any, Any, float]], n: in
         for name in rates:
             rates[name].append(got[name])
         ratios.append(got["portalq"] / got["pgqueuer"])
-        if old_block:
-            old_ratios.append(got[sides[2][0]] / got["pgqueuer"])
+        for name in old_ratios:
+            old_ratios[name].append(got[name] / got["pgqueuer"])
     copy_base.BUFFER_SIZE = sql.COPY_BLOCK
-    if old_ratios:
-        print(f"  {sides[2][0]} / PGQueuer, per round: {_quartiles(old_ratios)}")
+    for name, xs in old_ratios.items():
+        print(f"  {name} / PGQueuer, per round: {_quartiles(xs)}")
     for name, xs in rates.items():
         print(f"  {name:<9} jobs/s median {statistics.median(xs):>9,.0f}  "
               f"(quartiles {statistics.quantiles(xs, n=4)[0]:,.0f}-"
@@ -79,7 +81,7 @@ def main() -> None:
     sc.setup_both()
     print(f"batch: {N:,} jobs a round in batches of {BATCH:,}, {rounds} rounds")
     _rounds(rounds, lambda a: a.enqueue_batch(N, BATCH), N,
-            OLD_BLOCK, line=1.5)      # issue 19's target for the batch
+            OLD_BLOCKS, line=1.5)      # issue 19's target for the batch
     if SINGLE:
         print(f"single: {SINGLE:,} jobs a round, one a transaction, {rounds} rounds")
         _rounds(rounds, lambda a: a.enqueue_single(SINGLE), SINGLE)
