@@ -5,7 +5,7 @@
     python bench/scale_bench.py history      # 10M finished jobs (+20M events); the prune
     python bench/scale_bench.py soak         # SOAK_MINUTES (10) at SOAK_RATE jobs/s (70 % of peak)
     python bench/scale_bench.py bulk         # enqueue-batch of 1M from a file; deferral of 1M
-    python bench/scale_bench.py limit        # pgbench one-row insert commit rate vs enqueue
+    python bench/scale_bench.py limit        # commit rate of a one-row insert vs enqueue, in turn
     python bench/scale_bench.py plot         # docs/benchmarks-soak.png from the soak's samples
 
 Knobs (env): PQB_HOME (/tmp/pq-bench) PQB_PORT (55436) DEPTHS (0,100000,1000000)
@@ -115,11 +115,12 @@ def claimcost() -> None:
 def main() -> None:
     part = sys.argv[1] if len(sys.argv) > 1 else "all"
     parts = {"depth": depth, "claimcost": claimcost}
+    import scale_limit
     import scale_more
     import scale_plot
     import scale_soak
 
-    for m in (scale_more, scale_soak, scale_plot):
+    for m in (scale_more, scale_limit, scale_soak, scale_plot):
         parts.update(m.PARTS)
     if part == "all":
         for name in ("limit", "claimcost", "depth", "bulk", "history", "soak", "plot"):

@@ -1,5 +1,6 @@
-"""The scale benchmarks' other parts: the commit-rate limit, bulk enqueue and deferral, and
-ten million jobs of history with the prune (see scale_bench.py; the soak is scale_soak.py)."""
+"""The scale benchmarks' other parts: bulk enqueue and deferral, and ten million jobs of
+history with the prune (see scale_bench.py; the soak is scale_soak.py, the commit-rate
+limit scale_limit.py)."""
 
 from __future__ import annotations
 
@@ -14,91 +15,15 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import scale_bench as sb
 import scale_common as sc
 
 BULK_N = int(os.environ.get("BULK_N", "1000000"))
 HISTORY_DAYS = 33.0          # 10 % of the history past a 30-day retention: the prune's work
-LIMIT_SECONDS = int(os.environ.get("LIMIT_SECONDS", "10"))
-LIMIT_N = int(os.environ.get("LIMIT_N", "5000"))
 
 
 def _url(db: str) -> str:
     return f"postgresql+psycopg://postgres@127.0.0.1:{sc.PORT}/{db}"
-
-
-# ------------------------------------------------------------------ the limit
-
-def _pgbench(db: str, seconds: int) -> float:
-    script = sc.HOME / "insert.sql"
-    script.write_text("INSERT INTO pgb_insert (v) VALUES (1);\n")
-    out = subprocess.run([str(sc.PGBIN / "pgbench"), "-h", "127.0.0.1", "-p", sc.PORT,
-                          "-U", "postgres", "-n", "-c", "1", "-T", str(seconds), "-f", str(script),
-                          db], check=True, capture_output=True, text=True).stdout
-    tps = [ln for ln in out.splitlines() if ln.startswith("tps")]
-    return float(tps[0].split("=")[1].split()[0])
-
-
-def _bare_psycopg(db: str, n: int) -> float:
-    """The same one-row INSERT as pgbench's from Python: psycopg (its C implementation),
-    autocommit, prepared after five runs as psycopg does -- what a Python client's
-    round trip and commit cost with no queue around them."""
-    with psycopg.connect(sc.common.dsn(db), autocommit=True) as c:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            c.execute("INSERT INTO pgb_insert (v) VALUES (1)")
-        return n / (time.perf_counter() - t0)
-
-
-async def _bare_asyncpg(db: str, n: int) -> float:
-    """The same from asyncpg (PGQueuer's driver, C-accelerated)."""
-    import asyncpg
-
-    conn = await asyncpg.connect(sc.common.dsn(db))
-    try:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            await conn.execute("INSERT INTO pgb_insert (v) VALUES (1)")
-        return n / (time.perf_counter() - t0)
-    finally:
-        await conn.close()
-
-
-def limit() -> None:
-    """pgbench, one client, a one-row INSERT per transaction (autocommit) into a table with a
-    bigserial key, against the same server; the same INSERT from psycopg and from asyncpg
-    (a Python client's own ceiling); then portalq's and PGQueuer's single enqueue, one
-    connection each, alternating, REPS times."""
-    sc.ensure_server()
-    sc.setup_both()
-    sc.sql(sc.PQ.db, "DROP TABLE IF EXISTS pgb_insert")
-    sc.sql(sc.PQ.db, "CREATE TABLE pgb_insert (id bigserial PRIMARY KEY, v int)")
-    res: dict[str, list[float]] = {"pgbench": [], "psycopg": [], "asyncpg": [], "portalq": [],
-                                   "pgqueuer": []}
-    for rep in range(sb.REPS):
-        res["pgbench"].append(_pgbench(sc.PQ.db, LIMIT_SECONDS))
-        res["psycopg"].append(_bare_psycopg(sc.PQ.db, LIMIT_N))
-        res["asyncpg"].append(asyncio.run(_bare_asyncpg(sc.PQ.db, LIMIT_N)))
-        for a in ((sc.PQ, sc.PGQ) if rep % 2 == 0 else (sc.PGQ, sc.PQ)):
-            res[a.name].append(LIMIT_N / asyncio.run(a.enqueue_single(LIMIT_N)))
-            sc.reset(a, 0)
-        print(f"  limit rep {rep + 1}: pgbench {res['pgbench'][-1]:,.0f} tps, bare INSERT "
-              f"psycopg {res['psycopg'][-1]:,.0f} asyncpg {res['asyncpg'][-1]:,.0f}/s, portalq "
-              f"{res['portalq'][-1]:,.0f}, pgqueuer {res['pgqueuer'][-1]:,.0f} jobs/s "
-              f"(load {sc.load_average()})", flush=True)
-    sc.sql(sc.PQ.db, "DROP TABLE pgb_insert")
-    m = {k: statistics.median(v) for k, v in res.items()}
-    sb.save("limit", {"runs": res, "median": m})
-    print(f"\none-row insert commit rate (pgbench -c 1): {sb.med(res['pgbench'])} tps")
-    print(f"portalq enqueue, 1 job/txn: {sb.med(res['portalq'])} jobs/s = "
-          f"{m['portalq'] / m['pgbench']:.2f} of it; pgqueuer {sb.med(res['pgqueuer'])} = "
-          f"{m['pgqueuer'] / m['pgbench']:.2f}")
-    print(f"the same one-row INSERT from psycopg: {sb.med(res['psycopg'])}/s = "
-          f"{m['psycopg'] / m['pgbench']:.2f} of pgbench; from asyncpg {sb.med(res['asyncpg'])}"
-          f"/s = {m['asyncpg'] / m['pgbench']:.2f}")
-    print(f"portalq enqueue = {m['portalq'] / m['psycopg']:.2f} of psycopg's bare INSERT; "
-          f"pgqueuer = {m['pgqueuer'] / m['asyncpg']:.2f} of asyncpg's")
 
 
 # ------------------------------------------------------------------ bulk
@@ -258,4 +183,4 @@ def history() -> None:
           f"{p['claim_during_max']:.1f}) ms")
 
 
-PARTS = {"limit": limit, "bulk": bulk, "history": history}
+PARTS = {"bulk": bulk, "history": history}
