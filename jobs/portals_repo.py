@@ -26,13 +26,17 @@ Row = dict[str, Any]
 CALENDAR_QUERIES = ("list_portals", "portal_hours", "portal_closures", "portal_holidays")
 
 
-def _calendar_params() -> dict[str, Any]:
-    return {"after": clock.now() - timedelta(days=1)}   # closures still ahead
+def _calendar_params(since: datetime | None = None) -> dict[str, Any]:
+    """Closures still ahead of now, or of ``since`` when that is earlier (a question about
+    a past instant counts the closures of that time)."""
+    now = clock.now()
+    return {"after": (now if since is None else min(now, since)) - timedelta(days=1)}
 
 
-def calendar_rows(conn: Conn) -> tuple[list[Row], ...]:
-    """(portals, hours, closures, holidays) rows."""
-    return tuple(sql.fetch(conn, name, _calendar_params()) for name in CALENDAR_QUERIES)
+def calendar_rows(conn: Conn, since: datetime | None = None) -> tuple[list[Row], ...]:
+    """(portals, hours, closures, holidays) rows; closures from ``since`` (default now)."""
+    params = _calendar_params(since)
+    return tuple(sql.fetch(conn, name, params) for name in CALENDAR_QUERIES)
 
 
 async def acalendar_rows(conn: AConn) -> tuple[list[Row], ...]:

@@ -90,9 +90,10 @@ async def load(conn: Any) -> dict[str, Portal]:
     return build(*await portals_repo.acalendar_rows(conn))
 
 
-def load_sync(conn: Any) -> dict[str, Portal]:
-    """:func:`load` on a sync psycopg connection (the CLI)."""
-    return build(*portals_repo.calendar_rows(conn))
+def load_sync(conn: Any, since: datetime | None = None) -> dict[str, Portal]:
+    """:func:`load` on a sync psycopg connection (the CLI); ``since``: an earlier instant
+    the calendars will be asked about (its closures are loaded too)."""
+    return build(*portals_repo.calendar_rows(conn, since))
 
 
 def seed_declared_portals(url: str) -> list[str]:

@@ -29,8 +29,8 @@ app = typer.Typer(no_args_is_help=True, help="Portals: hours, closures, next ope
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
-def _load(c: Any) -> dict[str, calendars.Portal]:
-    return calendars.load_sync(c)
+def _load(c: Any, since: datetime | None = None) -> dict[str, calendars.Portal]:
+    return calendars.load_sync(c, since)
 
 
 def _portal(portals: dict[str, calendars.Portal], code: str) -> calendars.Portal:
@@ -114,7 +114,7 @@ def next_open(code: str,
     when = _parse_instant(at, "--at") or clock.now()
     _use_url(database_url)
     with queue.connect() as c:
-        p = _portal(_load(c), code)
+        p = _portal(_load(c, since=when), code)
     result = cal.next_open(p.calendar, when)
     if as_json:
         print_json({"code": code, "at": _iso(when), "next_open": _iso(result),

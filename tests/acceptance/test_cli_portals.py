@@ -53,11 +53,26 @@ def test_close_records_a_closure(db):
                   "--to", "2026-12-03T13:00:00Z", "--reason", "system conversion",
                   env={"PORTALQ_FROZEN_NOW": "2026-11-30T12:00:00Z"})
     assert out.returncode == 0, out.stderr
-    nxt = run_cli("portals", "next-open", "delaware_icis", "--at", "2026-12-01T15:00:00Z")
+    nxt = run_cli("portals", "next-open", "delaware_icis", "--at", "2026-12-01T15:00:00Z",
+                  env={"PORTALQ_FROZEN_NOW": "2026-11-30T12:00:00Z"})
     assert nxt.stdout.strip() == "2026-12-03T13:00:00Z"  # Thu 08:00 ET, when it reopens
     hours = run_cli("portals", "hours", "delaware_icis",
                     env={"PORTALQ_FROZEN_NOW": "2026-11-30T12:00:00Z"})
     assert "system conversion" in hours.stdout
+
+
+def test_next_open_at_a_past_instant_counts_the_closures_of_that_time(db):
+    """--at names the instant asked about: a closure that covered it counts even when it
+    ended long before now (the calendar used to load only closures ending after
+    yesterday, so this answered 2026-12-01T15:00Z, when the portal was closed)."""
+    out = run_cli("portals", "close", "delaware_icis", "--from", "2026-12-01T13:00:00Z",
+                  "--to", "2026-12-03T13:00:00Z", "--reason", "system conversion",
+                  env={"PORTALQ_FROZEN_NOW": "2026-11-30T12:00:00Z"})
+    assert out.returncode == 0, out.stderr
+    nxt = run_cli("portals", "next-open", "delaware_icis", "--at", "2026-12-01T15:00:00Z",
+                  env={"PORTALQ_FROZEN_NOW": "2027-03-01T12:00:00Z"})
+    assert nxt.returncode == 0, nxt.stderr
+    assert nxt.stdout.strip() == "2026-12-03T13:00:00Z"
 
 
 @pytest.mark.parametrize("args, message", [
