@@ -58,7 +58,7 @@ def _pgbench(db: str, n: int, flush: bool = True) -> float:
     return float(tps[0].split("=")[1].split()[0])
 
 
-def _timed(conn: psycopg.Connection[Any], n: int, run: Callable[[], Any]) -> float:
+def _timed(n: int, run: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
     for _ in range(n):
         run()
@@ -67,7 +67,7 @@ def _timed(conn: psycopg.Connection[Any], n: int, run: Callable[[], Any]) -> flo
 
 def _psycopg_bare(db: str, n: int) -> float:
     with psycopg.connect(sc.common.dsn(db), autocommit=True) as c:
-        return _timed(c, n, lambda: c.execute(INSERT, prepare=True))
+        return _timed(n, lambda: c.execute(INSERT, prepare=True))
 
 
 def _job_insert(db: str, n: int) -> float:
@@ -84,7 +84,7 @@ def _job_insert(db: str, n: int) -> float:
               "secret_key_id": None, "secret_dek": None, "secret_data": None}
     statement = sql.query("enqueue_one_known")
     with psycopg.connect(sc.common.dsn(db), autocommit=True) as c:
-        return _timed(c, n, lambda: c.execute(statement, params, prepare=True))
+        return _timed(n, lambda: c.execute(statement, params, prepare=True))
 
 
 async def _asyncpg_bare(db: str, n: int) -> float:
@@ -106,6 +106,8 @@ def _quartiles(xs: list[float]) -> str:
 
 
 def limit() -> None:
+    if ROUNDS < 2:   # quartiles need two rounds
+        raise SystemExit(f"scale_limit: error: LIMIT_ROUNDS must be 2 or more, got {ROUNDS}")
     sc.ensure_server()
     sc.setup_both()
     db = sc.PQ.db

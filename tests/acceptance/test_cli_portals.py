@@ -48,11 +48,16 @@ def test_set_hours_preset_and_windows(db, dsn):
     assert hours["windows"] == [f"{d} 07:00-17:00" for d in ("Mon", "Tue", "Wed", "Thu", "Fri")]
 
 
-def test_close_records_a_closure(db):
+def _close_delaware_dec_1_to_3() -> None:
+    """Delaware closed Tue 2026-12-01 08:00 ET to Thu 08:00 ET, recorded on Nov 30."""
     out = run_cli("portals", "close", "delaware_icis", "--from", "2026-12-01T13:00:00Z",
                   "--to", "2026-12-03T13:00:00Z", "--reason", "system conversion",
                   env={"PORTALQ_FROZEN_NOW": "2026-11-30T12:00:00Z"})
     assert out.returncode == 0, out.stderr
+
+
+def test_close_records_a_closure(db):
+    _close_delaware_dec_1_to_3()
     nxt = run_cli("portals", "next-open", "delaware_icis", "--at", "2026-12-01T15:00:00Z",
                   env={"PORTALQ_FROZEN_NOW": "2026-11-30T12:00:00Z"})
     assert nxt.stdout.strip() == "2026-12-03T13:00:00Z"  # Thu 08:00 ET, when it reopens
@@ -65,10 +70,7 @@ def test_next_open_at_a_past_instant_counts_the_closures_of_that_time(db):
     """--at names the instant asked about: a closure that covered it counts even when it
     ended long before now (the calendar used to load only closures ending after
     yesterday, so this answered 2026-12-01T15:00Z, when the portal was closed)."""
-    out = run_cli("portals", "close", "delaware_icis", "--from", "2026-12-01T13:00:00Z",
-                  "--to", "2026-12-03T13:00:00Z", "--reason", "system conversion",
-                  env={"PORTALQ_FROZEN_NOW": "2026-11-30T12:00:00Z"})
-    assert out.returncode == 0, out.stderr
+    _close_delaware_dec_1_to_3()
     nxt = run_cli("portals", "next-open", "delaware_icis", "--at", "2026-12-01T15:00:00Z",
                   env={"PORTALQ_FROZEN_NOW": "2027-03-01T12:00:00Z"})
     assert nxt.returncode == 0, nxt.stderr
