@@ -34,7 +34,7 @@ demo: venv browser  ## run the demo: embedded Postgres, stand-in portals, mailbo
 	$(VENV)/bin/portalq demo
 
 test: venv browser pgbouncer  ## lint, then the test suite (unit, integration, browser, acceptance), not the slow runs
-	$(VENV)/bin/ruff check jobs scheduler portals tests
+	$(VENV)/bin/ruff check portalq jobs scheduler portals tests
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q $(PYTEST_N) -m "not slow" --durations=15 $(PYTEST_ARGS)
@@ -45,7 +45,7 @@ test-slow: venv browser pgbouncer  ## the slow runs: chaos, exactly-once drains,
 test-all: test test-slow  ## everything CI runs
 
 lint: venv  ## ruff + import-layer contracts + mypy
-	$(VENV)/bin/ruff check jobs scheduler portals tests
+	$(VENV)/bin/ruff check portalq jobs scheduler portals tests
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 

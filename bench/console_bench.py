@@ -42,7 +42,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobs import worker_api  # noqa: E402
+from portalq.jobs import worker_api  # noqa: E402
 
 ROWS = int(os.environ.get("CONSOLE_ROWS", "1000000"))
 REQUESTS = int(os.environ.get("CONSOLE_REQUESTS", "50"))
@@ -53,7 +53,7 @@ PASSWORD = "bench password 123"
 
 
 def server() -> Any:
-    from jobs.embedded import EmbeddedPostgres
+    from portalq.jobs.embedded import EmbeddedPostgres
 
     pg = EmbeddedPostgres(Path(tempfile.gettempdir()) / "portalq-consolebench")
     pg.ensure_running()
@@ -79,8 +79,8 @@ def reuse(pg: Any) -> tuple[str, int] | None:
 
 
 def prepare(pg: Any) -> tuple[str, int]:
-    from jobs.migrate import upgrade
-    from scheduler.calendars import store_holidays
+    from portalq.jobs.migrate import upgrade
+    from portalq.scheduler.calendars import store_holidays
 
     again = reuse(pg)
     if again:
@@ -129,7 +129,7 @@ def prepare(pg: Any) -> tuple[str, int]:
             """, {"lo": lo, "hi": hi, "n": ROWS, "start": start})
             print(f"  {hi:,} rows ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
         # the job page's job: a real obtain_ein payload (with an SSN), events, escalation
-        from jobs import queue
+        from portalq.jobs import queue
         from tests import payloads
 
         job = queue.enqueue("obtain_ein", "ORD-PAGE", payloads.OBTAIN_EIN, conn=c).id
@@ -173,7 +173,7 @@ def start_console(dsn: str) -> tuple[Any, str]:
     env = {**os.environ, "PORTALQ_DATABASE_URL": dsn, "PORTALQ_CONSOLE_PORT": str(port),
            "PORTALQ_CONSOLE_SECRET": "bench-secret-" + "y" * 20,
            "PORTALQ_CONSOLE_LOGIN_FAILURES_PER_IP": "10000"}
-    proc = subprocess.Popen([sys.executable, "-m", "scheduler", "console"], cwd=ROOT, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "portalq", "console"], cwd=ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -245,7 +245,7 @@ def overview_compute(dsn: str) -> None:
     """What the overview's numbers cost the console process (computed once per refresh
     period, shared by every open page): the first (the 24 h chart counted whole) and a
     refresh (past hours cached)."""
-    from scheduler.console.pages_overview import compute
+    from portalq.scheduler.console.pages_overview import compute
 
     with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as c:
         first, refresh = [], []
@@ -304,7 +304,7 @@ def main() -> None:
     pg = server()
     print(f"generating {ROWS:,} rows ...", file=sys.stderr)
     dsn, job = prepare(pg)
-    from jobs import console_users
+    from portalq.jobs import console_users
 
     with psycopg.connect(dsn, autocommit=True) as c:
         console_users.add_user(c, "bench", "admin", PASSWORD)

@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench.secrets_bench as sb  # noqa: E402
-from jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
+from portalq.jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
 
 SINGLE = int(os.environ.get("PQ_SINGLE", "1000"))
 BATCH_N = int(os.environ.get("PQ_BATCH_N", "10000"))

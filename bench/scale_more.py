@@ -45,7 +45,7 @@ def _defer_1m(n: int) -> dict[str, Any]:
     """n due jobs of a portal that has just closed, deferred as the tick does (batches)."""
     from psycopg import AsyncConnection
 
-    from jobs import clock, worker_api
+    from portalq.jobs import clock, worker_api
 
     sc.sql(sc.PQ.db, "INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
                      "VALUES ('closing', 'closing', 'UTC', NULL) ON CONFLICT DO NOTHING")
@@ -123,7 +123,7 @@ def _prune_all(cut_days: float) -> dict[str, Any]:
     """prune_finished as the tick calls it (batches of 10,000), until nothing is left."""
     from psycopg import AsyncConnection
 
-    from jobs import worker_api
+    from portalq.jobs import worker_api
 
     async def run() -> dict[str, Any]:
         async with await AsyncConnection.connect(sc.common.dsn(sc.PQ.db), autocommit=True) as c:

@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import psycopg  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from jobs import types  # noqa: E402
-from jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
+from portalq.jobs import types  # noqa: E402
+from portalq.jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
 
 ROUNDS = int(os.environ.get("PQ_ROUNDS", "3"))
 SINGLE = int(os.environ.get("PQ_SINGLE", "1000"))
@@ -77,8 +77,8 @@ def _ein(i: int) -> dict[str, Any]:
 
 KIND = os.environ.get("PQ_PAYLOAD", "small")
 if KIND == "ein":
-    from portals import catalogue  # noqa: F401  (registers obtain_ein)
-    from portals.payloads import ObtainEinPayload
+    from portalq.portals import catalogue  # noqa: F401  (registers obtain_ein)
+    from portalq.portals.payloads import ObtainEinPayload
 
     _EIN = types.get("obtain_ein")
     types.register(types.JobType("bench_plain", ObtainEinPayload, PORTAL,
@@ -96,8 +96,8 @@ else:
 
 
 def setup() -> str:
-    from jobs.embedded import EmbeddedPostgres
-    from jobs.migrate import upgrade
+    from portalq.jobs.embedded import EmbeddedPostgres
+    from portalq.jobs.migrate import upgrade
 
     home = Path(os.environ.get("PQ_BENCH_HOME", "/tmp/pq-secrets-bench"))
     os.environ["PORTALQ_HOME"] = str(home)
@@ -120,7 +120,7 @@ def setup() -> str:
 
 
 def _conn(url: str) -> psycopg.Connection[Any]:
-    from jobs.database import libpq_dsn
+    from portalq.jobs.database import libpq_dsn
 
     return psycopg.connect(libpq_dsn(url), autocommit=True)
 
@@ -199,9 +199,9 @@ def bench_batch(url: str) -> dict[str, float]:
 
 
 async def _drain(url: str) -> float:
-    from jobs.database import libpq_dsn
-    from scheduler.config import Settings
-    from scheduler.worker import Worker, make_pool
+    from portalq.jobs.database import libpq_dsn
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.worker import Worker, make_pool
 
     settings = Settings(database_url=url, workers=50)
     dsn = libpq_dsn(url)
@@ -246,7 +246,7 @@ def bench_drain(url: str, job_type: str) -> float:
 
 
 def main() -> None:
-    from scheduler.handlers import register_handler
+    from portalq.scheduler.handlers import register_handler
 
     async def noop(ctx: Any) -> None:
         assert ctx.payload[PARTY]["ssn"]   # the opened payload, as a flow reads it

@@ -50,7 +50,7 @@ class Service:
 
     def start(self, timeout: float = 60) -> Service:
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.wrap([sys.executable, "-m", "scheduler", "run"]),
+        self.proc = subprocess.Popen(self.wrap([sys.executable, "-m", "portalq", "run"]),
                                      env=self.env,
                                      stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT)
         assert self.proc.stdout is not None
@@ -89,7 +89,7 @@ class Service:
 async def worker_in_process(settings: Any, dsn: str, grace: float = 5) -> AsyncIterator[Any]:
     """A Worker wired as ``scheduler.service.serve`` wires it (its pool, its loops), in this
     process; stopped gracefully on the way out."""
-    from scheduler.worker import Worker, make_pool
+    from portalq.scheduler.worker import Worker, make_pool
 
     pool = make_pool(settings, dsn)
     await pool.open(wait=True, timeout=30)

@@ -27,7 +27,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobs import clock, console_users, queue  # noqa: E402
+from portalq.jobs import clock, console_users, queue  # noqa: E402
 from tests import payloads  # noqa: E402
 
 PASSWORD = "screenshot password"
@@ -35,9 +35,9 @@ DB = "portalq_console_shots"
 
 
 def database() -> str:
-    from jobs.embedded import EmbeddedPostgres
-    from jobs.migrate import upgrade
-    from scheduler.calendars import store_holidays
+    from portalq.jobs.embedded import EmbeddedPostgres
+    from portalq.jobs.migrate import upgrade
+    from portalq.scheduler.calendars import store_holidays
 
     pg = EmbeddedPostgres(Path(tempfile.gettempdir()) / "portalq-console-shots")
     pg.ensure_running()
@@ -54,7 +54,7 @@ def database() -> str:
 async def evidence(folder: Path) -> Path:
     from playwright.async_api import async_playwright
 
-    from portals.flows.browser import launch, load_config
+    from portalq.portals.flows.browser import launch, load_config
 
     folder.mkdir(parents=True, exist_ok=True)
     async with async_playwright() as pw:
@@ -123,9 +123,9 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
 
 
 def main() -> None:
-    from scheduler.config import Settings
-    from scheduler.console.app import create_app, server
-    from scheduler.console.config import ConsoleSettings
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.console.app import create_app, server
+    from portalq.scheduler.console.config import ConsoleSettings
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "console")
     out.mkdir(parents=True, exist_ok=True)
@@ -157,9 +157,9 @@ def serving(srv: Any, work: Coroutine[Any, Any, None]) -> None:
 def sso_login(dsn: str, out: Path) -> None:
     """The sign-in page with single sign-on configured (login-sso.png): the page itself
     needs no provider, so an example issuer does."""
-    from scheduler.config import Settings
-    from scheduler.console.app import create_app, server
-    from scheduler.console.config import ConsoleSettings
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.console.app import create_app, server
+    from portalq.scheduler.console.config import ConsoleSettings
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -173,7 +173,7 @@ def sso_login(dsn: str, out: Path) -> None:
     async def shot() -> None:
         from playwright.async_api import async_playwright
 
-        from portals.flows.browser import launch, load_config
+        from portalq.portals.flows.browser import launch, load_config
 
         async with async_playwright() as pw:
             browser = await launch(pw, load_config())
@@ -188,7 +188,7 @@ def sso_login(dsn: str, out: Path) -> None:
 async def shoot(base: str, ids: dict[str, int], out: Path) -> None:
     from playwright.async_api import async_playwright
 
-    from portals.flows.browser import launch, load_config
+    from portalq.portals.flows.browser import launch, load_config
 
     async with async_playwright() as pw:
         browser = await launch(pw, load_config())

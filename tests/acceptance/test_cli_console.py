@@ -62,7 +62,7 @@ def test_console_serves_on_localhost_with_security_headers(db, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PORTALQ_HOME": str(tmp_path), "PORTALQ_CONSOLE_PORT": str(port)}
-    proc = subprocess.Popen([sys.executable, "-m", "scheduler", "console"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "portalq", "console"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30
@@ -92,7 +92,7 @@ def test_console_serves_on_localhost_with_security_headers(db, tmp_path):
 
 def test_cli_job_actions_are_audited_with_their_reason(db, dsn):
     """Invariant 14: an admin action from the CLI is on record like one from the console."""
-    from jobs import queue
+    from portalq.jobs import queue
     from tests import payloads
 
     job = queue.enqueue("obtain_ein", "ORD-A1", payloads.OBTAIN_EIN)

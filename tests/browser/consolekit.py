@@ -13,10 +13,10 @@ from typing import Any
 import psycopg
 from flowkit import SSN, free_port, secret_forms
 
-from jobs import clock, queue
-from scheduler.config import Settings
-from scheduler.console.app import create_app
-from scheduler.console.config import ConsoleSettings
+from portalq.jobs import clock, queue
+from portalq.scheduler.config import Settings
+from portalq.scheduler.console.app import create_app
+from portalq.scheduler.console.config import ConsoleSettings
 from tests import payloads
 from tests.checkpoints import in_doubt
 from tests.conftest import run_cli
@@ -29,7 +29,7 @@ ROLES = ("viewer", "operator", "admin")
 class ConsoleServer:
     def __init__(self, dsn: str, artifacts: Path, port: int | None = None,
                  **settings: Any) -> None:
-        from scheduler.console.app import server
+        from portalq.scheduler.console.app import server
 
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"

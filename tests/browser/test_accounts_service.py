@@ -12,7 +12,7 @@ import pyotp
 import pytest
 from bckit import CRTC, CRTC_PAYLOAD, build
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.conftest import run_cli
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until
@@ -234,7 +234,7 @@ def test_jobs_on_one_account_sign_in_once(db, dsn, tmp_path, standin_server, por
     for four filings; a session the portal let expire is dropped and signed in anew."""
     from datetime import UTC, datetime, timedelta
 
-    from jobs import clock, crypto
+    from portalq.jobs import clock, crypto
 
     open_all_hours(dsn)
     mailbox = Mailbox().start()

@@ -12,7 +12,7 @@ import time
 import psycopg
 import pytest
 
-from jobs import queue
+from portalq.jobs import queue
 from tests import payloads
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until

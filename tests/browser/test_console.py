@@ -22,7 +22,7 @@ from consolekit import (
 )
 from flowkit import SSN
 
-from jobs import clock
+from portalq.jobs import clock
 from tests import payloads
 from tests.checkpoints import state
 from tests.conftest import run_cli
@@ -169,7 +169,7 @@ def test_write_without_csrf_token_is_refused(env, signin, run):
 def test_idle_session_is_signed_out(env, signin, run, monkeypatch):
     from playwright.async_api import expect
 
-    from scheduler.console import live
+    from portalq.scheduler.console import live
 
     moving = MovableClock()
     clock.set_clock(moving)
@@ -257,7 +257,7 @@ def test_every_action_is_audited(env, signin, run):
     assert "Queued again with the new payload" in run(page.locator("#done").inner_text())
     row = job_row(dsn, ids["ein"])
     assert row["payload"]["legal_name"] == "Widgets Two LLC"
-    from jobs.secrets_at_rest import reveal
+    from portalq.jobs.secrets_at_rest import reveal
 
     assert reveal(row)["responsible_party"]["ssn"] == SSN and row["status"] == "pending"
     assert state(row["checkpoint"], "ein_application") == "submitting"  # checkpoints kept
@@ -353,7 +353,7 @@ def test_a_person_answers_and_approves_from_the_job_page(env, signin, run):
     """Jobs waiting for a person (an e-mailed code, an approval before submitting): an
     operator answers and decides on the job page, audited; the answer is sealed and shown
     nowhere; a viewer sees the question but no form."""
-    from jobs import queue
+    from portalq.jobs import queue
 
     dsn, code = env["dsn"], "483920"
     now = clock.now()

@@ -23,8 +23,8 @@ from consolekit import ConsoleServer, MovableClock
 from flowkit import free_port
 from joserfc.jwk import RSAKey
 
-from jobs import clock, console_users
-from jobs.errors import IllegalTransition
+from portalq.jobs import clock, console_users
+from portalq.jobs.errors import IllegalTransition
 from tests.oidc_provider import PASSWORD, OidcProvider, ProviderServer
 
 CLIENT_ID = "portalq-console"

@@ -28,9 +28,9 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from jobs.embedded import EmbeddedPostgres
-from jobs.migrate import upgrade
-from portals.standin.app import StandinServer
+from portalq.jobs.embedded import EmbeddedPostgres
+from portalq.jobs.migrate import upgrade
+from portalq.portals.standin.app import StandinServer
 from tests import netns, payloads
 from tests.replica import free_port
 from tests.service_helpers import (
@@ -115,7 +115,7 @@ def test_a_partitioned_node_fences_itself_and_nothing_is_filed_twice(tmp_path, m
 
 
 def _scenario(tmp_path, ns, url, tcp_url, dsn, base):
-    from jobs import queue
+    from portalq.jobs import queue
 
     _post(f"{base}/_control/delaware_icis", {"slow_ms": 400})   # long flows
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -201,7 +201,7 @@ def test_the_leaders_duties_move_when_it_is_partitioned_and_come_back(tmp_path, 
 
 
 def _leader_scenario(tmp_path, ns, url, tcp_url, dsn):
-    from jobs import queue
+    from portalq.jobs import queue
 
     common = {"PORTALQ_WORKERS": 2, "PORTALQ_STALE_AFTER_SECONDS": STALE}
     part_ip, b_port = ns.ns_ip("db"), free_port()

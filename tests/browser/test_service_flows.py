@@ -7,8 +7,8 @@ import re
 import psycopg
 import pytest
 
-from jobs import queue
-from jobs.checkpoints import past_point_of_no_return
+from portalq.jobs import queue
+from portalq.jobs.checkpoints import past_point_of_no_return
 from tests import payloads
 from tests.browser import bckit
 from tests.checkpoints import state
@@ -27,7 +27,7 @@ def _service(db, tmp_path, standin_server, mailbox, **env):
 
 def _documents(dsn, job_id):
     """The job's stored documents, opened (they are sealed at rest)."""
-    from jobs import crypto
+    from portalq.jobs import crypto
 
     with psycopg.connect(dsn) as c:
         rows = c.execute("SELECT name, data, key_id FROM job_documents WHERE job_id = %s",

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from jobs import limits, queue
-from jobs.errors import BatchInputError, InputError
+from portalq.jobs import limits, queue
+from portalq.jobs.errors import BatchInputError, InputError
 from tests import payloads
 
 SSN = payloads.OBTAIN_EIN["responsible_party"]["ssn"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, add_local_portal, wait_until
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from jobs import clock, queue, retry, worker_api
-from jobs.errors import IllegalTransition, JobNotFound
-from jobs.worker_api import Capacity
+from portalq.jobs import clock, queue, retry, worker_api
+from portalq.jobs.errors import IllegalTransition, JobNotFound
+from portalq.jobs.worker_api import Capacity
 from tests import checkpoints, payloads
 
 T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)  # a Tuesday: every seeded portal open
@@ -241,7 +241,7 @@ def test_admin_retry_keeps_checkpoints_and_validates_patch(dsn, frozen):
                                                  error="name rejected",
                                                  escalation=("business", "rejected"))
     run(go())
-    from jobs.errors import InputError
+    from portalq.jobs.errors import InputError
     with pytest.raises(InputError):
         queue.retry(job.id, payload_patch={"names": []})
     assert queue.get_job(job.id)["status"] == "failed"
@@ -334,7 +334,7 @@ def test_claim_cancelled_while_its_answer_is_in_flight_puts_its_jobs_back(
     before its rows reached the node (found beside a CPU hog: the job stayed 'running' under
     a node that never got it, until the stale-heartbeat rescue). Here the answer is held at
     a gate after the real statement ran; the cancel comes meanwhile."""
-    from jobs import sql
+    from portalq.jobs import sql
 
     job = queue.enqueue("name_search", "C1", payloads.NAME_SEARCH)
     real = sql.afetch

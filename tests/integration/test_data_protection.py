@@ -11,8 +11,8 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from jobs import clock, crypto, key_providers, keys, queue, secrets_at_rest, worker_api
-from jobs.errors import InputError
+from portalq.jobs import clock, crypto, key_providers, keys, queue, secrets_at_rest, worker_api
+from portalq.jobs.errors import InputError
 from tests import payloads
 from tests.plugins import ledger  # noqa: F401 - registers ledger_secret
 

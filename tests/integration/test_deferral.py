@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from jobs import clock, queue, worker_api
-from jobs.worker_api import Capacity
-from scheduler import calendars
+from portalq.jobs import clock, queue, worker_api
+from portalq.jobs.worker_api import Capacity
+from portalq.scheduler import calendars
 from tests import payloads
 from tests.service_helpers import Service, add_local_portal, wait_until
 
@@ -120,7 +120,7 @@ def test_a_refused_row_is_left_out_and_every_other_job_deferred_once(conn, dsn):
 def test_a_portal_whose_every_row_is_refused_gives_up_after_max_stuck(conn, dsn):
     """A constraint refusing all of a portal's deferrals costs a bounded number of
     statements per tick (not two per job): it stops past MAX_STUCK refused rows."""
-    from jobs import deferral
+    from portalq.jobs import deferral
 
     clock.set_clock(clock.FrozenClock(SAT))
     _due_jobs(conn, 2_500)

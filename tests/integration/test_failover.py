@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from jobs import queue
-from jobs.database import libpq_dsn
-from jobs.migrate import upgrade
+from portalq.jobs import queue
+from portalq.jobs.database import libpq_dsn
+from portalq.jobs.migrate import upgrade
 from tests.conftest import run_cli
 from tests.plugins.ledger import secret_ssn
 from tests.replica import Pair, free_port

@@ -15,11 +15,11 @@ import psycopg
 import pytest
 from aiosmtpd.controller import Controller
 
-from jobs import clock, queue, worker_api
-from jobs.worker_api import Capacity
-from scheduler import mailer
-from scheduler.config import Settings
-from scheduler.worker import Backoff, Worker, make_pool
+from portalq.jobs import clock, queue, worker_api
+from portalq.jobs.worker_api import Capacity
+from portalq.scheduler import mailer
+from portalq.scheduler.config import Settings
+from portalq.scheduler.worker import Backoff, Worker, make_pool
 from tests import checkpoints
 from tests.mailbox import Mailbox, free_port
 from tests.service_helpers import Service, add_local_portal, health, wait_until

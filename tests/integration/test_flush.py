@@ -11,10 +11,10 @@ import psycopg
 import pytest
 from pydantic import BaseModel
 
-from jobs import queue, types
-from scheduler import worker as worker_module
-from scheduler.config import Settings
-from scheduler.handlers import register_handler
+from portalq.jobs import queue, types
+from portalq.scheduler import worker as worker_module
+from portalq.scheduler.config import Settings
+from portalq.scheduler.handlers import register_handler
 from tests.service_helpers import add_local_portal, worker_in_process
 
 JOB_TYPE = "flush_probe"

@@ -11,11 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from jobs import queue, worker_api
-from jobs.worker_api import Capacity
-from scheduler.config import Settings
-from scheduler.context import JobContext, LostJob
-from scheduler.dbpool import make_pool
+from portalq.jobs import queue, worker_api
+from portalq.jobs.worker_api import Capacity
+from portalq.scheduler.config import Settings
+from portalq.scheduler.context import JobContext, LostJob
+from portalq.scheduler.dbpool import make_pool
 from tests.service_helpers import add_local_portal
 
 
@@ -71,7 +71,7 @@ def test_a_job_claimed_again_while_its_earlier_run_here_is_still_ending_is_given
     lose its slot and lease to the old run's end and could file a second time unfenced.
     It is given back instead (attempt refunded) until the old run has ended."""
     import tests.plugins.ledger  # noqa: F401 - registers ledger_job
-    from scheduler.worker import Worker
+    from portalq.scheduler.worker import Worker
 
     add_local_portal(dsn)
     job = queue.enqueue("ledger_job", "O1", {})
@@ -104,9 +104,9 @@ def test_a_fourth_question_after_three_unanswered_goes_to_a_human(db, dsn):
     again: the job goes to a human (a business error) instead of waiting forever."""
     from datetime import timedelta
 
-    from jobs import clock
-    from jobs.errors import BusinessError
-    from scheduler.people import Asker
+    from portalq.jobs import clock
+    from portalq.jobs.errors import BusinessError
+    from portalq.scheduler.people import Asker
 
     add_local_portal(dsn)
     job = queue.enqueue("ledger_job", "O1", {})

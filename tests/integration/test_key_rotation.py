@@ -8,7 +8,7 @@ import re
 import psycopg
 import pytest
 
-from jobs import crypto, queue
+from portalq.jobs import crypto, queue
 from tests.conftest import run_cli
 from tests.plugins.ledger import secret_ssn
 from tests.service_helpers import Service, add_local_portal, wait_until

@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.conftest import run_cli
 from tests.pgbouncer import PgBouncer
 from tests.service_helpers import Service, add_local_portal, wait_until
@@ -122,7 +122,7 @@ def test_instant_pickup_through_pgbouncer(db, dsn, pooled, tmp_path):
 
 
 def queue_dsn(url: str) -> str:
-    from jobs.database import libpq_dsn
+    from portalq.jobs.database import libpq_dsn
 
     return libpq_dsn(url)
 

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from jobs import clock, sql, worker_api
+from portalq.jobs import clock, sql, worker_api
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 

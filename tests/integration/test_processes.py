@@ -8,7 +8,7 @@ import time
 import psycopg
 import pytest
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.service_helpers import Service, add_local_portal, wait_until
 
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from jobs import clock, queue, worker_api
-from jobs.worker_api import Capacity
+from portalq.jobs import clock, queue, worker_api
+from portalq.jobs.worker_api import Capacity
 from tests import payloads
 from tests.service_helpers import Service, add_local_portal, wait_until
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from jobs import clock, queue, worker_api
-from jobs.worker_api import Capacity
-from scheduler.roles import Role
+from portalq.jobs import clock, queue, worker_api
+from portalq.jobs.worker_api import Capacity
+from portalq.scheduler.roles import Role
 from tests import payloads
 from tests.conftest import run_cli
 from tests.service_helpers import Service, add_local_portal, wait_until

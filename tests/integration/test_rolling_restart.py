@@ -13,10 +13,10 @@ import time
 import psycopg
 import pytest
 
-from jobs import queue
-from scheduler.config import Settings
-from scheduler.handlers import register_handler
-from scheduler.worker import Worker, make_pool
+from portalq.jobs import queue
+from portalq.scheduler.config import Settings
+from portalq.scheduler.handlers import register_handler
+from portalq.scheduler.worker import Worker, make_pool
 from tests.service_helpers import Service, add_local_portal, wait_until
 
 RATE = 25          # jobs enqueued per second, until both nodes were replaced
@@ -132,13 +132,13 @@ def test_drain_gives_a_claim_in_flight_at_sigterm_its_grace_too(db, dsn, monkeyp
         finished.append(ctx.order_id)
         return {}
 
-    from jobs import types
+    from portalq.jobs import types
     from tests.plugins.ledger import LedgerPayload
 
     types.register(types.JobType("drain_probe", LedgerPayload, lambda p: p.portal))
     register_handler("drain_probe", handler)
 
-    from jobs import worker_api
+    from portalq.jobs import worker_api
 
     real_claim = worker_api.claim
     gate = asyncio.Event()          # opened by the test once the drain has begun

@@ -9,9 +9,9 @@ from typing import get_args
 
 import psycopg
 
-from jobs import clock, outbox, portals_repo, queue, rows, worker_api
-from jobs.kinds import EscalationKindName, JobStatusName, NoticeKindName
-from jobs.worker_api import Capacity
+from portalq.jobs import clock, outbox, portals_repo, queue, rows, worker_api
+from portalq.jobs.kinds import EscalationKindName, JobStatusName, NoticeKindName
+from portalq.jobs.worker_api import Capacity
 from tests import payloads
 
 T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)  # a Tuesday: every seeded portal open

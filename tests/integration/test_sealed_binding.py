@@ -12,8 +12,8 @@ import os
 import psycopg
 import pytest
 
-from jobs import crypto, id_blocks, keys, queue, secrets_at_rest
-from scheduler.config import Settings
+from portalq.jobs import crypto, id_blocks, keys, queue, secrets_at_rest
+from portalq.scheduler.config import Settings
 from tests.plugins import ledger
 from tests.service_helpers import add_local_portal, worker_in_process
 

@@ -9,7 +9,7 @@ import time
 import psycopg
 import pytest
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.mailbox import Mailbox, free_port
 from tests.service_helpers import Service, add_local_portal, wait_for_ticks, wait_until
 
@@ -126,8 +126,8 @@ def test_service_survives_postgres_restart_and_drains_everything(tmp_path, serve
                                                                  monkeypatch):
     """On a server of its own (embedded, fsync off), which it stops and starts under load,
     whatever server the other tests use."""
-    from jobs.embedded import EmbeddedPostgres
-    from jobs.migrate import upgrade
+    from portalq.jobs.embedded import EmbeddedPostgres
+    from portalq.jobs.migrate import upgrade
 
     pg = EmbeddedPostgres(server_home, settings={"fsync": "off"})
     db, dsn = pg.ensure_running(), pg.dsn()

@@ -12,9 +12,9 @@ from datetime import UTC, date, datetime
 
 import psycopg
 
-from jobs import clock
-from portals import calendar as cal
-from scheduler import calendars
+from portalq.jobs import clock
+from portalq.portals import calendar as cal
+from portalq.scheduler import calendars
 from tests.conftest import ROOT, run_cli
 from tests.service_helpers import Service, wait_until
 
@@ -65,8 +65,8 @@ def test_a_worker_process_loads_calendars_without_importing_the_holidays_package
 import asyncio, sys, json
 from datetime import datetime, UTC
 import psycopg
-from scheduler import calendars
-from portals import calendar as cal
+from portalq.scheduler import calendars
+from portalq.portals import calendar as cal
 async def main():
     async with await psycopg.AsyncConnection.connect({dsn!r}) as c:
         portals = await calendars.load(c)

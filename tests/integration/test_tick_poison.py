@@ -16,10 +16,10 @@ from typing import Any
 import psycopg
 from aiosmtpd.controller import Controller
 
-from jobs import clock
-from scheduler.config import Settings
-from scheduler.tick import Tick
-from scheduler.worker import Worker, make_pool
+from portalq.jobs import clock
+from portalq.scheduler.config import Settings
+from portalq.scheduler.tick import Tick
+from portalq.scheduler.worker import Worker, make_pool
 from tests.mailbox import free_port
 from tests.service_helpers import add_local_portal, weekday_after_server_start
 

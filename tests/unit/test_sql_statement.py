@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs import sql
+from portalq.jobs import sql
 
 
 def test_the_claims_limit_and_portal_count_are_written_in_and_nothing_else_changes():
