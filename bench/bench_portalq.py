@@ -82,9 +82,9 @@ def setup() -> None:
     upgrade(_url())            # as `portalq migrate` does: the schema, then the holidays
     store_holidays(_url())
     with psycopg.connect(_url(), autocommit=True) as c:   # a 24/7 portal, no session limit
-        c.execute("INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
+        c.execute("INSERT INTO portalq.portals (code, name, timezone, max_concurrent_sessions) "
                   "VALUES (%s, %s, 'UTC', NULL)", (PORTAL, PORTAL))
-        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
+        c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
                   "SELECT %s, d, '00:00', '00:00' FROM generate_series(0, 6) d", (PORTAL,))
 
 
@@ -257,9 +257,9 @@ ADAPTER = common.Adapter(
     version=_version(),
     db=DB,
     setup=setup,
-    reset_sql="TRUNCATE job_queue, job_events CASCADE",   # + artifacts, documents, escalations
-    pending_sql=f"SELECT count(*) FROM job_queue WHERE {_UNFINISHED}",
-    exists_sql=f"SELECT EXISTS (SELECT 1 FROM job_queue WHERE {_UNFINISHED})",
+    reset_sql="TRUNCATE portalq.job_queue, job_events CASCADE",   # + artifacts, documents, escalations
+    pending_sql=f"SELECT count(*) FROM portalq.job_queue WHERE {_UNFINISHED}",
+    exists_sql=f"SELECT EXISTS (SELECT 1 FROM portalq.job_queue WHERE {_UNFINISHED})",
     enqueue_single=enqueue_single,
     enqueue_batch=enqueue_batch,
     latency_enqueue=latency_enqueue,

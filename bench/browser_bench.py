@@ -106,10 +106,10 @@ async def queued(runs: int, standin_url: str, folder: Path) -> list[float]:
     url = pg.url("portalq_browser_bench")
     upgrade(url)
     with psycopg.connect(libpq_dsn(url), autocommit=True) as c:  # open 24/7 for the bench
-        c.execute("DELETE FROM portal_hours")
-        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
-                  "SELECT code, d, '00:00', '00:00' FROM portals, generate_series(0, 6) d")
-        c.execute("UPDATE portals SET holiday_country = NULL, holiday_subdiv = NULL, "
+        c.execute("DELETE FROM portalq.portal_hours")
+        c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
+                  "SELECT code, d, '00:00', '00:00' FROM portalq.portals, generate_series(0, 6) d")
+        c.execute("UPDATE portalq.portals SET holiday_country = NULL, holiday_subdiv = NULL, "
                   "cutoff_minutes = 0")
     os.environ["PORTALQ_DATABASE_URL"] = url
     settings = Settings(database_url=url, standin_url=standin_url, workers=1,
@@ -128,7 +128,7 @@ async def queued(runs: int, standin_url: str, folder: Path) -> list[float]:
             with psycopg.connect(libpq_dsn(url), autocommit=True) as c:
                 c.execute("LISTEN bench")  # poll the row; 2 ms granularity
                 while True:
-                    status = c.execute("SELECT status FROM job_queue WHERE id = %s",
+                    status = c.execute("SELECT status FROM portalq.job_queue WHERE id = %s",
                                        (job.id,)).fetchone()[0]
                     if status in ("completed", "failed"):
                         break

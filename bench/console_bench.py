@@ -67,12 +67,12 @@ def reuse(pg: Any) -> tuple[str, int] | None:
     dsn = pg.dsn(DB)
     try:
         with psycopg.connect(dsn, autocommit=True) as c:
-            n = c.execute("SELECT count(*) FROM job_queue WHERE order_id LIKE 'ORD-%%' "
+            n = c.execute("SELECT count(*) FROM portalq.job_queue WHERE order_id LIKE 'ORD-%%' "
                           "AND order_id <> 'ORD-PAGE'").fetchone()[0]
-            job = c.execute("SELECT id FROM job_queue WHERE order_id = 'ORD-PAGE'").fetchone()
-            c.execute("DELETE FROM job_queue WHERE order_id LIKE 'CLAIM-%%'")
-            c.execute("DELETE FROM console_users")
-            c.execute("VACUUM ANALYZE job_queue")
+            job = c.execute("SELECT id FROM portalq.job_queue WHERE order_id = 'ORD-PAGE'").fetchone()
+            c.execute("DELETE FROM portalq.job_queue WHERE order_id LIKE 'CLAIM-%%'")
+            c.execute("DELETE FROM portalq.console_users")
+            c.execute("VACUUM ANALYZE portalq.job_queue")
     except psycopg.OperationalError:
         return None
     return (dsn, job[0]) if n == ROWS and job else None
@@ -96,17 +96,17 @@ def prepare(pg: Any) -> tuple[str, int]:
     start = datetime.now(UTC) - timedelta(days=30)
     t0 = time.perf_counter()
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("""INSERT INTO portals (code, name, timezone) VALUES
+        c.execute("""INSERT INTO portalq.portals (code, name, timezone) VALUES
                      ('benchq', 'bench', 'UTC') ON CONFLICT DO NOTHING""")
-        c.execute("DELETE FROM portal_hours WHERE portal = 'benchq'")
-        c.execute("""INSERT INTO portal_hours (portal, weekday, opens, closes)
+        c.execute("DELETE FROM portalq.portal_hours WHERE portal = 'benchq'")
+        c.execute("""INSERT INTO portalq.portal_hours (portal, weekday, opens, closes)
                      SELECT 'benchq', d, '00:00', '00:00' FROM generate_series(0, 6) d""")
-        c.execute("UPDATE portals SET max_concurrent_sessions = NULL WHERE code = 'benchq'")
+        c.execute("UPDATE portalq.portals SET max_concurrent_sessions = NULL WHERE code = 'benchq'")
         step = 1_000_000
         for lo in range(1, ROWS + 1, step):
             hi = min(lo + step - 1, ROWS)
             c.execute("""
-            INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, priority, run_at,
                                    attempts, created_at, updated_at, finished_at, last_error)
             SELECT (ARRAY['name_search', 'file_entity', 'obtain_ein', 'process_crtc',
                           'deliver'])[1 + g %% 5],
@@ -133,10 +133,10 @@ def prepare(pg: Any) -> tuple[str, int]:
         from tests import payloads
 
         job = queue.enqueue("obtain_ein", "ORD-PAGE", payloads.OBTAIN_EIN, conn=c).id
-        c.execute("""INSERT INTO job_events (job_id, at, attempt, from_status, to_status)
+        c.execute("""INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status)
                      SELECT %s, now(), g, 'pending', 'running' FROM generate_series(1, 10) g""",
                   (job,))
-        c.execute("VACUUM ANALYZE job_queue")
+        c.execute("VACUUM ANALYZE portalq.job_queue")
     print(f"data: {ROWS:,} rows in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return dsn, job
 
@@ -188,7 +188,7 @@ def start_console(dsn: str) -> tuple[Any, str]:
 
 def pages(dsn: str, job: int, base: str) -> list[tuple[str, str]]:
     with psycopg.connect(dsn) as c:
-        lo, hi = c.execute("SELECT min(created_at), max(created_at) FROM job_queue").fetchone()
+        lo, hi = c.execute("SELECT min(created_at), max(created_at) FROM portalq.job_queue").fetchone()
         mid = lo + (hi - lo) / 2
     span = (mid.strftime("%Y-%m-%dT%H:%M"),
             (mid + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M"))
@@ -224,7 +224,7 @@ async def drain(dsn: str, n: int) -> float:
 
     async with await AsyncConnection.connect(dsn, autocommit=True) as c:
         await c.execute("""
-            INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                                    created_at, updated_at)
             SELECT 'deliver', 'CLAIM-' || g, 'benchq', '{}', 'pending', now(), now(), now()
             FROM generate_series(1, %s) g""", (n,))

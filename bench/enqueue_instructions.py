@@ -69,7 +69,7 @@ def wal_bytes(url: str, job_type: str, n: int) -> tuple[float, float]:
                          conn=c)
         diff = c.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)",
                          (before,)).fetchone()[0]
-        size = c.execute("SELECT avg(pg_column_size(q.*)) FROM job_queue q").fetchone()[0]
+        size = c.execute("SELECT avg(pg_column_size(q.*)) FROM portalq.job_queue q").fetchone()[0]
     return float(diff) / n, float(size)
 
 

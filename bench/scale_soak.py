@@ -62,9 +62,9 @@ def _setup() -> None:
     from portalq.scheduler.calendars import store_holidays
 
     store_holidays(sc.common.dsn(sc.PQ.db).replace("postgresql://", "postgresql+psycopg://", 1))
-    sc.sql(sc.PQ.db, "INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
+    sc.sql(sc.PQ.db, "INSERT INTO portalq.portals (code, name, timezone, max_concurrent_sessions) "
                      "VALUES ('bench', 'bench', 'UTC', NULL)")
-    sc.sql(sc.PQ.db, "INSERT INTO portal_hours (portal, weekday, opens, closes) "
+    sc.sql(sc.PQ.db, "INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
                      "SELECT 'bench', d, '00:00', '00:00' FROM generate_series(0, 6) d")
     sc.fill_waiting_portalq(WAITING)
     sc.sql(sc.PQ.db, "CHECKPOINT")

@@ -111,9 +111,9 @@ def setup() -> str:
     url = pg.url("secrets_bench")
     upgrade(url)
     with psycopg.connect(pg.dsn("secrets_bench"), autocommit=True) as c:
-        c.execute("INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
+        c.execute("INSERT INTO portalq.portals (code, name, timezone, max_concurrent_sessions) "
                   "VALUES (%s, %s, 'UTC', NULL)", (PORTAL, PORTAL))
-        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
+        c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
                   "SELECT %s, d, '00:00', '00:00' FROM generate_series(0, 6) d", (PORTAL,))
     os.environ["PORTALQ_DATABASE_URL"] = url
     return url
@@ -130,8 +130,8 @@ def _clear(url: str) -> None:
         # emptied to new files: deleted rows (a drain's events, every round's jobs) left
         # behind, even vacuumed, slowed every later round (a run's drain rounds fell from
         # 9,345 to ~3,000 jobs/s while job_queue grew to 68 MB for 3,000 rows)
-        c.execute("TRUNCATE job_queue CASCADE")   # and the tables that refer to it
-        c.execute("ANALYZE job_queue, job_events")
+        c.execute("TRUNCATE portalq.job_queue CASCADE")   # and the tables that refer to it
+        c.execute("ANALYZE portalq.job_queue, job_events")
 
 
 CPU: dict[tuple[str, str], list[float]] = {}   # client CPU microseconds per job
@@ -215,7 +215,7 @@ async def _drain(url: str) -> float:
         loops = worker.start_loops()
         while True:
             row = await (await c.execute(
-                "SELECT count(*) FROM job_queue WHERE status <> 'completed'")).fetchone()
+                "SELECT count(*) FROM portalq.job_queue WHERE status <> 'completed'")).fetchone()
             if row[0] == 0:
                 break
             await asyncio.sleep(0.02)

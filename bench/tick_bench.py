@@ -86,11 +86,11 @@ def prepare(admin_dsn: str) -> str:
     store_holidays(dsn.replace("postgresql://", "postgresql+psycopg://", 1))
     now = clock.now()
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
+        c.execute("INSERT INTO portalq.portals (code, name, timezone, max_concurrent_sessions) "
                   "VALUES (%s, %s, 'UTC', NULL)", (PORTAL, PORTAL))
-        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
+        c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
                   "SELECT %s, d, '00:00', '00:00' FROM generate_series(0, 6) d", (PORTAL,))
-        c.execute("INSERT INTO portal_closures (portal, starts_at, ends_at, reason, created_at) "
+        c.execute("INSERT INTO portalq.portal_closures (portal, starts_at, ends_at, reason, created_at) "
                   "VALUES (%s, %s, %s, 'tick bench', %s)",
                   (PORTAL, now - timedelta(hours=1), now + timedelta(days=7), now))
     return dsn
@@ -103,7 +103,7 @@ def fill(dsn: str) -> float:
             enqueue_many([NewJob(JOB_TYPE, f"o{off + i}") for i in range(min(1000, JOBS - off))],
                          conn=c)
         dt = time.perf_counter() - t0
-        c.execute("ANALYZE job_queue")
+        c.execute("ANALYZE portalq.job_queue")
         c.execute("CHECKPOINT")
     return dt
 

@@ -343,15 +343,19 @@ def grant_app(dsn: str, database: str) -> None:
     read and write rows, nothing more. Idempotent."""
     import psycopg
 
+    from portalq.jobs.database import schema
+
     role = f'"{APP_ROLE}"'
+    owned = schema()   # portalq's own schema: its objects, and nothing in public
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'GRANT CONNECT, TEMPORARY ON DATABASE "{database}" TO {role}')
-        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {owned}")
+        conn.execute(f"GRANT USAGE ON SCHEMA {owned} TO {role}")
         for what, privs in (("TABLES", "SELECT, INSERT, UPDATE, DELETE, TRUNCATE"),
                             ("SEQUENCES", "USAGE, SELECT, UPDATE"),
                             ("FUNCTIONS", "EXECUTE")):
-            conn.execute(f"GRANT {privs} ON ALL {what} IN SCHEMA public TO {role}")
-            conn.execute(f"ALTER DEFAULT PRIVILEGES FOR ROLE {OWNER} IN SCHEMA public "
+            conn.execute(f"GRANT {privs} ON ALL {what} IN SCHEMA {owned} TO {role}")
+            conn.execute(f"ALTER DEFAULT PRIVILEGES FOR ROLE {OWNER} IN SCHEMA {owned} "
                          f"GRANT {privs} ON {what} TO {role}")
 
 

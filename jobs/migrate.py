@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import portalq.migrations as migrations
 from portalq.jobs import sql
+from portalq.jobs.database import schema
 from portalq.jobs.kinds import LockKey
 
 if TYPE_CHECKING:
@@ -62,7 +63,8 @@ def current(url: str) -> str | None:
 
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as conn:
-        rev = MigrationContext.configure(conn).get_current_revision()
+        rev = MigrationContext.configure(
+            conn, opts={"version_table_schema": schema()}).get_current_revision()
     engine.dispose()
     return rev
 
@@ -70,16 +72,28 @@ def current(url: str) -> str | None:
 _REVISION = re.compile(r"^(down_revision|revision)\s*=\s*['\"]?(\w+|None)['\"]?", re.M)
 
 
-def head_revision() -> str | None:
-    """The newest revision, read from the migration files without importing alembic
-    (None when there is not exactly one head: then alembic decides)."""
-    revisions, parents = set(), set()
+def _graph() -> tuple[set[str], set[str | None]]:
+    """Every revision and every parent, read from the migration files (no alembic)."""
+    revs: set[str] = set()
+    parents: set[str | None] = set()
     for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
         found = {m.group(1): m.group(2) for m in _REVISION.finditer(path.read_text())}
         if "revision" in found:
-            revisions.add(found["revision"])
+            revs.add(found["revision"])
             parents.add(found.get("down_revision"))
-    heads = revisions - parents
+    return revs, parents
+
+
+def revisions() -> set[str]:
+    """portalq's own revision ids (an application's alembic table holds others)."""
+    return _graph()[0]
+
+
+def head_revision() -> str | None:
+    """The newest revision, read from the migration files without importing alembic
+    (None when there is not exactly one head: then alembic decides)."""
+    revs, parents = _graph()
+    heads = revs - parents
     return heads.pop() if len(heads) == 1 else None
 
 
@@ -94,7 +108,8 @@ def upgrade_if_needed(url: str) -> None:
     if head is not None:
         try:
             with psycopg.connect(libpq_dsn(url)) as conn:
-                rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+                rows = conn.execute(
+                    f"SELECT version_num FROM {schema()}.alembic_version").fetchall()
             if [r[0] for r in rows] == [head]:
                 return
         except psycopg.errors.UndefinedTable:

@@ -29,7 +29,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
-metadata = MetaData()
+from portalq.jobs.database import schema
+
+# every object in portalq's own schema (PORTALQ_SCHEMA), never in the application's
+metadata = MetaData(schema=schema())
 
 JOB_STATUSES = ("pending", "deferred", "running", "completed", "failed", "cancelled")
 _status_check = "status IN ('pending','deferred','running','completed','failed','cancelled')"

@@ -79,7 +79,7 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
         console_users.add_user(c, "olivia", "operator", PASSWORD)
         console_users.add_user(c, "victor", "viewer", PASSWORD)
         c.execute("""
-            INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at, attempts,
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at, attempts,
                                    created_at, updated_at, finished_at, last_error)
             SELECT 'name_search', 'ORD-' || (2000 + g), 'bc_corporate_online',
                    '{"names": ["Sample Name Ltd."]}', s, %(now)s, 1,
@@ -92,19 +92,19 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
         for job_type, payload in payloads.ALL.items():
             ids[job_type] = queue.enqueue(job_type, f"ORD-{job_type.upper()}", payload, conn=c).id
         ids["de"] = queue.enqueue("file_entity", "ORD-DE-7", payloads.FILE_ENTITY_DE, conn=c).id
-        c.execute("""UPDATE job_queue SET status = 'failed', attempts = 1, finished_at = %s,
+        c.execute("""UPDATE portalq.job_queue SET status = 'failed', attempts = 1, finished_at = %s,
                        checkpoint = '{"stage": "submitting", "step": "submit", "identity": "ok"}',
                        last_error = 'uncertain: no confirmation page after submit'
                      WHERE id = %s""", (now, ids["obtain_ein"]))
-        c.execute("""INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
+        c.execute("""INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker)
                      VALUES (%s, %s, 1, 'pending', 'running', 'node-a:4242'),
                             (%s, %s, 1, 'running', 'failed', 'node-a:4242')""",
                   (ids["obtain_ein"], now - timedelta(minutes=3), ids["obtain_ein"], now))
-        c.execute("""UPDATE job_queue SET status = 'running', attempts = 1, started_at = %s,
+        c.execute("""UPDATE portalq.job_queue SET status = 'running', attempts = 1, started_at = %s,
                        heartbeat_at = %s, lock_owner = 'node-a:4242',
                        checkpoint = '{"step": "registered office"}' WHERE id = %s""",
                   (now - timedelta(seconds=40), now, ids["file_entity"]))
-        c.execute("UPDATE job_queue SET status = 'deferred', run_at = %s WHERE id = %s",
+        c.execute("UPDATE portalq.job_queue SET status = 'deferred', run_at = %s WHERE id = %s",
                   (now + timedelta(hours=9), ids["de"]))
         queue.escalate(c, ids["obtain_ein"], 1, "uncertain", "the portal may have accepted it")
         folder = artifacts / str(ids["obtain_ein"]) / "attempt-1"
@@ -113,9 +113,9 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
         with zipfile.ZipFile(trace, "w") as z:
             z.writestr("trace.trace", json.dumps({"type": "context-options"}))
         for path, kind in ((shot, "screenshot"), (trace, "trace")):
-            c.execute("""INSERT INTO job_artifacts (job_id, attempt, kind, path, created_at)
+            c.execute("""INSERT INTO portalq.job_artifacts (job_id, attempt, kind, path, created_at)
                          VALUES (%s, 1, %s, %s, %s)""", (ids["obtain_ein"], kind, str(path), now))
-        c.execute("""INSERT INTO job_documents (job_id, name, content_type, data, created_at)
+        c.execute("""INSERT INTO portalq.job_documents (job_id, name, content_type, data, created_at)
                      VALUES (%s, 'CP575.pdf', 'application/pdf', %s, %s)""",
                   (ids["obtain_ein"], b"%PDF-1.4", now))
         queue.pause_portal("crtc", reason="CRTC announced maintenance", conn=c)

@@ -17,12 +17,22 @@ from psycopg.rows import dict_row
 from psycopg.types.json import set_json_dumps
 from psycopg.types.string import BytesBinaryDumper
 
+from portalq.jobs.database import DEFAULT_SCHEMA, schema
+
+_QUALIFIER = re.compile(r"(?<![\w.])portalq\.(?=\w)")
+
 
 @cache
 def _parsed() -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
     """``queries.sql`` read once: each statement's text (comments left out), and the
     parameters its header names on a ``-- inline: a, b`` line (see :func:`statement`)."""
     text = resources.files(__package__).joinpath("queries.sql").read_text()
+    # every object is named with its schema (the statements also run on the business's own
+    # connections, whose search_path is theirs): ``portalq.`` in the file, another schema's
+    # name when PORTALQ_SCHEMA says so
+    target = schema()
+    if target != DEFAULT_SCHEMA:
+        text = _QUALIFIER.sub(f"{target}.", text)
     parts = re.split(r"^-- name: (\w+)\s*$", text, flags=re.M)
     out: dict[str, str] = {}
     inlined: dict[str, tuple[str, ...]] = {}

@@ -21,7 +21,7 @@ SSN = payloads.OBTAIN_EIN["responsible_party"]["ssn"]
 
 def jobs_in(dsn: str) -> int:
     with psycopg.connect(dsn) as c:
-        return c.execute("SELECT count(*) FROM job_queue").fetchone()[0]
+        return c.execute("SELECT count(*) FROM portalq.job_queue").fetchone()[0]
 
 
 def one_line_error(out: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:

@@ -14,7 +14,7 @@ from tests.conftest import run_cli
 
 def jobs_in(dsn: str) -> int:
     with psycopg.connect(dsn) as c:
-        return c.execute("SELECT count(*) FROM job_queue").fetchone()[0]
+        return c.execute("SELECT count(*) FROM portalq.job_queue").fetchone()[0]
 
 
 def test_enqueue_list_show_cancel_retry(db, dsn, tmp_path):

@@ -38,9 +38,9 @@ def test_add_list_pause_resume_audited_and_no_secret_in_the_database(db, dsn, tm
 
     with psycopg.connect(dsn) as c:
         actions = [r[0] for r in c.execute(
-            "SELECT action FROM audit_log WHERE target = 'account:crtc/ops' ORDER BY id")]
+            "SELECT action FROM portalq.audit_log WHERE target = 'account:crtc/ops' ORDER BY id")]
         dump = json.dumps([list(r) for r in c.execute(
-            "SELECT * FROM portal_accounts").fetchall()], default=str)
+            "SELECT * FROM portalq.portal_accounts").fetchall()], default=str)
     assert actions == ["account.add", "account.pause", "account.resume"]
     assert SECRET not in dump
 

@@ -21,7 +21,7 @@ def test_readme_transaction_sample(db, dsn):
     exec(compile(_sample(), "README.md", "exec"), {"database_url": db})  # noqa: S102
     with psycopg.connect(dsn) as c:
         assert c.execute("SELECT id FROM orders").fetchall() == [("ORD-1001",)]
-        assert c.execute("SELECT job_type, order_id, idempotency_key FROM job_queue"
+        assert c.execute("SELECT job_type, order_id, idempotency_key FROM portalq.job_queue"
                          ).fetchall() == [("name_search", "ORD-1001", "ORD-1001/name_search")]
 
 
@@ -36,4 +36,4 @@ def test_readme_sample_rolls_back_with_the_business_write(db, dsn):
     else:
         raise AssertionError("the sample should have failed on the duplicate order")
     with psycopg.connect(dsn) as c:
-        assert c.execute("SELECT count(*) FROM job_queue").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM portalq.job_queue").fetchone()[0] == 0

@@ -69,12 +69,12 @@ def test_the_wheel_installs_one_package_beside_the_apps_own(tmp_path, db, dsn):
         database_url = os.environ["database_url"]
         assert jobs.OWNER == migrations.OWNER == "the app", (jobs.__file__, migrations.__file__)
         import portalq
-        assert "/site-packages/portalq/" in portalq.__file__ or portalq.__file__.startswith(%r)
-        """ % purelib) + _sample() + textwrap.dedent("""
+        assert portalq.__file__.startswith({purelib!r}), portalq.__file__
+        """).format(purelib=purelib) + _sample() + textwrap.dedent("""
         import sys
-        assert sys.modules["jobs"].__file__.startswith(%r)
+        assert sys.modules["jobs"].__file__.startswith({app!r})
         print("ok", portalq.__file__)
-        """ % str(app)))
+        """).format(app=str(app)))
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("CREATE TABLE orders (id text PRIMARY KEY)")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
@@ -83,5 +83,5 @@ def test_the_wheel_installs_one_package_beside_the_apps_own(tmp_path, db, dsn):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("ok " + purelib), proc.stdout
     with psycopg.connect(dsn) as c:
-        assert c.execute("SELECT job_type, order_id FROM job_queue").fetchall() == [
+        assert c.execute("SELECT job_type, order_id FROM portalq.job_queue").fetchall() == [
             ("name_search", "ORD-1001")]

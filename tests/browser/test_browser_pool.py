@@ -292,7 +292,7 @@ def test_a_mismatched_server_defers_the_job_without_spending_an_attempt(
     assert "runs Playwright 1.40, this node runs" in row["last_error"]
     assert site.hits == {}
     with psycopg.connect(dsn) as c:
-        streak = c.execute("SELECT outage_streak FROM portals WHERE code = 'gamma'").fetchone()
+        streak = c.execute("SELECT outage_streak FROM portalq.portals WHERE code = 'gamma'").fetchone()
     assert streak == (0,)   # not counted against the portal's circuit breaker
 
 

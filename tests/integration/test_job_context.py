@@ -49,7 +49,7 @@ def test_a_context_without_a_worker_guards_its_checkpoints(db, dsn, tmp_path):
                 await ctx.save_checkpoint(stage="confirmed")
             fresh["ok"] = True
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
-                await c.execute("UPDATE job_queue SET lock_owner = 'w2' WHERE id = %s",
+                await c.execute("UPDATE portalq.job_queue SET lock_owner = 'w2' WHERE id = %s",
                                 (job.id,))   # rescued and handed to another node
             with pytest.raises(LostJob, match="no longer held"):
                 await ctx.save_checkpoint(stage="confirmed")
@@ -113,7 +113,7 @@ def test_a_fourth_question_after_three_unanswered_goes_to_a_human(db, dsn):
     past = clock.now() - timedelta(hours=1)
     with psycopg.connect(dsn, autocommit=True) as c:
         for attempt in (1, 2, 3):
-            c.execute("INSERT INTO job_questions (job_id, attempt, question, asked_at, deadline)"
+            c.execute("INSERT INTO portalq.job_questions (job_id, attempt, question, asked_at, deadline)"
                       " VALUES (%s, %s, 'the code?', %s, %s)", (job.id, attempt, past, past))
 
     async def go() -> None:
@@ -128,4 +128,4 @@ def test_a_fourth_question_after_three_unanswered_goes_to_a_human(db, dsn):
 
     asyncio.run(go())
     with psycopg.connect(dsn) as c:   # no fourth question was asked
-        assert c.execute("SELECT count(*) FROM job_questions").fetchone()[0] == 3
+        assert c.execute("SELECT count(*) FROM portalq.job_questions").fetchone()[0] == 3

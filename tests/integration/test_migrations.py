@@ -18,7 +18,12 @@ from portalq.jobs.sql import statement
 def test_migrated_schema_matches_models(db):
     engine = create_engine(db)
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+        # portalq's schema only (alembic's own table aside): the app's schemas are not ours
+        ctx = MigrationContext.configure(conn, opts={
+            "include_schemas": True, "version_table_schema": "portalq",
+            "include_name": lambda name, kind, parent: (
+                name == "portalq" if kind == "schema" else name != "alembic_version")})
+        diff = compare_metadata(ctx, metadata)
     engine.dispose()
     assert diff == []
 
@@ -35,22 +40,21 @@ def test_0004_moves_enqueued_events_into_the_job_row_and_back(db, dsn):
     from portalq.jobs import queue
 
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("DROP SCHEMA public CASCADE")
-        c.execute("CREATE SCHEMA public")
+        c.execute("DROP SCHEMA portalq CASCADE")
     migrate.upgrade(db, "0003")
     with psycopg.connect(dsn, autocommit=True) as c:
         job_id = c.execute("""
-            INSERT INTO job_queue (job_type, order_id, portal, payload, run_at, created_at,
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, run_at, created_at,
                                    updated_at)
             VALUES ('deliver', 'O-1', 'email', '{}', now(), '2026-11-02T10:00Z', now())
             RETURNING id""").fetchone()[0]
-        c.execute("""INSERT INTO job_events (job_id, at, attempt, from_status, to_status, detail)
+        c.execute("""INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, detail)
                      VALUES (%(id)s, '2026-11-02T10:00Z', 0, NULL, 'pending',
                              '{"event": "enqueued"}'),
                             (%(id)s, '2026-11-02T11:00Z', 1, 'pending', 'running', NULL)""",
                   {"id": job_id})
         migrate.upgrade(db)
-        assert c.execute("SELECT count(*) FROM job_events").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM portalq.job_events").fetchone()[0] == 1
         history = queue.show_job(job_id, c)["events"]
         assert [(e["from_status"], e["to_status"]) for e in history] == [
             (None, "pending"), ("pending", "running")]
@@ -58,7 +62,7 @@ def test_0004_moves_enqueued_events_into_the_job_row_and_back(db, dsn):
         from alembic import command
 
         command.downgrade(migrate.alembic_config(db), "0003")
-        assert c.execute("SELECT from_status, to_status FROM job_events ORDER BY at, id"
+        assert c.execute("SELECT from_status, to_status FROM portalq.job_events ORDER BY at, id"
                          ).fetchall() == [(None, "pending"), ("pending", "running")]
 
 
@@ -73,7 +77,8 @@ def test_head_revision_without_alembic_matches_alembic(db):
 
 def test_offline_sql_for_dbas():
     text = migrate.offline_sql()
-    assert "CREATE TABLE job_queue" in text
+    assert "CREATE TABLE job_queue" in text  # the migrations name objects unqualified
+    assert "CREATE SCHEMA IF NOT EXISTS portalq" in text and "SET LOCAL search_path TO portalq" in text
     assert "CREATE INDEX job_queue_claim" in text
     assert "INSERT INTO portals" in text
 
@@ -81,16 +86,16 @@ def test_offline_sql_for_dbas():
 def test_claim_uses_its_index_with_100k_finished_jobs(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("""
-            INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                                    created_at, updated_at, finished_at, attempts)
             SELECT 'deliver', 'O' || g, 'email', '{}', 'completed', now(), now(), now(), now(), 1
             FROM generate_series(1, 100000) g""")
         c.execute("""
-            INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                                    created_at, updated_at)
             SELECT 'deliver', 'P' || g, 'email', '{}', 'pending', now(), now(), now()
             FROM generate_series(1, 50) g""")
-        c.execute("ANALYZE job_queue")
+        c.execute("ANALYZE portalq.job_queue")
         # job_types: any (None), or a node's role (migration-free filter in the claim)
         for job_types in (None, ["deliver", "name_search"]):
             with c.transaction():
@@ -134,8 +139,7 @@ def test_0014_keeps_a_submission_in_doubt_in_doubt_and_back(db, dsn):
     from portalq.jobs.checkpoints import past_point_of_no_return
 
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("DROP SCHEMA public CASCADE")
-        c.execute("CREATE SCHEMA public")
+        c.execute("DROP SCHEMA portalq CASCADE")
     migrate.upgrade(db, "0013")
     old = {
         "de_doubt": ("file_entity", {"jurisdiction": "DE"},
@@ -156,13 +160,13 @@ def test_0014_keeps_a_submission_in_doubt_in_doubt_and_back(db, dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         for key, (job_type, payload, cp) in old.items():
             ids[key] = c.execute(
-                "INSERT INTO job_queue (job_type, order_id, portal, payload, checkpoint, run_at,"
+                "INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, checkpoint, run_at,"
                 " created_at, updated_at) VALUES (%s, 'O', 'email', %s, %s, now(), now(), now())"
                 " RETURNING id",
                 (job_type, json.dumps(payload), json.dumps(cp))).fetchone()[0]
         migrate.upgrade(db)
-        cps = dict(c.execute("SELECT id, checkpoint FROM job_queue").fetchall())
-        url = c.execute("SELECT url FROM portals WHERE code = 'irs_ein'").fetchone()[0]
+        cps = dict(c.execute("SELECT id, checkpoint FROM portalq.job_queue").fetchall())
+        url = c.execute("SELECT url FROM portalq.portals WHERE code = 'irs_ein'").fetchone()[0]
     assert url.startswith("https://") and "irs.gov" in url
     recs = {k: submission.records(cps[i]) for k, i in ids.items()}
     doubt = {k for k, i in ids.items() if past_point_of_no_return(cps[i])}
@@ -176,6 +180,6 @@ def test_0014_keeps_a_submission_in_doubt_in_doubt_and_back(db, dsn):
 
     command.downgrade(migrate.alembic_config(db), "0013")
     with psycopg.connect(dsn, autocommit=True) as c:
-        cps = dict(c.execute("SELECT id, checkpoint FROM job_queue").fetchall())
+        cps = dict(c.execute("SELECT id, checkpoint FROM portalq.job_queue").fetchall())
     assert {k for k, i in ids.items() if cps[i].get("stage") == "submitting"} == doubt
     assert not any("submissions" in cp for cp in cps.values())

@@ -88,7 +88,7 @@ def test_enqueue_in_callers_transaction_through_pgbouncer(pooled, dsn):
     finally:
         engine.dispose()
     with psycopg.connect(dsn) as c:
-        orders = {r[0] for r in c.execute("SELECT order_id FROM job_queue").fetchall()}
+        orders = {r[0] for r in c.execute("SELECT order_id FROM portalq.job_queue").fetchall()}
         kept = {r[0] for r in c.execute("SELECT id FROM orders").fetchall()}
     assert orders == kept == {f"K{i}" for i in range(8)}
 
@@ -200,4 +200,4 @@ def test_portal_limit_holds_through_pgbouncer(db, dsn, pooled, tmp_path):
 
 def _status_counts(dsn: str) -> dict[str, int]:
     with psycopg.connect(dsn) as c:
-        return dict(c.execute("SELECT status, count(*) FROM job_queue GROUP BY 1").fetchall())
+        return dict(c.execute("SELECT status, count(*) FROM portalq.job_queue GROUP BY 1").fetchall())

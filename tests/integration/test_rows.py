@@ -50,9 +50,9 @@ def test_outbox_rows_have_their_declared_keys(dsn, conn):
     clock.set_clock(clock.FrozenClock(T0))
     job = queue.enqueue("name_search", "ROW-2", payloads.NAME_SEARCH, run_at=T0)
     due = T0 - timedelta(minutes=1)
-    conn.execute("INSERT INTO escalations (job_id, attempt, kind, reason, created_at, "
+    conn.execute("INSERT INTO portalq.escalations (job_id, attempt, kind, reason, created_at, "
                  "next_try_at) VALUES (%s, 1, 'uncertain', 'x', %s, %s)", (job.id, due, due))
-    conn.execute("INSERT INTO portal_notices (portal, kind, reason, created_at, next_try_at) "
+    conn.execute("INSERT INTO portalq.portal_notices (portal, kind, reason, created_at, next_try_at) "
                  "VALUES ('bc_corporate_online', 'paused', 'x', %s, %s)", (due, due))
     conn.commit()
 

@@ -15,26 +15,26 @@ CHURN = 300        # jobs that waited, ran and completed since the last vacuum
 def _vacuum_verbose(c: psycopg.Connection) -> str:
     said: list[str] = []
     c.add_notice_handler(lambda d: said.append(d.message_primary or ""))
-    c.execute("VACUUM (VERBOSE) job_queue")
+    c.execute("VACUUM (VERBOSE) portalq.job_queue")
     return "\n".join(said)
 
 
 def _history_and_churn(c: psycopg.Connection) -> None:
     c.execute("""
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at, attempts,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at, attempts,
                                started_at, finished_at, created_at, updated_at)
         SELECT 'name_search', 'hist-' || g, 'bc_corporate_online', '{}', 'completed',
                now(), 1, now(), now(), now(), now()
         FROM generate_series(1, %s) g""", (HISTORY,))
-    c.execute("VACUUM job_queue")
+    c.execute("VACUUM portalq.job_queue")
     c.execute("""
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                                created_at, updated_at)
         SELECT 'name_search', 'new-' || g, 'bc_corporate_online', '{}', 'pending', now(),
                now(), now() FROM generate_series(1, %s) g""", (CHURN,))
-    c.execute("UPDATE job_queue SET status = 'running', started_at = now() "
+    c.execute("UPDATE portalq.job_queue SET status = 'running', started_at = now() "
               "WHERE order_id LIKE 'new-%%'")
-    c.execute("UPDATE job_queue SET status = 'completed', finished_at = now() "
+    c.execute("UPDATE portalq.job_queue SET status = 'completed', finished_at = now() "
               "WHERE order_id LIKE 'new-%%'")
 
 
@@ -53,7 +53,7 @@ def test_without_it_the_index_pass_is_skipped(dsn):
     """The same churn with PostgreSQL's default: the claim index is left as it was (what
     the migration is for; this is the check that the test above can fail)."""
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("ALTER TABLE job_queue RESET (vacuum_index_cleanup)")
+        c.execute("ALTER TABLE portalq.job_queue RESET (vacuum_index_cleanup)")
         _history_and_churn(c)
         said = _vacuum_verbose(c)
     assert "index scan bypassed" in said
