@@ -103,8 +103,10 @@ def seal_legacy(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int = 
 
 def bind_unbound(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int = BATCH,
                  ) -> int:
-    """Job secrets sealed before they were bound to their job (format 1): opened and
-    sealed again bound to the job's id, type and field (format 2), under the current KEK."""
+    """Job secrets sealed by an older portalq -- not bound to their job (format 1), or
+    bound but with a data key shared by the jobs sealed in the same burst (format 2, whose
+    erasure the others' keys would undo): opened and sealed again bound to the job's id,
+    type and field with a data key of their own (format 3), under the current KEK."""
     done, after = 0, 0
     while True:
         with connect() as c:
@@ -112,8 +114,9 @@ def bind_unbound(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int =
             if not rows:
                 return done
             for r in rows:
-                taken = json.loads(crypto.open_sealed(r["secret_key_id"], r["secret_dek"],
-                                                      r["secret_data"], p))
+                taken = json.loads(crypto.open_sealed(
+                    r["secret_key_id"], r["secret_dek"], r["secret_data"], p,
+                    aad=crypto.place(r["id"], r["job_type"], secrets_at_rest.SECRETS_FIELD)))
                 sealed = secrets_at_rest.seal_secrets(r["id"], r["job_type"], taken, p)
                 sql.fetch(c, "bind_sealed_row", {
                     "id": r["id"], "old": r["secret_data"], "key_id": sealed["secret_key_id"],
@@ -158,4 +161,5 @@ def retire(connect: Callable[[], Any], key_id: str, p: crypto.KeyProvider | None
                                 f"run `portalq keys rotate` again")
     if remove is not None:
         remove(key_id)
+    crypto.forget_opened()
     return report

@@ -602,11 +602,12 @@ UPDATE job_queue SET payload = %(payload)s::jsonb, secret_key_id = %(key_id)s,
 WHERE id = %(id)s AND secret_key_id IS NULL;
 
 -- name: unbound_sealed_rows
--- Rotation: sealed job secrets of format 1 (before they were bound to their job: no 'PQS2'
--- magic, jobs/crypto.py), to be sealed again bound to their job.
+-- Rotation: sealed job secrets of format 1 or 2 (not bound to their job, or sharing a data
+-- key with the other jobs of a burst: no 'PQS3' magic, jobs/crypto.py), to be sealed again
+-- bound to their job with a data key of their own.
 SELECT id, job_type, secret_key_id, secret_dek, secret_data FROM job_queue
 WHERE id > %(after)s AND secret_data IS NOT NULL
-  AND substring(secret_data FROM 1 FOR 4) <> '\x50515332'::bytea
+  AND substring(secret_data FROM 1 FOR 4) <> '\x50515333'::bytea
 ORDER BY id LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
