@@ -188,6 +188,8 @@ class FileKeyring:
         key_id = f"k{_random.token_hex(4)}"
         self._write({"current": key_id, "keks": {key_id: _b64(AESGCM.generate_key(256))},
                      "hmac": _b64(os.urandom(32))}, exclusive=True)
+        from jobs import key_registry  # the databases using it: none yet (issue 35)
+        key_registry.begin(self.path)
 
     def _write(self, data: dict[str, object], *, exclusive: bool = False) -> None:
         files.private_dir(self.path.parent)

@@ -9,12 +9,15 @@ unreadable.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobs import crypto, secrets_at_rest, sql, types
+import psycopg
+
+from jobs import crypto, key_registry, secrets_at_rest, sql, txn, types
 from jobs.errors import IllegalTransition
 
 BATCH = 500
@@ -131,6 +134,8 @@ def rewrap_all(connect: Callable[[], Any], p: crypto.KeyProvider | None = None, 
     locked at that moment are skipped and picked up by the next pass."""
     p = p or crypto.provider()
     report = RewrapReport(current=p.current_id())
+    with connect() as c:
+        key_registry.note(c, p)
     report.legacy_sealed = seal_legacy(connect, p, batch)
     report.bound = bind_unbound(connect, p, batch)
     for _ in range(passes):
@@ -144,12 +149,18 @@ def rewrap_all(connect: Callable[[], Any], p: crypto.KeyProvider | None = None, 
 
 
 def retire(connect: Callable[[], Any], key_id: str, p: crypto.KeyProvider | None = None,
-           ) -> RewrapReport:
-    """Re-wrap whatever still names ``key_id``, then delete it from the key file. Refused
-    while a stored value still needs it."""
+           *, also: Sequence[str] = (), only_recorded: bool = False) -> RewrapReport:
+    """Re-wrap whatever still names ``key_id`` -- in this database and, for a key file, in
+    every other database recorded as using it (:mod:`jobs.key_registry`; ``also``: URLs of
+    others, or a better way into recorded ones) -- then delete it. Refused, in one line
+    naming the database, while a stored value anywhere may still need it: a database that
+    cannot be reached, a key older than the record (unless ``only_recorded``: the
+    operator's word that every database using the file has been recorded since)."""
     p = p or crypto.provider()
     if key_id == p.current_id():
         raise IllegalTransition(f"key {key_id} is the current key: rotate first")
+    if isinstance(p, crypto.FileKeyring):
+        _retire_elsewhere(connect, key_id, p, also, only_recorded)
     report = rewrap_all(connect, p)
     if report.left and report.left.get(key_id):
         raise IllegalTransition(f"{report.left[key_id]} stored value(s) still use key "
@@ -163,3 +174,39 @@ def retire(connect: Callable[[], Any], key_id: str, p: crypto.KeyProvider | None
         remove(key_id)
     crypto.forget_opened()
     return report
+
+
+def _retire_elsewhere(connect: Callable[[], Any], key_id: str, p: crypto.FileKeyring,
+                      also: Sequence[str], only_recorded: bool) -> None:
+    """The other databases on ``p``'s key file re-wrapped and found free of ``key_id``."""
+    given: dict[str, Callable[[], Any]] = {}
+    for url in also:
+        reach = functools.partial(txn.connect, url)
+        with reach() as c:
+            key_registry.note(c, p)
+            given[key_registry.identity(c)[0]] = reach
+    with connect() as c:
+        others = key_registry.others(c, p)
+    if key_id in key_registry.unrecorded(p) and not only_recorded:
+        names = ", ".join(sorted(e["name"] for e in others.values())) or "none"
+        raise IllegalTransition(
+            f"key {key_id} is older than portalq's record of the databases using {p.path} "
+            f"(recorded besides this one: {names}): a database not recorded may still need "
+            f"it; once every database using the file has run `portalq migrate` (or is given "
+            f"with --also URL), retire it with --only-recorded")
+    for ident, entry in sorted(others.items(), key=lambda kv: kv[1]["name"]):
+        way: Callable[[], Any] = (given.get(ident)
+                                  or functools.partial(key_registry.connect_dsn, entry["dsn"]))
+        try:
+            report = rewrap_all(way, p)
+        except (psycopg.Error, OSError) as e:
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[-1][:160]
+            raise IllegalTransition(
+                f"database {entry['name']} ({ident}) also uses {p.path} and may still need "
+                f"key {key_id}, but cannot be reached ({reason}): give its URL with --also "
+                f"URL, or `portalq keys forget-database {entry['name']}` if it is gone"
+            ) from None
+        if report.left and report.left.get(key_id):
+            raise IllegalTransition(
+                f"{report.left[key_id]} stored value(s) in database {entry['name']} still "
+                f"use key {key_id} (rows busy); run `portalq keys retire {key_id}` again")

@@ -628,6 +628,17 @@ FOR UPDATE SKIP LOCKED;
 -- name: rewrap_checkpoint
 UPDATE job_queue SET checkpoint = checkpoint || %(patch)s::jsonb WHERE id = %(id)s;
 
+-- name: database_identity
+-- Which database this is, for the record of the databases using a key file
+-- (jobs/key_registry.py): the cluster's system identifier where this role may read it, the
+-- database's name, and the names of the cluster's databases (a recorded one missing was
+-- dropped). Read-only: it may run inside a caller's transaction.
+SELECT CASE WHEN has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE')
+            THEN (SELECT system_identifier::text FROM pg_catalog.pg_control_system())
+       END AS sysid,
+       current_database()::text AS name,
+       ARRAY(SELECT datname::text FROM pg_catalog.pg_database) AS databases;
+
 -- name: key_usage
 -- How many stored values each KEK wraps (portalq keys status / retire).
 SELECT key_id, sum(n)::int AS n FROM (
