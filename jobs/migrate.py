@@ -112,10 +112,11 @@ def note_key_file(url: str) -> None:
 
     from jobs import crypto, key_registry
     from jobs.database import libpq_dsn
+    from jobs.errors import PortalqError
 
     try:
         p = crypto.provider()
-    except crypto.KeyError_:
+    except PortalqError:   # a key setup this node lacks is reported where it is used
         return
     if isinstance(p, crypto.FileKeyring):
         with psycopg.connect(libpq_dsn(url)) as conn:
