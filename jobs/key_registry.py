@@ -134,13 +134,15 @@ _NOTED: weakref.WeakKeyDictionary[FileKeyring, set[tuple[str, int, str]]] = (
     weakref.WeakKeyDictionary())
 
 
-def note(c: psycopg.Connection[Any], p: Any, *, how: bool = True) -> None:
+def note(c: psycopg.Connection[Any], p: Any, *, how: bool = True, strict: bool = False,
+         ) -> None:
     """Record ``c``'s database as one using ``p``'s key file (a key file only: other
     providers keep their keys elsewhere), with how it was reached (``how``: also replacing
     the one recorded). Once per process and database; the query is read-only, so it may
     run inside the caller's transaction. A key file not made yet seals nothing: nothing to
-    record. A record that cannot be written (a key file mounted read-only) is said once and
-    not tried again: the values are sealed all the same."""
+    record. A record that cannot be written (a key file mounted read-only) or read (not
+    JSON) is said once and not tried again: the values are sealed all the same (with
+    ``strict``, for ``keys retire``, it is raised)."""
     if not isinstance(p, FileKeyring):
         return
     where = (c.info.host, c.info.port, c.info.dbname)
@@ -162,9 +164,12 @@ def note(c: psycopg.Connection[Any], p: Any, *, how: bool = True) -> None:
         return changed
     try:
         _update(p.path, change)
-    except OSError as e:
+    except (OSError, KeyError_) as e:   # `keys retire` reads the record and refuses then
+        if strict:
+            raise
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         log.warning("cannot record database %s as one using %s (%s): `portalq keys retire` "
-                    "will not know of it", name, p.path, e.strerror or type(e).__name__)
+                    "will not know of it", name, p.path, why)
     seen.add(where)
 
 
@@ -187,9 +192,13 @@ def forget(key_file: Path, which: str) -> list[str]:
 
 def others(c: psycopg.Connection[Any], p: FileKeyring) -> dict[str, Entry]:
     """The databases recorded for ``p``'s key file but ``c``'s (which is recorded now)."""
-    note(c, p)
-    ident, _name, databases = identity(c)
-    _update(p.path, lambda data: _forget_dropped(data, ident, databases))
+    try:
+        note(c, p, strict=True)
+        ident, _name, databases = identity(c)
+        _update(p.path, lambda data: _forget_dropped(data, ident, databases))
+    except OSError as e:
+        raise KeyError_(f"cannot update {record_path(p.path)}: "
+                        f"{e.strerror or type(e).__name__}") from None
     return {i: e for i, e in _read(p.path)["databases"].items() if i != ident}
 
 

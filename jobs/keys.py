@@ -183,7 +183,7 @@ def _retire_elsewhere(connect: Callable[[], Any], key_id: str, p: crypto.FileKey
     for url in also:
         reach = functools.partial(txn.connect, url)
         with reach() as c:
-            key_registry.note(c, p)
+            key_registry.note(c, p, strict=True)
             given[key_registry.identity(c)[0]] = reach
     with connect() as c:
         others = key_registry.others(c, p)

@@ -151,3 +151,21 @@ def test_retire_refuses_while_the_other_database_still_has_busy_rows(dsn, other,
         with pytest.raises(IllegalTransition, match="still use key"):
             keys.retire(queue.connect, old, ring)
     assert old in ring.key_ids()
+
+
+def test_a_record_that_cannot_be_read_stops_retire_not_the_enqueue(dsn, db, tmp_path):
+    path = tmp_path / "keys.json"
+    ring = crypto.FileKeyring(path)
+    old = ring.current_id()
+    key_registry.record_path(path).write_text("not json")
+    crypto.set_provider(ring)
+    try:
+        assert len(_sealed(dsn, 2)) == 2   # sealed and stored all the same
+        ring.add_current()
+        env = {"PORTALQ_KEY_FILE": str(path), "PORTALQ_DATABASE_URL": db}
+        out = run_cli("keys", "retire", old, env=env)
+        assert out.returncode != 0 and "record of the databases" in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
+        assert old in crypto.FileKeyring(path).key_ids()
+    finally:
+        crypto.set_provider(None)
