@@ -71,7 +71,8 @@ def _pass(connect: Callable[[], Any], p: crypto.KeyProvider, report: RewrapRepor
             if not rows:
                 break
             for r in rows:
-                patch = {k: secrets_at_rest.rewrap_checkpoint_value(v, p)
+                patch = {k: secrets_at_rest.rekey_checkpoint_value(r["id"], r["job_type"], k,
+                                                                   v, p)
                          for k, v in r["checkpoint"].items()
                          if isinstance(v, str) and v.startswith(secrets_at_rest.CHECKPOINT_PREFIX)}
                 sql.fetch(c, "rewrap_checkpoint", {"id": r["id"], "patch": json.dumps(patch)})

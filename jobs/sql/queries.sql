@@ -618,7 +618,7 @@ WHERE id = %(id)s AND secret_data = %(old)s;
 -- name: sealed_checkpoints
 -- Rotation: jobs whose checkpoint holds a value sealed under another KEK
 -- ("pqsealed1:<key id>:...", jobs/secrets_at_rest.py).
-SELECT id, checkpoint FROM job_queue q
+SELECT id, job_type, checkpoint FROM job_queue q
 WHERE id > %(after)s AND EXISTS (
     SELECT 1 FROM jsonb_each_text(q.checkpoint) e
     WHERE starts_with(e.value, 'pqsealed1:') AND split_part(e.value, ':', 2) <> %(current)s)

@@ -5,6 +5,7 @@ it was wrapped under is retired, not even a full copy of its old row (heap, WAL,
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from datetime import timedelta
@@ -123,3 +124,39 @@ def test_values_sealed_sharing_a_key_still_open_and_rotate_gives_each_its_own(co
         assert not _opens(*stolen, ids[2], p)
         assert not any(_opens(k, d, stolen[2], ids[2], p) for k, d in _live_keys(conn))
     assert _ssns(conn, ids[:2] + ids[3:]) == [ledger.secret_ssn(i) for i in (0, 1, 3, 4, 5)]
+
+
+def _old_checkpoint_values(conn, ids: list[int], ring) -> None:
+    """Checkpoint values as an older portalq sealed them in one burst: one data key."""
+    dek = AESGCM.generate_key(256)
+    key_id, wrapped = ring.wrap(dek)
+    for i in ids:
+        nonce = os.urandom(crypto.NONCE)
+        data = crypto.V2 + nonce + AESGCM(dek).encrypt(
+            nonce, json.dumps(f"secret-{i}").encode(),
+            crypto.place(i, "ledger_secret", "checkpoint:token"))
+        blob = b"PQE1" + len(wrapped).to_bytes(2, "big") + wrapped + data
+        value = f"{secrets_at_rest.CHECKPOINT_PREFIX}{key_id}:{base64.b64encode(blob).decode()}"
+        conn.execute("UPDATE job_queue SET checkpoint = jsonb_build_object('token', %s::text) "
+                     "WHERE id = %s", (value, i))
+
+
+def _checkpoint_key(conn, job_id: int, ring) -> tuple[bytes, bytes]:
+    """(the data key, the sealed data's first bytes) of a job's checkpoint value."""
+    value = queue.get_job(job_id, conn)["checkpoint"]["token"]
+    key_id, b64 = value[len(secrets_at_rest.CHECKPOINT_PREFIX):].split(":", 1)
+    wrapped, data = crypto.split_blob(base64.b64decode(b64))
+    return ring.unwrap(key_id, wrapped), data[:4]
+
+
+def test_checkpoint_values_sealed_sharing_a_key_get_a_key_each_at_rotate(conn, dsn, ring):
+    ids = _batch(dsn, 3)
+    _old_checkpoint_values(conn, ids, ring)
+    assert len({_checkpoint_key(conn, i, ring)[0] for i in ids}) == 1
+    ring.add_current()
+    assert keys.rewrap_all(queue.connect, ring).left == {}
+    after = [_checkpoint_key(conn, i, ring) for i in ids]
+    assert len({k for k, _ in after}) == 3 and {m for _, m in after} == {crypto.V3}
+    for i in ids:
+        assert secrets_at_rest.open_checkpoint(i, "ledger_secret", queue.get_job(
+            i, conn)["checkpoint"])["token"] == f"secret-{i}"
