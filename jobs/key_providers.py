@@ -34,8 +34,8 @@ from typing import Protocol, runtime_checkable
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from jobs import files
-from jobs.errors import PortalqError
+from portalq.jobs import files
+from portalq.jobs.errors import PortalqError
 
 NONCE = 12
 
@@ -188,7 +188,7 @@ class FileKeyring:
         key_id = f"k{_random.token_hex(4)}"
         self._write({"current": key_id, "keks": {key_id: _b64(AESGCM.generate_key(256))},
                      "hmac": _b64(os.urandom(32))}, exclusive=True)
-        from jobs import key_registry  # the databases using it: none yet (issue 35)
+        from portalq.jobs import key_registry  # the databases using it: none yet (issue 35)
         key_registry.begin(self.path)
 
     def _write(self, data: dict[str, object], *, exclusive: bool = False) -> None:
@@ -286,7 +286,7 @@ def _from_env() -> KeyProvider:
         raise KeyError_(f"PORTALQ_KEY_PROVIDER must be one of {', '.join(PROVIDERS)}, "
                         f"not {kind[:40]!r}")
     if kind == "vault-transit":
-        from jobs.vault_transit import VaultTransit
+        from portalq.jobs.vault_transit import VaultTransit
 
         return VaultTransit.from_env()
     if kind == "env" and not os.environ.get("PORTALQ_KEK"):
@@ -296,7 +296,7 @@ def _from_env() -> KeyProvider:
     path = os.environ.get("PORTALQ_KEY_FILE")
     if path:
         return FileKeyring(Path(path).expanduser())
-    from jobs.database import home
+    from portalq.jobs.database import home
 
     return FileKeyring(home() / "keys.json")
 

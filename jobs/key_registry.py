@@ -39,8 +39,8 @@ from typing import Any
 
 import psycopg
 
-from jobs import clock, files, sql
-from jobs.key_providers import FileKeyring, KeyError_
+from portalq.jobs import clock, files, sql
+from portalq.jobs.key_providers import FileKeyring, KeyError_
 
 Entry = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -209,7 +209,7 @@ def unrecorded(p: FileKeyring) -> list[str]:
 @contextmanager
 def connect_dsn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     """A connection to a recorded database (committed on success)."""
-    from jobs.database import connect_options
+    from portalq.jobs.database import connect_options
 
     with psycopg.connect(dsn, **connect_options()) as conn:
         yield conn

@@ -17,8 +17,8 @@ from typing import Any
 
 import psycopg
 
-from jobs import crypto, key_registry, secrets_at_rest, sql, txn, types
-from jobs.errors import IllegalTransition
+from portalq.jobs import crypto, key_registry, secrets_at_rest, sql, txn, types
+from portalq.jobs.errors import IllegalTransition
 
 BATCH = 500
 

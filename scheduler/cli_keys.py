@@ -13,32 +13,32 @@ from typing import Annotated, Any
 
 import typer
 
-from scheduler.cli_common import DbUrl, _use_url, fail, print_json
+from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json
 
 app = typer.Typer(no_args_is_help=True, help="Encryption keys: status, rotate, retire.")
 
 
 def _provider() -> Any:
-    from jobs import crypto
+    from portalq.jobs import crypto
 
     return crypto.provider()
 
 
 def _plugins() -> None:
-    from scheduler.config import Settings
-    from scheduler.service import load_plugins
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.service import load_plugins
 
     load_plugins(Settings())
 
 
 def _where(p: Any) -> str:
-    from jobs import crypto
+    from portalq.jobs import crypto
 
     if isinstance(p, crypto.FileKeyring):
         return f"key file {p.path}"
     if isinstance(p, crypto.EnvKeys):
         return "PORTALQ_KEK"
-    from jobs.vault_transit import VaultTransit
+    from portalq.jobs.vault_transit import VaultTransit
 
     if isinstance(p, VaultTransit):
         return f"Vault transit key {p.mount}/{p.key} at {p.addr}"
@@ -50,7 +50,7 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False,
            database_url: DbUrl = None) -> None:
     """The current key, the keys known, the stored values each one wraps (and, for a key
     file, the databases recorded as using it)."""
-    from jobs import crypto, key_registry, keys, queue
+    from portalq.jobs import crypto, key_registry, keys, queue
 
     _use_url(database_url)
     p = _provider()
@@ -80,7 +80,7 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
     """Make a new key current (key file: a new key; Vault: a new version of the Transit key;
     with PORTALQ_KEK, the first key listed there) and re-wrap every stored data key with
     it, in batches, while the service runs."""
-    from jobs import keys, queue
+    from portalq.jobs import keys, queue
 
     _use_url(database_url)
     _plugins()
@@ -113,7 +113,7 @@ def retire(key_id: str, database_url: DbUrl = None,
                "status`): retire a key older than the record")] = False) -> None:
     """Delete an old key, after re-wrapping whatever still used it in this database and in
     every other database recorded as using the key file."""
-    from jobs import crypto, keys, queue
+    from portalq.jobs import crypto, keys, queue
 
     _use_url(database_url)
     _plugins()
@@ -136,7 +136,7 @@ def retire(key_id: str, database_url: DbUrl = None,
 def forget_database(name: str) -> None:
     """Drop a database that no longer exists from the key file's record (`keys status`
     lists them), so that `keys retire` stops asking for it."""
-    from jobs import crypto, key_registry
+    from portalq.jobs import crypto, key_registry
 
     p = _provider()
     if not isinstance(p, crypto.FileKeyring):

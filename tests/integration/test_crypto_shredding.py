@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from jobs import clock, crypto, keys, queue, secrets_at_rest
+from portalq.jobs import clock, crypto, keys, queue, secrets_at_rest
 from tests.plugins import ledger  # noqa: F401 - registers ledger_secret
 from tests.service_helpers import add_local_portal
 
@@ -31,7 +31,7 @@ def _batch(dsn: str, n: int) -> list[int]:
 def _copy(conn, job_id: int) -> tuple[str, bytes, bytes]:
     """What an attacker with a heap page, the WAL or a backup holds of the row."""
     key_id, dek, data = conn.execute("SELECT secret_key_id, secret_dek, secret_data "
-                                     "FROM job_queue WHERE id = %s", (job_id,)).fetchone()
+                                     "FROM portalq.job_queue WHERE id = %s", (job_id,)).fetchone()
     return key_id, bytes(dek), bytes(data)
 
 
@@ -46,7 +46,7 @@ def _opens(key_id: str, dek: bytes, data: bytes, job_id: int, p) -> bool:
 
 def _live_keys(conn) -> list[tuple[str, bytes]]:
     return [(k, bytes(d)) for k, d in conn.execute(
-        "SELECT secret_key_id, secret_dek FROM job_queue WHERE secret_dek IS NOT NULL")]
+        "SELECT secret_key_id, secret_dek FROM portalq.job_queue WHERE secret_dek IS NOT NULL")]
 
 
 def _ssns(conn, ids: list[int]) -> list[str]:
@@ -66,7 +66,7 @@ def test_an_erased_job_of_a_batch_no_longer_opens(conn, dsn, ring):
     victim, others = ids[7], ids[:7] + ids[8:]
     stolen = _copy(conn, victim)
     queue.cancel(victim)   # erases its secrets
-    assert conn.execute("SELECT secret_dek FROM job_queue WHERE id = %s",
+    assert conn.execute("SELECT secret_dek FROM portalq.job_queue WHERE id = %s",
                         (victim,)).fetchone() == (None,)
     # no key the database still holds opens the copied ciphertext (the batch's others: no)
     live = _live_keys(conn)
@@ -102,7 +102,7 @@ def _seal_sharing_one_key(conn, ids: list[int], ring) -> None:
         data = crypto.V2 + nonce + AESGCM(dek).encrypt(
             nonce, json.dumps({"ssn": ledger.secret_ssn(n)}).encode(),
             crypto.place(i, "ledger_secret", FIELD))
-        conn.execute("UPDATE job_queue SET secret_key_id = %s, secret_dek = %s, "
+        conn.execute("UPDATE portalq.job_queue SET secret_key_id = %s, secret_dek = %s, "
                      "secret_data = %s WHERE id = %s", (key_id, wrapped, data, i))
 
 
@@ -137,7 +137,7 @@ def _old_checkpoint_values(conn, ids: list[int], ring) -> None:
             crypto.place(i, "ledger_secret", "checkpoint:token"))
         blob = b"PQE1" + len(wrapped).to_bytes(2, "big") + wrapped + data
         value = f"{secrets_at_rest.CHECKPOINT_PREFIX}{key_id}:{base64.b64encode(blob).decode()}"
-        conn.execute("UPDATE job_queue SET checkpoint = jsonb_build_object('token', %s::text) "
+        conn.execute("UPDATE portalq.job_queue SET checkpoint = jsonb_build_object('token', %s::text) "
                      "WHERE id = %s", (value, i))
 
 

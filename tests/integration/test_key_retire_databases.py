@@ -9,9 +9,9 @@ import json
 import psycopg
 import pytest
 
-from jobs import crypto, key_registry, keys, queue, secrets_at_rest
-from jobs.database import libpq_dsn
-from jobs.errors import IllegalTransition
+from portalq.jobs import crypto, key_registry, keys, queue, secrets_at_rest
+from portalq.jobs.database import libpq_dsn
+from portalq.jobs.errors import IllegalTransition
 from tests.conftest import run_cli
 from tests.plugins import ledger
 from tests.service_helpers import add_local_portal
@@ -147,7 +147,7 @@ def test_retire_refuses_while_the_other_database_still_has_busy_rows(dsn, other,
     there = _sealed(other, 2)
     old = _rotate_here(ring)
     with psycopg.connect(other) as lock:   # a worker holds the other database's rows
-        lock.execute("SELECT 1 FROM job_queue WHERE id = ANY(%s) FOR UPDATE", (there,))
+        lock.execute("SELECT 1 FROM portalq.job_queue WHERE id = ANY(%s) FOR UPDATE", (there,))
         with pytest.raises(IllegalTransition, match="still use key"):
             keys.retire(queue.connect, old, ring)
     assert old in ring.key_ids()
