@@ -1,10 +1,14 @@
 """Envelope encryption for secrets at rest: AES-256-GCM data keys wrapped by a key-encryption
 key (KEK) that never enters the database.
 
-Every sealed value has its own random data key (DEK); the DEK is stored wrapped by the
-current KEK next to the ciphertext, with the KEK's id. Rotating the KEK re-wraps DEKs (a
-few bytes per row), never the data; once no row names the old KEK it can be deleted, and
-every copy of the database made before (dumps, WAL, backups) is then unreadable.
+Every sealed value has its own random data key (DEK), used for nothing else; the DEK is
+stored wrapped by the current KEK next to the ciphertext, with the KEK's id. Erasing a
+value deletes its ciphertext and the only wrapping of its key: no other row's key opens a
+copy of it. A full copy of the erased row (a heap page before VACUUM, the WAL, a backup)
+still opens with the KEK it was wrapped by -- until that KEK is retired. Rotating the KEK
+re-wraps DEKs (a few bytes per row), never the data; once no row names the old KEK it can
+be deleted (``portalq keys rotate`` then ``retire``), and every copy of the database made
+before is then unreadable.
 
 The keys themselves come from a key provider (:mod:`jobs.key_providers`: a key file, the
 environment, Vault Transit, or any object with the :class:`KeyProvider` methods); its
@@ -17,12 +21,8 @@ import functools
 import hashlib
 import hmac
 import os
-import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from itertools import repeat
-from operator import itemgetter
 from typing import NamedTuple
 
 from cryptography.exceptions import InvalidTag
@@ -39,19 +39,17 @@ from portalq.jobs.key_providers import (
     set_provider,
 )
 
-__all__ = ["NONCE", "PROVIDERS", "V2", "EnvKeys", "FileKeyring", "KeyError_", "KeyProvider",
-           "NotItsPlace", "Sealed", "is_sealed_blob", "keyed_hash", "open_blob",
-           "open_sealed", "place", "provider", "rewrap", "rewrap_blob", "seal", "seal_blob",
-           "seal_many", "seal_runs", "set_provider", "split_blob"]
+__all__ = ["NONCE", "PROVIDERS", "V2", "V3", "EnvKeys", "FileKeyring", "KeyError_",
+           "KeyProvider", "NotItsPlace", "Sealed", "forget_opened", "is_sealed_blob",
+           "keyed_hash", "open_blob", "open_sealed", "place", "provider", "rewrap",
+           "rewrap_blob", "seal", "seal_blob", "seal_many", "seal_runs", "set_provider",
+           "split_blob"]
 
 _DATA_AAD = b"portalq-sealed-v1"
 #: the stored form of a value bound to its place (format 2): magic + nonce + ciphertext,
 #: sealed with associated data naming the place (:func:`place`); format 1 (no magic, one
 #: fixed associated data) is what older rows hold, and still opens
 V2 = b"PQS2"
-_V2_INT = int.from_bytes(V2, "big") << (8 * NONCE)
-_HEAD = len(V2) + NONCE
-_NONCE_OF = itemgetter(slice(len(V2), None))
 
 
 class NotItsPlace(KeyError_):
@@ -75,81 +73,55 @@ def place_template(job_type: str, field: str) -> bytes:
 
 
 # -- sealing ------------------------------------------------------------------------------
+#: format 3: as format 2 (magic + nonce + ciphertext, bound to its place), sealed with a data
+#: key of its own that sealed nothing else. Erasing the value (its row's wrapped key) then
+#: leaves nothing in the database that opens a copy of its ciphertext; formats 1 and 2 (older
+#: rows: one data key shared by the values sealed in a burst) still open, and `keys rotate`
+#: seals them again in format 3 (:func:`jobs.keys.bind_unbound`)
+V3 = b"PQS3"
+_DEK = 32
+
+
 class Sealed(NamedTuple):
     key_id: str
     wrapped_dek: bytes
-    data: bytes   # [V2 magic +] nonce + AES-GCM ciphertext and tag
+    data: bytes   # [V3 magic +] nonce + AES-GCM ciphertext and tag
 
 
-class _DataKey:
-    """A data key in use: values sealed within a short burst (a batch enqueue, a busy
-    minute) share it, each with its own nonce -- one KEK call per burst, not per job."""
-
-    MAX_USES = 1000
-    MAX_AGE = 1.0
-
-    def __init__(self, p: KeyProvider) -> None:
-        dek = AESGCM.generate_key(256)
-        self.provider = p
-        self.key_id, self.wrapped = p.wrap(dek)
-        self.aead = AESGCM(dek)
-        self.uses = 0
-        self.born = time.monotonic()
-        # nonces: a random 4-byte field and a counter of the key's uses (NIST SP 800-38D
-        # 8.2.1, the deterministic construction): unique for this fresh random key, which
-        # one thread uses at most MAX_USES times -- no system call per value
-        self._fixed = int.from_bytes(os.urandom(4), "big") << 64
-        #: the head of a format-2 value as one integer: magic | nonce without its counter
-        self.head = _V2_INT | self._fixed
-
-    def nonce(self) -> bytes:
-        self.uses += 1
-        return (self._fixed | self.uses).to_bytes(NONCE, "big")
-
-    def fresh(self, p: KeyProvider) -> bool:
-        return (self.provider is p and self.uses < self.MAX_USES
-                and time.monotonic() - self.born < self.MAX_AGE
-                and self.key_id == p.current_id())
-
-
-_data_keys = threading.local()
-
-
-def _forget_data_keys() -> None:
-    """In a forked child: the parent's data keys and nonce counters are not ours to go on
-    with (the same key and counter in two processes would repeat a nonce)."""
-    global _data_keys
-    _data_keys = threading.local()
-
-
-os.register_at_fork(after_in_child=_forget_data_keys)
+def _fresh_keys(n: int, p: KeyProvider) -> tuple[list[bytes], list[bytes],
+                                                 list[tuple[str, bytes]]]:
+    """``n`` new data keys, a nonce for each, and each key wrapped by the current KEK: one
+    read of the random source, one KEK call for all where the provider has ``wrap_many``.
+    Each key seals one value: crypto-shredding needs the key to go with the value (a key
+    shared by a batch would outlive the erased value in the other rows)."""
+    raw = os.urandom((_DEK + NONCE) * n)
+    deks = [raw[i:i + _DEK] for i in range(0, _DEK * n, _DEK)]
+    nonces = [raw[i:i + NONCE] for i in range(_DEK * n, (_DEK + NONCE) * n, NONCE)]
+    many = getattr(p, "wrap_many", None)
+    wrapped = list(many(deks)) if many is not None else [p.wrap(d) for d in deks]
+    if len(wrapped) != n:
+        raise KeyError_(f"the key provider wrapped {len(wrapped)} data keys of {n}")
+    return deks, nonces, wrapped
 
 
 def seal(plaintext: bytes, p: KeyProvider | None = None, *, aad: bytes | None = None,
          ) -> Sealed:
-    """``plaintext`` encrypted (AES-256-GCM) with a data key that is stored wrapped by the
-    current KEK next to it. Data keys are shared by the values sealed by one thread within
-    a second (at most 1000): erasing a value deletes its ciphertext and its copy of the
-    wrapped key; the others' copies open only with the KEK, as any copy would.
+    """``plaintext`` encrypted (AES-256-GCM) with a data key of its own, stored wrapped by
+    the current KEK next to it: erasing the value's row erases the only wrapping of its key.
 
-    With ``aad`` (:func:`place`) the value is bound to its place (format 2): it opens only
-    with the same ``aad``. Nonces never repeat under one data key (see :class:`_DataKey`)."""
+    With ``aad`` (:func:`place`) the value is bound to its place (format 3): it opens only
+    with the same ``aad``; without, format 1 (one fixed associated data)."""
     p = p or provider()
-    key: _DataKey | None = getattr(_data_keys, "key", None)
-    if key is None or not key.fresh(p):
-        key = _data_keys.key = _DataKey(p)
-    nonce = key.nonce()
+    [dek], [nonce], [(key_id, wrapped)] = _fresh_keys(1, p)
     if aad is None:
-        return Sealed(key.key_id, key.wrapped,
-                      nonce + key.aead.encrypt(nonce, plaintext, _DATA_AAD))
-    return Sealed(key.key_id, key.wrapped,
-                  b"".join((V2, nonce, key.aead.encrypt(nonce, plaintext, aad))))
+        return Sealed(key_id, wrapped, nonce + AESGCM(dek).encrypt(nonce, plaintext, _DATA_AAD))
+    return Sealed(key_id, wrapped, V3 + nonce + AESGCM(dek).encrypt(nonce, plaintext, aad))
 
 
 def seal_many(items: Iterable[tuple[bytes, bytes]], p: KeyProvider | None = None,
               ) -> list[Sealed]:
-    """:func:`seal` of each ``(plaintext, aad)`` (format 2), for a batch: the same data keys
-    and nonces as one call per value, without its per-call overhead."""
+    """:func:`seal` of each ``(plaintext, aad)`` (format 3), for a batch: each value with a
+    data key of its own, the keys made and wrapped together."""
     plaintexts, aads = [], []
     for plaintext, aad in items:
         plaintexts.append(plaintext)
@@ -161,54 +133,31 @@ def seal_many(items: Iterable[tuple[bytes, bytes]], p: KeyProvider | None = None
 
 def seal_runs(plaintexts: Sequence[bytes], aads: Sequence[bytes], p: KeyProvider | None = None,
               ) -> list[tuple[str, bytes, list[bytes]]]:
-    """:func:`seal` (format 2) of each plaintext bound to its associated data, in runs of
-    values sharing a data key: ``[(key id, wrapped key, [data, ...]), ...]`` in order.
-    Each run's nonces are counted off its key before any is used (never handed out twice,
-    even if sealing fails midway), and the values are made by C-level loops (``map``): the
-    batch enqueue pays about the AES-GCM call per value and little Python around it."""
+    """:func:`seal` (format 3) of each plaintext bound to its associated data:
+    ``[(key id, wrapped key, [data]), ...]`` in order, one value per data key (the shape of
+    runs sharing a key is kept for the callers). The values are made by C-level loops
+    (``map``): the batch enqueue pays the AES-GCM calls per value and little Python."""
     if len(plaintexts) != len(aads):
         raise ValueError("one associated data per plaintext")
     if not plaintexts:
         return []
     p = p or provider()
-    key: _DataKey | None = getattr(_data_keys, "key", None)
-    if key is None or not key.fresh(p):
-        key = _data_keys.key = _DataKey(p)
-    out: list[tuple[str, bytes, list[bytes]]] = []
-    done, total = 0, len(plaintexts)
-    while done < total:
-        if key.uses >= key.MAX_USES:
-            key = _data_keys.key = _DataKey(p)
-        first = key.uses + 1
-        m = min(key.MAX_USES - key.uses, total - done)
-        key.uses += m
-        if m == 1:   # a single enqueue: without the C loops' setup
-            start = (key.head | first).to_bytes(_HEAD, "big")
-            out.append((key.key_id, key.wrapped, [
-                start + key.aead.encrypt(start[4:], plaintexts[done], aads[done])]))
-            done += 1
-            continue
-        # each value's head: magic + nonce (random field, counter), one int.to_bytes
-        heads = list(map(int.to_bytes,  # type: ignore[arg-type]  # repeat("big") is str
-                         range(key.head | first, key.head | (first + m)),
-                         repeat(_HEAD), repeat("big")))
-        sealed = map(key.aead.encrypt, map(_NONCE_OF, heads),
-                     plaintexts[done:done + m], aads[done:done + m])
-        out.append((key.key_id, key.wrapped, list(map(bytes.__add__, heads, sealed))))
-        done += m
-    return out
+    deks, nonces, wrapped = _fresh_keys(len(plaintexts), p)
+    datas = map(bytes.__add__, map(V3.__add__, nonces),
+                map(AESGCM.encrypt, map(AESGCM, deks), nonces, plaintexts, aads))
+    return [(key_id, w, [data]) for (key_id, w), data in zip(wrapped, datas, strict=True)]
 
 
-#: recently opened data keys (values sealed in one burst share one): (provider, KEK id,
-#: wrapped key) -> cipher. Process memory only, a few hundred entries.
+#: recently opened data keys (a job's values are opened more than once: claim, checks):
+#: (provider, KEK id, wrapped key) -> cipher. Process memory only, a few hundred entries.
 _opened: OrderedDict[tuple[object, str, bytes], AESGCM] = OrderedDict()
 _OPENED_MAX = 256
 
 
 def open_sealed(key_id: str, wrapped_dek: bytes, data: bytes,
                 p: KeyProvider | None = None, *, aad: bytes | None = None) -> bytes:
-    """The plaintext of a sealed value. A format-2 value opens only with the ``aad`` it was
-    sealed with (:class:`NotItsPlace` otherwise, also when ``aad`` is None); a format-1
+    """The plaintext of a sealed value. A format-2 or -3 value opens only with the ``aad`` it
+    was sealed with (:class:`NotItsPlace` otherwise, also when ``aad`` is None); a format-1
     value (older rows) opens without."""
     p = p or provider()
     wrapped_dek = bytes(wrapped_dek)
@@ -220,7 +169,7 @@ def open_sealed(key_id: str, wrapped_dek: bytes, data: bytes,
         if len(_opened) > _OPENED_MAX:
             _opened.popitem(last=False)
     data = bytes(data)
-    if data[:4] == V2:
+    if data[:4] in (V2, V3):
         try:
             return aead.decrypt(data[4:4 + NONCE], data[4 + NONCE:], aad or b"")
         except InvalidTag:
@@ -230,6 +179,12 @@ def open_sealed(key_id: str, wrapped_dek: bytes, data: bytes,
     except InvalidTag:
         raise NotItsPlace("sealed data does not open here (altered, or copied from "
                           "another job or field)") from None
+
+
+def forget_opened() -> None:
+    """Drop the opened data keys this process keeps (after a KEK is retired: what it
+    wrapped must not go on opening here either)."""
+    _opened.clear()
 
 
 def rewrap(key_id: str, wrapped_dek: bytes, p: KeyProvider | None = None) -> tuple[str, bytes]:

@@ -13,7 +13,14 @@ processes) reuse it; ``portalq db stop`` stops it. Nobody else on the host gets 
 The data directory is ``PORTALQ_HOME/pgdata``. Run as root, the server runs as a dedicated
 system user (PostgreSQL refuses to run as root), which cannot enter the root-owned 0700
 ``PORTALQ_HOME``: its data directory is then ``/var/lib/portalq-embedded/<digest>/pgdata``
-(owned by that user, 0700), and no parent folder is ever loosened.
+(owned by that user, 0700), and no parent folder is ever loosened; ``PORTALQ_HOME/pgdata``
+is then a symbolic link to it, so whoever looks in the home (a backup) sees where it is.
+
+The passwords live in the home: a home deleted (or its ``pgpass``) while the data survives
+-- as root, the data is not inside it -- would lock portalq out for good. On the next start
+the cluster's passwords are set again from a new passfile (the server reached once over
+its owner-only socket without one, as :meth:`EmbeddedPostgres._reset_passwords` says), the
+data kept, and this is said once on stderr.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import secrets
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -95,7 +103,9 @@ class EmbeddedPostgres:
     def _run(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
         kwargs: dict[str, Any] = {}
         if self._as_root:
-            kwargs["user"] = SYSTEM_USER
+            # its own group too, and none of root's: the server must not run as gid 0
+            uid, gid = self._server_user()
+            kwargs.update(user=uid, group=gid, extra_groups=[])
         return subprocess.run(args, check=True, capture_output=True, text=True,
                               timeout=timeout, cwd="/", **kwargs)
 
@@ -145,7 +155,8 @@ class EmbeddedPostgres:
             os.chown(parent, uid, gid)
             parent.chmod(0o700)
             legacy = self.home / "pgdata"
-            if (legacy / "PG_VERSION").exists() and not self.pgdata.exists():
+            if (not legacy.is_symlink() and (legacy / "PG_VERSION").exists()
+                    and not self.pgdata.exists()):
                 shutil.move(str(legacy), str(self.pgdata))   # a data dir of an older portalq
         self.pgdata.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chown(self.pgdata, uid, gid)
@@ -229,12 +240,20 @@ class EmbeddedPostgres:
         """Start the server if it is not running; return its SQLAlchemy URL (the app role)."""
         with self._locked():
             self._prepare_install()
+            had_passwords = OWNER in self._passwords()
             pw = self._ensure_passwords()
+            # a cluster whose passwords went with a deleted home: its passwords set again
+            orphan = not had_passwords and (self.pgdata / "PG_VERSION").exists()
+            if orphan and self.is_running():
+                self._run([self._bin("pg_ctl"), "-D", str(self.pgdata), "-w", "-m", "fast",
+                           "stop"])
             if not self.is_running():
                 uid, gid = self._prepare_dirs()
                 fresh = not (self.pgdata / "PG_VERSION").exists()
                 if fresh:
                     self._init_cluster(pw, uid, gid)
+                if orphan:
+                    self._reset_passwords(uid, gid)
                 legacy_trust = not fresh and not self._hba_is_ours()
                 self._start()
                 if legacy_trust:
@@ -248,7 +267,31 @@ class EmbeddedPostgres:
                     self._run([self._bin("pg_ctl"), "-D", str(self.pgdata), "reload"])
             self._ensure_app_role(pw)
             self._ensure_database(DEFAULT_DB)
+            self._pointer()
         return self.url(DEFAULT_DB)
+
+    def _reset_passwords(self, uid: int, gid: int) -> None:
+        """The cluster of a deleted home (or passfile): started next with one connection
+        trusted -- over its Unix socket only, in a folder only the server's user (and root)
+        can enter, the TCP listener off -- for the owner to get the new password; the
+        password rule is written back at once (see the legacy path in ensure_running)."""
+        hba = self.pgdata / "pg_hba.conf"
+        hba.write_text("# written by portalq: passwords being set again\nlocal all all trust\n")
+        os.chown(hba, uid, gid)
+        hba.chmod(0o600)
+        print(f"portalq: the embedded database in {self.pgdata} had no passwords in "
+              f"{self.home} (deleted?): new ones set, its data kept", file=sys.stderr)
+
+    def _pointer(self) -> None:
+        """As root: ``PORTALQ_HOME/pgdata`` points to the data directory outside it."""
+        if not self._as_root:
+            return
+        link = self.home / "pgdata"
+        if link.is_symlink() and Path(os.readlink(link)) == self.pgdata:
+            return
+        if link.is_symlink() or not link.exists():
+            link.unlink(missing_ok=True)
+            link.symlink_to(self.pgdata)
 
     def _start(self) -> None:
         opts = ["-c listen_addresses=''", f"-k {self.socket_dir}",

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from portalq.jobs import clock, crypto, id_blocks, limits, secrets_at_rest, sql, types
+from portalq.jobs import clock, crypto, id_blocks, key_registry, limits, secrets_at_rest, sql, types
 from portalq.jobs.errors import BatchInputError, IllegalTransition, InputError
 from portalq.jobs.txn import use as _use
 
@@ -272,10 +272,11 @@ def _enqueue_one(c: psycopg.Connection[Any], params: dict[str, Any], *,
 
 
 def _seal(c: psycopg.Connection[Any], rows: list[dict[str, Any]],
-          ids: Sequence[int] | None = None) -> None:
+          ids: Sequence[int] | None = None, *, note: bool = True) -> bool:
     """Seal each row's secrets bound to its job id (``ids``, or ids taken now from the
     sequence for the rows that have secrets: jobs/id_blocks.py); ``id`` None for the
-    others (the column's default)."""
+    others (the column's default). Whether any was sealed; with ``note`` (not while a
+    COPY holds the connection), the database is then recorded as one using the key file."""
     if ids is None:
         need = sum(r["secrets"] is not None for r in rows)
         if need:
@@ -288,7 +289,11 @@ def _seal(c: psycopg.Connection[Any], rows: list[dict[str, Any]],
     else:
         for r, i in zip(rows, ids, strict=True):
             r["id"] = i
+    sealing = any(r["secrets"] is not None for r in rows)
     secrets_at_rest.seal_rows(rows)
+    if sealing and note:   # this database uses the key file: `keys retire` must know it
+        key_registry.note(c, crypto.provider())
+    return sealing
 
 
 def _checked_portals(c: psycopg.Connection[Any], portals: set[str]) -> set[str]:
@@ -344,14 +349,18 @@ def _copy_streamed(c: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[E
     checked = _checked_portals(c, {r["portal"] for r in first})
     now = clock.now()
     ids: list[int] = sql.fetch_value(c, "next_job_ids", {"n": len(jobs)})
+    if any(jt.secret_fields for jt in known.values()):   # before the COPY holds c
+        key_registry.note(c, crypto.provider())
+    sealed = False
 
     def rows() -> Iterator[tuple[Any, ...]]:
+        nonlocal sealed
         start = 0
         while start < len(jobs):
             try:
                 run = first if start == 0 else _validate_run(jobs, start, max_bytes, known)
                 taken = ids[start:start + len(run)]
-                _seal(c, run, taken)
+                sealed = _seal(c, run, taken, note=False) or sealed
             except Exception as exc:
                 raise _Abort(exc) from None
             if any(r["portal"] not in checked for r in run):
@@ -367,6 +376,8 @@ def _copy_streamed(c: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[E
         if not c.autocommit:
             c.rollback()   # portalq's own connection: nothing else was in its transaction
         return _enqueue_copy(c, _validate_all(jobs), now)
+    if sealed:   # a later run's job types (once per process and database: cheap)
+        key_registry.note(c, crypto.provider())
     return [Enqueued(i, True) for i in ids]
 
 

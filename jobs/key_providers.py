@@ -27,6 +27,7 @@ import os
 import secrets as _random
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -187,6 +188,8 @@ class FileKeyring:
         key_id = f"k{_random.token_hex(4)}"
         self._write({"current": key_id, "keks": {key_id: _b64(AESGCM.generate_key(256))},
                      "hmac": _b64(os.urandom(32))}, exclusive=True)
+        from portalq.jobs import key_registry  # the databases using it: none yet (issue 35)
+        key_registry.begin(self.path)
 
     def _write(self, data: dict[str, object], *, exclusive: bool = False) -> None:
         files.private_dir(self.path.parent)
@@ -205,6 +208,18 @@ class FileKeyring:
         key_id = str(data["current"])
         nonce = os.urandom(NONCE)
         return key_id, nonce + self._kek(key_id, data).encrypt(nonce, dek, key_id.encode())
+
+    def wrap_many(self, deks: Sequence[bytes]) -> list[tuple[str, bytes]]:
+        """:meth:`wrap` of each data key (a batch, a key per value): one look at the file,
+        one read of the random source."""
+        data = self._load()
+        key_id = str(data["current"])
+        aead, aad = self._kek(key_id, data), key_id.encode()
+        raw = os.urandom(NONCE * len(deks))
+        nonces = [raw[i:i + NONCE] for i in range(0, len(raw), NONCE)]
+        wrapped = map(bytes.__add__, nonces,
+                      map(aead.encrypt, nonces, deks, [aad] * len(deks)))
+        return [(key_id, w) for w in wrapped]
 
     def unwrap(self, key_id: str, wrapped: bytes) -> bytes:
         data = self._load(fresh=False)

@@ -9,12 +9,15 @@ unreadable.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from portalq.jobs import crypto, secrets_at_rest, sql, types
+import psycopg
+
+from portalq.jobs import crypto, key_registry, secrets_at_rest, sql, txn, types
 from portalq.jobs.errors import IllegalTransition
 
 BATCH = 500
@@ -68,7 +71,8 @@ def _pass(connect: Callable[[], Any], p: crypto.KeyProvider, report: RewrapRepor
             if not rows:
                 break
             for r in rows:
-                patch = {k: secrets_at_rest.rewrap_checkpoint_value(v, p)
+                patch = {k: secrets_at_rest.rekey_checkpoint_value(r["id"], r["job_type"], k,
+                                                                   v, p)
                          for k, v in r["checkpoint"].items()
                          if isinstance(v, str) and v.startswith(secrets_at_rest.CHECKPOINT_PREFIX)}
                 sql.fetch(c, "rewrap_checkpoint", {"id": r["id"], "patch": json.dumps(patch)})
@@ -103,8 +107,10 @@ def seal_legacy(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int = 
 
 def bind_unbound(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int = BATCH,
                  ) -> int:
-    """Job secrets sealed before they were bound to their job (format 1): opened and
-    sealed again bound to the job's id, type and field (format 2), under the current KEK."""
+    """Job secrets sealed by an older portalq -- not bound to their job (format 1), or
+    bound but with a data key shared by the jobs sealed in the same burst (format 2, whose
+    erasure the others' keys would undo): opened and sealed again bound to the job's id,
+    type and field with a data key of their own (format 3), under the current KEK."""
     done, after = 0, 0
     while True:
         with connect() as c:
@@ -112,8 +118,9 @@ def bind_unbound(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int =
             if not rows:
                 return done
             for r in rows:
-                taken = json.loads(crypto.open_sealed(r["secret_key_id"], r["secret_dek"],
-                                                      r["secret_data"], p))
+                taken = json.loads(crypto.open_sealed(
+                    r["secret_key_id"], r["secret_dek"], r["secret_data"], p,
+                    aad=crypto.place(r["id"], r["job_type"], secrets_at_rest.SECRETS_FIELD)))
                 sealed = secrets_at_rest.seal_secrets(r["id"], r["job_type"], taken, p)
                 sql.fetch(c, "bind_sealed_row", {
                     "id": r["id"], "old": r["secret_data"], "key_id": sealed["secret_key_id"],
@@ -128,6 +135,8 @@ def rewrap_all(connect: Callable[[], Any], p: crypto.KeyProvider | None = None, 
     locked at that moment are skipped and picked up by the next pass."""
     p = p or crypto.provider()
     report = RewrapReport(current=p.current_id())
+    with connect() as c:
+        key_registry.note(c, p)
     report.legacy_sealed = seal_legacy(connect, p, batch)
     report.bound = bind_unbound(connect, p, batch)
     for _ in range(passes):
@@ -141,12 +150,18 @@ def rewrap_all(connect: Callable[[], Any], p: crypto.KeyProvider | None = None, 
 
 
 def retire(connect: Callable[[], Any], key_id: str, p: crypto.KeyProvider | None = None,
-           ) -> RewrapReport:
-    """Re-wrap whatever still names ``key_id``, then delete it from the key file. Refused
-    while a stored value still needs it."""
+           *, also: Sequence[str] = (), only_recorded: bool = False) -> RewrapReport:
+    """Re-wrap whatever still names ``key_id`` -- in this database and, for a key file, in
+    every other database recorded as using it (:mod:`jobs.key_registry`; ``also``: URLs of
+    others, or a better way into recorded ones) -- then delete it. Refused, in one line
+    naming the database, while a stored value anywhere may still need it: a database that
+    cannot be reached, a key older than the record (unless ``only_recorded``: the
+    operator's word that every database using the file has been recorded since)."""
     p = p or crypto.provider()
     if key_id == p.current_id():
         raise IllegalTransition(f"key {key_id} is the current key: rotate first")
+    if isinstance(p, crypto.FileKeyring):
+        _retire_elsewhere(connect, key_id, p, also, only_recorded)
     report = rewrap_all(connect, p)
     if report.left and report.left.get(key_id):
         raise IllegalTransition(f"{report.left[key_id]} stored value(s) still use key "
@@ -158,4 +173,41 @@ def retire(connect: Callable[[], Any], key_id: str, p: crypto.KeyProvider | None
                                 f"run `portalq keys rotate` again")
     if remove is not None:
         remove(key_id)
+    crypto.forget_opened()
     return report
+
+
+def _retire_elsewhere(connect: Callable[[], Any], key_id: str, p: crypto.FileKeyring,
+                      also: Sequence[str], only_recorded: bool) -> None:
+    """The other databases on ``p``'s key file re-wrapped and found free of ``key_id``."""
+    given: dict[str, Callable[[], Any]] = {}
+    for url in also:
+        reach = functools.partial(txn.connect, url)
+        with reach() as c:
+            key_registry.note(c, p, strict=True)
+            given[key_registry.identity(c)[0]] = reach
+    with connect() as c:
+        others = key_registry.others(c, p)
+    if key_id in key_registry.unrecorded(p) and not only_recorded:
+        names = ", ".join(sorted(e["name"] for e in others.values())) or "none"
+        raise IllegalTransition(
+            f"key {key_id} is older than portalq's record of the databases using {p.path} "
+            f"(recorded besides this one: {names}): a database not recorded may still need "
+            f"it; once every database using the file has run `portalq migrate` (or is given "
+            f"with --also URL), retire it with --only-recorded")
+    for ident, entry in sorted(others.items(), key=lambda kv: kv[1]["name"]):
+        way: Callable[[], Any] = (given.get(ident)
+                                  or functools.partial(key_registry.connect_dsn, entry["dsn"]))
+        try:
+            report = rewrap_all(way, p)
+        except (psycopg.Error, OSError) as e:
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[-1][:160]
+            raise IllegalTransition(
+                f"database {entry['name']} ({ident}) also uses {p.path} and may still need "
+                f"key {key_id}, but cannot be reached ({reason}): give its URL with --also "
+                f"URL, or `portalq keys forget-database {entry['name']}` if it is gone"
+            ) from None
+        if report.left and report.left.get(key_id):
+            raise IllegalTransition(
+                f"{report.left[key_id]} stored value(s) in database {entry['name']} still "
+                f"use key {key_id} (rows busy); run `portalq keys retire {key_id}` again")

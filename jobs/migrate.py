@@ -45,6 +45,7 @@ def upgrade(url: str, revision: str = "head") -> None:
         command.upgrade(cfg, revision)
     engine.dispose()
     grant_after_migration(url)
+    note_key_file(url)
 
 
 def offline_sql(revision: str = "head") -> str:
@@ -111,10 +112,30 @@ def upgrade_if_needed(url: str) -> None:
                 rows = conn.execute(
                     f"SELECT version_num FROM {schema()}.alembic_version").fetchall()
             if [r[0] for r in rows] == [head]:
+                note_key_file(url)
                 return
         except psycopg.errors.UndefinedTable:
             pass
     upgrade(url)
+
+
+def note_key_file(url: str) -> None:
+    """Record the database as one using the key file, at migration and service start
+    (jobs/key_registry.py: `keys retire` checks every such database). Not for another
+    key provider, nor one that cannot be set up here (the migration does not need it)."""
+    import psycopg
+
+    from portalq.jobs import crypto, key_registry
+    from portalq.jobs.database import libpq_dsn
+    from portalq.jobs.errors import PortalqError
+
+    try:
+        p = crypto.provider()
+    except PortalqError:   # a key setup this node lacks is reported where it is used
+        return
+    if isinstance(p, crypto.FileKeyring):
+        with psycopg.connect(libpq_dsn(url)) as conn:
+            key_registry.note(conn, p, how=False)
 
 
 def seed_portals(url: str, portals: list[dict[str, Any]]) -> list[str]:

@@ -347,6 +347,25 @@ def checkpoint_for_display(checkpoint: Mapping[str, Any] | None) -> dict[str, An
             for k, v in (checkpoint or {}).items()}
 
 
+def rekey_checkpoint_value(job_id: int, job_type: str, key: str, value: str,
+                           provider: crypto.KeyProvider | None = None) -> str:
+    """A sealed checkpoint value under the current KEK: re-wrapped if it has a data key of
+    its own (format 3); else -- an older portalq's, whose data key other values sealed in
+    the same burst share (their keys would open it once it is erased) -- opened and sealed
+    again with a key of its own."""
+    key_id, b64 = value[len(CHECKPOINT_PREFIX):].split(":", 1)
+    blob = base64.b64decode(b64)
+    if crypto.split_blob(blob)[1][:4] == crypto.V3:
+        return rewrap_checkpoint_value(value, provider)
+    aad = crypto.place(job_id, job_type, f"checkpoint:{key}")
+    try:
+        plain = crypto.open_blob(key_id, blob, provider, aad=aad)
+    except crypto.NotItsPlace:   # not this job's: left as it is (opening it will refuse)
+        return rewrap_checkpoint_value(value, provider)
+    new_id, new_blob = crypto.seal_blob(plain, provider, aad=aad)
+    return f"{CHECKPOINT_PREFIX}{new_id}:{base64.b64encode(new_blob).decode()}"
+
+
 def rewrap_checkpoint_value(value: str, provider: crypto.KeyProvider | None = None) -> str:
     key_id, b64 = value[len(CHECKPOINT_PREFIX):].split(":", 1)
     new_id, blob = crypto.rewrap_blob(key_id, base64.b64decode(b64), provider)

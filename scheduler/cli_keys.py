@@ -2,7 +2,9 @@
 
     portalq keys status          which key is current, how many stored values each wraps
     portalq keys rotate          a new current key (key file), every data key re-wrapped
-    portalq keys retire KEY_ID   delete an old key once nothing needs it
+    portalq keys retire KEY_ID   delete an old key once nothing needs it (in any database
+                                 recorded as using the key file, or given with --also URL)
+    portalq keys forget-database NAME   a database that is gone, out of the key file's record
 """
 
 from __future__ import annotations
@@ -46,15 +48,20 @@ def _where(p: Any) -> str:
 @app.command("status")
 def status(as_json: Annotated[bool, typer.Option("--json")] = False,
            database_url: DbUrl = None) -> None:
-    """The current key, the keys known, the stored values each one wraps."""
-    from portalq.jobs import keys, queue
+    """The current key, the keys known, the stored values each one wraps (and, for a key
+    file, the databases recorded as using it)."""
+    from portalq.jobs import crypto, key_registry, keys, queue
 
     _use_url(database_url)
     p = _provider()
     with queue.connect() as c:
         used = keys.usage(c)
-    out = {"provider": _where(p), "current": p.current_id(), "keys": p.key_ids(),
-           "stored_values": used}
+        out: dict[str, Any] = {"provider": _where(p), "current": p.current_id(),
+                               "keys": p.key_ids(), "stored_values": used}
+        if isinstance(p, crypto.FileKeyring):
+            key_registry.note(c, p)
+            out["databases"] = sorted(e["name"] for e in
+                                      key_registry.read(p.path)["databases"].values())
     if as_json:
         print_json(out)
         return
@@ -63,6 +70,8 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False,
         mark = "*" if key_id == out["current"] else " "
         known = "" if key_id in p.key_ids() else "  (MISSING: these values cannot be opened)"
         typer.echo(f" {mark} {key_id}: {used.get(key_id, 0)} stored value(s){known}")
+    for name in out.get("databases", []):
+        typer.echo(f"   database using this key file: {name}")
 
 
 @app.command("rotate")
@@ -96,8 +105,14 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
 
 
 @app.command("retire")
-def retire(key_id: str, database_url: DbUrl = None) -> None:
-    """Delete an old key (after re-wrapping whatever still used it)."""
+def retire(key_id: str, database_url: DbUrl = None,
+           also: Annotated[list[str] | None, typer.Option(
+               "--also", help="another database using the key file (URL; repeatable)")] = None,
+           only_recorded: Annotated[bool, typer.Option(
+               "--only-recorded", help="every database using the key file is recorded (`keys "
+               "status`): retire a key older than the record")] = False) -> None:
+    """Delete an old key, after re-wrapping whatever still used it in this database and in
+    every other database recorded as using the key file."""
     from portalq.jobs import crypto, keys, queue
 
     _use_url(database_url)
@@ -105,10 +120,28 @@ def retire(key_id: str, database_url: DbUrl = None) -> None:
     p = _provider()
     if key_id not in p.key_ids():
         fail(f"no key {key_id!r} (known: {', '.join(p.key_ids())})")
-    keys.retire(queue.connect, key_id, p)
+    for url in also or ():
+        if not url.startswith(("postgresql://", "postgresql+psycopg://")):
+            fail("--also takes a database URL: postgresql://...")
+    keys.retire(queue.connect, key_id, p, also=also or (), only_recorded=only_recorded)
     if isinstance(p, crypto.FileKeyring):
         typer.echo(f"key {key_id} deleted from {p.path}")
     elif hasattr(p, "remove"):
         typer.echo(f"key {key_id} retired in {_where(p)} (and every older one)")
     else:
         typer.echo(f"nothing uses key {key_id} any more: remove it from {_where(p)}")
+
+
+@app.command("forget-database")
+def forget_database(name: str) -> None:
+    """Drop a database that no longer exists from the key file's record (`keys status`
+    lists them), so that `keys retire` stops asking for it."""
+    from portalq.jobs import crypto, key_registry
+
+    p = _provider()
+    if not isinstance(p, crypto.FileKeyring):
+        fail(f"keys come from {_where(p)}, not a key file: nothing recorded")
+    dropped = key_registry.forget(p.path, name)
+    if not dropped:
+        fail(f"no database {name!r} recorded for {p.path}")
+    typer.echo(f"forgot {', '.join(dropped)} (recorded as using {p.path})")

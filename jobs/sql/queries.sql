@@ -602,11 +602,12 @@ UPDATE portalq.job_queue SET payload = %(payload)s::jsonb, secret_key_id = %(key
 WHERE id = %(id)s AND secret_key_id IS NULL;
 
 -- name: unbound_sealed_rows
--- Rotation: sealed job secrets of format 1 (before they were bound to their job: no 'PQS2'
--- magic, jobs/crypto.py), to be sealed again bound to their job.
+-- Rotation: sealed job secrets of format 1 or 2 (not bound to their job, or sharing a data
+-- key with the other jobs of a burst: no 'PQS3' magic, jobs/crypto.py), to be sealed again
+-- bound to their job with a data key of their own.
 SELECT id, job_type, secret_key_id, secret_dek, secret_data FROM portalq.job_queue
 WHERE id > %(after)s AND secret_data IS NOT NULL
-  AND substring(secret_data FROM 1 FOR 4) <> '\x50515332'::bytea
+  AND substring(secret_data FROM 1 FOR 4) <> '\x50515333'::bytea
 ORDER BY id LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
@@ -617,7 +618,7 @@ WHERE id = %(id)s AND secret_data = %(old)s;
 -- name: sealed_checkpoints
 -- Rotation: jobs whose checkpoint holds a value sealed under another KEK
 -- ("pqsealed1:<key id>:...", jobs/secrets_at_rest.py).
-SELECT id, checkpoint FROM portalq.job_queue q
+SELECT id, job_type, checkpoint FROM portalq.job_queue q
 WHERE id > %(after)s AND EXISTS (
     SELECT 1 FROM jsonb_each_text(q.checkpoint) e
     WHERE starts_with(e.value, 'pqsealed1:') AND split_part(e.value, ':', 2) <> %(current)s)
@@ -626,6 +627,17 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: rewrap_checkpoint
 UPDATE portalq.job_queue SET checkpoint = checkpoint || %(patch)s::jsonb WHERE id = %(id)s;
+
+-- name: database_identity
+-- Which database this is, for the record of the databases using a key file
+-- (jobs/key_registry.py): the cluster's system identifier where this role may read it, the
+-- database's name, and the names of the cluster's databases (a recorded one missing was
+-- dropped). Read-only: it may run inside a caller's transaction.
+SELECT CASE WHEN has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE')
+            THEN (SELECT system_identifier::text FROM pg_catalog.pg_control_system())
+       END AS sysid,
+       current_database()::text AS name,
+       ARRAY(SELECT datname::text FROM pg_catalog.pg_database) AS databases;
 
 -- name: key_usage
 -- How many stored values each KEK wraps (portalq keys status / retire).

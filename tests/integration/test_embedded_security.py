@@ -124,3 +124,58 @@ def test_a_trust_cluster_of_an_older_portalq_gets_passwords(tmp_path):
             assert c.execute("SELECT current_user").fetchone() == (embedded.APP_ROLE,)
     finally:
         pg.destroy()
+
+
+def _server_ids(pg: embedded.EmbeddedPostgres) -> tuple[list[int], list[int]]:
+    """The running server's (gids, supplementary groups), from /proc."""
+    pid = int((pg.pgdata / "postmaster.pid").read_text().split()[0])
+    status = dict(line.split(":", 1) for line in
+                  Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return ([int(g) for g in status["Gid"].split()],
+            [int(g) for g in status["Groups"].split()])
+
+
+@pytest.mark.slow
+def test_a_deleted_home_does_not_brick_the_database(server_home):
+    """Issue 35 (11): `portalq db stop`, `rm -rf $PORTALQ_HOME`, then the next command works
+    (as root the data lives outside the home with the old passwords; a new passfile is
+    made): the passwords are set again, the data is kept, and the home shows where it is."""
+    home = server_home / "home"
+    env = {"PORTALQ_HOME": str(home), "PORTALQ_DATABASE_URL": ""}
+    pg = embedded.EmbeddedPostgres(home)
+    try:
+        assert run_cli("migrate", env=env).returncode == 0
+        with psycopg.connect(pg.dsn("portalq"), autocommit=True) as c:
+            c.execute("CREATE TABLE kept AS SELECT 'kept' AS x")
+        if os.geteuid() == 0:   # the data is where an operator looking in the home finds it
+            assert (home / "pgdata").resolve() == pg.pgdata.resolve()
+        assert run_cli("db", "stop", env=env).returncode == 0
+        shutil.rmtree(home)
+        out = run_cli("jobs", "list", "--json", env=env)
+        assert out.returncode == 0, out.stderr
+        assert "password" in out.stderr and "\n" not in out.stderr.strip()   # said once
+        with psycopg.connect(pg.dsn("portalq"), autocommit=True) as c:   # the same data
+            assert c.execute("SELECT x FROM kept").fetchone() == ("kept",)
+        # the home deleted while the server still runs (with the old passwords)
+        shutil.rmtree(home)
+        out = run_cli("jobs", "list", "--json", env=env)
+        assert out.returncode == 0, out.stderr
+        with psycopg.connect(pg.dsn("portalq"), autocommit=True) as c:
+            assert c.execute("SELECT x FROM kept").fetchone() == ("kept",)
+    finally:
+        pg.destroy()
+
+
+@pytest.mark.slow
+def test_the_server_runs_without_group_root(server_home):
+    """Issue 35 (6): run as root, the server ran as its system user but kept group root
+    (gid 0) and root's supplementary groups."""
+    if os.geteuid() != 0:
+        pytest.skip("run as root only")
+    pg = embedded.EmbeddedPostgres(server_home / "home", settings={"fsync": "off"})
+    try:
+        pg.ensure_running()
+        gids, groups = _server_ids(pg)
+        assert 0 not in gids and 0 not in groups, (gids, groups)
+    finally:
+        pg.destroy()

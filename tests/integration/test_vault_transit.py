@@ -153,3 +153,17 @@ def test_the_service_and_cli_use_vault_by_configuration(bao, db, dsn, tmp_path):
     bad = run_cli("keys", "status", env={**env, "VAULT_ADDR": "ftp://nowhere"})
     assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0
     assert "VAULT_ADDR must be an http(s) address" in bad.stderr
+
+
+def test_a_batch_is_wrapped_in_one_request_a_key_per_value(bao):
+    """Issue 35 (5): a data key per value; Transit's batch_input wraps them together."""
+    vault = VaultTransit(bao, token=ROOT)
+    calls = []
+    real = vault._call
+    vault._call = lambda *a, **k: calls.append(a[1]) or real(*a, **k)  # type: ignore[method-assign]
+    items = [(f"v{i}".encode(), crypto.place(i, "t", "secrets")) for i in range(40)]
+    sealed = crypto.seal_many(items, vault)
+    assert calls.count("encrypt/portalq") == 1
+    assert len({vault.unwrap(s.key_id, s.wrapped_dek) for s in sealed}) == 40
+    for (plain, aad), s in zip(items, sealed, strict=True):
+        assert crypto.open_sealed(s.key_id, s.wrapped_dek, s.data, vault, aad=aad) == plain
