@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobs import clock, masking, sql, types
+from jobs import clock, crypto, masking, sql, types
 from jobs.errors import InputError
 from jobs.models import JOB_STATUSES
 
@@ -143,7 +143,15 @@ def artifact(conn: Any, artifact_id: int) -> dict[str, Any] | None:
 
 
 def document(conn: Any, job_id: int, name: str) -> dict[str, Any] | None:
-    return sql.fetch_one(conn, "console_document", {"job_id": job_id, "name": name})
+    """A job's document as the portal gave it: opened from its seal (documents are kept
+    sealed, jobs.worker_api.store_document), so a CP 575 downloads as the PDF it is."""
+    row = sql.fetch_one(conn, "console_document", {"job_id": job_id, "name": name})
+    if row is None:
+        return None
+    data = bytes(row["data"])
+    if row["key_id"] is not None:
+        data = crypto.open_blob(row["key_id"], data)
+    return {"name": row["name"], "content_type": row["content_type"], "data": data}
 
 
 def depth(conn: Any) -> dict[str, dict[str, int]]:

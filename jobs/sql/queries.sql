@@ -1066,7 +1066,10 @@ ORDER BY attempt, id;
 SELECT id, job_id, attempt, kind, path FROM job_artifacts WHERE id = %(id)s;
 
 -- name: console_document
-SELECT name, content_type, data FROM job_documents WHERE job_id = %(job_id)s AND name = %(name)s;
+-- A stored document, sealed (key_id: the KEK its data key is wrapped by; NULL for rows
+-- written before documents were sealed): jobs.console_repo.document opens it.
+SELECT name, content_type, data, key_id FROM job_documents
+WHERE job_id = %(job_id)s AND name = %(name)s;
 
 -- name: console_job_escalations
 SELECT e.id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at, e.send_attempts,

@@ -27,6 +27,8 @@ from scheduler.console.security import require
 if TYPE_CHECKING:
     from scheduler.console.app import Console
 
+#: document types served as what they are (anything else: application/octet-stream)
+DOCUMENT_TYPES = ("application/pdf",)
 FILTERS = ("status", "portal", "job_type", "order_id", "created_from", "created_to", "field",
            "value")
 DONE = {"retry": "Queued again.", "retry_with_payload": "Queued again with the new payload.",
@@ -267,7 +269,11 @@ def routes(console: Console) -> list[Route]:
         if row is None:
             raise HTTPException(404, "no such document")
         safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in row["name"])
-        return Response(bytes(row["data"]), media_type="application/octet-stream", headers={
+        # always a download (never rendered in the console's origin); a PDF says so, so
+        # the browser and the file manager open it as one
+        media = row["content_type"] if row["content_type"] in DOCUMENT_TYPES else \
+            "application/octet-stream"
+        return Response(row["data"], media_type=media, headers={
             "Content-Disposition": f'attachment; filename="{safe}"'})
 
     return [Route("/jobs", jobs_list), Route("/jobs.json", jobs_json),
