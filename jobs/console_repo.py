@@ -128,7 +128,9 @@ def job_page(conn: Any, job_id: int) -> dict[str, Any]:
     job["events"] = sql.fetch(conn, "job_events", {"id": job_id})
     job["artifacts"] = sql.fetch(conn, "console_artifacts", {"job_id": job_id})
     job["documents"] = sql.fetch(conn, "document_names", {"job_id": job_id})
-    job["escalations"] = sql.fetch(conn, "console_job_escalations", {"job_id": job_id})
+    job["escalations"] = [{**e, "message": mail_text(e["message"])}
+                          for e in sql.fetch(conn, "console_job_escalations",
+                                             {"job_id": job_id})]
     # a person's part (issue 16): the questions asked (never their answers) and an approval
     now = clock.now()
     job["questions"] = [{**q, "open": q["answered_at"] is None and q["deadline"] > now}
@@ -136,6 +138,26 @@ def job_page(conn: Any, job_id: int) -> dict[str, Any]:
     approval = (job.get("checkpoint") or {}).get("approval") or {}
     job["awaits_approval"] = approval.get("state") == "pending"
     return masking.public_job(job)
+
+
+def mail_text(raw: bytes | memoryview | None) -> str | None:
+    """A stored escalation mail (``escalations.message``: the message as it was sent) as a
+    person reads it: its headers, its text, what it attached. None: not built yet."""
+    if raw is None:
+        return None
+    from email import message_from_bytes, policy
+    from email.message import EmailMessage
+
+    msg = message_from_bytes(bytes(raw), policy=policy.default)
+    assert isinstance(msg, EmailMessage)
+    lines = [f"{h}: {msg[h]}" for h in ("From", "To", "Subject", "Message-ID", "In-Reply-To")
+             if msg[h] is not None]
+    body = msg.get_body(preferencelist=("plain", "html"))
+    text = str(body.get_content()) if body is not None else ""
+    attached = [f"[attached: {p.get_filename() or p.get_content_type()}, "
+                f"{len(p.get_content()):,} bytes]" for p in msg.iter_attachments()]
+    return "\n".join(lines) + "\n\n" + text.rstrip("\n") + "".join(
+        "\n" + a for a in attached)
 
 
 def artifact(conn: Any, artifact_id: int) -> dict[str, Any] | None:
@@ -187,7 +209,7 @@ def throughput(conn: Any, hours: int = 24,
 
 
 def running(conn: Any) -> list[dict[str, Any]]:
-    return sql.fetch(conn, "status_running")
+    return [masking.scrub_ssn_like(r) for r in sql.fetch(conn, "status_running")]
 
 
 def table_estimate(conn: Any) -> int:

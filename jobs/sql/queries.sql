@@ -1071,9 +1071,18 @@ SELECT id, job_id, attempt, kind, path FROM job_artifacts WHERE id = %(id)s;
 SELECT name, content_type, data, key_id FROM job_documents
 WHERE job_id = %(job_id)s AND name = %(name)s;
 
+-- name: escalation_message_store
+-- The mail as built for this send (scrubbed; jobs.outbox.store_message), in the send's
+-- transaction: the console shows the message itself.
+UPDATE escalations SET message = %(message)s WHERE id = %(id)s;
+
+-- name: escalation_job_secrets
+SELECT id, job_type, payload, secret_key_id, secret_dek, secret_data
+FROM job_queue WHERE id = %(id)s;
+
 -- name: console_job_escalations
 SELECT e.id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at, e.send_attempts,
-       e.last_send_error, h.acknowledged_at, h.acknowledged_by, h.assigned_to,
+       e.last_send_error, e.message, h.acknowledged_at, h.acknowledged_by, h.assigned_to,
        h.resolved_at, h.resolved_by
 FROM escalations e LEFT JOIN escalation_handling h ON h.escalation_id = e.id
 WHERE e.job_id = %(job_id)s ORDER BY e.id;

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from jobs import audit, clock, console_actions, console_repo, console_users
+from jobs import audit, clock, console_actions, console_repo, console_users, masking
 from jobs.clock import parse_instant
 from jobs.errors import InputError
 from scheduler import calendars
@@ -128,6 +128,8 @@ def routes(console: Console) -> list[Route]:
                                  else None, target=q.get("target") or None,
                                  actor=q.get("actor") or None, action=q.get("action") or None,
                                  limit=100)
+        # reasons and snapshots written before they were scrubbed (or by other tools)
+        rows = [masking.scrub_ssn_like(r) for r in rows]
         if as_json:
             return console.json(rows)
         return console.render(request, "audit.html", rows=rows,

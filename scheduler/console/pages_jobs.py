@@ -43,21 +43,6 @@ def actor(user: User) -> Actor:
     return Actor(user.name, user.role, "console")
 
 
-def escalation_mail(console: Console, job: dict[str, Any], esc: dict[str, Any]) -> str:
-    """The escalation's mail as the mailer builds it (subject and text; the screenshot it
-    attaches is in the gallery), from the job as shown (secrets already masked)."""
-    from scheduler.mailer import build_escalation
-
-    msg = build_escalation(console.service, {
-        **{k: job.get(k) for k in ("job_type", "order_id", "portal", "attempts",
-                                   "max_attempts", "last_error", "checkpoint")},
-        "id": esc["id"], "job_id": job["id"], "kind": esc["kind"], "reason": esc["reason"]},
-        None)
-    body = msg.get_content()
-    return masking.scrub_ssn_like(f"To: {msg['To'] or '(PORTALQ_ADMIN_EMAILS unset)'}\n"
-                                  f"Subject: {msg['Subject']}\n\n{body}")
-
-
 def parse_filter(values: Any) -> console_repo.JobFilter:
     def get(name: str) -> str | None:
         v = values.get(name)
@@ -86,7 +71,8 @@ def _reason(form: FormData) -> str:
     reason = str(form.get("reason") or "").strip()
     if not reason:
         raise InputError("say why (a reason is required for every action)")
-    return reason
+    # a reason is shown to every role and kept in the audit log: never an SSN in it
+    return str(masking.scrub_ssn_like(reason))
 
 
 def routes(console: Console) -> list[Route]:
@@ -131,9 +117,7 @@ def routes(console: Console) -> list[Route]:
             attempts.setdefault(a["attempt"], []).append(a)
         done = DONE.get(request.query_params.get("done", ""))
         uncertain = past_point_of_no_return(data["checkpoint"])
-        mails = {e["id"]: escalation_mail(console, data, e) for e in data["escalations"]}
         return console.render(request, "job.html", job=data, attempts=attempts, done=done,
-                              mails=mails,
                               can_act=user.can("operator"), uncertain=uncertain,
                               payload_json=json.dumps(data["payload"], indent=2,
                                                       sort_keys=True),

@@ -129,3 +129,107 @@ def test_each_role_that_may_downloads_documents_that_open_as_pdfs(env, signin, r
     assert run(page.locator("a[href*='/documents/']").count()) == 0
     resp = run(page.context.request.get(f"/jobs/{job_id}/documents/CP575_1764800000000.pdf"))
     assert resp.status == 403 and not run(resp.body()).startswith(b"%PDF-")
+
+
+# --- item 2: no written form of the SSN in any mail or console response -------------------------
+
+def _forms(ssn: str = SSN) -> dict[str, str]:
+    digits = ssn.replace("-", "")
+    return {"dashed": ssn, "bare": digits, "spaced": f"{digits[:3]} {digits[3:5]} {digits[5:]}"}
+
+
+def _mail_texts(msg: Any) -> list[bytes]:
+    """Every text of a received mail: the raw message, each header, each part decoded."""
+    out = [msg.as_bytes()]
+    out += [str(v).encode() for _k, v in msg.items()]
+    for part in msg.walk():
+        payload = part.get_payload(decode=True)
+        if payload:
+            out.append(payload)
+    return out
+
+
+def _console_paths(job_id: int) -> list[str]:
+    return ["/", "/overview.json", "/jobs", "/jobs.json", "/jobs?status=failed",
+            "/jobs?job_type=obtain_ein", f"/jobs/{job_id}", f"/jobs/{job_id}.json",
+            "/escalations", "/escalations?all=1", "/audit", "/audit.json"]
+
+
+def test_no_written_form_of_the_ssn_in_any_mail_or_console_response(env, signin, run):
+    """The SSN planted where a careless portal or flow (or a person) would put it: in the
+    job's error (bare), the escalation's reason (dashed), a checkpoint (spaced), a
+    non-secret payload field (spaced) and an action's reason (dashed): the mail the real
+    SMTP server received and every console response, for every role, hold none of its
+    forms; the console shows the mail as it was sent (its recipients and link)."""
+    from scheduler import mailer
+    from scheduler.config import Settings
+    from tests.mailbox import Mailbox
+
+    forms = _forms()
+    dsn = env["dsn"]
+    payload = {**payloads.OBTAIN_EIN,
+               "principal_activity": f"Software for owner {forms['spaced']}"}
+    with psycopg.connect(dsn, autocommit=True) as c:
+        job_id = queue.enqueue("obtain_ein", "ORD-SCRUB-1", payload, conn=c).id
+        c.execute("""UPDATE job_queue SET status = 'failed', attempts = 1, finished_at = %s,
+                        checkpoint = %s, last_error = %s WHERE id = %s""",
+                  (clock.now(), json.dumps({"step": "submit", "ein_application": {
+                      "state": "submitting", "note": f"typed {forms['spaced']}"}}),
+                   f"portal echoed the SSN {forms['bare']} back", job_id))
+        c.execute("INSERT INTO job_events (job_id, at, attempt, from_status, to_status, "
+                  "error, worker) VALUES (%s, %s, 1, 'running', 'failed', %s, 'w1')",
+                  (job_id, clock.now(), f"failed for {forms['dashed']}"))
+        queue.escalate(c, job_id, 1, "business", f"rejected: SSN {forms['dashed']} unknown")
+
+    box = Mailbox().start()
+    settings = Settings(smtp_url=box.url, admin_emails="ops@example.com",
+                        console_url=env["base"])
+
+    async def send() -> int:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            return (await mailer.send_due_escalations(settings, c)).sent
+    try:
+        assert run(send()) == 1
+        mails = box.wait_for(1, 10)
+    finally:
+        box.stop()
+    assert len(mails) == 1
+    texts = _mail_texts(mails[0])
+    joined = b"\n".join(texts)
+    assert f"Job {job_id}".encode() in joined and b"portal echoed the SSN" in joined
+    for name, form in forms.items():
+        for text in texts:
+            assert form.encode() not in text, f"{name} form in the mail"
+
+    # a person acts with the SSN in the reason
+    page = signin("operator")
+    run(page.goto(f"/jobs/{job_id}"))
+    token = next(c["value"] for c in run(page.context.cookies()) if c["name"] == "csrftoken")
+    resp = run(page.context.request.post(f"/jobs/{job_id}/cancel", form={
+        "csrftoken": token, "reason": f"customer {forms['dashed']} withdrew"}))
+    assert resp.status == 200
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT status FROM job_queue WHERE id = %s",
+                         (job_id,)).fetchone() == ("cancelled",)
+
+    checked = 0
+    for role in ROLES:
+        page = signin(role)
+        for path in _console_paths(job_id) + ([f"/jobs/{job_id}/edit"]
+                                              if role != "viewer" else []):
+            resp = run(page.context.request.get(path))
+            assert resp.status == 200, (role, path)
+            body = run(resp.body())
+            for name, form in forms.items():
+                assert form.encode() not in body, f"{name} form in {role} {path}"
+            checked += 1
+        # the mail shown is the one that was sent: its recipients and its console link
+        run(page.goto(f"/jobs/{job_id}"))
+        shown = run(page.locator("pre.mail").first.text_content()) or ""
+        assert "To: ops@example.com" in shown and f"{env['base']}/jobs/{job_id}" in shown
+        assert_no_ssn(shown, f"{role} stored mail")
+    assert checked == 3 * len(_console_paths(job_id)) + 2
+    out = __import__("tests.conftest", fromlist=["run_cli"]).run_cli(
+        "audit", "--json", "--limit", "50", env={"PORTALQ_DATABASE_URL": env["url"]})
+    assert out.returncode == 0, out.stderr
+    assert_no_ssn(out.stdout, "portalq audit --json")

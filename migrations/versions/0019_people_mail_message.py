@@ -1,0 +1,25 @@
+"""The escalation mail as it was sent (issue 39): ``escalations.message`` keeps the
+rendered message (RFC 5322 bytes, scrubbed of the job's secrets), written in the same
+transaction that marks the row sent, so the console shows the mail itself -- its
+recipients, subject, text and link -- rather than a copy rebuilt from the record.
+
+Revision ID: 0019_people_mail
+Revises: 0018
+"""
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0019_people_mail"
+down_revision = "0018"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("escalations", sa.Column("message", sa.LargeBinary(), nullable=True))
+
+
+def downgrade() -> None:
+    op.drop_column("escalations", "message")
