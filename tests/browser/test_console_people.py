@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from email import message_from_bytes, policy
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from flowkit import SSN, inflate_all
 from jobs import clock, queue, worker_api
 from portals.standin.kit.pdf import make_pdf
 from tests import payloads
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.browser
 
@@ -104,7 +104,7 @@ def test_each_role_that_may_downloads_documents_that_open_as_pdfs(env, signin, r
         page = signin(role)
         run(page.goto(f"/jobs/{job_id}"))
         for name, (_heading, lines) in DOCUMENTS.items():
-            async def download(name: str = name) -> bytes:
+            async def download(name: str = name, page: Any = page) -> bytes:
                 async with page.expect_download() as info:
                     await page.click(f"a[href$='/documents/{name}']")
                 dl = await info.value
@@ -229,7 +229,7 @@ def test_no_written_form_of_the_ssn_in_any_mail_or_console_response(env, signin,
         assert "To: ops@example.com" in shown and f"{env['base']}/jobs/{job_id}" in shown
         assert_no_ssn(shown, f"{role} stored mail")
     assert checked == 3 * len(_console_paths(job_id)) + 2
-    out = __import__("tests.conftest", fromlist=["run_cli"]).run_cli(
+    out = run_cli(
         "audit", "--json", "--limit", "50", env={"PORTALQ_DATABASE_URL": env["url"]})
     assert out.returncode == 0, out.stderr
     assert_no_ssn(out.stdout, "portalq audit --json")
