@@ -233,3 +233,26 @@ def test_no_written_form_of_the_ssn_in_any_mail_or_console_response(env, signin,
         "audit", "--json", "--limit", "50", env={"PORTALQ_DATABASE_URL": env["url"]})
     assert out.returncode == 0, out.stderr
     assert_no_ssn(out.stdout, "portalq audit --json")
+
+
+# --- item 4: the failed-jobs list shows the error ------------------------------------------------
+
+def test_the_failed_jobs_list_shows_the_error_not_the_last_step(env, signin, run):
+    with psycopg.connect(env["dsn"], autocommit=True) as c:
+        failed = queue.enqueue("name_search", "ORD-ERR-1", payloads.NAME_SEARCH, conn=c).id
+        running = queue.enqueue("name_search", "ORD-ERR-2", payloads.NAME_SEARCH, conn=c).id
+        c.execute("UPDATE job_queue SET status = 'failed', attempts = 5, finished_at = %s, "
+                  "checkpoint = '{\"step\": \"submit\"}', last_error = %s WHERE id = %s",
+                  (clock.now(), "PortalUnavailable: IRS answered 503 at the submit page",
+                   failed))
+        c.execute("UPDATE job_queue SET status = 'running', attempts = 1, "
+                  "checkpoint = '{\"step\": \"sending\"}', last_error = 'an earlier timeout' "
+                  "WHERE id = %s", (running,))
+    page = signin("viewer")
+    for path in ("/jobs?status=failed", "/jobs"):
+        run(page.goto(path))
+        cell = page.locator(f"tr[data-job='{failed}'] td.what")
+        assert run(cell.inner_text()) == "PortalUnavailable: IRS answered 503 at the submit page"
+    # a job still on its way says where it is
+    run(page.goto("/jobs"))
+    assert run(page.locator(f"tr[data-job='{running}'] td.what").inner_text()) == "sending"
