@@ -218,9 +218,22 @@ def table_estimate(conn: Any) -> int:
 
 def escalations_inbox(conn: Any, *, include_resolved: bool = False, limit: int = 200,
                       ) -> list[dict[str, Any]]:
+    """The escalations nobody resolved whose cause is still there (``live``), oldest
+    first; with ``include_resolved`` every one, those closed by themselves included."""
     rows = sql.fetch(conn, "console_escalations_inbox",
-                     {"include_resolved": include_resolved, "limit": limit})
+                     {"include_resolved": include_resolved, "limit": limit,
+                      "now": clock.now()})
     return [masking.scrub_ssn_like(r) for r in rows]
+
+
+#: the navigation counts what needs a person up to this ("999+" beyond)
+NEEDS_YOU_CAP = 1000
+
+
+def needs_you(conn: Any) -> int:
+    """How many escalations need a person (the inbox's open rows), at most the cap."""
+    return int(sql.fetch_value(conn, "console_needs_you",
+                               {"now": clock.now(), "cap": NEEDS_YOU_CAP}) or 0)
 
 
 def closures(conn: Any) -> list[dict[str, Any]]:

@@ -1088,14 +1088,58 @@ FROM escalations e LEFT JOIN escalation_handling h ON h.escalation_id = e.id
 WHERE e.job_id = %(job_id)s ORDER BY e.id;
 
 -- name: console_escalations_inbox
--- What needs a human, oldest first (resolved ones only with %(include_resolved)s).
-SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
-       j.job_type, j.order_id, j.portal, j.status, j.last_error,
-       h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at, h.resolved_by
-FROM escalations e JOIN job_queue j ON j.id = e.job_id
-LEFT JOIN escalation_handling h ON h.escalation_id = e.id
-WHERE %(include_resolved)s OR h.resolved_at IS NULL
-ORDER BY e.created_at, e.id LIMIT %(limit)s;
+-- What needs a human, oldest first: the escalations nobody resolved whose cause is still
+-- there (%(include_resolved)s: all, resolved and closed by themselves too). ``live``: the
+-- cause is still there -- a question still open (its attempt's, unanswered, before its
+-- deadline), an approval still pending, a failure whose job is still failed -- and no
+-- later escalation of the job of the same sort replaced it. Nothing writes when a cause
+-- goes (a worker, the CLI, the console, a retry): it is read here, so it never goes stale.
+SELECT * FROM (
+    SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
+           j.job_type, j.order_id, j.portal, j.status, j.last_error,
+           j.checkpoint #>> '{approval,state}' AS approval_state,
+           h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at, h.resolved_by,
+           (CASE e.kind
+                WHEN 'question' THEN j.status NOT IN ('completed', 'cancelled') AND EXISTS (
+                    SELECT 1 FROM job_questions q WHERE q.job_id = e.job_id
+                      AND q.attempt = e.attempt AND q.answered_at IS NULL
+                      AND q.deadline > %(now)s)
+                WHEN 'approval' THEN j.status NOT IN ('completed', 'cancelled')
+                                     AND j.checkpoint #>> '{approval,state}' = 'pending'
+                ELSE j.status = 'failed'
+            END) AND NOT EXISTS (
+                SELECT 1 FROM escalations l WHERE l.job_id = e.job_id AND l.id > e.id
+                  AND (l.kind IN ('question', 'approval')) = (e.kind IN ('question', 'approval'))
+                  AND (l.kind = 'question') = (e.kind = 'question')) AS live
+    FROM escalations e JOIN job_queue j ON j.id = e.job_id
+    LEFT JOIN escalation_handling h ON h.escalation_id = e.id
+    WHERE %(include_resolved)s OR h.resolved_at IS NULL
+) x
+WHERE %(include_resolved)s OR live
+ORDER BY created_at, id LIMIT %(limit)s;
+
+-- name: console_needs_you
+-- How many escalations need a person (console_escalations_inbox's open rows), up to
+-- %(cap)s: the count in the console's navigation and on its overview.
+SELECT count(*)::int AS n FROM (
+    SELECT 1 FROM escalations e JOIN job_queue j ON j.id = e.job_id
+    LEFT JOIN escalation_handling h ON h.escalation_id = e.id
+    WHERE h.resolved_at IS NULL
+      AND (CASE e.kind
+               WHEN 'question' THEN j.status NOT IN ('completed', 'cancelled') AND EXISTS (
+                   SELECT 1 FROM job_questions q WHERE q.job_id = e.job_id
+                     AND q.attempt = e.attempt AND q.answered_at IS NULL
+                     AND q.deadline > %(now)s)
+               WHEN 'approval' THEN j.status NOT IN ('completed', 'cancelled')
+                                    AND j.checkpoint #>> '{approval,state}' = 'pending'
+               ELSE j.status = 'failed'
+           END)
+      AND NOT EXISTS (
+          SELECT 1 FROM escalations l WHERE l.job_id = e.job_id AND l.id > e.id
+            AND (l.kind IN ('question', 'approval')) = (e.kind IN ('question', 'approval'))
+            AND (l.kind = 'question') = (e.kind = 'question'))
+    LIMIT %(cap)s
+) open;
 
 -- name: console_escalation
 SELECT e.id, e.job_id, h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at,

@@ -46,7 +46,8 @@ def compute(conn: Any, hours_cache: dict[datetime, dict[str, int]] | None = None
     return {"at": now, "portals": portals, "depth": depth, "totals": totals,
             "statuses": STATUSES, "running": console_repo.running(conn),
             "throughput": console_repo.throughput(conn, cache=hours_cache),
-            "rows_estimate": console_repo.table_estimate(conn)}
+            "rows_estimate": console_repo.table_estimate(conn),
+            "needs_you": console_repo.needs_you(conn), "needs_you_cap": console_repo.NEEDS_YOU_CAP}
 
 
 class Snapshots:
@@ -72,6 +73,20 @@ class Snapshots:
         """Something changed (a notification, a write from this console): the next view
         recomputes."""
         self.taken = 0.0
+        self.needs_taken = 0.0
+
+    needs_taken = 0.0
+    needs_count = 0
+
+    def needs_you(self) -> int:
+        """What needs a person (the navigation's count on every page): one small query
+        per refresh period per console process, at once after a change."""
+        with self.lock:
+            if time.monotonic() - self.needs_taken >= self.console.settings.live_refresh_seconds:
+                with self.console.db() as conn:
+                    self.needs_count = console_repo.needs_you(conn)
+                self.needs_taken = time.monotonic()
+            return self.needs_count
 
     def get(self, *, fresh: bool = False) -> dict[str, Any]:
         with self.lock:

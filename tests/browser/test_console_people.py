@@ -256,3 +256,90 @@ def test_the_failed_jobs_list_shows_the_error_not_the_last_step(env, signin, run
     # a job still on its way says where it is
     run(page.goto("/jobs"))
     assert run(page.locator(f"tr[data-job='{running}'] td.what").inner_text()) == "sending"
+
+
+# --- item 5: the inbox empties itself; what needs a person is counted ---------------------------
+
+def _inbox(run, page) -> dict[int, str]:
+    """{job id: state} of the escalations inbox's rows."""
+    run(page.goto("/escalations"))
+    rows = run(page.locator("tr[data-escalation]").evaluate_all(
+        "rows => rows.map(r => [r.getAttribute('data-job'), "
+        "r.querySelector('td.state').innerText])"))
+    return {int(j): s for j, s in rows}
+
+
+def _count(run, page) -> int:
+    return int(run(page.locator("#needs-you-count").inner_text()))
+
+
+def test_the_inbox_empties_itself_when_the_cause_is_gone(env, signin, run):
+    """A question answered, an approval given, a failed job retried (and completed): each
+    escalation leaves the inbox by itself, with nobody resolving it; the navigation and
+    the overview count what still needs a person."""
+    from datetime import timedelta
+
+    dsn, now = env["dsn"], clock.now()
+    with psycopg.connect(dsn, autocommit=True) as c:
+        asks = queue.enqueue("file_entity", "ORD-IN-Q", payloads.FILE_ENTITY_BC, conn=c).id
+        waits = queue.enqueue("file_entity", "ORD-IN-A", payloads.FILE_ENTITY_BC, conn=c).id
+        fails = queue.enqueue("name_search", "ORD-IN-F", payloads.NAME_SEARCH, conn=c).id
+        c.execute("UPDATE job_queue SET status = 'running', attempts = 1 WHERE id = %s",
+                  (asks,))
+        c.execute("INSERT INTO job_questions (job_id, attempt, question, asked_at, deadline) "
+                  "VALUES (%s, 1, 'the code e-mailed to ops@example.com', %s, %s)",
+                  (asks, now, now + timedelta(minutes=10)))
+        queue.escalate(c, asks, 1, "question", "waiting for a person: the code")
+        c.execute("UPDATE job_queue SET status = 'deferred', attempts = 1, run_at = %s, "
+                  "checkpoint = jsonb_build_object('approval', jsonb_build_object("
+                  "'state', 'pending', 'digest', 'abc')) WHERE id = %s",
+                  (now + timedelta(days=7), waits))
+        queue.escalate(c, waits, 1, "approval", "at the review page")
+        c.execute("UPDATE job_queue SET status = 'failed', attempts = 5, finished_at = %s, "
+                  "last_error = 'IRS unavailable' WHERE id = %s", (now, fails))
+        queue.escalate(c, fails, 5, "attempts", "every attempt failed")
+
+    page = signin("operator")
+    inbox = _inbox(run, page)
+    assert {asks, waits, fails} <= set(inbox) and inbox[asks] == "new"
+    count = _count(run, page)
+    assert count == len(inbox)
+    run(page.goto("/"))
+    assert int(run(page.locator("#needs-you-total").inner_text())) == count
+    viewer = signin("viewer")
+    assert _count(run, viewer) == count   # every role sees what waits
+
+    def act(job_id: int, action: str, **fields: str) -> None:
+        async def go() -> None:
+            await page.goto(f"/jobs/{job_id}")
+            form = page.locator(f"form[action$='/{action}']")
+            for name, value in {"reason": f"{action} from the inbox test", **fields}.items():
+                await form.locator(f"[name={name}]").fill(value)
+            async with page.expect_navigation():
+                await form.locator("button").first.click()
+        run(go())
+
+    act(asks, "answer", answer="483920")
+    inbox = _inbox(run, page)
+    assert asks not in inbox and _count(run, page) == count - 1
+    act(waits, "approve")
+    inbox = _inbox(run, page)
+    assert waits not in inbox and _count(run, page) == count - 2
+    act(fails, "retry")
+    with psycopg.connect(dsn, autocommit=True) as c:   # the worker completes it
+        c.execute("UPDATE job_queue SET status = 'completed', finished_at = %s WHERE id = %s",
+                  (clock.now(), fails))
+    inbox = _inbox(run, page)
+    assert fails not in inbox and _count(run, page) == count - 3
+    run(page.goto("/"))
+    assert int(run(page.locator("#needs-you-total").inner_text())) == count - 3
+    # nobody resolved them: they closed by themselves, and the full list says so
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT count(*) FROM escalation_handling h JOIN escalations e "
+                         "ON e.id = h.escalation_id WHERE e.job_id = ANY(%s) AND "
+                         "h.resolved_at IS NOT NULL", ([asks, waits, fails],)
+                         ).fetchone() == (0,)
+    run(page.goto("/escalations?all=1"))
+    for job_id, why in ((asks, "answered"), (waits, "decided"), (fails, "completed")):
+        state = run(page.locator(f"tr[data-job='{job_id}'] td.state").inner_text())
+        assert state.startswith("closed by itself") and why in state, (job_id, state)
