@@ -238,3 +238,13 @@ def needs_you(conn: Any) -> int:
 
 def closures(conn: Any) -> list[dict[str, Any]]:
     return sql.fetch(conn, "console_closures", {"after": clock.now()})
+
+
+def sign_in_turn(conn: Any, name: str | None, ip: str) -> None:
+    """Wait for this sign-in's turn (in the caller's transaction, until it ends): one
+    attempt at a time from ``ip`` and for ``name``, so a burst of parallel attempts is
+    counted against the throttle's limits, not checked all at once before any failure is
+    recorded."""
+    sql.fetch(conn, "console_login_lock", {"key": f"ip:{ip}"})
+    if name is not None:
+        sql.fetch(conn, "console_login_lock", {"key": f"name:{name.strip()}"})

@@ -907,6 +907,12 @@ SELECT (SELECT count(*) FROM console_login_failures
        (SELECT count(*) FROM console_login_failures
         WHERE ip = %(ip)s AND at >= %(since)s)::int AS by_ip;
 
+-- name: console_login_lock
+-- A sign-in's turn: attempts from one address, then for one name, go one at a time (a
+-- transaction lock, always taken address first, so two never wait on each other), so
+-- that parallel attempts are each counted against the limit before the next is checked.
+SELECT pg_advisory_xact_lock(hashtextextended('portalq console sign-in: ' || %(key)s, 0));
+
 -- name: console_login_failures_prune
 DELETE FROM console_login_failures WHERE at < %(before)s;
 

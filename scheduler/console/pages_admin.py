@@ -15,7 +15,7 @@ from jobs import audit, clock, console_actions, console_repo, console_users, mas
 from jobs.clock import parse_instant
 from jobs.errors import InputError
 from scheduler import calendars
-from scheduler.console.pages_jobs import _reason, actor
+from scheduler.console.pages_jobs import _reason, actor, text_param
 from scheduler.console.pages_overview import portal_states
 from scheduler.console.security import require
 
@@ -123,11 +123,12 @@ def routes(console: Console) -> list[Route]:
         require(request)
         q = request.query_params
         before = q.get("before")
+        before_id = int(before) if before and before.isdigit() else None
+        if before_id is not None and before_id > console_repo.MAX_ID:
+            raise InputError("before: not an audit entry id")
+        wanted = {k: text_param(q, k) for k in ("target", "actor", "action")}
         with console.db() as conn:
-            rows = audit.entries(conn, before_id=int(before) if before and before.isdigit()
-                                 else None, target=q.get("target") or None,
-                                 actor=q.get("actor") or None, action=q.get("action") or None,
-                                 limit=100)
+            rows = audit.entries(conn, before_id=before_id, limit=100, **wanted)
         # reasons and snapshots written before they were scrubbed (or by other tools)
         rows = [masking.scrub_ssn_like(r) for r in rows]
         if as_json:

@@ -43,10 +43,30 @@ def actor(user: User) -> Actor:
     return Actor(user.name, user.role, "console")
 
 
+def text_param(values: Any, name: str) -> str | None:
+    """A text field of a query or form, stripped (None if empty); a control character
+    (a NUL, which PostgreSQL's text cannot hold, a line break) is bad input, said in one
+    line, never a 500."""
+    v = values.get(name)
+    if v is None:
+        return None
+    text = str(v).strip()
+    if any(not ch.isprintable() for ch in text):
+        raise InputError(f"{name}: control characters are not allowed")
+    return text or None
+
+
+def job_id_param(value: Any, name: str = "id") -> int:
+    """A job id from a query or form: digits, within a job id's range (bigint)."""
+    text = str(value).strip()
+    if not text.isdigit() or not 0 < int(text) <= console_repo.MAX_ID:
+        raise InputError(f"{name}: not a job id: {text[:30]!r}")
+    return int(text)
+
+
 def parse_filter(values: Any) -> console_repo.JobFilter:
     def get(name: str) -> str | None:
-        v = values.get(name)
-        return str(v).strip() or None if v is not None else None
+        return text_param(values, name)
 
     def instant(name: str) -> Any:
         v = get(name)
@@ -81,10 +101,7 @@ def routes(console: Console) -> list[Route]:
         q = request.query_params
         flt = parse_filter(q)
         before = q.get("before")
-        try:
-            before_id = int(before) if before else None
-        except ValueError:
-            raise InputError("before: not a job id") from None
+        before_id = job_id_param(before, "before") if before else None
         with console.db() as conn:
             page = console_repo.jobs_page(conn, flt, before_id=before_id)
             portals = portals_repo.codes(conn)
@@ -106,6 +123,8 @@ def routes(console: Console) -> list[Route]:
             jid = int(job_id)
         except ValueError:
             raise HTTPException(404, "no such job") from None
+        if not 0 < jid <= console_repo.MAX_ID:
+            raise HTTPException(404, "no such job")
         with console.db() as conn:
             return console_repo.job_page(conn, jid)
 
@@ -138,7 +157,9 @@ def routes(console: Console) -> list[Route]:
 
     async def act(request: Request) -> Response:
         user = require(request, "operator")
-        job_id = int(request.path_params["job_id"])
+        job_id = request.path_params["job_id"]
+        if not 0 < job_id <= console_repo.MAX_ID:
+            raise HTTPException(404, "no such job")
         what = request.path_params["action"]
         form = await request.form()
         reason = _reason(form)
@@ -186,7 +207,7 @@ def routes(console: Console) -> list[Route]:
         if action not in console_actions.BULK_STATES:
             raise InputError("choose retry or cancel")
         statuses = console_actions.BULK_STATES[action]
-        selected = [int(str(v)) for v in form.getlist("id") if str(v).isdigit()]
+        selected = [job_id_param(v) for v in form.getlist("id") if str(v).strip()]
         scope_all = form.get("scope") == "filter"
         flt = parse_filter(form)
         from starlette.concurrency import run_in_threadpool

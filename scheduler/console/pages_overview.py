@@ -189,6 +189,7 @@ def _check(console: Console, name: str, password: str, ip: str,
            ) -> tuple[str | None, str, int]:
     """(session token, "", 303) or (None, the one-line reason, HTTP status)."""
     with console.db() as conn, conn.transaction():
+        console_repo.sign_in_turn(conn, name, ip)   # parallel attempts counted, one by one
         if console_users.throttled(conn, name, ip, console.throttle):
             return None, "Too many failed sign-ins; wait a few minutes.", 429
         user = console_users.authenticate(conn, name, password)

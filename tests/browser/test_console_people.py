@@ -343,3 +343,76 @@ def test_the_inbox_empties_itself_when_the_cause_is_gone(env, signin, run):
     for job_id, why in ((asks, "answered"), (waits, "decided"), (fails, "completed")):
         state = run(page.locator(f"tr[data-job='{job_id}'] td.state").inner_text())
         assert state.startswith("closed by itself") and why in state, (job_id, state)
+
+
+# --- item 8: bad input is a 400, the order link is encoded, sign-in throttling is atomic -------
+
+def test_bad_input_is_a_400_not_a_500(env, signin, run):
+    page = signin("operator")
+    token = next(c["value"] for c in run(page.context.cookies()) if c["name"] == "csrftoken")
+    big = "99999999999999999999"
+    for path in ("/jobs.json?order_id=%00", "/jobs?order_id=%00",
+                 "/jobs?field=legal_name&value=%00", "/jobs.json?field=legal_name&value=a%00b",
+                 "/jobs?portal=irs%00", f"/jobs?before={big}", "/audit?target=job:%00",
+                 "/audit.json?actor=%00"):
+        resp = run(page.context.request.get(path))
+        assert resp.status == 400, (path, resp.status)
+    for path in (f"/jobs/{big}", f"/jobs/{big}.json"):
+        assert run(page.context.request.get(path)).status == 404, path
+    for form in ({"action": "cancel", "id": big, "reason": "x"},
+                 {"action": "retry", "scope": "filter", "order_id": "\x00", "reason": "x"}):
+        resp = run(page.context.request.post("/jobs/bulk", form={"csrftoken": token, **form}))
+        assert resp.status == 400, (form, resp.status)
+        assert "bad request" not in run(resp.text()).lower()
+    resp = run(page.context.request.post(f"/jobs/{big}/cancel", form={
+        "csrftoken": token, "reason": "x"}))
+    assert resp.status in (400, 404), resp.status
+
+
+def test_the_order_link_is_url_encoded(env, signin, run):
+    order = "ORD 7&status=completed#x+y/z?"
+    with psycopg.connect(env["dsn"], autocommit=True) as c:
+        job_id = queue.enqueue("name_search", order, payloads.NAME_SEARCH, conn=c).id
+    page = signin("viewer")
+    run(page.goto(f"/jobs/{job_id}"))
+
+    async def follow() -> None:
+        async with page.expect_navigation():
+            await page.click("dd a[href^='/jobs?order_id=']")
+    run(follow())
+    ids = run(page.locator("tr[data-job]").evaluate_all(
+        "rows => rows.map(r => r.getAttribute('data-job'))"))
+    assert ids == [str(job_id)]
+    assert run(page.locator("form.filters input[name=order_id]").input_value()) == order
+
+
+def test_parallel_sign_ins_are_counted_against_the_limit(env, browser, run):
+    """40 wrong passwords at once for one name: at most the limit (5) are checked; the
+    rest are refused as throttled, and no more than the limit are recorded."""
+    async def go() -> list[int]:
+        import asyncio
+
+        ctx = await browser.new_context(base_url=env["base"])
+        page = await ctx.new_page()
+        await page.goto("/login")
+        token = next(c["value"] for c in await ctx.cookies() if c["name"] == "csrftoken")
+
+        async def attempt() -> int:
+            resp = await ctx.request.post("/login", form={
+                "csrftoken": token, "name": "admin", "password": "wrong password!"},
+                max_redirects=0)
+            return resp.status
+        try:
+            return list(await asyncio.gather(*(attempt() for _ in range(40))))
+        finally:
+            await ctx.close()
+    try:
+        statuses = run(go())
+        with psycopg.connect(env["dsn"]) as c:
+            recorded = c.execute("SELECT count(*) FROM console_login_failures "
+                                 "WHERE name = 'admin'").fetchone()[0]
+    finally:
+        with psycopg.connect(env["dsn"], autocommit=True) as c:
+            c.execute("DELETE FROM console_login_failures")
+    assert statuses.count(401) == 5 and statuses.count(429) == 35, statuses
+    assert recorded == 5
