@@ -62,6 +62,11 @@ class Snapshots:
         self.hours: dict[datetime, dict[str, int]] = {}
         self.computed = 0
         self.cost = 0.0  # seconds the last computation took
+        # what needs a person (every page's navigation), with its own lock: a page never
+        # waits for a slow overview computation
+        self.needs_lock = threading.Lock()
+        self.needs_taken = 0.0
+        self.needs_count = 0
 
     def period(self) -> float:
         """The refresh period: the configured one, longer when a computation is slow (huge
@@ -75,13 +80,11 @@ class Snapshots:
         self.taken = 0.0
         self.needs_taken = 0.0
 
-    needs_taken = 0.0
-    needs_count = 0
 
     def needs_you(self) -> int:
         """What needs a person (the navigation's count on every page): one small query
         per refresh period per console process, at once after a change."""
-        with self.lock:
+        with self.needs_lock:
             if time.monotonic() - self.needs_taken >= self.console.settings.live_refresh_seconds:
                 with self.console.db() as conn:
                     self.needs_count = console_repo.needs_you(conn)
