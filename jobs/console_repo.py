@@ -220,9 +220,8 @@ def escalations_inbox(conn: Any, *, include_resolved: bool = False, limit: int =
                       ) -> list[dict[str, Any]]:
     """The escalations nobody resolved whose cause is still there (``live``), oldest
     first; with ``include_resolved`` every one, those closed by themselves included."""
-    rows = sql.fetch(conn, "console_escalations_inbox",
-                     {"include_resolved": include_resolved, "limit": limit,
-                      "now": clock.now()})
+    rows = sql.fetch(conn, "console_escalations_all" if include_resolved
+                     else "console_escalations_inbox", {"limit": limit, "now": clock.now()})
     return [masking.scrub_ssn_like(r) for r in rows]
 
 

@@ -180,6 +180,7 @@ escalations = Table(
     # one escalation per failure of a job (an admin retry that fails again makes a new one)
     UniqueConstraint("job_id", "attempt", "kind", name="escalations_once"),
     Index("escalations_unsent", "next_try_at", postgresql_where=text("sent_at IS NULL")),
+    Index("escalations_approval", "job_id", postgresql_where=text("kind = 'approval'")),
 )
 
 portal_notices = Table(

@@ -1095,57 +1095,94 @@ WHERE e.job_id = %(job_id)s ORDER BY e.id;
 
 -- name: console_escalations_inbox
 -- What needs a human, oldest first: the escalations nobody resolved whose cause is still
--- there (%(include_resolved)s: all, resolved and closed by themselves too). ``live``: the
--- cause is still there -- a question still open (its attempt's, unanswered, before its
--- deadline), an approval still pending, a failure whose job is still failed -- and no
--- later escalation of the job of the same sort replaced it. Nothing writes when a cause
--- goes (a worker, the CLI, the console, a retry): it is read here, so it never goes stale.
-SELECT * FROM (
-    SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
-           j.job_type, j.order_id, j.portal, j.status, j.last_error,
-           j.checkpoint #>> '{approval,state}' AS approval_state,
-           h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at, h.resolved_by,
-           (CASE e.kind
-                WHEN 'question' THEN j.status NOT IN ('completed', 'cancelled') AND EXISTS (
-                    SELECT 1 FROM job_questions q WHERE q.job_id = e.job_id
-                      AND q.attempt = e.attempt AND q.answered_at IS NULL
-                      AND q.deadline > %(now)s)
-                WHEN 'approval' THEN j.status NOT IN ('completed', 'cancelled')
-                                     AND j.checkpoint #>> '{approval,state}' = 'pending'
-                ELSE j.status = 'failed'
-            END) AND NOT EXISTS (
-                SELECT 1 FROM escalations l WHERE l.job_id = e.job_id AND l.id > e.id
-                  AND (l.kind IN ('question', 'approval')) = (e.kind IN ('question', 'approval'))
-                  AND (l.kind = 'question') = (e.kind = 'question')) AS live
-    FROM escalations e JOIN job_queue j ON j.id = e.job_id
-    LEFT JOIN escalation_handling h ON h.escalation_id = e.id
-    WHERE %(include_resolved)s OR h.resolved_at IS NULL
-) x
-WHERE %(include_resolved)s OR live
-ORDER BY created_at, id LIMIT %(limit)s;
+-- there -- a failed job's latest failure escalation, a question still open (its attempt's,
+-- unanswered, before its deadline), an approval still pending -- and no later escalation
+-- of the job of the same sort replaced it. Read from what can still need a person (failed
+-- jobs through their partial index, open questions, approval escalations through theirs),
+-- never from every escalation ever raised: nothing writes when a cause goes (a worker, the
+-- CLI, a retry), so the ones whose cause went stay in the table, and are not read here.
+WITH open AS (
+    SELECT e.id FROM job_queue j
+    CROSS JOIN LATERAL (SELECT l.id FROM escalations l WHERE l.job_id = j.id
+                          AND l.kind NOT IN ('question', 'approval')
+                        ORDER BY l.id DESC LIMIT 1) e
+    WHERE j.status = 'failed'
+    UNION
+    SELECT e.id FROM job_questions q
+    JOIN escalations e ON e.job_id = q.job_id AND e.attempt = q.attempt AND e.kind = 'question'
+    JOIN job_queue j ON j.id = q.job_id
+    WHERE q.answered_at IS NULL AND q.deadline > %(now)s
+      AND j.status NOT IN ('completed', 'cancelled')
+      AND NOT EXISTS (SELECT 1 FROM escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'question' AND l.id > e.id)
+    UNION
+    SELECT e.id FROM escalations e JOIN job_queue j ON j.id = e.job_id
+    WHERE e.kind = 'approval' AND j.status NOT IN ('completed', 'cancelled')
+      AND j.checkpoint #>> '{approval,state}' = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'approval' AND l.id > e.id)
+)
+SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
+       j.job_type, j.order_id, j.portal, j.status, j.last_error,
+       j.checkpoint #>> '{approval,state}' AS approval_state,
+       h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at, h.resolved_by,
+       true AS live
+FROM open o JOIN escalations e ON e.id = o.id JOIN job_queue j ON j.id = e.job_id
+LEFT JOIN escalation_handling h ON h.escalation_id = e.id
+WHERE h.resolved_at IS NULL
+ORDER BY e.created_at, e.id LIMIT %(limit)s;
+
+-- name: console_escalations_all
+-- Every escalation, oldest first (the inbox's "all"): resolved, closed by itself (``live``
+-- false: its cause went, console_escalations_inbox's rule) or still open.
+SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
+       j.job_type, j.order_id, j.portal, j.status, j.last_error,
+       j.checkpoint #>> '{approval,state}' AS approval_state,
+       h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at, h.resolved_by,
+       (CASE e.kind
+            WHEN 'question' THEN j.status NOT IN ('completed', 'cancelled') AND EXISTS (
+                SELECT 1 FROM job_questions q WHERE q.job_id = e.job_id
+                  AND q.attempt = e.attempt AND q.answered_at IS NULL
+                  AND q.deadline > %(now)s)
+            WHEN 'approval' THEN j.status NOT IN ('completed', 'cancelled')
+                                 AND j.checkpoint #>> '{approval,state}' = 'pending'
+            ELSE j.status = 'failed'
+        END) AND NOT EXISTS (
+            SELECT 1 FROM escalations l WHERE l.job_id = e.job_id AND l.id > e.id
+              AND (l.kind IN ('question', 'approval')) = (e.kind IN ('question', 'approval'))
+              AND (l.kind = 'question') = (e.kind = 'question')) AS live
+FROM escalations e JOIN job_queue j ON j.id = e.job_id
+LEFT JOIN escalation_handling h ON h.escalation_id = e.id
+ORDER BY e.created_at, e.id LIMIT %(limit)s;
 
 -- name: console_needs_you
--- How many escalations need a person (console_escalations_inbox's open rows), up to
--- %(cap)s: the count in the console's navigation and on its overview.
+-- How many escalations need a person (console_escalations_inbox's rows), up to %(cap)s:
+-- the count in the console's navigation and on its overview.
+WITH open AS (
+    SELECT e.id FROM job_queue j
+    CROSS JOIN LATERAL (SELECT l.id FROM escalations l WHERE l.job_id = j.id
+                          AND l.kind NOT IN ('question', 'approval')
+                        ORDER BY l.id DESC LIMIT 1) e
+    WHERE j.status = 'failed'
+    UNION
+    SELECT e.id FROM job_questions q
+    JOIN escalations e ON e.job_id = q.job_id AND e.attempt = q.attempt AND e.kind = 'question'
+    JOIN job_queue j ON j.id = q.job_id
+    WHERE q.answered_at IS NULL AND q.deadline > %(now)s
+      AND j.status NOT IN ('completed', 'cancelled')
+      AND NOT EXISTS (SELECT 1 FROM escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'question' AND l.id > e.id)
+    UNION
+    SELECT e.id FROM escalations e JOIN job_queue j ON j.id = e.job_id
+    WHERE e.kind = 'approval' AND j.status NOT IN ('completed', 'cancelled')
+      AND j.checkpoint #>> '{approval,state}' = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'approval' AND l.id > e.id)
+)
 SELECT count(*)::int AS n FROM (
-    SELECT 1 FROM escalations e JOIN job_queue j ON j.id = e.job_id
-    LEFT JOIN escalation_handling h ON h.escalation_id = e.id
-    WHERE h.resolved_at IS NULL
-      AND (CASE e.kind
-               WHEN 'question' THEN j.status NOT IN ('completed', 'cancelled') AND EXISTS (
-                   SELECT 1 FROM job_questions q WHERE q.job_id = e.job_id
-                     AND q.attempt = e.attempt AND q.answered_at IS NULL
-                     AND q.deadline > %(now)s)
-               WHEN 'approval' THEN j.status NOT IN ('completed', 'cancelled')
-                                    AND j.checkpoint #>> '{approval,state}' = 'pending'
-               ELSE j.status = 'failed'
-           END)
-      AND NOT EXISTS (
-          SELECT 1 FROM escalations l WHERE l.job_id = e.job_id AND l.id > e.id
-            AND (l.kind IN ('question', 'approval')) = (e.kind IN ('question', 'approval'))
-            AND (l.kind = 'question') = (e.kind = 'question'))
-    LIMIT %(cap)s
-) open;
+    SELECT 1 FROM open o LEFT JOIN escalation_handling h ON h.escalation_id = o.id
+    WHERE h.resolved_at IS NULL LIMIT %(cap)s
+) x;
 
 -- name: console_escalation
 SELECT e.id, e.job_id, h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at,
