@@ -72,7 +72,7 @@ def secret_key(settings: ConsoleSettings) -> str:
     (0600, never overwritten) on first use."""
     if settings.secret:
         return settings.secret
-    from jobs.database import home
+    from portalq.jobs.database import home
 
     path = Path(home()) / "console-secret"
     try:
@@ -92,7 +92,7 @@ def secret_key(settings: ConsoleSettings) -> str:
 
 def _checked(key: str, path: Path) -> str:
     if len(key.encode()) < MIN_SECRET_BYTES:
-        from jobs.errors import InputError
+        from portalq.jobs.errors import InputError
 
         raise InputError(f"the console secret in {path} {TOO_SHORT}")
     return key

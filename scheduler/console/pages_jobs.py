@@ -15,17 +15,17 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from jobs import console_actions, console_repo, masking, portals_repo, types
-from jobs.audit import Actor
-from jobs.checkpoints import past_point_of_no_return
-from jobs.clock import parse_instant
-from jobs.console_users import User
-from jobs.errors import InputError
-from jobs.models import JOB_STATUSES
-from scheduler.console.security import require
+from portalq.jobs import console_actions, console_repo, masking, portals_repo, types
+from portalq.jobs.audit import Actor
+from portalq.jobs.checkpoints import past_point_of_no_return
+from portalq.jobs.clock import parse_instant
+from portalq.jobs.console_users import User
+from portalq.jobs.errors import InputError
+from portalq.jobs.models import JOB_STATUSES
+from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:
-    from scheduler.console.app import Console
+    from portalq.scheduler.console.app import Console
 
 #: document types served as what they are (anything else: application/octet-stream)
 DOCUMENT_TYPES = ("application/pdf",)

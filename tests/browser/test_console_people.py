@@ -15,8 +15,8 @@ import pytest
 from consolekit import PASSWORD, ROLES, ConsoleServer, add_users, assert_no_ssn
 from flowkit import SSN, inflate_all
 
-from jobs import clock, queue, worker_api
-from portals.standin.kit.pdf import make_pdf
+from portalq.jobs import clock, queue, worker_api
+from portalq.portals.standin.kit.pdf import make_pdf
 from tests import payloads
 from tests.conftest import run_cli
 
@@ -96,7 +96,7 @@ def test_each_role_that_may_downloads_documents_that_open_as_pdfs(env, signin, r
         job_id = queue.enqueue("obtain_ein", "ORD-DOC-1", payloads.OBTAIN_EIN, conn=c).id
     _store_documents(run, env["dsn"], job_id)
     with psycopg.connect(env["dsn"]) as c:
-        stored = c.execute("SELECT data FROM job_documents WHERE job_id = %s",
+        stored = c.execute("SELECT data FROM portalq.job_documents WHERE job_id = %s",
                            (job_id,)).fetchall()
     assert stored and all(not bytes(d).startswith(b"%PDF-") for (d,) in stored)  # sealed
 
@@ -161,8 +161,8 @@ def test_no_written_form_of_the_ssn_in_any_mail_or_console_response(env, signin,
     non-secret payload field (spaced) and an action's reason (dashed): the mail the real
     SMTP server received and every console response, for every role, hold none of its
     forms; the console shows the mail as it was sent (its recipients and link)."""
-    from scheduler import mailer
-    from scheduler.config import Settings
+    from portalq.scheduler import mailer
+    from portalq.scheduler.config import Settings
     from tests.mailbox import Mailbox
 
     forms = _forms()
@@ -171,12 +171,12 @@ def test_no_written_form_of_the_ssn_in_any_mail_or_console_response(env, signin,
                "principal_activity": f"Software for owner {forms['spaced']}"}
     with psycopg.connect(dsn, autocommit=True) as c:
         job_id = queue.enqueue("obtain_ein", "ORD-SCRUB-1", payload, conn=c).id
-        c.execute("""UPDATE job_queue SET status = 'failed', attempts = 1, finished_at = %s,
+        c.execute("""UPDATE portalq.job_queue SET status = 'failed', attempts = 1, finished_at = %s,
                         checkpoint = %s, last_error = %s WHERE id = %s""",
                   (clock.now(), json.dumps({"step": "submit", "ein_application": {
                       "state": "submitting", "note": f"typed {forms['spaced']}"}}),
                    f"portal echoed the SSN {forms['bare']} back", job_id))
-        c.execute("INSERT INTO job_events (job_id, at, attempt, from_status, to_status, "
+        c.execute("INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, "
                   "error, worker) VALUES (%s, %s, 1, 'running', 'failed', %s, 'w1')",
                   (job_id, clock.now(), f"failed for {forms['dashed']}"))
         queue.escalate(c, job_id, 1, "business", f"rejected: SSN {forms['dashed']} unknown")
@@ -209,7 +209,7 @@ def test_no_written_form_of_the_ssn_in_any_mail_or_console_response(env, signin,
         "csrftoken": token, "reason": f"customer {forms['dashed']} withdrew"}))
     assert resp.status == 200
     with psycopg.connect(dsn) as c:
-        assert c.execute("SELECT status FROM job_queue WHERE id = %s",
+        assert c.execute("SELECT status FROM portalq.job_queue WHERE id = %s",
                          (job_id,)).fetchone() == ("cancelled",)
 
     checked = 0
@@ -241,11 +241,11 @@ def test_the_failed_jobs_list_shows_the_error_not_the_last_step(env, signin, run
     with psycopg.connect(env["dsn"], autocommit=True) as c:
         failed = queue.enqueue("name_search", "ORD-ERR-1", payloads.NAME_SEARCH, conn=c).id
         running = queue.enqueue("name_search", "ORD-ERR-2", payloads.NAME_SEARCH, conn=c).id
-        c.execute("UPDATE job_queue SET status = 'failed', attempts = 5, finished_at = %s, "
+        c.execute("UPDATE portalq.job_queue SET status = 'failed', attempts = 5, finished_at = %s, "
                   "checkpoint = '{\"step\": \"submit\"}', last_error = %s WHERE id = %s",
                   (clock.now(), "PortalUnavailable: IRS answered 503 at the submit page",
                    failed))
-        c.execute("UPDATE job_queue SET status = 'running', attempts = 1, "
+        c.execute("UPDATE portalq.job_queue SET status = 'running', attempts = 1, "
                   "checkpoint = '{\"step\": \"sending\"}', last_error = 'an earlier timeout' "
                   "WHERE id = %s", (running,))
     page = signin("viewer")
@@ -284,18 +284,18 @@ def test_the_inbox_empties_itself_when_the_cause_is_gone(env, signin, run):
         asks = queue.enqueue("file_entity", "ORD-IN-Q", payloads.FILE_ENTITY_BC, conn=c).id
         waits = queue.enqueue("file_entity", "ORD-IN-A", payloads.FILE_ENTITY_BC, conn=c).id
         fails = queue.enqueue("name_search", "ORD-IN-F", payloads.NAME_SEARCH, conn=c).id
-        c.execute("UPDATE job_queue SET status = 'running', attempts = 1 WHERE id = %s",
+        c.execute("UPDATE portalq.job_queue SET status = 'running', attempts = 1 WHERE id = %s",
                   (asks,))
-        c.execute("INSERT INTO job_questions (job_id, attempt, question, asked_at, deadline) "
+        c.execute("INSERT INTO portalq.job_questions (job_id, attempt, question, asked_at, deadline) "
                   "VALUES (%s, 1, 'the code e-mailed to ops@example.com', %s, %s)",
                   (asks, now, now + timedelta(minutes=10)))
         queue.escalate(c, asks, 1, "question", "waiting for a person: the code")
-        c.execute("UPDATE job_queue SET status = 'deferred', attempts = 1, run_at = %s, "
+        c.execute("UPDATE portalq.job_queue SET status = 'deferred', attempts = 1, run_at = %s, "
                   "checkpoint = jsonb_build_object('approval', jsonb_build_object("
                   "'state', 'pending', 'digest', 'abc')) WHERE id = %s",
                   (now + timedelta(days=7), waits))
         queue.escalate(c, waits, 1, "approval", "at the review page")
-        c.execute("UPDATE job_queue SET status = 'failed', attempts = 5, finished_at = %s, "
+        c.execute("UPDATE portalq.job_queue SET status = 'failed', attempts = 5, finished_at = %s, "
                   "last_error = 'IRS unavailable' WHERE id = %s", (now, fails))
         queue.escalate(c, fails, 5, "attempts", "every attempt failed")
 
@@ -327,7 +327,7 @@ def test_the_inbox_empties_itself_when_the_cause_is_gone(env, signin, run):
     assert waits not in inbox and _count(run, page) == count - 2
     act(fails, "retry")
     with psycopg.connect(dsn, autocommit=True) as c:   # the worker completes it
-        c.execute("UPDATE job_queue SET status = 'completed', finished_at = %s WHERE id = %s",
+        c.execute("UPDATE portalq.job_queue SET status = 'completed', finished_at = %s WHERE id = %s",
                   (clock.now(), fails))
     inbox = _inbox(run, page)
     assert fails not in inbox and _count(run, page) == count - 3
@@ -335,7 +335,7 @@ def test_the_inbox_empties_itself_when_the_cause_is_gone(env, signin, run):
     assert int(run(page.locator("#needs-you-total").inner_text())) == count - 3
     # nobody resolved them: they closed by themselves, and the full list says so
     with psycopg.connect(dsn) as c:
-        assert c.execute("SELECT count(*) FROM escalation_handling h JOIN escalations e "
+        assert c.execute("SELECT count(*) FROM portalq.escalation_handling h JOIN portalq.escalations e "
                          "ON e.id = h.escalation_id WHERE e.job_id = ANY(%s) AND "
                          "h.resolved_at IS NOT NULL", ([asks, waits, fails],)
                          ).fetchone() == (0,)
@@ -409,10 +409,10 @@ def test_parallel_sign_ins_are_counted_against_the_limit(env, browser, run):
     try:
         statuses = run(go())
         with psycopg.connect(env["dsn"]) as c:
-            recorded = c.execute("SELECT count(*) FROM console_login_failures "
+            recorded = c.execute("SELECT count(*) FROM portalq.console_login_failures "
                                  "WHERE name = 'admin'").fetchone()[0]
     finally:
         with psycopg.connect(env["dsn"], autocommit=True) as c:
-            c.execute("DELETE FROM console_login_failures")
+            c.execute("DELETE FROM portalq.console_login_failures")
     assert statuses.count(401) == 5 and statuses.count(429) == 35, statuses
     assert recorded == 5

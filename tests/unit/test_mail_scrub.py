@@ -1,4 +1,4 @@
-"""scheduler.mailer.scrub_mail (issue 39): the finished escalation mail holds no written
+"""portalq.scheduler.mailer.scrub_mail (issue 39): the finished escalation mail holds no written
 form of the job's secret -- the ones shaped like an SSN and, when the job's own value is
 known, any other spacing of its digits -- in its subject, text, HTML or a text attachment."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from scheduler.config import Settings
-from scheduler.mailer import build_escalation, scrub_mail
+from portalq.scheduler.config import Settings
+from portalq.scheduler.mailer import build_escalation, scrub_mail
 
 SSN = "123-45-6789"
 

@@ -5,16 +5,16 @@ recipients, subject, text and link -- rather than a copy rebuilt from the record
 ``escalations_approval``: the console's inbox reads the approval escalations (few) without
 reading every escalation ever raised.
 
-Revision ID: 0019_people_mail
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 """
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0019_people_mail"
-down_revision = "0018"
+revision = "0020"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 
