@@ -35,7 +35,8 @@ def _job_action(conn: Any, actor: Actor, action: str, job_id: int, reason: str,
     with conn.transaction():
         before = _snapshot(conn, job_id)
         change()
-        audit.record(conn, actor, action, f"job:{job_id}", reason, before=before,
+        audit.record(conn, actor, action, f"job:{job_id}", masking.scrub_ssn_like(reason),
+                     before=before,
                      after=_snapshot(conn, job_id))
 
 

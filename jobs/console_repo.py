@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from portalq.jobs import clock, masking, sql, types
+from portalq.jobs import clock, crypto, masking, sql, types
 from portalq.jobs.errors import InputError
 from portalq.jobs.models import JOB_STATUSES
 
@@ -128,7 +128,9 @@ def job_page(conn: Any, job_id: int) -> dict[str, Any]:
     job["events"] = sql.fetch(conn, "job_events", {"id": job_id})
     job["artifacts"] = sql.fetch(conn, "console_artifacts", {"job_id": job_id})
     job["documents"] = sql.fetch(conn, "document_names", {"job_id": job_id})
-    job["escalations"] = sql.fetch(conn, "console_job_escalations", {"job_id": job_id})
+    job["escalations"] = [{**e, "message": mail_text(e["message"])}
+                          for e in sql.fetch(conn, "console_job_escalations",
+                                             {"job_id": job_id})]
     # a person's part (issue 16): the questions asked (never their answers) and an approval
     now = clock.now()
     job["questions"] = [{**q, "open": q["answered_at"] is None and q["deadline"] > now}
@@ -138,12 +140,40 @@ def job_page(conn: Any, job_id: int) -> dict[str, Any]:
     return masking.public_job(job)
 
 
+def mail_text(raw: bytes | memoryview | None) -> str | None:
+    """A stored escalation mail (``escalations.message``: the message as it was sent) as a
+    person reads it: its headers, its text, what it attached. None: not built yet."""
+    if raw is None:
+        return None
+    from email import message_from_bytes, policy
+    from email.message import EmailMessage
+
+    msg = message_from_bytes(bytes(raw), policy=policy.default)
+    assert isinstance(msg, EmailMessage)
+    lines = [f"{h}: {msg[h]}" for h in ("From", "To", "Subject", "Message-ID", "In-Reply-To")
+             if msg[h] is not None]
+    body = msg.get_body(preferencelist=("plain", "html"))
+    text = str(body.get_content()) if body is not None else ""
+    attached = [f"[attached: {p.get_filename() or p.get_content_type()}, "
+                f"{len(p.get_content()):,} bytes]" for p in msg.iter_attachments()]
+    return "\n".join(lines) + "\n\n" + text.rstrip("\n") + "".join(
+        "\n" + a for a in attached)
+
+
 def artifact(conn: Any, artifact_id: int) -> dict[str, Any] | None:
     return sql.fetch_one(conn, "console_artifact", {"id": artifact_id})
 
 
 def document(conn: Any, job_id: int, name: str) -> dict[str, Any] | None:
-    return sql.fetch_one(conn, "console_document", {"job_id": job_id, "name": name})
+    """A job's document as the portal gave it: opened from its seal (documents are kept
+    sealed, jobs.worker_api.store_document), so a CP 575 downloads as the PDF it is."""
+    row = sql.fetch_one(conn, "console_document", {"job_id": job_id, "name": name})
+    if row is None:
+        return None
+    data = bytes(row["data"])
+    if row["key_id"] is not None:
+        data = crypto.open_blob(row["key_id"], data)
+    return {"name": row["name"], "content_type": row["content_type"], "data": data}
 
 
 def depth(conn: Any) -> dict[str, dict[str, int]]:
@@ -179,7 +209,7 @@ def throughput(conn: Any, hours: int = 24,
 
 
 def running(conn: Any) -> list[dict[str, Any]]:
-    return sql.fetch(conn, "status_running")
+    return [masking.scrub_ssn_like(r) for r in sql.fetch(conn, "status_running")]
 
 
 def table_estimate(conn: Any) -> int:
@@ -188,10 +218,32 @@ def table_estimate(conn: Any) -> int:
 
 def escalations_inbox(conn: Any, *, include_resolved: bool = False, limit: int = 200,
                       ) -> list[dict[str, Any]]:
-    rows = sql.fetch(conn, "console_escalations_inbox",
-                     {"include_resolved": include_resolved, "limit": limit})
+    """The escalations nobody resolved whose cause is still there (``live``), oldest
+    first; with ``include_resolved`` every one, those closed by themselves included."""
+    rows = sql.fetch(conn, "console_escalations_all" if include_resolved
+                     else "console_escalations_inbox", {"limit": limit, "now": clock.now()})
     return [masking.scrub_ssn_like(r) for r in rows]
+
+
+#: the navigation counts what needs a person up to this ("999+" beyond)
+NEEDS_YOU_CAP = 1000
+
+
+def needs_you(conn: Any) -> int:
+    """How many escalations need a person (the inbox's open rows), at most the cap."""
+    return int(sql.fetch_value(conn, "console_needs_you",
+                               {"now": clock.now(), "cap": NEEDS_YOU_CAP}) or 0)
 
 
 def closures(conn: Any) -> list[dict[str, Any]]:
     return sql.fetch(conn, "console_closures", {"after": clock.now()})
+
+
+def sign_in_turn(conn: Any, name: str | None, ip: str) -> None:
+    """Wait for this sign-in's turn (in the caller's transaction, until it ends): one
+    attempt at a time from ``ip`` and for ``name``, so a burst of parallel attempts is
+    counted against the throttle's limits, not checked all at once before any failure is
+    recorded."""
+    sql.fetch(conn, "console_login_lock", {"key": f"ip:{ip}"})
+    if name is not None:
+        sql.fetch(conn, "console_login_lock", {"key": f"name:{name.strip()}"})

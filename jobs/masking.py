@@ -89,14 +89,15 @@ def masked_payload(job_type: str, payload: Mapping[str, Any] | None) -> dict[str
 def public_job(job: Mapping[str, Any]) -> dict[str, Any]:
     """A job row (and whatever lists it carries: events, ...) fit to show: secrets masked
     in the payload and scrubbed everywhere else; the rate key (a hash of one) dropped.
-    The stored payload holds its secret values sealed (jobs.secrets_at_rest: the console
-    never decrypts them), so what they are is not known here: the rest of the job is also
-    scrubbed of anything shaped like an SSN/ITIN."""
-    secrets = secret_values(job["job_type"], job.get("payload"))
+    The stored payload holds its secret values sealed (jobs.secrets_at_rest): they are
+    opened in memory only to know what to scrub (:func:`job_secrets`; never shown), and
+    everything, payload included, is also scrubbed of anything shaped like an SSN/ITIN."""
+    secrets = secret_values(job["job_type"], job.get("payload")) + job_secrets(job)
     out = {k: v for k, v in job.items()
            if k not in ("rate_key", "payload", "secret_key_id", "secret_dek", "secret_data")}
-    out = dict(scrub_ssn_like(scrub(out, secrets)))
-    out["payload"] = scrub(masked_payload(job["job_type"], job.get("payload")), secrets)
+    out = dict(scrub_all(out, secrets))
+    # the non-secret fields too: a number typed into a free-text field is still an SSN
+    out["payload"] = scrub_all(masked_payload(job["job_type"], job.get("payload")), secrets)
     return out
 
 
@@ -150,3 +151,26 @@ def scrub_ssn_like(value: Any) -> Any:
     """For text shown without its job's payload at hand (lists, inbox): anything shaped
     like an SSN/ITIN is replaced by ``***``."""
     return _map_strings(value, lambda text: _SSN_LIKE.sub("***", text))
+
+
+def job_secrets(job: Mapping[str, Any]) -> list[str]:
+    """The job's secret values, opened from their seal in memory (a job row with its
+    ``secret_*`` columns), to scrub them from what people are shown or sent: every written
+    form of a value is then known, not only the SSN-shaped ones. Empty when they were
+    erased, or when this process has not the key (then :func:`scrub_ssn_like` alone)."""
+    from portalq.jobs import secrets_at_rest
+    from portalq.jobs.errors import PortalqError
+
+    if job.get("secret_data") is None:
+        return []
+    try:
+        revealed = secrets_at_rest.reveal(job, strict=False)
+    except PortalqError:
+        return []
+    return secrets_at_rest.values(job["job_type"], revealed)
+
+
+def scrub_all(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` (JSON-like) with every form of each of ``secrets`` and anything shaped
+    like an SSN/ITIN replaced by ``***``: for every text a person is shown or mailed."""
+    return scrub_ssn_like(scrub(value, secrets))

@@ -178,9 +178,12 @@ escalations = Table(
     Column("send_attempts", Integer, nullable=False, server_default=text("0")),
     Column("next_try_at", TZ, nullable=False),
     Column("last_send_error", Text),
+    # the mail as built for its last send (scrubbed RFC 5322 bytes): what the console shows
+    Column("message", LargeBinary),
     # one escalation per failure of a job (an admin retry that fails again makes a new one)
     UniqueConstraint("job_id", "attempt", "kind", name="escalations_once"),
     Index("escalations_unsent", "next_try_at", postgresql_where=text("sent_at IS NULL")),
+    Index("escalations_approval", "job_id", postgresql_where=text("kind = 'approval'")),
 )
 
 portal_notices = Table(

@@ -50,6 +50,17 @@ async def mark_failed(conn: AConn, box: Box[Any], row_id: int, *, error: str,
                                         "next_try_at": next_try_at})
 
 
+async def store_message(conn: AConn, escalation_id: int, message: bytes) -> None:
+    """Keep the escalation's mail as built for this send (the console shows it)."""
+    await sql.afetch(conn, "escalation_message_store", {"id": escalation_id,
+                                                         "message": message})
+
+
+async def job_secret_columns(conn: AConn, job_id: int) -> dict[str, Any] | None:
+    """The job's type, payload and sealed secret columns (to scrub its mail of them)."""
+    return await sql.afetch_one(conn, "escalation_job_secrets", {"id": job_id})
+
+
 async def next_try(conn: AConn) -> datetime | None:
     """When the next unsent message is due (None: nothing waits)."""
     row = await sql.afetch_one(conn, "outbox_next_try")

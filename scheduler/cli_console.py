@@ -140,10 +140,12 @@ def console(host: Annotated[str | None, typer.Option(
         fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
     from portalq.jobs.errors import InputError
     from portalq.scheduler.config import Settings
+    from portalq.scheduler.console.config import secret_key
     from portalq.scheduler.console.oidc import Config
 
-    try:  # single sign-on half configured: one line before anything starts
+    try:  # single sign-on half configured, a short secret: one line before anything starts
         Config.from_settings(settings, Settings())
+        secret_key(settings)
     except InputError as exc:
         fail(str(exc))
     import socket

@@ -143,6 +143,34 @@ def build_escalation(settings: Settings, esc: Mapping[str, Any],
     return msg
 
 
+def scrub_mail(msg: EmailMessage, secrets: list[str]) -> EmailMessage:
+    """``msg`` with every written form of each of ``secrets`` (the job's own values) and
+    anything shaped like an SSN/ITIN replaced by ``***`` in every text of it: the subject
+    and each text part (plain and HTML), whatever put it there -- a portal echoing the
+    number into an error, a flow's checkpoint, a reason, a payload field. Applied to the
+    finished message, so no line added to the mail later can escape it."""
+    from portalq.jobs.masking import scrub_all
+
+    def clean(text: str) -> str:
+        return str(scrub_all(text, secrets))
+
+    if msg["Subject"] is not None:
+        msg.replace_header("Subject", clean(str(msg["Subject"])))
+    for part in msg.walk():
+        if part.is_multipart() or part.get_content_maintype() != "text":
+            continue
+        text = part.get_content()
+        scrubbed = clean(text)
+        if scrubbed != text:
+            name = part.get_filename()
+            extra: dict[str, Any] = ({"disposition": part.get_content_disposition()
+                                      or "attachment", "filename": name} if name else {})
+            if part.get("Content-ID"):
+                extra["cid"] = part["Content-ID"]
+            part.set_content(scrubbed, subtype=part.get_content_subtype(), **extra)
+    return msg
+
+
 #: a mail server that is down is tried again this soon (one connection attempt)
 SERVER_RETRY = timedelta(seconds=5)
 
@@ -236,8 +264,18 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
     """Send due escalations (with the job's last screenshot); returns how many went out."""
 
     async def build(esc: EscalationRow) -> EmailMessage:
+        from portalq.jobs.masking import job_secrets
+
         shots = await outbox.screenshots(conn, esc["job_id"])
-        return build_escalation(settings, esc, Path(shots[-1]) if shots else None)
+        job = await outbox.job_secret_columns(conn, esc["job_id"])
+        message = scrub_mail(build_escalation(settings, esc, Path(shots[-1]) if shots
+                                              else None),
+                             job_secrets(job) if job is not None else [])
+        if "From" not in message:
+            message["From"] = settings.mail_from
+        # kept in this send's transaction: the console shows the mail itself
+        await outbox.store_message(conn, esc["id"], message.as_bytes())
+        return message
 
     sent = await _send_due(settings, conn, box=outbox.ESCALATIONS, build=build, limit=limit)
     metrics.ESCALATIONS.inc(sent.sent)

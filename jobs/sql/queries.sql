@@ -919,6 +919,12 @@ SELECT (SELECT count(*) FROM portalq.console_login_failures
        (SELECT count(*) FROM portalq.console_login_failures
         WHERE ip = %(ip)s AND at >= %(since)s)::int AS by_ip;
 
+-- name: console_login_lock
+-- A sign-in's turn: attempts from one address, then for one name, go one at a time (a
+-- transaction lock, always taken address first, so two never wait on each other), so
+-- that parallel attempts are each counted against the limit before the next is checked.
+SELECT pg_advisory_xact_lock(hashtextextended('portalq console sign-in: ' || %(key)s, 0));
+
 -- name: console_login_failures_prune
 DELETE FROM portalq.console_login_failures WHERE at < %(before)s;
 
@@ -1078,24 +1084,117 @@ ORDER BY attempt, id;
 SELECT id, job_id, attempt, kind, path FROM portalq.job_artifacts WHERE id = %(id)s;
 
 -- name: console_document
-SELECT name, content_type, data FROM portalq.job_documents WHERE job_id = %(job_id)s AND name = %(name)s;
+-- A stored document, sealed (key_id: the KEK its data key is wrapped by; NULL for rows
+-- written before documents were sealed): jobs.console_repo.document opens it.
+SELECT name, content_type, data, key_id FROM portalq.job_documents
+WHERE job_id = %(job_id)s AND name = %(name)s;
+
+-- name: escalation_message_store
+-- The mail as built for this send (scrubbed; jobs.outbox.store_message), in the send's
+-- transaction: the console shows the message itself.
+UPDATE portalq.escalations SET message = %(message)s WHERE id = %(id)s;
+
+-- name: escalation_job_secrets
+SELECT id, job_type, payload, secret_key_id, secret_dek, secret_data
+FROM portalq.job_queue WHERE id = %(id)s;
 
 -- name: console_job_escalations
 SELECT e.id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at, e.send_attempts,
-       e.last_send_error, h.acknowledged_at, h.acknowledged_by, h.assigned_to,
+       e.last_send_error, e.message, h.acknowledged_at, h.acknowledged_by, h.assigned_to,
        h.resolved_at, h.resolved_by
 FROM portalq.escalations e LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
 WHERE e.job_id = %(job_id)s ORDER BY e.id;
 
 -- name: console_escalations_inbox
--- What needs a human, oldest first (resolved ones only with %(include_resolved)s).
+-- What needs a human, oldest first: the escalations nobody resolved whose cause is still
+-- there -- a failed job's latest failure escalation, a question still open (its attempt's,
+-- unanswered, before its deadline), an approval still pending -- and no later escalation
+-- of the job of the same sort replaced it. Read from what can still need a person (failed
+-- jobs through their partial index, open questions, approval escalations through theirs),
+-- never from every escalation ever raised: nothing writes when a cause goes (a worker, the
+-- CLI, a retry), so the ones whose cause went stay in the table, and are not read here.
+WITH open AS (
+    SELECT e.id FROM portalq.job_queue j
+    CROSS JOIN LATERAL (SELECT l.id FROM portalq.escalations l WHERE l.job_id = j.id
+                          AND l.kind NOT IN ('question', 'approval')
+                        ORDER BY l.id DESC LIMIT 1) e
+    WHERE j.status = 'failed'
+    UNION
+    SELECT e.id FROM portalq.job_questions q
+    JOIN portalq.escalations e ON e.job_id = q.job_id AND e.attempt = q.attempt AND e.kind = 'question'
+    JOIN portalq.job_queue j ON j.id = q.job_id
+    WHERE q.answered_at IS NULL AND q.deadline > %(now)s
+      AND j.status NOT IN ('completed', 'cancelled')
+      AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'question' AND l.id > e.id)
+    UNION
+    SELECT e.id FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
+    WHERE e.kind = 'approval' AND j.status NOT IN ('completed', 'cancelled')
+      AND j.checkpoint #>> '{approval,state}' = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'approval' AND l.id > e.id)
+)
 SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
        j.job_type, j.order_id, j.portal, j.status, j.last_error,
-       h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at, h.resolved_by
+       j.checkpoint #>> '{approval,state}' AS approval_state,
+       h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at, h.resolved_by,
+       true AS live
+FROM open o JOIN portalq.escalations e ON e.id = o.id JOIN portalq.job_queue j ON j.id = e.job_id
+LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
+WHERE h.resolved_at IS NULL
+ORDER BY e.created_at, e.id LIMIT %(limit)s;
+
+-- name: console_escalations_all
+-- Every escalation, oldest first (the inbox's "all"): resolved, closed by itself (``live``
+-- false: its cause went, console_escalations_inbox's rule) or still open.
+SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
+       j.job_type, j.order_id, j.portal, j.status, j.last_error,
+       j.checkpoint #>> '{approval,state}' AS approval_state,
+       h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at, h.resolved_by,
+       (CASE e.kind
+            WHEN 'question' THEN j.status NOT IN ('completed', 'cancelled') AND EXISTS (
+                SELECT 1 FROM portalq.job_questions q WHERE q.job_id = e.job_id
+                  AND q.attempt = e.attempt AND q.answered_at IS NULL
+                  AND q.deadline > %(now)s)
+            WHEN 'approval' THEN j.status NOT IN ('completed', 'cancelled')
+                                 AND j.checkpoint #>> '{approval,state}' = 'pending'
+            ELSE j.status = 'failed'
+        END) AND NOT EXISTS (
+            SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id AND l.id > e.id
+              AND (l.kind IN ('question', 'approval')) = (e.kind IN ('question', 'approval'))
+              AND (l.kind = 'question') = (e.kind = 'question')) AS live
 FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
 LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
-WHERE %(include_resolved)s OR h.resolved_at IS NULL
 ORDER BY e.created_at, e.id LIMIT %(limit)s;
+
+-- name: console_needs_you
+-- How many escalations need a person (console_escalations_inbox's rows), up to %(cap)s:
+-- the count in the console's navigation and on its overview.
+WITH open AS (
+    SELECT e.id FROM portalq.job_queue j
+    CROSS JOIN LATERAL (SELECT l.id FROM portalq.escalations l WHERE l.job_id = j.id
+                          AND l.kind NOT IN ('question', 'approval')
+                        ORDER BY l.id DESC LIMIT 1) e
+    WHERE j.status = 'failed'
+    UNION
+    SELECT e.id FROM portalq.job_questions q
+    JOIN portalq.escalations e ON e.job_id = q.job_id AND e.attempt = q.attempt AND e.kind = 'question'
+    JOIN portalq.job_queue j ON j.id = q.job_id
+    WHERE q.answered_at IS NULL AND q.deadline > %(now)s
+      AND j.status NOT IN ('completed', 'cancelled')
+      AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'question' AND l.id > e.id)
+    UNION
+    SELECT e.id FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
+    WHERE e.kind = 'approval' AND j.status NOT IN ('completed', 'cancelled')
+      AND j.checkpoint #>> '{approval,state}' = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'approval' AND l.id > e.id)
+)
+SELECT count(*)::int AS n FROM (
+    SELECT 1 FROM open o LEFT JOIN portalq.escalation_handling h ON h.escalation_id = o.id
+    WHERE h.resolved_at IS NULL LIMIT %(cap)s
+) x;
 
 -- name: console_escalation
 SELECT e.id, e.job_id, h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at,

@@ -19,9 +19,9 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from portalq.jobs import console_users
+from portalq.jobs import console_repo, console_users
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound, PortalqError
 from portalq.jobs.pool import make_sync_pool
 from portalq.scheduler.config import Settings
@@ -89,6 +89,9 @@ class Console:
         context.setdefault("user", request.state.user)
         context.setdefault("sso_label", self.sso_label)
         context.setdefault("password_sign_in", self.settings.password_sign_in)
+        if context["user"] is not None and "needs_you" not in context:
+            context["needs_you"] = self.snapshots.needs_you()
+            context["needs_you_cap"] = console_repo.NEEDS_YOU_CAP
         context["csrftoken"] = token() if token else ""
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
@@ -114,11 +117,18 @@ class UserMiddleware:
                     state["signed_out"] = "Your session ended (idle or signed out)."
             state["user"] = user
             state["session_token"] = token if user else None
+        out = send
+        if scope["type"] == "http" and scope["method"] == "POST":
+            async def out(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    # a write from this console, committed before its response starts:
+                    # the page the browser goes to next (its redirect) counts it
+                    self.console.snapshots.invalidate()
+                await send(message)
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, out)
         finally:
             if scope["type"] == "http" and scope["method"] == "POST":
-                # a write from this console: the overview shows it at the next view
                 self.console.snapshots.invalidate()
 
     def _lookup(self, token: str) -> console_users.User | None:

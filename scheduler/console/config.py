@@ -6,7 +6,7 @@ import os
 import secrets
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -19,8 +19,9 @@ class ConsoleSettings(BaseSettings):
     idle_minutes: float = Field(30.0, gt=0, description="a session unused this long ends")
     max_session_hours: float = Field(12.0, gt=0, description="a session ends this long after "
                                      "sign-in, used or not")
-    secret: str = Field("", description="signing key for cookies (default: a key generated "
-                        "once in PORTALQ_HOME/console-secret, mode 0600)")
+    secret: str = Field("", description="signing key for cookies, at least 32 bytes "
+                        "(default: a key generated once in PORTALQ_HOME/console-secret, "
+                        "mode 0600)")
     secure_cookies: bool = Field(False, description="mark cookies Secure (behind HTTPS)")
     live_refresh_seconds: float = Field(5.0, gt=0, description="the live overview's refresh "
                                         "when no notification came (one query per process)")
@@ -52,6 +53,20 @@ class ConsoleSettings(BaseSettings):
                             "the provider")
 
 
+    @field_validator("secret")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value.encode()) < MIN_SECRET_BYTES:
+            raise ValueError(TOO_SHORT)
+        return value
+
+
+#: a signing key shorter than this could be guessed (HMAC-SHA256: 32 bytes is its strength)
+MIN_SECRET_BYTES = 32
+TOO_SHORT = (f"must be at least {MIN_SECRET_BYTES} bytes (e.g. the output of "
+             "`python -c 'import secrets; print(secrets.token_urlsafe(48))'`)")
+
+
 def secret_key(settings: ConsoleSettings) -> str:
     """``PORTALQ_CONSOLE_SECRET``, else the key in ``PORTALQ_HOME/console-secret``, created
     (0600, never overwritten) on first use."""
@@ -61,7 +76,7 @@ def secret_key(settings: ConsoleSettings) -> str:
 
     path = Path(home()) / "console-secret"
     try:
-        return path.read_text().strip()
+        return _checked(path.read_text().strip(), path)
     except FileNotFoundError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -69,7 +84,15 @@ def secret_key(settings: ConsoleSettings) -> str:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process made it first
-        return path.read_text().strip()
+        return _checked(path.read_text().strip(), path)
     with os.fdopen(fd, "w") as f:
         f.write(key + "\n")
+    return key
+
+
+def _checked(key: str, path: Path) -> str:
+    if len(key.encode()) < MIN_SECRET_BYTES:
+        from portalq.jobs.errors import InputError
+
+        raise InputError(f"the console secret in {path} {TOO_SHORT}")
     return key

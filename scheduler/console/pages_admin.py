@@ -11,11 +11,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from portalq.jobs import audit, clock, console_actions, console_repo, console_users
+from portalq.jobs import audit, clock, console_actions, console_repo, console_users, masking
 from portalq.jobs.clock import parse_instant
 from portalq.jobs.errors import InputError
 from portalq.scheduler import calendars
-from portalq.scheduler.console.pages_jobs import _reason, actor
+from portalq.scheduler.console.pages_jobs import _reason, actor, text_param
 from portalq.scheduler.console.pages_overview import portal_states
 from portalq.scheduler.console.security import require
 
@@ -123,11 +123,14 @@ def routes(console: Console) -> list[Route]:
         require(request)
         q = request.query_params
         before = q.get("before")
+        before_id = int(before) if before and before.isdigit() else None
+        if before_id is not None and before_id > console_repo.MAX_ID:
+            raise InputError("before: not an audit entry id")
+        wanted = {k: text_param(q, k) for k in ("target", "actor", "action")}
         with console.db() as conn:
-            rows = audit.entries(conn, before_id=int(before) if before and before.isdigit()
-                                 else None, target=q.get("target") or None,
-                                 actor=q.get("actor") or None, action=q.get("action") or None,
-                                 limit=100)
+            rows = audit.entries(conn, before_id=before_id, limit=100, **wanted)
+        # reasons and snapshots written before they were scrubbed (or by other tools)
+        rows = [masking.scrub_ssn_like(r) for r in rows]
         if as_json:
             return console.json(rows)
         return console.render(request, "audit.html", rows=rows,

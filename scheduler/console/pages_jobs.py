@@ -27,6 +27,8 @@ from portalq.scheduler.console.security import require
 if TYPE_CHECKING:
     from portalq.scheduler.console.app import Console
 
+#: document types served as what they are (anything else: application/octet-stream)
+DOCUMENT_TYPES = ("application/pdf",)
 FILTERS = ("status", "portal", "job_type", "order_id", "created_from", "created_to", "field",
            "value")
 DONE = {"retry": "Queued again.", "retry_with_payload": "Queued again with the new payload.",
@@ -41,25 +43,30 @@ def actor(user: User) -> Actor:
     return Actor(user.name, user.role, "console")
 
 
-def escalation_mail(console: Console, job: dict[str, Any], esc: dict[str, Any]) -> str:
-    """The escalation's mail as the mailer builds it (subject and text; the screenshot it
-    attaches is in the gallery), from the job as shown (secrets already masked)."""
-    from portalq.scheduler.mailer import build_escalation
+def text_param(values: Any, name: str) -> str | None:
+    """A text field of a query or form, stripped (None if empty); a control character
+    (a NUL, which PostgreSQL's text cannot hold, a line break) is bad input, said in one
+    line, never a 500."""
+    v = values.get(name)
+    if v is None:
+        return None
+    text = str(v).strip()
+    if any(not ch.isprintable() for ch in text):
+        raise InputError(f"{name}: control characters are not allowed")
+    return text or None
 
-    msg = build_escalation(console.service, {
-        **{k: job.get(k) for k in ("job_type", "order_id", "portal", "attempts",
-                                   "max_attempts", "last_error", "checkpoint")},
-        "id": esc["id"], "job_id": job["id"], "kind": esc["kind"], "reason": esc["reason"]},
-        None)
-    body = msg.get_content()
-    return masking.scrub_ssn_like(f"To: {msg['To'] or '(PORTALQ_ADMIN_EMAILS unset)'}\n"
-                                  f"Subject: {msg['Subject']}\n\n{body}")
+
+def job_id_param(value: Any, name: str = "id") -> int:
+    """A job id from a query or form: digits, within a job id's range (bigint)."""
+    text = str(value).strip()
+    if not text.isdigit() or not 0 < int(text) <= console_repo.MAX_ID:
+        raise InputError(f"{name}: not a job id: {text[:30]!r}")
+    return int(text)
 
 
 def parse_filter(values: Any) -> console_repo.JobFilter:
     def get(name: str) -> str | None:
-        v = values.get(name)
-        return str(v).strip() or None if v is not None else None
+        return text_param(values, name)
 
     def instant(name: str) -> Any:
         v = get(name)
@@ -84,7 +91,8 @@ def _reason(form: FormData) -> str:
     reason = str(form.get("reason") or "").strip()
     if not reason:
         raise InputError("say why (a reason is required for every action)")
-    return reason
+    # a reason is shown to every role and kept in the audit log: never an SSN in it
+    return str(masking.scrub_ssn_like(reason))
 
 
 def routes(console: Console) -> list[Route]:
@@ -93,10 +101,7 @@ def routes(console: Console) -> list[Route]:
         q = request.query_params
         flt = parse_filter(q)
         before = q.get("before")
-        try:
-            before_id = int(before) if before else None
-        except ValueError:
-            raise InputError("before: not a job id") from None
+        before_id = job_id_param(before, "before") if before else None
         with console.db() as conn:
             page = console_repo.jobs_page(conn, flt, before_id=before_id)
             portals = portals_repo.codes(conn)
@@ -118,6 +123,8 @@ def routes(console: Console) -> list[Route]:
             jid = int(job_id)
         except ValueError:
             raise HTTPException(404, "no such job") from None
+        if not 0 < jid <= console_repo.MAX_ID:
+            raise HTTPException(404, "no such job")
         with console.db() as conn:
             return console_repo.job_page(conn, jid)
 
@@ -129,9 +136,7 @@ def routes(console: Console) -> list[Route]:
             attempts.setdefault(a["attempt"], []).append(a)
         done = DONE.get(request.query_params.get("done", ""))
         uncertain = past_point_of_no_return(data["checkpoint"])
-        mails = {e["id"]: escalation_mail(console, data, e) for e in data["escalations"]}
         return console.render(request, "job.html", job=data, attempts=attempts, done=done,
-                              mails=mails,
                               can_act=user.can("operator"), uncertain=uncertain,
                               payload_json=json.dumps(data["payload"], indent=2,
                                                       sort_keys=True),
@@ -152,7 +157,9 @@ def routes(console: Console) -> list[Route]:
 
     async def act(request: Request) -> Response:
         user = require(request, "operator")
-        job_id = int(request.path_params["job_id"])
+        job_id = request.path_params["job_id"]
+        if not 0 < job_id <= console_repo.MAX_ID:
+            raise HTTPException(404, "no such job")
         what = request.path_params["action"]
         form = await request.form()
         reason = _reason(form)
@@ -200,7 +207,7 @@ def routes(console: Console) -> list[Route]:
         if action not in console_actions.BULK_STATES:
             raise InputError("choose retry or cancel")
         statuses = console_actions.BULK_STATES[action]
-        selected = [int(str(v)) for v in form.getlist("id") if str(v).isdigit()]
+        selected = [job_id_param(v) for v in form.getlist("id") if str(v).strip()]
         scope_all = form.get("scope") == "filter"
         flt = parse_filter(form)
         from starlette.concurrency import run_in_threadpool
@@ -267,7 +274,11 @@ def routes(console: Console) -> list[Route]:
         if row is None:
             raise HTTPException(404, "no such document")
         safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in row["name"])
-        return Response(bytes(row["data"]), media_type="application/octet-stream", headers={
+        # always a download (never rendered in the console's origin); a PDF says so, so
+        # the browser and the file manager open it as one
+        media = row["content_type"] if row["content_type"] in DOCUMENT_TYPES else \
+            "application/octet-stream"
+        return Response(row["data"], media_type=media, headers={
             "Content-Disposition": f'attachment; filename="{safe}"'})
 
     return [Route("/jobs", jobs_list), Route("/jobs.json", jobs_json),

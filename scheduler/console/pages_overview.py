@@ -46,7 +46,8 @@ def compute(conn: Any, hours_cache: dict[datetime, dict[str, int]] | None = None
     return {"at": now, "portals": portals, "depth": depth, "totals": totals,
             "statuses": STATUSES, "running": console_repo.running(conn),
             "throughput": console_repo.throughput(conn, cache=hours_cache),
-            "rows_estimate": console_repo.table_estimate(conn)}
+            "rows_estimate": console_repo.table_estimate(conn),
+            "needs_you": console_repo.needs_you(conn), "needs_you_cap": console_repo.NEEDS_YOU_CAP}
 
 
 class Snapshots:
@@ -61,6 +62,11 @@ class Snapshots:
         self.hours: dict[datetime, dict[str, int]] = {}
         self.computed = 0
         self.cost = 0.0  # seconds the last computation took
+        # what needs a person (every page's navigation), with its own lock: a page never
+        # waits for a slow overview computation
+        self.needs_lock = threading.Lock()
+        self.needs_taken = 0.0
+        self.needs_count = 0
 
     def period(self) -> float:
         """The refresh period: the configured one, longer when a computation is slow (huge
@@ -72,6 +78,18 @@ class Snapshots:
         """Something changed (a notification, a write from this console): the next view
         recomputes."""
         self.taken = 0.0
+        self.needs_taken = 0.0
+
+
+    def needs_you(self) -> int:
+        """What needs a person (the navigation's count on every page): one small query
+        per refresh period per console process, at once after a change."""
+        with self.needs_lock:
+            if time.monotonic() - self.needs_taken >= self.console.settings.live_refresh_seconds:
+                with self.console.db() as conn:
+                    self.needs_count = console_repo.needs_you(conn)
+                self.needs_taken = time.monotonic()
+            return self.needs_count
 
     def get(self, *, fresh: bool = False) -> dict[str, Any]:
         with self.lock:
@@ -174,6 +192,7 @@ def _check(console: Console, name: str, password: str, ip: str,
            ) -> tuple[str | None, str, int]:
     """(session token, "", 303) or (None, the one-line reason, HTTP status)."""
     with console.db() as conn, conn.transaction():
+        console_repo.sign_in_turn(conn, name, ip)   # parallel attempts counted, one by one
         if console_users.throttled(conn, name, ip, console.throttle):
             return None, "Too many failed sign-ins; wait a few minutes.", 429
         user = console_users.authenticate(conn, name, password)

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from portalq.jobs import clock, console_sso, console_users
+from portalq.jobs import clock, console_repo, console_sso, console_users
 from portalq.scheduler.console.oidc import (
     FLOW_SECONDS,
     Config,
@@ -134,6 +134,7 @@ def routes(console: Console, config: Config) -> list[Route]:
 
         def record() -> tuple[str | None, str]:
             with console.db() as conn, conn.transaction():
+                console_repo.sign_in_turn(conn, identity.name, ip)  # counted one by one
                 if console_users.throttled(conn, identity.name, ip, console.throttle):
                     return None, "too many failed sign-ins; wait a few minutes"
                 outcome = console_sso.sign_in(conn, identity, ip, console.throttle, blocked)
