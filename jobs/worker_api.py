@@ -169,6 +169,10 @@ class OutageState:
     streak: int
     paused_by: str | None
     just_paused: bool
+    #: this run started after the pause: it was the portal's probe
+    probe: bool = False
+    #: another job showed an outage sign since this job's last one: the portal's reason
+    others_failing: bool = False
 
 
 async def record_outage(conn: AConn, *, portal: str, job_id: int, threshold: int,
@@ -178,18 +182,23 @@ async def record_outage(conn: AConn, *, portal: str, job_id: int, threshold: int
     (circuit breaker) when ``threshold`` distinct jobs showed one within ``window`` (one
     job failing again and again, or two alternately, never make three) -- one "paused"
     notice, however many nodes see the outage. A failing probe of a paused portal pushes
-    the next probe back."""
+    the next probe back (a run that started before the pause was no probe). Signs of one
+    portal are counted one at a time (``outage_lock``), so simultaneous ones see each
+    other."""
     now = clock.now()
     async with conn.transaction():
+        await sql.afetch(conn, "outage_lock", {"portal": portal})   # one sign at a time
         row = await sql.afetch_one(conn, "outage_seen", {"portal": portal, "job_id": job_id,
                                                          "now": now, "since": now - window})
         if row is None:
             return OutageState(0, None, False)
         if row["paused_at"] is not None:
-            if row["paused_by"] == "breaker":
+            probe = row["started_at"] is not None and row["started_at"] >= row["paused_at"]
+            if row["paused_by"] == "breaker" and probe:
                 await sql.afetch(conn, "probe_failed", {"portal": portal, "now": now,
                                                         "probe_at": now + probe_after})
-            return OutageState(row["outage_streak"], row["paused_by"], False)
+            return OutageState(row["outage_streak"], row["paused_by"], False, probe=probe,
+                               others_failing=row["prev_job"] != job_id)
         if row["outage_streak"] < threshold:
             return OutageState(row["outage_streak"], None, False)
         paused = await portals_repo.apause(conn, portal, by="breaker", reason=reason,

@@ -59,6 +59,8 @@ class FailureRecorder:
             portal=outcomes.PortalState(
                 paused_by=outage.paused_by if outage else None,
                 just_paused=outage.just_paused if outage else False,
+                probe=outage.probe if outage else False,
+                others_failing=outage.others_failing if outage else False,
                 probe_at=portal.probe_at if portal else None,
                 next_startable=(lambda at: calendars.next_startable(portal, at))
                 if portal is not None else None))

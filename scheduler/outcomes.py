@@ -4,8 +4,10 @@
 
 - a closed page or a handler's deferral: deferred, the attempt refunded;
 - an outage sign on a portal the breaker has paused: deferred to after the next probe,
-  refunded — but a job that has failed as the probe ``probe_limit`` times is failed and
-  escalated ("probe"), so a broken job cannot keep a healthy portal paused;
+  refunded — but a job that has failed as the probe ``probe_limit`` times with no other
+  job failing meanwhile is failed and escalated ("probe"), so a broken job cannot keep a
+  healthy portal paused (probes of several jobs failing in turn are the portal's outage:
+  nobody is given up for it);
 - a business error or an uncertain outcome: failed and escalated at once;
 - anything else: retried with backoff (a backoff landing in closed hours waits for the
   opening) until the attempts are spent; then failed and escalated — as "uncertain", not
@@ -59,6 +61,9 @@ class PortalState:
     paused_by: str | None = None          # "breaker" | "operator" | None
     probe_at: datetime | None = None      # next probe of a breaker-paused portal
     just_paused: bool = False             # this failure's sign tripped the breaker
+    probe: bool = True                    # this run started after the pause (the probe)
+    #: another job showed an outage sign since this job's last one (their probes fail too)
+    others_failing: bool = False
     next_startable: Callable[[datetime], datetime | None] | None = None
 
 
@@ -136,14 +141,26 @@ def decide(exc: BaseException, job: Mapping[str, Any], *, message: str, now: dat
 def _paused(job: Mapping[str, Any], message: str, now: datetime, portal: PortalState,
             policy: Policy) -> Transition:
     """An outage sign while the portal is paused: the job waits for the portal, no attempt
-    spent. If the breaker paused it, this run was (most likely) its probe: the job goes
-    to the back of the line — after the next probe, later for each probe it failed — so
-    the next probe is another job; after ``probe_limit`` failed probes it is given up."""
-    if portal.paused_by != "breaker" or portal.just_paused:
+    spent. A run that started before the pause was no probe: it waits for the probe. A
+    probe that failed goes to the back of the line — after the next probe — so the next
+    probe is another job. The failure is charged to the job only when no other job showed
+    an outage sign since its last one: probes of different jobs failing in turn are the
+    portal's outage (however long it lasts, nobody is given up), one job failing probe
+    after probe is the job's own trouble; after ``probe_limit`` charged failures it is
+    given up, so it cannot keep a healthy portal paused."""
+    if portal.paused_by != "breaker" or portal.just_paused or not portal.probe:
         return Transition(DEFERRED, "deferred", message,
                           run_at=max(portal.probe_at or now, now + MIN_DEFER),
                           refund_attempt=True,
                           detail={"event": EventKind.DEFERRED_BY_HANDLER, "outage": True})
+    next_probe = max(portal.probe_at or now, now)
+    if portal.others_failing:
+        return Transition(DEFERRED, "deferred", message, refund_attempt=True,
+                          run_at=next_probe + timedelta(seconds=policy.probe_seconds)
+                          + MIN_DEFER,
+                          detail={"event": EventKind.PROBE_FAILED, "outage": True,
+                                  "probe_failures": int(job.get("probe_failures") or 0),
+                                  "charged": False})
     failures = int(job.get("probe_failures") or 0) + 1
     if policy.probe_limit and failures >= policy.probe_limit:
         reason = (f"failed {failures} times as the probe of paused portal {job['portal']} "
@@ -152,7 +169,6 @@ def _paused(job: Mapping[str, Any], message: str, now: datetime, portal: PortalS
         return Transition(FAILED, "probe", message, escalation=(Esc.PROBE, reason),
                           refund_attempt=True, probe_failed=True,
                           detail={"event": EventKind.PROBE_GIVEN_UP, "probe_failures": failures})
-    next_probe = max(portal.probe_at or now, now)
     run_at = next_probe + timedelta(seconds=policy.probe_seconds * failures) + MIN_DEFER
     return Transition(DEFERRED, "deferred", message, run_at=run_at, refund_attempt=True,
                       probe_failed=True,

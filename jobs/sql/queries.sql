@@ -742,11 +742,22 @@ VALUES (%(portal)s, %(starts_at)s, %(ends_at)s, %(reason)s, %(now)s) RETURNING i
 -- name: touch_portal
 UPDATE portals SET updated_at = %(now)s WHERE code = %(portal)s;
 
+-- name: outage_lock
+-- Before outage_seen, in its transaction: signs of one portal are counted one after the
+-- other. outage_seen counts in its statement's snapshot, so two signs recorded at the same
+-- moment did not see each other (3 simultaneous failures paused 2 of 5 portals); behind
+-- this lock (held to the commit) the next outage_seen's snapshot has the earlier sign.
+SELECT 1 FROM portals WHERE code = %(portal)s FOR UPDATE;
+
 -- name: outage_seen
 -- One more outage sign from job %(job_id)s; the streak is the number of distinct jobs
 -- that showed one since %(since)s (this one included: the same job failing again, or two
--- jobs alternately, never lengthen it past the jobs involved).
-WITH sign AS (
+-- jobs alternately, never lengthen it past the jobs involved). Also returned: the job of
+-- the portal's previous sign (prev_job) and when this job's run started (a run started
+-- before the pause was no probe).
+WITH prev AS (
+    SELECT outage_last_job AS prev_job FROM portals WHERE code = %(portal)s
+), sign AS (
     INSERT INTO portal_outage_signs (portal, job_id, seen_at)
     VALUES (%(portal)s, %(job_id)s, %(now)s)
     ON CONFLICT (portal, job_id) DO UPDATE SET seen_at = excluded.seen_at
@@ -759,7 +770,8 @@ WITH sign AS (
 UPDATE portals SET outage_streak = (SELECT n FROM recent), outage_last_job = %(job_id)s,
                    updated_at = %(now)s
 WHERE code = %(portal)s
-RETURNING outage_streak, paused_at, paused_by;
+RETURNING outage_streak, paused_at, paused_by, (SELECT prev_job FROM prev) AS prev_job,
+          (SELECT started_at FROM job_queue WHERE id = %(job_id)s) AS started_at;
 
 -- name: pause_portal
 -- Pause a portal (by the breaker or an operator; only a running portal is paused) + notice.

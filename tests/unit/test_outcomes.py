@@ -192,3 +192,33 @@ def test_policy_from_settings_and_breaker_reason():
     assert (p.retry_base_seconds, p.probe_limit) == (7, 0)
     assert breaker_reason(3, 300.0, "HTTP 503") == \
         "outage signs from 3 jobs within 300s; last: HTTP 503"
+
+
+# --- issue 35 item 7: a long outage gives up on no healthy job -------------------------------
+
+def test_a_run_started_before_the_pause_is_no_probe_and_is_not_charged():
+    # the breaker tripped while this job ran: its failure is one more outage sign, not a
+    # failed probe (it was no probe), however many probes it failed before
+    probe = NOW + timedelta(seconds=60)
+    t = decide(PortalUnavailable("503"), job(1, probe_failures=2), message="503", now=NOW,
+               policy=POLICY, portal=PortalState(paused_by="breaker", probe_at=probe,
+                                                 probe=False))
+    assert (t.status, t.refund_attempt, t.probe_failed, t.escalation, t.run_at) == \
+        ("deferred", True, False, None, probe)
+
+
+def test_probes_failing_for_other_jobs_too_are_the_portals_reason_not_the_jobs():
+    # another job failed as the probe since this job's last one: the portal is down; the
+    # job waits behind the next probe, uncharged, however long the outage lasts
+    probe = NOW + timedelta(seconds=60)
+    state = PortalState(paused_by="breaker", probe_at=probe, others_failing=True)
+    t = decide(PortalUnavailable("503"), job(1, probe_failures=2), message="503", now=NOW,
+               policy=POLICY, portal=state)
+    assert (t.status, t.refund_attempt, t.probe_failed, t.escalation) == \
+        ("deferred", True, False, None)
+    assert t.run_at > probe   # behind the next probe: another job is the next probe
+    # the same job failing probe after probe with no other job failing: its own fault
+    alone = decide(PortalUnavailable("503"), job(1, probe_failures=2), message="503",
+                   now=NOW, policy=POLICY,
+                   portal=PortalState(paused_by="breaker", probe_at=probe))
+    assert (alone.status, alone.escalation[0]) == ("failed", "probe")
