@@ -50,7 +50,8 @@ async def listen(conn: AConn, channels: Sequence[Channel] = tuple(Channel)) -> N
 
 
 async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], limit: int,
-                now: datetime | None = None) -> list[ClaimRow]:
+                now: datetime | None = None,
+                key_ids: Sequence[str] | None = None) -> list[ClaimRow]:
     """Claim up to ``limit`` due jobs of the given (open) portals: one statement, committed
     on its own (``conn`` in autocommit mode).
 
@@ -59,6 +60,8 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     everywhere after taking it (see ``claim`` in queries.sql). Jobs under a per-key rate
     limit are then checked together, in one short transaction (four round trips a claim:
     they were four a job, and rate-limited types drained at ~1,100-1,400 jobs/s).
+    ``key_ids``: the keys this node holds; a sealed job wrapped by another is not claimed
+    (None: any job).
     """
     now = now or clock.now()
     if not capacities:
@@ -71,7 +74,8 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     jobs = await _claim_statement(conn, worker, {
         "portals": [c.portal for c in caps], "limits": [c.limit for c in caps],
         "limit": limit, "portal_count": len(caps), "worker": worker, "now": now,
-        "job_types": list(only) if only is not None else None})
+        "job_types": list(only) if only is not None else None,
+        "key_ids": list(key_ids) if key_ids is not None else None})
     checks = _rate_checks(jobs, {c.portal: c.day for c in capacities})
     if not checks:
         return jobs
@@ -103,6 +107,12 @@ async def _claim_statement(conn: AConn, worker: str, params: dict[str, Any]) -> 
                 await sql.afetch(conn, "unclaim", {"ids": [j["id"] for j in taken],
                                                    "worker": worker, "now": clock.now()})
         raise
+
+
+async def sealed_unopenable(conn: AConn, key_ids: Sequence[str]) -> str | None:
+    """The key of a waiting sealed job that none of ``key_ids`` opens, if there is one."""
+    row = await sql.afetch_one(conn, "sealed_unopenable", {"key_ids": list(key_ids)})
+    return str(row["key_id"]) if row else None
 
 
 async def unclaim(conn: AConn, *, worker: str, ids: Sequence[int]) -> None:

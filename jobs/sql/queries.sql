@@ -138,6 +138,10 @@ WITH caps AS MATERIALIZED (
               AND q.status IN ('pending', 'deferred')
               AND q.run_at <= %(now)s
               AND (%(job_types)s::text[] IS NULL OR q.job_type = ANY(%(job_types)s::text[]))
+              -- %(key_ids)s: NULL, or the keys this node holds: a sealed job whose key it
+              -- lacks is left to a node that has it, never claimed to fail (issue 35)
+              AND (%(key_ids)s::text[] IS NULL OR q.secret_key_id IS NULL
+                   OR q.secret_key_id = ANY(%(key_ids)s::text[]))
             ORDER BY q.run_at, q.id
             -- the statement's own limit, a value the planner sees: with the portal's cap
             -- here (known only at run time) it planned for a large share of the due jobs,
@@ -164,6 +168,13 @@ WITH caps AS MATERIALIZED (
     SELECT id, %(now)s, attempts, from_status, 'running', %(worker)s FROM upd
 )
 SELECT * FROM upd ORDER BY priority DESC, run_at, id;   -- the claim's order
+
+-- name: sealed_unopenable
+-- A waiting sealed job whose key is not among %(key_ids)s (the node lacks it), if any.
+SELECT secret_key_id AS key_id FROM job_queue
+WHERE status IN ('pending', 'deferred') AND secret_key_id IS NOT NULL
+  AND NOT (secret_key_id = ANY(%(key_ids)s::text[]))
+LIMIT 1;
 
 -- name: unclaim
 -- A claim that could not be completed (its rate-limit checks failed): the jobs go back to
