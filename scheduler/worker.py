@@ -389,8 +389,12 @@ class Worker:
     async def _save_evidence(self, job: ClaimRow, ctx: JobContext) -> None:
         if not ctx.artifacts_asked:
             return   # nothing asked for the folder: nothing can be in it
-        await evidence.save(self.db, job, ctx.artifacts_dir,
-                            lease_fresh=self.leases.fresh(job["id"]))
+        try:
+            await evidence.save(self.db, job, ctx.artifacts_dir,
+                                lease_fresh=self.leases.fresh(job["id"]),
+                                missing=ctx.evidence_missing)
+        finally:
+            ctx.drop_scratch()
 
     # -- start and stop ------------------------------------------------------------------
     def start_loops(self) -> list[asyncio.Task[None]]:
