@@ -24,7 +24,8 @@ def rescue_decision(row: Mapping[str, Any], *, reconcilable: bool,
     job's fault: its attempt is refunded (by the ``rescue`` query) up to ``crash_limit``
     crashes, then the job is escalated as "crashing". Past its point of no return it is
     reconciled by its next attempt where the portal allows a lookup (a lookup is not a
-    filing), whatever its attempt count; where it does not, a human decides."""
+    filing), whatever its attempt count -- past the crash limit too, once, before a
+    person is asked; where it does not, a human decides."""
     crashes = int(row.get("crashes") or 0) + 1
     past = past_point_of_no_return(row["checkpoint"])
     if past and not reconcilable:
@@ -33,11 +34,14 @@ def rescue_decision(row: Mapping[str, Any], *, reconcilable: bool,
                                   "check the portal, then --confirmed-filed or --not-filed; "
                                   "do not cancel or retry blindly")
     if crashes > crash_limit:
-        if past:
-            return JobStatus.FAILED, (Esc.UNCERTAIN,
+        if past:   # reconcilable: never "uncertain", whose --not-filed skips the lookup
+            if crashes == crash_limit + 1:
+                return JobStatus.PENDING, None   # one more run: its lookup comes first
+            return JobStatus.FAILED, (Esc.CRASHING,
                                       f"its worker died {crashes} times, the last after "
-                                      "submitting: check the portal, then --confirmed-filed "
-                                      "or --not-filed")
+                                      "submitting: it may have been filed; a retry looks "
+                                      "it up before it files again; do not cancel; look "
+                                      "for what kills it")
         return JobStatus.FAILED, (Esc.CRASHING,
                                   f"its worker died {crashes} times while running it "
                                   f"(crash limit {crash_limit}): look for what kills it")

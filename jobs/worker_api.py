@@ -221,14 +221,20 @@ async def finish_unsuccessful(conn: AConn, *, job: Mapping[str, Any], worker: st
                               refund_attempt: bool = False,
                               escalation: tuple[str, str] | None = None,
                               detail: Mapping[str, Any] | None = None,
-                              probe_failed: bool = False) -> bool:
+                              probe_failed: bool = False, extra_attempt: bool = False,
+                              checkpoint_patch: Mapping[str, Any] | None = None,
+                              drop_checkpoint: Sequence[str] = ()) -> bool:
     """Retry (status pending), defer (deferred, attempt refunded) or fail one job; a
-    failure's escalation record is written in the same transaction."""
+    failure's escalation record is written in the same transaction. ``extra_attempt``:
+    one more attempt than its budget; ``checkpoint_patch``/``drop_checkpoint``: plain
+    checkpoint keys set/removed with it."""
     async with conn.transaction():
         row = await sql.afetch_one(conn, "finish_unsuccessful", {
             "id": job["id"], "worker": worker, "status": status, "error": error,
             "run_at": run_at, "refund": 1 if refund_attempt else 0, "now": clock.now(),
-            "probe": 1 if probe_failed else 0,
+            "probe": 1 if probe_failed else 0, "extra": 1 if extra_attempt else 0,
+            "cp_patch": Jsonb(dict(checkpoint_patch)) if checkpoint_patch else None,
+            "cp_drop": list(drop_checkpoint),
             "detail": Jsonb(dict(detail)) if detail else None})
         if row is None:
             return False

@@ -71,7 +71,8 @@ class FailureRecorder:
         await self._db.retrying(lambda conn: worker_api.finish_unsuccessful(
             conn, job=job, worker=self._node, status=t.status, error=t.error, run_at=t.run_at,
             refund_attempt=t.refund_attempt, escalation=t.escalation, detail=t.detail,
-            probe_failed=t.probe_failed))
+            probe_failed=t.probe_failed, extra_attempt=t.extra_attempt,
+            checkpoint_patch=t.checkpoint_patch, drop_checkpoint=t.drop_checkpoint))
         return t.outcome
 
 

@@ -11,7 +11,9 @@
 - a business error or an uncertain outcome: failed and escalated at once;
 - anything else: retried with backoff (a backoff landing in closed hours waits for the
   opening) until the attempts are spent; then failed and escalated — as "uncertain", not
-  "attempts", when the job is past its point of no return (it may have been filed).
+  "attempts", when the job is past its point of no return (it may have been filed) on a
+  portal without a lookup; on a portal with one it first gets one more attempt (its
+  lookup), and its "attempts" escalation never suggests cancelling.
 
 Only errors that point at the portal count as outage signs (:func:`is_outage_sign`): a
 maintenance page, a 5xx answer or a lost connection (``PortalUnavailable``), a timeout.
@@ -40,6 +42,14 @@ from jobs.kinds import EventKind, JobStatus
 
 MIN_DEFER = timedelta(seconds=1)
 FAILED, DEFERRED = JobStatus.FAILED, JobStatus.DEFERRED
+
+#: a job's checkpoint key saying for which attempt budget (its max_attempts) it was given
+#: its one automatic lookup: one per budget, so an admin's retry earns another
+LOOKUP_MARK = "lookup_granted"
+#: a flow's record of its last lookup's answer (Delaware's ``reconciled``): once a
+#: submission is in doubt again it may predate that filing, so it is dropped rather than
+#: shown to a person as current (the next attempt's lookup writes it afresh)
+LOOKUP_ANSWERS = ("reconciled",)
 
 UNCERTAIN_WARNING = ("it may have been filed: check the portal, then say what you found "
                      "(--confirmed-filed or --not-filed); do not cancel or retry blindly")
@@ -77,6 +87,9 @@ class Transition:
     escalation: tuple[Esc, str] | None = None
     detail: Mapping[str, Any] | None = field(default=None)
     probe_failed: bool = False
+    extra_attempt: bool = False        # one more attempt (its automatic lookup)
+    checkpoint_patch: Mapping[str, Any] | None = None
+    drop_checkpoint: tuple[str, ...] = ()
 
 
 def is_outage_sign(exc: BaseException) -> bool:
@@ -125,17 +138,37 @@ def decide(exc: BaseException, job: Mapping[str, Any], *, message: str, now: dat
             # a backoff that lands in closed hours waits for the next opening
             run_at = portal.next_startable(run_at) or run_at
         return Transition(JobStatus.PENDING, "retry", message, run_at=run_at)
-    if past_point_of_no_return(checkpoint if checkpoint is not None else job["checkpoint"]):
+    cp = checkpoint if checkpoint is not None else job["checkpoint"]
+    if past_point_of_no_return(cp):
         if not reconcilable:
             return Transition(FAILED, "uncertain", message, escalation=(
                 Esc.UNCERTAIN, f"{job['attempts']} attempts ended after the submission step; "
                              f"{UNCERTAIN_WARNING}; last error: {message}"))
-        return Transition(FAILED, "failed", message, escalation=(
-            Esc.ATTEMPTS, f"{job['attempts']} attempts failed, the last after the submission "
-                        f"step: a retry looks the filing up before it files again; "
-                        f"cancelling may lose a real filing; last error: {message}"))
+        return _look_up_first(job, cp, message, now, portal, policy)
     return Transition(FAILED, "failed", message, escalation=(
         Esc.ATTEMPTS, f"{job['attempts']} attempts failed; last error: {message}"))
+
+
+def _look_up_first(job: Mapping[str, Any], cp: Mapping[str, Any], message: str,
+                   now: datetime, portal: PortalState, policy: Policy) -> Transition:
+    """A job of a portal with a lookup whose attempts are spent past its submission: it
+    may have been filed. It gets one more attempt -- its lookup finds the filing, or
+    finds none and files -- before a person is asked; the person is then told to retry
+    (which looks it up again), never to cancel a job that may be filed."""
+    if cp.get(LOOKUP_MARK) != job["max_attempts"]:
+        run_at = now + timedelta(seconds=policy.retry_base_seconds)
+        if portal.next_startable is not None:
+            run_at = portal.next_startable(run_at) or run_at
+        return Transition(JobStatus.PENDING, "retry", message, run_at=run_at,
+                          extra_attempt=True,
+                          checkpoint_patch={LOOKUP_MARK: job["max_attempts"] + 1},
+                          drop_checkpoint=LOOKUP_ANSWERS,
+                          detail={"event": EventKind.LOOKUP_BEFORE_PERSON})
+    return Transition(FAILED, "failed", message, drop_checkpoint=LOOKUP_ANSWERS, escalation=(
+        Esc.ATTEMPTS, f"{job['attempts']} attempts failed, the last after the submission "
+                    f"step (the last of them looked the filing up first): it may have been "
+                    f"filed; a retry looks it up again before it files; do not cancel; "
+                    f"last error: {message}"))
 
 
 def _paused(job: Mapping[str, Any], message: str, now: datetime, portal: PortalState,

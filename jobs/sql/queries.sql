@@ -275,11 +275,18 @@ WITH done AS (
 SELECT id, (SELECT count(*) FROM told) AS resumed FROM upd;
 
 -- name: finish_unsuccessful
--- Retry (pending at %(run_at)s), defer (no attempt spent) or fail one running job.
+-- Retry (pending at %(run_at)s), defer (no attempt spent) or fail one running job;
+-- %(extra)s: 1 gives it one attempt more than its budget.
 WITH upd AS (
     UPDATE job_queue q
     SET status = %(status)s, run_at = coalesce(%(run_at)s, q.run_at),
         attempts = q.attempts - %(refund)s::int,
+        max_attempts = q.max_attempts + %(extra)s::int,
+        -- plain keys the outcome sets/drops (a job's one automatic lookup, issue 35)
+        checkpoint = CASE WHEN %(cp_patch)s::jsonb IS NULL
+                               AND cardinality(%(cp_drop)s::text[]) = 0 THEN q.checkpoint
+                          ELSE (q.checkpoint - %(cp_drop)s::text[])
+                               || coalesce(%(cp_patch)s::jsonb, '{}'::jsonb) END,
         probe_failures = q.probe_failures + %(probe)s::int,
         last_error = %(error)s, updated_at = %(now)s, lock_owner = NULL, heartbeat_at = NULL,
         finished_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END
