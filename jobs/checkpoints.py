@@ -11,6 +11,12 @@ from jobs import submission
 from jobs.kinds import EscalationKind as Esc
 from jobs.kinds import JobStatus
 
+#: a flow's record of its last lookup's answer (Delaware's ``reconciled``): once a
+#: submission is in doubt again it may predate that filing, so it is dropped whenever such
+#: a job is handed on (to its lookup or to a person) rather than shown as current; the next
+#: attempt's lookup writes it afresh
+LOOKUP_ANSWERS = ("reconciled",)
+
 
 def past_point_of_no_return(checkpoint: Any) -> bool:
     """Did the job's flow start a submission it has not seen confirmed (the submission

@@ -21,7 +21,7 @@ from psycopg import sql as psql
 from psycopg.types.json import Jsonb
 
 from jobs import clock, crypto, portals_repo, sql, types
-from jobs.checkpoints import rescue_decision
+from jobs.checkpoints import LOOKUP_ANSWERS, past_point_of_no_return, rescue_decision
 from jobs.deferral import DeferIncomplete as DeferIncomplete
 from jobs.deferral import defer_portal as defer_portal
 from jobs.kinds import Channel, LockKey
@@ -358,8 +358,12 @@ async def _rescue_one(conn: AConn, row: Mapping[str, Any], worker: str, now: dat
     status, escalation = rescue_decision(locked, reconcilable=reconcilable,
                                          crash_limit=crash_limit)
     error = f"worker {row['lock_owner']} stopped heart-beating"
+    # in doubt on a portal with a lookup: the last lookup's answer may predate the filing
+    drop = list(LOOKUP_ANSWERS) if reconcilable and past_point_of_no_return(
+        locked["checkpoint"]) else []
     upd = await sql.afetch_one(conn, "rescue", {"id": row["id"], "status": status,
-                                                "error": error, "worker": worker, "now": now})
+                                                "error": error, "worker": worker, "now": now,
+                                                "cp_drop": drop})
     if upd and escalation:
         await sql.afetch(conn, "insert_escalation", {
             "job_id": row["id"], "attempt": upd["attempts"], "kind": escalation[0],

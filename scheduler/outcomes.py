@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobs import retry
-from jobs.checkpoints import past_point_of_no_return
+from jobs.checkpoints import LOOKUP_ANSWERS, past_point_of_no_return
 from jobs.errors import (
     BusinessError,
     DeferUntil,
@@ -46,10 +46,6 @@ FAILED, DEFERRED = JobStatus.FAILED, JobStatus.DEFERRED
 #: a job's checkpoint key saying for which attempt budget (its max_attempts) it was given
 #: its one automatic lookup: one per budget, so an admin's retry earns another
 LOOKUP_MARK = "lookup_granted"
-#: a flow's record of its last lookup's answer (Delaware's ``reconciled``): once a
-#: submission is in doubt again it may predate that filing, so it is dropped rather than
-#: shown to a person as current (the next attempt's lookup writes it afresh)
-LOOKUP_ANSWERS = ("reconciled",)
 
 UNCERTAIN_WARNING = ("it may have been filed: check the portal, then say what you found "
                      "(--confirmed-filed or --not-filed); do not cancel or retry blindly")

@@ -357,6 +357,7 @@ WITH upd AS (
                       THEN %(now)s + make_interval(secs => power(2, least(crashes + 1, 10)))
                       ELSE run_at END,
         attempts = greatest(attempts - 1, 0), crashes = crashes + 1,
+        checkpoint = checkpoint - %(cp_drop)s::text[],   -- a stale lookup answer (issue 35)
         last_error = %(error)s, updated_at = %(now)s,
         finished_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END
     WHERE id = %(id)s AND status = 'running'
