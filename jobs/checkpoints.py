@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jobs import submission
-from jobs.kinds import EscalationKind as Esc
-from jobs.kinds import JobStatus
+from portalq.jobs import submission
+from portalq.jobs.kinds import EscalationKind as Esc
+from portalq.jobs.kinds import JobStatus
 
 #: a flow's record of its last lookup's answer (Delaware's ``reconciled``): once a
 #: submission is in doubt again it may predate that filing, so it is dropped whenever such

@@ -10,7 +10,7 @@ import logging
 import time
 from typing import Any
 
-from jobs import crypto, worker_api
+from portalq.jobs import crypto, worker_api
 
 log = logging.getLogger("portalq.worker")
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobs import retry
-from jobs.checkpoints import LOOKUP_ANSWERS, past_point_of_no_return
-from jobs.errors import (
+from portalq.jobs import retry
+from portalq.jobs.checkpoints import LOOKUP_ANSWERS, past_point_of_no_return
+from portalq.jobs.errors import (
     BusinessError,
     DeferUntil,
     PortalClosed,
@@ -37,8 +37,8 @@ from jobs.errors import (
     RetryableError,
     UncertainOutcome,
 )
-from jobs.kinds import EscalationKind as Esc
-from jobs.kinds import EventKind, JobStatus
+from portalq.jobs.kinds import EscalationKind as Esc
+from portalq.jobs.kinds import EventKind, JobStatus
 
 MIN_DEFER = timedelta(seconds=1)
 FAILED, DEFERRED = JobStatus.FAILED, JobStatus.DEFERRED

@@ -8,7 +8,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from jobs import queue
+from portalq.jobs import queue
 from tests import payloads
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until
@@ -31,7 +31,7 @@ def _run(db, dsn, tmp_path, standin_server, **faults):
                    "the job is final")
         row = queue.get_job(job.id)
         with psycopg.connect(dsn, autocommit=True) as c:
-            escalations = c.execute("SELECT kind FROM escalations").fetchall()
+            escalations = c.execute("SELECT kind FROM portalq.escalations").fetchall()
         mails = mailbox.wait_for(len(escalations), 30) if escalations else []
     finally:
         svc.stop()

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from jobs import clock, queue
-from scheduler import mailer
-from scheduler.config import Settings
+from portalq.jobs import clock, queue
+from portalq.scheduler import mailer
+from portalq.scheduler.config import Settings
 from tests import checkpoints
 from tests.integration.test_faults import _after_server_start, _rescue, _stale
 
@@ -20,17 +20,17 @@ def test_a_filing_at_the_crash_limit_is_looked_up_once_then_a_person_retries_it(
     from tests import payloads
 
     de = queue.enqueue("file_entity", "ORD-DE", dict(payloads.FILE_ENTITY_DE))
-    conn.execute("UPDATE job_queue SET checkpoint = %s, crashes = 3",
+    conn.execute("UPDATE portalq.job_queue SET checkpoint = %s, crashes = 3",
                  (json.dumps({**checkpoints.in_doubt(), "reconciled": "not_found"}),))
     clock.set_clock(clock.FrozenClock(_after_server_start()))
     _stale(conn, [de.id], clock.now() - timedelta(seconds=61))
     assert _rescue(dsn) == {de.id: "pending"}           # the fourth crash: one more run
     assert "reconciled" not in queue.get_job(de.id)["checkpoint"]
-    conn.execute("UPDATE job_queue SET checkpoint = checkpoint || %s WHERE id = %s",
+    conn.execute("UPDATE portalq.job_queue SET checkpoint = checkpoint || %s WHERE id = %s",
                  (json.dumps({"reconciled": "not_found"}), de.id))
     _stale(conn, [de.id], clock.now() - timedelta(seconds=61))
     assert _rescue(dsn) == {de.id: "failed"}            # the fifth: a person
-    [(kind, reason)] = conn.execute("SELECT kind, reason FROM escalations").fetchall()
+    [(kind, reason)] = conn.execute("SELECT kind, reason FROM portalq.escalations").fetchall()
     assert kind == "crashing" and "looks it up" in reason
     row = queue.get_job(de.id)
     assert "reconciled" not in row["checkpoint"]

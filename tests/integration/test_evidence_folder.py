@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.service_helpers import Service, add_local_portal, wait_until
 
 
@@ -23,10 +23,10 @@ def test_an_unmakeable_artifacts_folder_fails_no_job(db, dsn, tmp_path):
         wait_until(lambda: all(queue.get_job(i)["status"] in ("completed", "failed")
                                for i in ids), 60, "the jobs finish")
         with psycopg.connect(dsn, autocommit=True) as c:
-            wait_until(lambda: c.execute("SELECT count(DISTINCT job_id) FROM job_artifacts "
+            wait_until(lambda: c.execute("SELECT count(DISTINCT job_id) FROM portalq.job_artifacts "
                                          "WHERE kind = 'missing'").fetchone()[0] == n,
                        30, "missing evidence recorded")
-            notes = c.execute("SELECT path, note FROM job_artifacts").fetchall()
+            notes = c.execute("SELECT path, note FROM portalq.job_artifacts").fetchall()
     finally:
         svc.stop()
     assert [(queue.get_job(i)["status"], queue.get_job(i)["attempts"]) for i in ids] == \

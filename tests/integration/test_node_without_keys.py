@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.plugins import ledger
 from tests.service_helpers import Service, add_local_portal, wait_until
 
@@ -33,7 +33,7 @@ def test_a_node_without_the_key_file_leaves_sealed_jobs_to_a_node_that_has_it(db
     assert keyless.log().count("cannot open") == 1   # said once
     assert "Traceback" not in keyless.log()
     with psycopg.connect(dsn, autocommit=True) as c:
-        assert c.execute("SELECT count(*) FROM escalations").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM portalq.escalations").fetchone()[0] == 0
     keyed = Service(db, tmp_path, "keyed").start()   # the test keyring (conftest)
     try:
         wait_until(lambda: all(queue.get_job(j.id)["status"] == "completed" for j in sealed),

@@ -8,14 +8,14 @@ from datetime import timedelta
 
 import psycopg
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.service_helpers import Service, add_local_portal, wait_until
 
 
 def test_simultaneous_outage_signs_see_each_other(db, dsn):
     """Three jobs of each of five portals show an outage sign at the same moment: every
     portal is paused (each sign counted after the others, not in its own snapshot)."""
-    from jobs import worker_api
+    from portalq.jobs import worker_api
 
     codes = [f"p{i}" for i in range(5)]
     for code in codes:
@@ -35,7 +35,7 @@ def test_simultaneous_outage_signs_see_each_other(db, dsn):
         # let them go at once
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as holder:
             async with holder.transaction():
-                await holder.execute("SELECT 1 FROM portals WHERE code = ANY(%s) FOR UPDATE",
+                await holder.execute("SELECT 1 FROM portalq.portals WHERE code = ANY(%s) FOR UPDATE",
                                      (codes,))
                 tasks = [asyncio.ensure_future(sign(code, j))
                          for code in codes for j in ids[code]]
@@ -52,9 +52,9 @@ def test_simultaneous_outage_signs_see_each_other(db, dsn):
 
     states = asyncio.run(go())
     with psycopg.connect(dsn, autocommit=True) as c:
-        paused = dict(c.execute("SELECT code, paused_by FROM portals WHERE code = ANY(%s)",
+        paused = dict(c.execute("SELECT code, paused_by FROM portalq.portals WHERE code = ANY(%s)",
                                 (codes,)).fetchall())
-        notices = c.execute("SELECT count(*) FROM portal_notices WHERE kind = 'paused'"
+        notices = c.execute("SELECT count(*) FROM portalq.portal_notices WHERE kind = 'paused'"
                             ).fetchone()[0]
     assert paused == {code: "breaker" for code in codes}
     assert sum(s.just_paused for s in states) == 5 and notices == 5   # one notice each
@@ -78,23 +78,23 @@ def test_a_long_outage_gives_up_no_healthy_job_and_the_portal_resumes_by_itself(
             for i in range(n)])]
         with psycopg.connect(dsn, autocommit=True) as c:
             def probes() -> int:
-                return c.execute("SELECT count(*) FROM job_events WHERE detail->>'event' IN "
+                return c.execute("SELECT count(*) FROM portalq.job_events WHERE detail->>'event' IN "
                                  "('probe failed', 'probe given up')").fetchone()[0]
             def waiting() -> int:
-                return c.execute("SELECT count(*) FROM job_queue WHERE status IN "
+                return c.execute("SELECT count(*) FROM portalq.job_queue WHERE status IN "
                                  "('pending', 'deferred', 'running')").fetchone()[0]
             # five failed probes a job on average: over twice the limit for each of them
             # (or no job left waiting: all given up)
             wait_until(lambda: probes() >= 5 * n or not waiting(), 90,
                        "a long outage's probes")
-            given_up = c.execute("SELECT count(*) FROM job_queue WHERE status = 'failed'"
+            given_up = c.execute("SELECT count(*) FROM portalq.job_queue WHERE status = 'failed'"
                                  ).fetchone()[0]
             assert given_up == 0, f"{given_up} of {n} healthy jobs given up"
             c.execute("DELETE FROM flags")  # the portal is back
             wait_until(lambda: len(queue.list_jobs(status="completed", limit=n + 1)) == n,
                        60, "all jobs complete after the outage")
-            paused = c.execute("SELECT paused_by FROM portals WHERE code = 'down'").fetchone()[0]
-            escalations = c.execute("SELECT count(*) FROM escalations").fetchone()[0]
+            paused = c.execute("SELECT paused_by FROM portalq.portals WHERE code = 'down'").fetchone()[0]
+            escalations = c.execute("SELECT count(*) FROM portalq.escalations").fetchone()[0]
     finally:
         svc.stop()
     assert escalations == 0

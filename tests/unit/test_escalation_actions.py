@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.config import Settings
-from scheduler.mailer import build_escalation
+from portalq.scheduler.config import Settings
+from portalq.scheduler.mailer import build_escalation
 from tests import checkpoints
 
 
