@@ -296,7 +296,8 @@ def claim_cost(due: int, runs: int = 5) -> dict[str, float]:
     from portalq.jobs.sql import statement
 
     params = {"portals": ["bench"], "limits": [None], "limit": 50, "portal_count": 1,
-              "worker": "x", "now": clock.now(), "job_types": None}
+              "worker": "x", "now": clock.now(), "job_types": None,
+              "key_ids": None}
     ms, bufs = [], []
     with psycopg.connect(common.dsn(PQ.db)) as c:
         for _ in range(runs):

@@ -11,6 +11,12 @@ from portalq.jobs import submission
 from portalq.jobs.kinds import EscalationKind as Esc
 from portalq.jobs.kinds import JobStatus
 
+#: a flow's record of its last lookup's answer (Delaware's ``reconciled``): once a
+#: submission is in doubt again it may predate that filing, so it is dropped whenever such
+#: a job is handed on (to its lookup or to a person) rather than shown as current; the next
+#: attempt's lookup writes it afresh
+LOOKUP_ANSWERS = ("reconciled",)
+
 
 def past_point_of_no_return(checkpoint: Any) -> bool:
     """Did the job's flow start a submission it has not seen confirmed (the submission
@@ -24,7 +30,8 @@ def rescue_decision(row: Mapping[str, Any], *, reconcilable: bool,
     job's fault: its attempt is refunded (by the ``rescue`` query) up to ``crash_limit``
     crashes, then the job is escalated as "crashing". Past its point of no return it is
     reconciled by its next attempt where the portal allows a lookup (a lookup is not a
-    filing), whatever its attempt count; where it does not, a human decides."""
+    filing), whatever its attempt count -- past the crash limit too, once, before a
+    person is asked; where it does not, a human decides."""
     crashes = int(row.get("crashes") or 0) + 1
     past = past_point_of_no_return(row["checkpoint"])
     if past and not reconcilable:
@@ -33,11 +40,14 @@ def rescue_decision(row: Mapping[str, Any], *, reconcilable: bool,
                                   "check the portal, then --confirmed-filed or --not-filed; "
                                   "do not cancel or retry blindly")
     if crashes > crash_limit:
-        if past:
-            return JobStatus.FAILED, (Esc.UNCERTAIN,
+        if past:   # reconcilable: never "uncertain", whose --not-filed skips the lookup
+            if crashes == crash_limit + 1:
+                return JobStatus.PENDING, None   # one more run: its lookup comes first
+            return JobStatus.FAILED, (Esc.CRASHING,
                                       f"its worker died {crashes} times, the last after "
-                                      "submitting: check the portal, then --confirmed-filed "
-                                      "or --not-filed")
+                                      "submitting: it may have been filed; a retry looks "
+                                      "it up before it files again; do not cancel; look "
+                                      "for what kills it")
         return JobStatus.FAILED, (Esc.CRASHING,
                                   f"its worker died {crashes} times while running it "
                                   f"(crash limit {crash_limit}): look for what kills it")

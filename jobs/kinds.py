@@ -69,6 +69,7 @@ class EventKind(StrEnum):
     ADMIN_RETRY = "admin retry"
     ADMIN_CANCEL = "admin cancel"
     ADMIN_CONFIRMED_FILED = "admin confirmed filed"
+    LOOKUP_BEFORE_PERSON = "one more attempt: a lookup before a person is asked"
 
 
 class EscalationKind(StrEnum):

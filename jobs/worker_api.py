@@ -21,7 +21,7 @@ from psycopg import sql as psql
 from psycopg.types.json import Jsonb
 
 from portalq.jobs import clock, crypto, portals_repo, sql, types
-from portalq.jobs.checkpoints import rescue_decision
+from portalq.jobs.checkpoints import LOOKUP_ANSWERS, past_point_of_no_return, rescue_decision
 from portalq.jobs.deferral import DeferIncomplete as DeferIncomplete
 from portalq.jobs.deferral import defer_portal as defer_portal
 from portalq.jobs.kinds import Channel, LockKey
@@ -50,7 +50,8 @@ async def listen(conn: AConn, channels: Sequence[Channel] = tuple(Channel)) -> N
 
 
 async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], limit: int,
-                now: datetime | None = None) -> list[ClaimRow]:
+                now: datetime | None = None,
+                key_ids: Sequence[str] | None = None) -> list[ClaimRow]:
     """Claim up to ``limit`` due jobs of the given (open) portals: one statement, committed
     on its own (``conn`` in autocommit mode).
 
@@ -59,6 +60,8 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     everywhere after taking it (see ``claim`` in queries.sql). Jobs under a per-key rate
     limit are then checked together, in one short transaction (four round trips a claim:
     they were four a job, and rate-limited types drained at ~1,100-1,400 jobs/s).
+    ``key_ids``: the keys this node holds; a sealed job wrapped by another is not claimed
+    (None: any job).
     """
     now = now or clock.now()
     if not capacities:
@@ -71,7 +74,8 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     jobs = await _claim_statement(conn, worker, {
         "portals": [c.portal for c in caps], "limits": [c.limit for c in caps],
         "limit": limit, "portal_count": len(caps), "worker": worker, "now": now,
-        "job_types": list(only) if only is not None else None})
+        "job_types": list(only) if only is not None else None,
+        "key_ids": list(key_ids) if key_ids is not None else None})
     checks = _rate_checks(jobs, {c.portal: c.day for c in capacities})
     if not checks:
         return jobs
@@ -103,6 +107,12 @@ async def _claim_statement(conn: AConn, worker: str, params: dict[str, Any]) -> 
                 await sql.afetch(conn, "unclaim", {"ids": [j["id"] for j in taken],
                                                    "worker": worker, "now": clock.now()})
         raise
+
+
+async def sealed_unopenable(conn: AConn, key_ids: Sequence[str]) -> str | None:
+    """The key of a waiting sealed job that none of ``key_ids`` opens, if there is one."""
+    row = await sql.afetch_one(conn, "sealed_unopenable", {"key_ids": list(key_ids)})
+    return str(row["key_id"]) if row else None
 
 
 async def unclaim(conn: AConn, *, worker: str, ids: Sequence[int]) -> None:
@@ -169,6 +179,10 @@ class OutageState:
     streak: int
     paused_by: str | None
     just_paused: bool
+    #: this run started after the pause: it was the portal's probe
+    probe: bool = False
+    #: another job showed an outage sign since this job's last one: the portal's reason
+    others_failing: bool = False
 
 
 async def record_outage(conn: AConn, *, portal: str, job_id: int, threshold: int,
@@ -178,18 +192,23 @@ async def record_outage(conn: AConn, *, portal: str, job_id: int, threshold: int
     (circuit breaker) when ``threshold`` distinct jobs showed one within ``window`` (one
     job failing again and again, or two alternately, never make three) -- one "paused"
     notice, however many nodes see the outage. A failing probe of a paused portal pushes
-    the next probe back."""
+    the next probe back (a run that started before the pause was no probe). Signs of one
+    portal are counted one at a time (``outage_lock``), so simultaneous ones see each
+    other."""
     now = clock.now()
     async with conn.transaction():
+        await sql.afetch(conn, "outage_lock", {"portal": portal})   # one sign at a time
         row = await sql.afetch_one(conn, "outage_seen", {"portal": portal, "job_id": job_id,
                                                          "now": now, "since": now - window})
         if row is None:
             return OutageState(0, None, False)
         if row["paused_at"] is not None:
-            if row["paused_by"] == "breaker":
+            probe = row["started_at"] is not None and row["started_at"] >= row["paused_at"]
+            if row["paused_by"] == "breaker" and probe:
                 await sql.afetch(conn, "probe_failed", {"portal": portal, "now": now,
                                                         "probe_at": now + probe_after})
-            return OutageState(row["outage_streak"], row["paused_by"], False)
+            return OutageState(row["outage_streak"], row["paused_by"], False, probe=probe,
+                               others_failing=row["prev_job"] != job_id)
         if row["outage_streak"] < threshold:
             return OutageState(row["outage_streak"], None, False)
         paused = await portals_repo.apause(conn, portal, by="breaker", reason=reason,
@@ -202,14 +221,20 @@ async def finish_unsuccessful(conn: AConn, *, job: Mapping[str, Any], worker: st
                               refund_attempt: bool = False,
                               escalation: tuple[str, str] | None = None,
                               detail: Mapping[str, Any] | None = None,
-                              probe_failed: bool = False) -> bool:
+                              probe_failed: bool = False, extra_attempt: bool = False,
+                              checkpoint_patch: Mapping[str, Any] | None = None,
+                              drop_checkpoint: Sequence[str] = ()) -> bool:
     """Retry (status pending), defer (deferred, attempt refunded) or fail one job; a
-    failure's escalation record is written in the same transaction."""
+    failure's escalation record is written in the same transaction. ``extra_attempt``:
+    one more attempt than its budget; ``checkpoint_patch``/``drop_checkpoint``: plain
+    checkpoint keys set/removed with it."""
     async with conn.transaction():
         row = await sql.afetch_one(conn, "finish_unsuccessful", {
             "id": job["id"], "worker": worker, "status": status, "error": error,
             "run_at": run_at, "refund": 1 if refund_attempt else 0, "now": clock.now(),
-            "probe": 1 if probe_failed else 0,
+            "probe": 1 if probe_failed else 0, "extra": 1 if extra_attempt else 0,
+            "cp_patch": Jsonb(dict(checkpoint_patch)) if checkpoint_patch else None,
+            "cp_drop": list(drop_checkpoint),
             "detail": Jsonb(dict(detail)) if detail else None})
         if row is None:
             return False
@@ -333,8 +358,12 @@ async def _rescue_one(conn: AConn, row: Mapping[str, Any], worker: str, now: dat
     status, escalation = rescue_decision(locked, reconcilable=reconcilable,
                                          crash_limit=crash_limit)
     error = f"worker {row['lock_owner']} stopped heart-beating"
+    # in doubt on a portal with a lookup: the last lookup's answer may predate the filing
+    drop = list(LOOKUP_ANSWERS) if reconcilable and past_point_of_no_return(
+        locked["checkpoint"]) else []
     upd = await sql.afetch_one(conn, "rescue", {"id": row["id"], "status": status,
-                                                "error": error, "worker": worker, "now": now})
+                                                "error": error, "worker": worker, "now": now,
+                                                "cp_drop": drop})
     if upd and escalation:
         await sql.afetch(conn, "insert_escalation", {
             "job_id": row["id"], "attempt": upd["attempts"], "kind": escalation[0],

@@ -55,7 +55,8 @@ class Settings(BaseSettings):
     breaker_window_seconds: float = Field(300.0, gt=0, description="outage signs count "
                                           "towards the threshold for this long")
     breaker_probe_limit: int = Field(3, ge=0, description="a job that fails this many probes "
-                                     "of a paused portal is escalated (0 = never)")
+                                     "of a paused portal with no other job failing one "
+                                     "meanwhile is escalated (0 = never)")
     crash_limit: int = Field(3, ge=0, description="rescues after a worker died that refund "
                              "the attempt; one more escalates the job as 'crashing'")
     reconnect_cap_seconds: float = Field(1.0, gt=0, description="longest wait between "

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import shutil
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from functools import cached_property
@@ -22,6 +25,16 @@ if TYPE_CHECKING:
 #: opens a fresh browser context for (portal, artifacts folder)
 ContextOpener = Callable[[str, Path], Awaitable[Any]]
 
+
+log = logging.getLogger("portalq.worker")
+#: the evidence folders that could not be made were logged (once per process)
+_said_no_folder: list[bool] = []
+
+
+def said_no_folder() -> None:
+    """The service said at its start that the artifacts folder cannot be made: the runs
+    need not say it again."""
+    _said_no_folder.append(True)
 
 #: how long a "target closed" error waits for the browser's disconnect to show
 BROWSER_GONE_WAIT_S = 3.0
@@ -73,6 +86,9 @@ class JobContext(Reporting):
         # this run's evidence folder, or what finds it (a look at the disk): found when
         # first asked for, so a job that never asks (no browser, no file) costs none
         self._artifacts: Path | Callable[[], Path] = artifacts_dir
+        self._scratch: Path | None = None
+        #: evidence that could not be kept at all, as (what, why): recorded as missing
+        self.evidence_missing: list[tuple[str, str]] = []
         self._browser_contexts: list[Any] = []
         self._browser_gone = asyncio.Event()
         self._watched: dict[Any, Any] = {}   # browser -> its "disconnected" listener
@@ -81,10 +97,35 @@ class JobContext(Reporting):
 
     @property
     def artifacts_dir(self) -> Path:
-        """This run's evidence folder (not created until something is saved there)."""
+        """This run's evidence folder, made when first asked for. One that cannot be made
+        (the artifacts folder is a file, unwritable, a disk full) never fails the job
+        (evidence never decides an outcome): the run gets a scratch folder instead, whose
+        files are dropped when it ends, and the evidence is recorded as missing."""
         if not isinstance(self._artifacts, Path):
-            self._artifacts = self._artifacts()
+            self._artifacts = self._folder(self._artifacts)
         return self._artifacts
+
+    def _folder(self, find: Callable[[], Path]) -> Path:
+        folder: Path | str = "?"
+        try:
+            folder = find()
+            folder.mkdir(parents=True, exist_ok=True)
+            return folder
+        except OSError as exc:
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+            self.evidence_missing.append(("evidence folder", reason))
+            if not _said_no_folder:
+                _said_no_folder.append(True)   # once per process, not once per job
+                log.error("evidence folder %s cannot be made (%s): jobs run, their "
+                          "evidence is recorded as missing", folder, reason)
+            self._scratch = Path(tempfile.mkdtemp(prefix=f"portalq-job{self.job_id}-"))
+            return self._scratch
+
+    def drop_scratch(self) -> None:
+        """The run is over: its scratch folder (if it had one) goes."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     @property
     def artifacts_asked(self) -> bool:
@@ -193,7 +234,8 @@ class JobContext(Reporting):
                                                               saved)
 
     async def new_browser_context(self) -> Any:
-        self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):   # if it cannot be, the browser notes it missing
+            self.artifacts_dir.mkdir(parents=True, exist_ok=True)
         context = await self._open_context(self.portal, self.artifacts_dir)
         self._browser_contexts.append(context)
         b = context.browser

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,19 +53,24 @@ def kind_of(path: Path) -> ArtifactKind:
 
 
 async def save(db: Database, job: Mapping[str, Any], folder: Path, *,
-               lease_fresh: bool) -> None:
-    """Record this attempt's evidence (and what is missing). Best effort. A node whose
-    lease is going stale tries a few times only (it is about to stop anyway)."""
+               lease_fresh: bool, missing: Sequence[tuple[str, str]] = ()) -> None:
+    """Record this attempt's evidence (and what is missing; ``missing`` adds what the run
+    knows is missing beyond the folder's notes, e.g. the folder itself could not be made:
+    then the files are in a scratch folder about to go, and none is recorded). Best
+    effort. A node whose lease is going stale tries a few times only (it is about to
+    stop anyway)."""
     try:
-        files, missing = evidence_in(folder)
-        if not files and not missing:
+        files, notes = evidence_in(folder)
+        if missing:
+            files, notes = [], [*missing, *notes]
+        if not files and not notes:
             return
 
         async def record(conn: Any) -> None:
             for path in files:
                 await worker_api.add_artifact(conn, job_id=job["id"], attempt=job["attempts"],
                                               kind=kind_of(path), path=str(path))
-            for what, reason in missing:
+            for what, reason in notes:
                 await worker_api.add_artifact(conn, job_id=job["id"], attempt=job["attempts"],
                                               kind=ArtifactKind.MISSING, path=what, note=reason)
         await db.retrying(record, attempts=20 if lease_fresh else 3)

@@ -59,6 +59,8 @@ class FailureRecorder:
             portal=outcomes.PortalState(
                 paused_by=outage.paused_by if outage else None,
                 just_paused=outage.just_paused if outage else False,
+                probe=outage.probe if outage else False,
+                others_failing=outage.others_failing if outage else False,
                 probe_at=portal.probe_at if portal else None,
                 next_startable=(lambda at: calendars.next_startable(portal, at))
                 if portal is not None else None))
@@ -69,7 +71,8 @@ class FailureRecorder:
         await self._db.retrying(lambda conn: worker_api.finish_unsuccessful(
             conn, job=job, worker=self._node, status=t.status, error=t.error, run_at=t.run_at,
             refund_attempt=t.refund_attempt, escalation=t.escalation, detail=t.detail,
-            probe_failed=t.probe_failed))
+            probe_failed=t.probe_failed, extra_attempt=t.extra_attempt,
+            checkpoint_patch=t.checkpoint_patch, drop_checkpoint=t.drop_checkpoint))
         return t.outcome
 
 

@@ -87,6 +87,12 @@ def _one_line(value: Any, limit: int = 200) -> str:
     return " ".join(text.split())[:limit]
 
 
+def _in_doubt(checkpoint: Any) -> bool:
+    from portalq.jobs.checkpoints import past_point_of_no_return
+
+    return past_point_of_no_return(checkpoint)
+
+
 def build_escalation(settings: Settings, esc: Mapping[str, Any],
                      screenshot: Path | None) -> EmailMessage:
     msg = EmailMessage()
@@ -121,6 +127,12 @@ def build_escalation(settings: Settings, esc: Mapping[str, Any],
             f"  portalq jobs retry {esc['job_id']} --not-filed"
             "   # it was not: resume from just before the submission",
         ]
+    elif _in_doubt(esc.get("checkpoint")):
+        # past its submission on a portal with a lookup: it may be filed, so it is never
+        # offered for cancel; a retry looks it up before it files again (issue 35)
+        lines += ["To act:", f"  portalq jobs show {esc['job_id']}",
+                  f"  portalq jobs retry {esc['job_id']}"
+                  "   # looks the filing up on the portal first; files only if not found"]
     else:
         lines += ["To act:", f"  portalq jobs show {esc['job_id']}",
                   f"  portalq jobs retry {esc['job_id']}",

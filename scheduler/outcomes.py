@@ -4,12 +4,16 @@
 
 - a closed page or a handler's deferral: deferred, the attempt refunded;
 - an outage sign on a portal the breaker has paused: deferred to after the next probe,
-  refunded — but a job that has failed as the probe ``probe_limit`` times is failed and
-  escalated ("probe"), so a broken job cannot keep a healthy portal paused;
+  refunded — but a job that has failed as the probe ``probe_limit`` times with no other
+  job failing meanwhile is failed and escalated ("probe"), so a broken job cannot keep a
+  healthy portal paused (probes of several jobs failing in turn are the portal's outage:
+  nobody is given up for it);
 - a business error or an uncertain outcome: failed and escalated at once;
 - anything else: retried with backoff (a backoff landing in closed hours waits for the
   opening) until the attempts are spent; then failed and escalated — as "uncertain", not
-  "attempts", when the job is past its point of no return (it may have been filed).
+  "attempts", when the job is past its point of no return (it may have been filed) on a
+  portal without a lookup; on a portal with one it first gets one more attempt (its
+  lookup), and its "attempts" escalation never suggests cancelling.
 
 Only errors that point at the portal count as outage signs (:func:`is_outage_sign`): a
 maintenance page, a 5xx answer or a lost connection (``PortalUnavailable``), a timeout.
@@ -24,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from portalq.jobs import retry
-from portalq.jobs.checkpoints import past_point_of_no_return
+from portalq.jobs.checkpoints import LOOKUP_ANSWERS, past_point_of_no_return
 from portalq.jobs.errors import (
     BusinessError,
     DeferUntil,
@@ -38,6 +42,10 @@ from portalq.jobs.kinds import EventKind, JobStatus
 
 MIN_DEFER = timedelta(seconds=1)
 FAILED, DEFERRED = JobStatus.FAILED, JobStatus.DEFERRED
+
+#: a job's checkpoint key saying for which attempt budget (its max_attempts) it was given
+#: its one automatic lookup: one per budget, so an admin's retry earns another
+LOOKUP_MARK = "lookup_granted"
 
 UNCERTAIN_WARNING = ("it may have been filed: check the portal, then say what you found "
                      "(--confirmed-filed or --not-filed); do not cancel or retry blindly")
@@ -59,6 +67,9 @@ class PortalState:
     paused_by: str | None = None          # "breaker" | "operator" | None
     probe_at: datetime | None = None      # next probe of a breaker-paused portal
     just_paused: bool = False             # this failure's sign tripped the breaker
+    probe: bool = True                    # this run started after the pause (the probe)
+    #: another job showed an outage sign since this job's last one (their probes fail too)
+    others_failing: bool = False
     next_startable: Callable[[datetime], datetime | None] | None = None
 
 
@@ -72,6 +83,9 @@ class Transition:
     escalation: tuple[Esc, str] | None = None
     detail: Mapping[str, Any] | None = field(default=None)
     probe_failed: bool = False
+    extra_attempt: bool = False        # one more attempt (its automatic lookup)
+    checkpoint_patch: Mapping[str, Any] | None = None
+    drop_checkpoint: tuple[str, ...] = ()
 
 
 def is_outage_sign(exc: BaseException) -> bool:
@@ -120,30 +134,62 @@ def decide(exc: BaseException, job: Mapping[str, Any], *, message: str, now: dat
             # a backoff that lands in closed hours waits for the next opening
             run_at = portal.next_startable(run_at) or run_at
         return Transition(JobStatus.PENDING, "retry", message, run_at=run_at)
-    if past_point_of_no_return(checkpoint if checkpoint is not None else job["checkpoint"]):
+    cp = checkpoint if checkpoint is not None else job["checkpoint"]
+    if past_point_of_no_return(cp):
         if not reconcilable:
             return Transition(FAILED, "uncertain", message, escalation=(
                 Esc.UNCERTAIN, f"{job['attempts']} attempts ended after the submission step; "
                              f"{UNCERTAIN_WARNING}; last error: {message}"))
-        return Transition(FAILED, "failed", message, escalation=(
-            Esc.ATTEMPTS, f"{job['attempts']} attempts failed, the last after the submission "
-                        f"step: a retry looks the filing up before it files again; "
-                        f"cancelling may lose a real filing; last error: {message}"))
+        return _look_up_first(job, cp, message, now, portal, policy)
     return Transition(FAILED, "failed", message, escalation=(
         Esc.ATTEMPTS, f"{job['attempts']} attempts failed; last error: {message}"))
+
+
+def _look_up_first(job: Mapping[str, Any], cp: Mapping[str, Any], message: str,
+                   now: datetime, portal: PortalState, policy: Policy) -> Transition:
+    """A job of a portal with a lookup whose attempts are spent past its submission: it
+    may have been filed. It gets one more attempt -- its lookup finds the filing, or
+    finds none and files -- before a person is asked; the person is then told to retry
+    (which looks it up again), never to cancel a job that may be filed."""
+    if cp.get(LOOKUP_MARK) != job["max_attempts"]:
+        run_at = now + timedelta(seconds=policy.retry_base_seconds)
+        if portal.next_startable is not None:
+            run_at = portal.next_startable(run_at) or run_at
+        return Transition(JobStatus.PENDING, "retry", message, run_at=run_at,
+                          extra_attempt=True,
+                          checkpoint_patch={LOOKUP_MARK: job["max_attempts"] + 1},
+                          drop_checkpoint=LOOKUP_ANSWERS,
+                          detail={"event": EventKind.LOOKUP_BEFORE_PERSON})
+    return Transition(FAILED, "failed", message, drop_checkpoint=LOOKUP_ANSWERS, escalation=(
+        Esc.ATTEMPTS, f"{job['attempts']} attempts failed, the last after the submission "
+                    f"step (the last of them looked the filing up first): it may have been "
+                    f"filed; a retry looks it up again before it files; do not cancel; "
+                    f"last error: {message}"))
 
 
 def _paused(job: Mapping[str, Any], message: str, now: datetime, portal: PortalState,
             policy: Policy) -> Transition:
     """An outage sign while the portal is paused: the job waits for the portal, no attempt
-    spent. If the breaker paused it, this run was (most likely) its probe: the job goes
-    to the back of the line — after the next probe, later for each probe it failed — so
-    the next probe is another job; after ``probe_limit`` failed probes it is given up."""
-    if portal.paused_by != "breaker" or portal.just_paused:
+    spent. A run that started before the pause was no probe: it waits for the probe. A
+    probe that failed goes to the back of the line — after the next probe — so the next
+    probe is another job. The failure is charged to the job only when no other job showed
+    an outage sign since its last one: probes of different jobs failing in turn are the
+    portal's outage (however long it lasts, nobody is given up), one job failing probe
+    after probe is the job's own trouble; after ``probe_limit`` charged failures it is
+    given up, so it cannot keep a healthy portal paused."""
+    if portal.paused_by != "breaker" or portal.just_paused or not portal.probe:
         return Transition(DEFERRED, "deferred", message,
                           run_at=max(portal.probe_at or now, now + MIN_DEFER),
                           refund_attempt=True,
                           detail={"event": EventKind.DEFERRED_BY_HANDLER, "outage": True})
+    next_probe = max(portal.probe_at or now, now)
+    if portal.others_failing:
+        return Transition(DEFERRED, "deferred", message, refund_attempt=True,
+                          run_at=next_probe + timedelta(seconds=policy.probe_seconds)
+                          + MIN_DEFER,
+                          detail={"event": EventKind.PROBE_FAILED, "outage": True,
+                                  "probe_failures": int(job.get("probe_failures") or 0),
+                                  "charged": False})
     failures = int(job.get("probe_failures") or 0) + 1
     if policy.probe_limit and failures >= policy.probe_limit:
         reason = (f"failed {failures} times as the probe of paused portal {job['portal']} "
@@ -152,7 +198,6 @@ def _paused(job: Mapping[str, Any], message: str, now: datetime, portal: PortalS
         return Transition(FAILED, "probe", message, escalation=(Esc.PROBE, reason),
                           refund_attempt=True, probe_failed=True,
                           detail={"event": EventKind.PROBE_GIVEN_UP, "probe_failures": failures})
-    next_probe = max(portal.probe_at or now, now)
     run_at = next_probe + timedelta(seconds=policy.probe_seconds * failures) + MIN_DEFER
     return Transition(DEFERRED, "deferred", message, run_at=run_at, refund_attempt=True,
                       probe_failed=True,

@@ -30,7 +30,15 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
 
     files.owner_only_process()   # artifacts, traces, mails: nobody else can read them
     files.private_dir(home())
-    files.private_dir(settings.artifacts())
+    try:
+        files.private_dir(settings.artifacts())
+    except OSError as exc:   # evidence never decides an outcome: the jobs still run
+        log.error("artifacts folder %s cannot be made (%s): jobs run, their evidence is "
+                  "recorded as missing", settings.artifacts(),
+                  (str(exc).splitlines() or [type(exc).__name__])[0][:300])
+        from portalq.scheduler import context
+
+        context.said_no_folder()
     timeout = settings.connect_timeout_seconds
     url = database_url(settings.database_url, connect_timeout=timeout)
     # behind PgBouncer (transaction pooling) the pool goes through the pooler; what needs

@@ -34,6 +34,7 @@ from portalq.scheduler.dbpool import Backoff, Database, first_line, make_pool
 from portalq.scheduler.failures import FailureRecorder
 from portalq.scheduler.handlers import handler_for
 from portalq.scheduler.leases import Leases
+from portalq.scheduler.node_keys import NodeKeys
 
 __all__ = ["Backoff", "Worker", "make_pool"]
 
@@ -73,6 +74,7 @@ class Worker:
         #: called when outbox rows (escalations, notices) may be due (set by the service)
         self.on_outbox: Callable[[], None] | None = None
         self.role = roles.Role.of(settings)  # node roles (scheduler/roles.py)
+        self.keys = NodeKeys()   # sealed jobs only where this node holds the key
 
     @property
     def healthy(self) -> bool:
@@ -161,9 +163,11 @@ class Worker:
                 jobs: list[ClaimRow] = []
                 sent = time.monotonic()   # the claim stamps the jobs' first heartbeat
                 if caps:
+                    key_ids = await self.keys.ids()
                     async with self.pool.connection() as conn:
                         jobs = await worker_api.claim(conn, worker=self.node, capacities=caps,
-                                                      limit=min(free, self.settings.claim_batch))
+                                                      limit=min(free, self.settings.claim_batch),
+                                                      key_ids=key_ids)
                         if jobs and time.monotonic() - sent > self.leases.fence_after / 2:
                             # a claim that took this long (held up by a partition) stamped
                             # its heartbeats long ago: others may rescue them any moment
@@ -173,6 +177,8 @@ class Worker:
                                                      ids=[j["id"] for j in jobs])
                             jobs = []
                         jobs = await self._not_running_here(conn, jobs)
+                        if len(jobs) < free:   # idle: sealed jobs left to others? (once)
+                            await self.keys.tell_if_left(conn)
                 backoff.reset()
                 self.db.healthy = True
             except connections.LOST as exc:   # AdminShutdown and TimeoutError among them
@@ -383,8 +389,12 @@ class Worker:
     async def _save_evidence(self, job: ClaimRow, ctx: JobContext) -> None:
         if not ctx.artifacts_asked:
             return   # nothing asked for the folder: nothing can be in it
-        await evidence.save(self.db, job, ctx.artifacts_dir,
-                            lease_fresh=self.leases.fresh(job["id"]))
+        try:
+            await evidence.save(self.db, job, ctx.artifacts_dir,
+                                lease_fresh=self.leases.fresh(job["id"]),
+                                missing=ctx.evidence_missing)
+        finally:
+            ctx.drop_scratch()
 
     # -- start and stop ------------------------------------------------------------------
     def start_loops(self) -> list[asyncio.Task[None]]:

@@ -138,6 +138,10 @@ WITH caps AS MATERIALIZED (
               AND q.status IN ('pending', 'deferred')
               AND q.run_at <= %(now)s
               AND (%(job_types)s::text[] IS NULL OR q.job_type = ANY(%(job_types)s::text[]))
+              -- %(key_ids)s: NULL, or the keys this node holds: a sealed job whose key it
+              -- lacks is left to a node that has it, never claimed to fail (issue 35)
+              AND (%(key_ids)s::text[] IS NULL OR q.secret_key_id IS NULL
+                   OR q.secret_key_id = ANY(%(key_ids)s::text[]))
             ORDER BY q.run_at, q.id
             -- the statement's own limit, a value the planner sees: with the portal's cap
             -- here (known only at run time) it planned for a large share of the due jobs,
@@ -164,6 +168,13 @@ WITH caps AS MATERIALIZED (
     SELECT id, %(now)s, attempts, from_status, 'running', %(worker)s FROM upd
 )
 SELECT * FROM upd ORDER BY priority DESC, run_at, id;   -- the claim's order
+
+-- name: sealed_unopenable
+-- A waiting sealed job whose key is not among %(key_ids)s (the node lacks it), if any.
+SELECT secret_key_id AS key_id FROM portalq.job_queue
+WHERE status IN ('pending', 'deferred') AND secret_key_id IS NOT NULL
+  AND NOT (secret_key_id = ANY(%(key_ids)s::text[]))
+LIMIT 1;
 
 -- name: unclaim
 -- A claim that could not be completed (its rate-limit checks failed): the jobs go back to
@@ -264,11 +275,18 @@ WITH done AS (
 SELECT id, (SELECT count(*) FROM told) AS resumed FROM upd;
 
 -- name: finish_unsuccessful
--- Retry (pending at %(run_at)s), defer (no attempt spent) or fail one running job.
+-- Retry (pending at %(run_at)s), defer (no attempt spent) or fail one running job;
+-- %(extra)s: 1 gives it one attempt more than its budget.
 WITH upd AS (
     UPDATE portalq.job_queue q
     SET status = %(status)s, run_at = coalesce(%(run_at)s, q.run_at),
         attempts = q.attempts - %(refund)s::int,
+        max_attempts = q.max_attempts + %(extra)s::int,
+        -- plain keys the outcome sets/drops (a job's one automatic lookup, issue 35)
+        checkpoint = CASE WHEN %(cp_patch)s::jsonb IS NULL
+                               AND cardinality(%(cp_drop)s::text[]) = 0 THEN q.checkpoint
+                          ELSE (q.checkpoint - %(cp_drop)s::text[])
+                               || coalesce(%(cp_patch)s::jsonb, '{}'::jsonb) END,
         probe_failures = q.probe_failures + %(probe)s::int,
         last_error = %(error)s, updated_at = %(now)s, lock_owner = NULL, heartbeat_at = NULL,
         finished_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END
@@ -339,6 +357,7 @@ WITH upd AS (
                       THEN %(now)s + make_interval(secs => power(2, least(crashes + 1, 10)))
                       ELSE run_at END,
         attempts = greatest(attempts - 1, 0), crashes = crashes + 1,
+        checkpoint = checkpoint - %(cp_drop)s::text[],   -- a stale lookup answer (issue 35)
         last_error = %(error)s, updated_at = %(now)s,
         finished_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END
     WHERE id = %(id)s AND status = 'running'
@@ -754,11 +773,22 @@ VALUES (%(portal)s, %(starts_at)s, %(ends_at)s, %(reason)s, %(now)s) RETURNING i
 -- name: touch_portal
 UPDATE portalq.portals SET updated_at = %(now)s WHERE code = %(portal)s;
 
+-- name: outage_lock
+-- Before outage_seen, in its transaction: signs of one portal are counted one after the
+-- other. outage_seen counts in its statement's snapshot, so two signs recorded at the same
+-- moment did not see each other (3 simultaneous failures paused 2 of 5 portals); behind
+-- this lock (held to the commit) the next outage_seen's snapshot has the earlier sign.
+SELECT 1 FROM portalq.portals WHERE code = %(portal)s FOR UPDATE;
+
 -- name: outage_seen
 -- One more outage sign from job %(job_id)s; the streak is the number of distinct jobs
 -- that showed one since %(since)s (this one included: the same job failing again, or two
--- jobs alternately, never lengthen it past the jobs involved).
-WITH sign AS (
+-- jobs alternately, never lengthen it past the jobs involved). Also returned: the job of
+-- the portal's previous sign (prev_job) and when this job's run started (a run started
+-- before the pause was no probe).
+WITH prev AS (
+    SELECT outage_last_job AS prev_job FROM portalq.portals WHERE code = %(portal)s
+), sign AS (
     INSERT INTO portalq.portal_outage_signs (portal, job_id, seen_at)
     VALUES (%(portal)s, %(job_id)s, %(now)s)
     ON CONFLICT (portal, job_id) DO UPDATE SET seen_at = excluded.seen_at
@@ -771,7 +801,8 @@ WITH sign AS (
 UPDATE portalq.portals SET outage_streak = (SELECT n FROM recent), outage_last_job = %(job_id)s,
                    updated_at = %(now)s
 WHERE code = %(portal)s
-RETURNING outage_streak, paused_at, paused_by;
+RETURNING outage_streak, paused_at, paused_by, (SELECT prev_job FROM prev) AS prev_job,
+          (SELECT started_at FROM portalq.job_queue WHERE id = %(job_id)s) AS started_at;
 
 -- name: pause_portal
 -- Pause a portal (by the breaker or an operator; only a running portal is paused) + notice.

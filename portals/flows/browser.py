@@ -369,11 +369,16 @@ async def new_context(browser: Browser, config: BrowserConfig, artifacts_dir: Pa
                       **options: Any) -> Any:
     """A fresh BrowserContext with the configured timeouts, traced per the trace policy."""
     artifacts_dir = Path(artifacts_dir)
-    artifacts_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        artifacts_dir.mkdir(parents=True, exist_ok=True)
+        folder = True
+    except OSError as exc:   # evidence never decides an outcome: no folder, no trace
+        note_missing(artifacts_dir, "evidence folder", exc)
+        folder = False
     context = await browser.new_context(accept_downloads=True, **options)
     context.set_default_timeout(config.action_ms)
     context.set_default_navigation_timeout(config.navigation_ms)
-    if config.trace_policy != "off":
+    if config.trace_policy != "off" and folder:
         trace = _Trace(context, config, artifacts_dir)
         await trace.start()
         _traces[context] = trace

@@ -95,3 +95,22 @@ def test_a_screenshot_that_cannot_be_taken_is_recorded_missing(run, browser, bro
     [note] = missing(ctx.artifacts_dir)
     assert note["what"] == "screenshot landing"
     assert not list(ctx.artifacts_dir.glob("*.png"))
+
+
+def test_a_context_whose_evidence_folder_cannot_be_made_still_opens(run, browser,
+                                                                    browser_config, tmp_path):
+    """Issue 35 item 8: new_context made the folder first and raised NotADirectoryError
+    into the flow; evidence never decides an outcome, so the page works untraced."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    config = browser_config.with_(trace_policy="on")
+
+    async def scenario() -> str:
+        context = await new_context(browser, config, blocker / "attempt-1")
+        page = await context.new_page()
+        await page.set_content("<p>works</p>")
+        text = await page.inner_text("p")
+        await close_context(context, failed=True)
+        return text
+
+    assert run(scenario()) == "works"

@@ -93,7 +93,7 @@ def _literal(value) -> str:
 CASES = {
     "claim": {"portals": ["irs_ein", "p2"], "limits": [None, 2], "limit": 50, "portal_count": 2,
               "worker": "w",
-              "job_types": None,
+              "job_types": None, "key_ids": ["k1"],
               "now": NOW},
     "defer_candidates": {"portal": "irs_ein", "next_open": NOW + timedelta(days=1),
                          "now": NOW, "skip": [], "limit": 10000},

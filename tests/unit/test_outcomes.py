@@ -67,11 +67,24 @@ def test_transitions_of_a_running_portal(exc, j, status, outcome, kind, refund):
         assert "--confirmed-filed" in t.escalation[1] and "do not cancel" in t.escalation[1]
 
 
-def test_a_reconcilable_job_past_submission_is_an_attempts_escalation_that_warns():
-    t = decide(RetryableError("x"), job(5, checkpoint=SUBMITTING), message="x", now=NOW,
+def test_a_reconcilable_job_past_submission_gets_one_lookup_then_an_attempts_escalation():
+    # issue 35 item 9: its attempts spent past the submission, the job is looked up once
+    # (one more attempt) before a person is asked
+    in_doubt = {**SUBMITTING, "reconciled": "not_found"}
+    t = decide(RetryableError("x"), job(5, checkpoint=in_doubt), message="x", now=NOW,
                policy=POLICY, portal=PortalState(), reconcilable=True)
-    assert t.escalation[0] == "attempts" and "cancelling may lose a real filing" in \
-        t.escalation[1]
+    assert (t.status, t.escalation, t.extra_attempt) == ("pending", None, True)
+    assert t.checkpoint_patch == {"lookup_granted": 6}
+    assert "reconciled" in t.drop_checkpoint   # the lookup's answer predates the filing
+    granted = {**in_doubt, "lookup_granted": 6}
+    t = decide(RetryableError("x"), job(6, max_attempts=6, checkpoint=granted), message="x",
+               now=NOW, policy=POLICY, portal=PortalState(), reconcilable=True)
+    assert (t.status, t.escalation[0], t.extra_attempt) == ("failed", "attempts", False)
+    assert "do not cancel" in t.escalation[1] and "reconciled" in t.drop_checkpoint
+    # an admin's retry (a fresh budget) earns another lookup before the next person
+    t = decide(RetryableError("x"), job(7, max_attempts=7, checkpoint=granted), message="x",
+               now=NOW, policy=POLICY, portal=PortalState(), reconcilable=True)
+    assert t.status == "pending" and t.checkpoint_patch == {"lookup_granted": 8}
 
 
 def test_a_backoff_landing_in_closed_hours_waits_for_the_opening():
@@ -120,7 +133,10 @@ def test_a_flow_bug_on_a_paused_portal_is_an_ordinary_retry():
     ({"crashes": 3, "checkpoint": {}}, False, "failed", "crashing"),
     # past the point of no return where the portal has a lookup: reconciled next attempt
     ({"crashes": 0, "checkpoint": SUBMITTING}, True, "pending", None),
-    ({"crashes": 3, "checkpoint": SUBMITTING}, True, "failed", "uncertain"),
+    # at the crash limit past the submission: one more run looks it up (issue 35 item 9),
+    # then a person is asked -- never as "uncertain", whose --not-filed skips the lookup
+    ({"crashes": 3, "checkpoint": SUBMITTING}, True, "pending", None),
+    ({"crashes": 4, "checkpoint": SUBMITTING}, True, "failed", "crashing"),
     ({"crashes": 0, "checkpoint": SUBMITTING}, False, "failed", "uncertain"),
     # a checkpoint of the wrong shape is no point of no return (and no crash of the rescuer)
     ({"crashes": 0, "checkpoint": ["submitting"]}, False, "pending", None),
@@ -192,3 +208,33 @@ def test_policy_from_settings_and_breaker_reason():
     assert (p.retry_base_seconds, p.probe_limit) == (7, 0)
     assert breaker_reason(3, 300.0, "HTTP 503") == \
         "outage signs from 3 jobs within 300s; last: HTTP 503"
+
+
+# --- issue 35 item 7: a long outage gives up on no healthy job -------------------------------
+
+def test_a_run_started_before_the_pause_is_no_probe_and_is_not_charged():
+    # the breaker tripped while this job ran: its failure is one more outage sign, not a
+    # failed probe (it was no probe), however many probes it failed before
+    probe = NOW + timedelta(seconds=60)
+    t = decide(PortalUnavailable("503"), job(1, probe_failures=2), message="503", now=NOW,
+               policy=POLICY, portal=PortalState(paused_by="breaker", probe_at=probe,
+                                                 probe=False))
+    assert (t.status, t.refund_attempt, t.probe_failed, t.escalation, t.run_at) == \
+        ("deferred", True, False, None, probe)
+
+
+def test_probes_failing_for_other_jobs_too_are_the_portals_reason_not_the_jobs():
+    # another job failed as the probe since this job's last one: the portal is down; the
+    # job waits behind the next probe, uncharged, however long the outage lasts
+    probe = NOW + timedelta(seconds=60)
+    state = PortalState(paused_by="breaker", probe_at=probe, others_failing=True)
+    t = decide(PortalUnavailable("503"), job(1, probe_failures=2), message="503", now=NOW,
+               policy=POLICY, portal=state)
+    assert (t.status, t.refund_attempt, t.probe_failed, t.escalation) == \
+        ("deferred", True, False, None)
+    assert t.run_at > probe   # behind the next probe: another job is the next probe
+    # the same job failing probe after probe with no other job failing: its own fault
+    alone = decide(PortalUnavailable("503"), job(1, probe_failures=2), message="503",
+                   now=NOW, policy=POLICY,
+                   portal=PortalState(paused_by="breaker", probe_at=probe))
+    assert (alone.status, alone.escalation[0]) == ("failed", "probe")
