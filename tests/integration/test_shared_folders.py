@@ -1,0 +1,82 @@
+"""portalq never changes the mode of a folder it did not create (issue 35 item 3): pointed
+at a shared folder (sticky, like /tmp) for its key file or artifacts, it used to chmod it to
+0700 and drop the sticky bit -- as root on /tmp that locks every other user out."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from jobs import files
+from jobs.errors import InputError
+from tests.conftest import run_cli
+
+
+def _mode(p: Path) -> int:
+    return stat.S_IMODE(p.stat().st_mode)
+
+
+@pytest.fixture
+def shared() -> Path:
+    """A sticky, world-writable folder like /tmp (not under pytest's tmp_path, whose
+    parents are 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="portalq-shared-"))
+    path.chmod(0o1777)
+    yield path
+    for p in sorted(path.rglob("*"), reverse=True):
+        p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
+    path.rmdir()
+
+
+def test_an_existing_shared_folder_is_left_as_it_is(shared: Path):
+    files.private_dir(shared)
+    assert _mode(shared) == 0o1777
+    mine = files.private_dir(shared / "portalq" / "artifacts")   # what portalq creates
+    assert _mode(shared) == 0o1777
+    assert _mode(mine) == 0o700 and _mode(mine.parent) == 0o700
+
+
+def test_an_existing_folder_of_ours_keeps_its_mode(tmp_path: Path):
+    folder = tmp_path / "mine"
+    folder.mkdir(mode=0o750)
+    folder.chmod(0o750)
+    files.private_dir(folder)
+    assert _mode(folder) == 0o750
+
+
+def test_a_folder_others_may_write_without_sticky_is_refused(tmp_path: Path):
+    folder = tmp_path / "open"
+    folder.mkdir()
+    folder.chmod(0o777)
+    with pytest.raises(InputError, match="writable by other users"):
+        files.private_dir(folder)
+    assert _mode(folder) == 0o777
+    with pytest.raises(InputError, match="writable by other users"):
+        files.write_private(folder / "keys.json", b"{}")
+    assert not (folder / "keys.json").exists()
+
+
+def test_keys_status_and_key_creation_leave_a_shared_folder_alone(shared: Path, db: str):
+    env = {"PORTALQ_KEY_FILE": str(shared / "keys.json")}
+    out = run_cli("keys", "status", env=env)
+    assert _mode(shared) == 0o1777, out.stderr
+    assert out.returncode == 0, out.stderr
+    assert _mode(shared / "keys.json") == 0o600
+    out = run_cli("keys", "status", env=env)
+    assert out.returncode == 0 and _mode(shared) == 0o1777, out.stderr
+
+
+def test_write_private_does_not_follow_a_planted_temporary_file(shared: Path):
+    """In a shared folder another user can plant the temporary name as a symlink: the
+    write must not go through it."""
+    victim = shared / "victim"
+    victim.write_bytes(b"untouched")
+    target = shared / "keys.json"
+    (shared / f".keys.json.{os.getpid()}.tmp").symlink_to(victim)
+    files.write_private(target, b"{}")
+    assert victim.read_bytes() == b"untouched" and target.read_bytes() == b"{}"
+    assert _mode(target) == 0o600
