@@ -133,6 +133,8 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
     portal answered. Nothing is filed; a refused password is reported, never retried."""
     import asyncio
 
+    from playwright.async_api import Error as PlaywrightError
+
     from jobs import account_secrets, accounts, portals_repo, queue
     from jobs.errors import AccountError, HandlerOutcome
     from portals.flows.signin import Credentials
@@ -158,6 +160,10 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
         fail(str(exc), code=3)
     except HandlerOutcome as exc:
         fail(f"{portal}/{name}: could not sign in: {exc}", code=4)
+    except PlaywrightError as exc:   # the portal did not answer (refused, timed out)
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        fail(f"{portal}/{name}: could not sign in: the portal did not answer: {first}",
+             code=4)
     days = signed.password_expires_in
     typer.echo(f"{portal}/{name}: signed in as {creds.user}"
                + (f"; the password expires in {days} days" if days is not None else ""))

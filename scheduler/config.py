@@ -13,6 +13,28 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+def _check_secret_files(folder: Path) -> None:
+    """The setting files of ``PORTALQ_SECRETS_DIR`` (``portalq_smtp_url`` with its
+    password...) must be readable by their owner only: one others may read is refused, as
+    account secret files are (jobs/account_secrets.py)."""
+    import stat
+
+    from jobs.errors import InputError
+
+    try:
+        entries = list(folder.glob("portalq_*"))
+    except OSError:
+        return   # pydantic says what is wrong with the folder itself
+    for path in entries:
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            continue
+        if stat.S_ISREG(mode) and mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise InputError(f"secret file {path.name} is readable by others (mode "
+                             f"{stat.filemode(mode)}): chmod 600 it")
+
+
 class Settings(BaseSettings):
     """Settings from the environment, then the config file, then files in
     ``PORTALQ_SECRETS_DIR`` (one file per setting, named ``portalq_<setting>``: secrets
@@ -24,6 +46,7 @@ class Settings(BaseSettings):
     def __init__(self, **values: Any) -> None:
         folder = os.environ.get("PORTALQ_SECRETS_DIR")
         if folder and "_secrets_dir" not in values:
+            _check_secret_files(Path(folder))
             values["_secrets_dir"] = folder
         super().__init__(**values)
 
