@@ -34,7 +34,6 @@ from psycopg.rows import dict_row
 from jobs import limits, types
 from jobs.errors import InputError
 
-
 DEFAULT_TIMEOUT_S = 10
 _READING = re.compile(r"\s*\(*\s*(SELECT|WITH|VALUES|TABLE)\b", re.IGNORECASE)
 
