@@ -33,6 +33,17 @@ def check_shared(folder: Path) -> None:
                          "(chmod go-w it, or choose another folder)")
 
 
+def check_secret_file(path: Path, st: os.stat_result, what: str) -> None:
+    """InputError for a secret file (a key file, a setting holding a password) that others
+    may change, or that is this user's own and others may read. Group access is allowed (a
+    deliberate share: Kubernetes' fsGroup mounts secrets 0440), and so is a world-readable
+    file another user owns (a platform's mount portalq cannot chmod)."""
+    mode = st.st_mode
+    if mode & stat.S_IWOTH or (st.st_uid == os.geteuid() and mode & stat.S_IROTH):
+        raise InputError(f"{what} {path} is {'writable' if mode & stat.S_IWOTH else 'readable'}"
+                         f" by others (mode {stat.filemode(mode)}): chmod 600 it")
+
+
 def private_dir(path: Path) -> Path:
     """``path`` (and missing parents) created 0700. Folders that already exist are left as
     they are (:func:`check_shared` refuses an unsafe one)."""

@@ -35,7 +35,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from jobs import files
-from jobs.errors import PortalqError
+from jobs.errors import InputError, PortalqError
 
 NONCE = 12
 
@@ -138,9 +138,10 @@ def _check_key_file(path: Path, st: os.stat_result) -> None:
     /dev/null, a folder, a file others may read)."""
     if not stat.S_ISREG(st.st_mode):
         raise KeyError_(f"{path} is not a portalq keyring (not a regular file)")
-    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise KeyError_(f"key file {path} is readable by others (mode "
-                        f"{stat.filemode(st.st_mode)}): chmod 600 it")
+    try:
+        files.check_secret_file(path, st, "key file")
+    except InputError as exc:
+        raise KeyError_(str(exc)) from None
 
 
 class FileKeyring:

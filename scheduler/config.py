@@ -15,11 +15,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 def _check_secret_files(folder: Path) -> None:
     """The setting files of ``PORTALQ_SECRETS_DIR`` (``portalq_smtp_url`` with its
-    password...) must be readable by their owner only: one others may read is refused, as
-    account secret files are (jobs/account_secrets.py)."""
+    password...): one others may read or change is refused (jobs.files.check_secret_file)."""
     import stat
 
-    from jobs.errors import InputError
+    from jobs.files import check_secret_file
 
     try:
         entries = list(folder.glob("portalq_*"))
@@ -27,12 +26,11 @@ def _check_secret_files(folder: Path) -> None:
         return   # pydantic says what is wrong with the folder itself
     for path in entries:
         try:
-            mode = path.stat().st_mode
+            st = path.stat()
         except OSError:
             continue
-        if stat.S_ISREG(mode) and mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise InputError(f"secret file {path.name} is readable by others (mode "
-                             f"{stat.filemode(mode)}): chmod 600 it")
+        if stat.S_ISREG(st.st_mode):
+            check_secret_file(path, st, "secret file")
 
 
 class Settings(BaseSettings):

@@ -80,3 +80,25 @@ def test_write_private_does_not_follow_a_planted_temporary_file(shared: Path):
     files.write_private(target, b"{}")
     assert victim.read_bytes() == b"untouched" and target.read_bytes() == b"{}"
     assert _mode(target) == 0o600
+
+
+def test_which_secret_files_are_refused(tmp_path: Path):
+    """Issue 35 item 6: a secret file of one's own that others may read is refused; group
+    access (Kubernetes' fsGroup mounts 0440) and a platform's world-readable mount owned by
+    another user are not, but a file anyone may change always is."""
+    f = tmp_path / "secret"
+    f.write_text("x")
+    for mode, refused in ((0o600, False), (0o640, False), (0o644, True), (0o602, True)):
+        f.chmod(mode)
+        if refused:
+            with pytest.raises(InputError, match="by others"):
+                files.check_secret_file(f, f.stat(), "secret file")
+        else:
+            files.check_secret_file(f, f.stat(), "secret file")
+    if os.geteuid() == 0:
+        os.chown(f, 65534, 65534)
+        f.chmod(0o644)
+        files.check_secret_file(f, f.stat(), "secret file")
+        f.chmod(0o666)
+        with pytest.raises(InputError, match="writable by others"):
+            files.check_secret_file(f, f.stat(), "secret file")
