@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from scheduler.cli_common import DbUrl, _use_url, fail, print_json
+from scheduler.cli_common import DbUrl, _use_url, fail, print_json, printable
 
 app = typer.Typer(no_args_is_help=True, help="Portal accounts: list, add, pause, resume, check.")
 
@@ -48,7 +48,8 @@ def list_accounts(portal: Annotated[str | None, typer.Option()] = None,
     for r in rows:
         state = f"paused ({r['paused_by']}: {r['pause_reason']})" if r["paused_at"] else "active"
         have = ", ".join(k for k, v in r["secrets"].items() if v) or "no secrets"
-        typer.echo(f"{r['portal']:<20} {r['name']:<16} {r['username']:<24} {state}  [{have}]")
+        typer.echo(printable(f"{r['portal']:<20} {r['name']:<16} {r['username']:<24} "
+                             f"{state}  [{have}]"))
 
 
 @app.command("add")

@@ -141,3 +141,20 @@ def test_patching_a_secret_with_the_marker_text_says_so(db, dsn):
     assert "was erased" not in out.stderr
     shown = json.loads(run_cli("jobs", "show", job_id, "--json").stdout)
     assert shown["status"] == "cancelled"
+
+
+def test_control_characters_stored_before_are_escaped_on_print(db, dsn):
+    """Rows written before input was checked (or by SQL) print escaped, never raw: an
+    escape sequence in a user name or reason would be replayed by the terminal."""
+    with psycopg.connect(dsn) as c:
+        c.execute("INSERT INTO portal_accounts (portal, name, username, created_at) "
+                  "VALUES ('crtc', 'old', %s, now())", ("a\x1b[2Jb",))
+        c.execute("INSERT INTO audit_log (at, actor, role, source, action, target, reason) "
+                  "VALUES (now(), 'x', 'admin', 'cli', 'job.reject', 'job:1', %s)",
+                  ("why\x1b]0;owned\x07\nsecond line",))
+    for args in (("accounts", "list"), ("audit",)):
+        out = run_cli(*args)
+        assert out.returncode == 0, out.stderr
+        assert "\x1b" not in out.stdout and "\x07" not in out.stdout, out.stdout
+    assert "a\\x1b[2Jb" in run_cli("accounts", "list").stdout
+    assert "why\\x1b]0;owned\\x07\\nsecond line" in run_cli("audit").stdout
