@@ -102,3 +102,21 @@ def test_which_secret_files_are_refused(tmp_path: Path):
         f.chmod(0o666)
         with pytest.raises(InputError, match="writable by others"):
             files.check_secret_file(f, f.stat(), "secret file")
+
+
+def test_a_vault_token_file_others_may_read_is_refused(tmp_path: Path):
+    from jobs.key_providers import KeyError_
+    from jobs.vault_transit import VaultTransit
+
+    token = tmp_path / "token"
+    token.write_text("s.secret\n")
+    token.chmod(0o644)
+    vault = VaultTransit("http://127.0.0.1:1", token_file=token)
+    with pytest.raises(KeyError_, match="readable by others"):
+        vault._token_now()
+    token.chmod(0o600)
+    assert vault._token_now() == "s.secret"
+    token.write_bytes(b"\xff\xfe")   # not text: one line, not a traceback
+    os.utime(token, ns=(1, 1))
+    with pytest.raises(KeyError_, match="not UTF-8 text"):
+        vault._token_now()
