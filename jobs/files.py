@@ -17,7 +17,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from jobs.errors import InputError
+from portalq.jobs.errors import InputError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600

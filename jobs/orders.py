@@ -31,8 +31,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from jobs import limits, types
-from jobs.errors import InputError
+from portalq.jobs import limits, types
+from portalq.jobs.errors import InputError
 
 DEFAULT_TIMEOUT_S = 10
 _READING = re.compile(r"\s*\(*\s*(SELECT|WITH|VALUES|TABLE)\b", re.IGNORECASE)
@@ -91,7 +91,7 @@ def payload_for_order(job_type: str, order_id: str, dsn: str | None = None) -> d
 
 
 def _from_sql(job_type: str, query: str, order_id: str, dsn: str | None) -> dict[str, Any]:
-    from jobs.database import database_url, libpq_dsn
+    from portalq.jobs.database import database_url, libpq_dsn
 
     limit = timeout_ms()
     try:

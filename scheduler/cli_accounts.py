@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from scheduler.cli_common import DbUrl, _use_url, fail, print_json, printable
+from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json, printable
 
 app = typer.Typer(no_args_is_help=True, help="Portal accounts: list, add, pause, resume, check.")
 
@@ -22,8 +22,8 @@ Reason = Annotated[str | None, typer.Option("--reason", help="why (kept in the a
 
 
 def _actor() -> Any:
-    from jobs.audit import Actor
-    from scheduler.cli import _actor as who
+    from portalq.jobs.audit import Actor
+    from portalq.scheduler.cli import _actor as who
 
     return Actor(who(), None, "cli")
 
@@ -33,7 +33,7 @@ def list_accounts(portal: Annotated[str | None, typer.Option()] = None,
                   as_json: Annotated[bool, typer.Option("--json")] = False,
                   database_url: DbUrl = None) -> None:
     """Accounts, their state, and which of their secrets the provider has (never values)."""
-    from jobs import account_secrets, accounts, queue
+    from portalq.jobs import account_secrets, accounts, queue
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -57,7 +57,7 @@ def add(portal: str, name: str,
         username: Annotated[str, typer.Option("--username", help="the portal's user name")],
         reason: Reason = None, database_url: DbUrl = None) -> None:
     """Add an account; put its password (and TOTP seed) in the secrets provider."""
-    from jobs import accounts, queue
+    from portalq.jobs import accounts, queue
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -70,7 +70,7 @@ def add(portal: str, name: str,
 @app.command("pause")
 def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """No job signs in with it until resumed (its jobs wait, spending no attempt)."""
-    from jobs import accounts, queue
+    from portalq.jobs import accounts, queue
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -81,7 +81,7 @@ def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = N
 @app.command("resume")
 def resume(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """After its secret is fixed: jobs sign in with it again."""
-    from jobs import accounts, queue
+    from portalq.jobs import accounts, queue
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -109,9 +109,9 @@ async def _check(portal: str, creds: Any, urls: dict[str, str]) -> Any:
 
     from playwright.async_api import async_playwright
 
-    from jobs import files
-    from portals.flows import browser as browsers
-    from portals.flows.signin import sign_in
+    from portalq.jobs import files
+    from portalq.portals.flows import browser as browsers
+    from portalq.portals.flows.signin import sign_in
 
     config = browsers.load_config()
     with tempfile.TemporaryDirectory(prefix="portalq-check-") as tmp:
@@ -136,10 +136,10 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
 
     from playwright.async_api import Error as PlaywrightError
 
-    from jobs import account_secrets, accounts, portals_repo, queue
-    from jobs.errors import AccountError, HandlerOutcome
-    from portals.flows.signin import Credentials
-    from scheduler.config import Settings
+    from portalq.jobs import account_secrets, accounts, portals_repo, queue
+    from portalq.jobs.errors import AccountError, HandlerOutcome
+    from portalq.portals.flows.signin import Credentials
+    from portalq.scheduler.config import Settings
 
     _use_url(database_url)
     with queue.connect() as conn:

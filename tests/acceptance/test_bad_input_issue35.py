@@ -20,7 +20,7 @@ SSN = payloads.OBTAIN_EIN["responsible_party"]["ssn"]
 
 def jobs_in(dsn: str) -> int:
     with psycopg.connect(dsn) as c:
-        return c.execute("SELECT count(*) FROM job_queue").fetchone()[0]
+        return c.execute("SELECT count(*) FROM portalq.job_queue").fetchone()[0]
 
 
 def one_line(out: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -111,7 +111,7 @@ def test_control_characters_in_user_names_and_notes_are_refused(db, dsn):
                   "--reason", "why\x1b]0;owned\x07")
     one_line(out, "reason")
     with psycopg.connect(dsn) as c:
-        assert c.execute("SELECT count(*) FROM portal_accounts").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM portalq.portal_accounts").fetchone()[0] == 0
     job = run_cli("enqueue", "name_search", "--order", "O", "--payload",
                   json.dumps(payloads.NAME_SEARCH))
     job_id = job.stdout.strip()
@@ -119,7 +119,7 @@ def test_control_characters_in_user_names_and_notes_are_refused(db, dsn):
         out = run_cli("jobs", verb, job_id, "--note", "fine\x1b[31m")
         one_line(out, "note")
     with psycopg.connect(dsn) as c:
-        assert c.execute("SELECT count(*) FROM audit_log WHERE reason LIKE %s",
+        assert c.execute("SELECT count(*) FROM portalq.audit_log WHERE reason LIKE %s",
                          ("%\x1b%",)).fetchone()[0] == 0
 
 
@@ -147,9 +147,9 @@ def test_control_characters_stored_before_are_escaped_on_print(db, dsn):
     """Rows written before input was checked (or by SQL) print escaped, never raw: an
     escape sequence in a user name or reason would be replayed by the terminal."""
     with psycopg.connect(dsn) as c:
-        c.execute("INSERT INTO portal_accounts (portal, name, username, created_at) "
+        c.execute("INSERT INTO portalq.portal_accounts (portal, name, username, created_at) "
                   "VALUES ('crtc', 'old', %s, now())", ("a\x1b[2Jb",))
-        c.execute("INSERT INTO audit_log (at, actor, role, source, action, target, reason) "
+        c.execute("INSERT INTO portalq.audit_log (at, actor, role, source, action, target, reason) "
                   "VALUES (now(), 'x', 'admin', 'cli', 'job.reject', 'job:1', %s)",
                   ("why\x1b]0;owned\x07\nsecond line",))
     for args in (("accounts", "list"), ("audit",)):

@@ -103,9 +103,9 @@ def test_next_open_at_a_past_instant_counts_the_closures_of_that_time(db):
 def test_bad_input_one_line_nothing_written(db, dsn, args, message):
     def snapshot():
         with psycopg.connect(dsn) as c:
-            return (c.execute("SELECT portal, weekday, opens, closes FROM portal_hours "
+            return (c.execute("SELECT portal, weekday, opens, closes FROM portalq.portal_hours "
                               "ORDER BY 1, 2, 3").fetchall(),
-                    c.execute("SELECT count(*) FROM portal_closures").fetchone()[0])
+                    c.execute("SELECT count(*) FROM portalq.portal_closures").fetchone()[0])
     before = snapshot()
     out = run_cli(*args)
     assert out.returncode != 0
@@ -150,5 +150,5 @@ def test_every_portal_change_from_the_cli_is_audited_like_the_consoles(db, dsn):
     assert closure["after"]["from"].startswith("2026-12-01T13:00:00")
     assert "irs_ein" in holidays["after"]["portals"]
     with psycopg.connect(dsn) as c:
-        assert c.execute("SELECT count(*) FROM portal_closures WHERE reason = "
+        assert c.execute("SELECT count(*) FROM portalq.portal_closures WHERE reason = "
                          "'system conversion'").fetchone()[0] == 1

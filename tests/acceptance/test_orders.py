@@ -24,7 +24,7 @@ def _orders(dsn):
 
 def _jobs(dsn):
     with psycopg.connect(dsn) as c:
-        return c.execute("SELECT order_id, portal, payload FROM job_queue").fetchall()
+        return c.execute("SELECT order_id, portal, payload FROM portalq.job_queue").fetchall()
 
 
 def test_enqueue_by_order_as_the_design_card_says(db, dsn):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from jobs import queue
+from portalq.jobs import queue
 from tests import payloads
 from tests.conftest import run_cli
 
@@ -47,7 +47,7 @@ def test_the_demo_line_for_a_second_terminal_points_it_at_the_demo_database(db):
     run by a shell, makes ``portalq status`` there answer from that database."""
     import subprocess
 
-    from scheduler.demo import second_terminal
+    from portalq.scheduler.demo import second_terminal
 
     url = db   # a URL with ? and & in it: the shell must take it whole
     line = second_terminal(url)

@@ -13,7 +13,7 @@ import sys
 
 from pydantic import BaseModel
 
-from jobs.types import JobType, register
+from portalq.jobs.types import JobType, register
 
 
 class Payload(BaseModel):
@@ -23,7 +23,7 @@ class Payload(BaseModel):
 
 _how = os.environ.get("PORTALQ_TEST_HIJACK", "")
 if _how == "replace":
-    from portals.catalogue import ObtainEinPayload
+    from portalq.portals.catalogue import ObtainEinPayload
 
     register(JobType("obtain_ein", ObtainEinPayload, "irs_ein"))
 elif _how == "typo":
