@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from portalq.jobs import audit, clock, crypto, sql
+from portalq.jobs import audit, clock, crypto, limits, sql
 from portalq.jobs.errors import IllegalTransition, InputError
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -42,10 +42,10 @@ def _check_name(name: str) -> str:
 def add(conn: Any, actor: audit.Actor, portal: str, name: str, username: str,
         reason: str = "account added") -> Account:
     _check_name(name)
-    if not username or not username.strip() or len(username) > 200 or "\n" in username:
-        raise InputError("a user name is 1..200 characters on one line")
+    # one line, no control characters: it is printed to terminals (accounts list, audit)
+    username = limits.check_identifier(username, "a user name", 200)
     row = sql.fetch_one(conn, "account_add", {"portal": portal, "name": name,
-                                              "username": username.strip(), "now": clock.now()})
+                                              "username": username, "now": clock.now()})
     if row is None:
         known = [r["name"] for r in sql.fetch(conn, "account_list", {"portal": portal})]
         if name in known:

@@ -14,7 +14,7 @@ import hashlib
 from datetime import timedelta
 from typing import Any
 
-from portalq.jobs import audit, clock, queue, sql
+from portalq.jobs import audit, clock, limits, queue, sql
 from portalq.jobs.errors import IllegalTransition
 
 KEY = "approval"
@@ -46,6 +46,7 @@ def pending(checkpoint: dict[str, Any] | None, review_digest: str) -> dict[str, 
 
 def decide(conn: Any, actor: audit.Actor, job_id: int, state: str, note: str) -> None:
     """``state``: "approved" (runs again at once) or "rejected" (cancelled, nothing filed)."""
+    limits.check_text(note, "the note")   # printed raw by `portalq audit` otherwise
     with conn.transaction():
         row = sql.fetch_one(conn, "approval_decide", {"id": int(job_id), "state": state,
                                                       "actor": actor.name,

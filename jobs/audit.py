@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from portalq.jobs import clock, sql
+from portalq.jobs import clock, limits, sql
 from portalq.jobs.errors import InputError
 
 
@@ -35,6 +35,8 @@ def record(conn: Any, actor: Actor, action: str, target: str, reason: str, *,
     """Write one audit row in ``conn``'s transaction; a reason is required."""
     if not reason or not reason.strip():
         raise InputError("a reason is required")
+    # no control characters (an escape sequence would be replayed by `portalq audit`)
+    limits.check_text(reason, "the reason")
     row = sql.fetch_one(conn, "audit_add", {
         "now": clock.now(), "actor": actor.name, "role": actor.role, "source": actor.source,
         "action": action, "target": target, "reason": reason.strip()[:2000],

@@ -120,4 +120,18 @@ def classify_error(exc: BaseException) -> tuple[ErrorKind, str] | None:
     if isinstance(exc, psycopg.DataError | psycopg.IntegrityError
                   | psycopg.errors.ProgramLimitExceeded):
         return "value", f"the database refused a value ({type(exc).__name__}, {state})"
+    if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn):
+        # a database portalq never migrated (the demo's is portalq_demo, not portalq) or
+        # migrated by an older portalq: say what to do, not only the SQLSTATE
+        return "other", (f"database{_name(exc)} has no portalq schema (or an older one): "
+                         f"run `portalq migrate` ({type(exc).__name__}, {state})")
     return "other", f"database error ({type(exc).__name__}, {state})"
+
+
+def _name(exc: psycopg.Error) -> str:
+    """`` 'name'`` of the database an error came from, when the connection still says."""
+    try:
+        db = exc.pgconn.db.decode() if exc.pgconn is not None else ""
+    except Exception:  # noqa: BLE001 - only a better message is at stake
+        db = ""
+    return f" {db!r}" if db else ""

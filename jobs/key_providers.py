@@ -25,6 +25,7 @@ import hmac
 import json
 import os
 import secrets as _random
+import stat
 import threading
 import time
 from collections.abc import Sequence
@@ -35,7 +36,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from portalq.jobs import files
-from portalq.jobs.errors import PortalqError
+from portalq.jobs.errors import InputError, PortalqError
 
 NONCE = 12
 
@@ -133,6 +134,17 @@ class EnvKeys:
         return list(self._keks)
 
 
+def _check_key_file(path: Path, st: os.stat_result) -> None:
+    """A keyring is a regular file only its owner can read (one line, never a traceback:
+    /dev/null, a folder, a file others may read)."""
+    if not stat.S_ISREG(st.st_mode):
+        raise KeyError_(f"{path} is not a portalq keyring (not a regular file)")
+    try:
+        files.check_secret_file(path, st, "key file")
+    except InputError as exc:
+        raise KeyError_(str(exc)) from None
+
+
 class FileKeyring:
     """A JSON keyring file, mode 0600: ``{"current": id, "keks": {id: b64}, "hmac": b64}``.
 
@@ -165,8 +177,12 @@ class FileKeyring:
             st = self.path.stat()
         stamp = (st.st_mtime_ns, st.st_ino)
         if stamp != self._stamp:
+            _check_key_file(self.path, st)
             with self._lock:
-                data = json.loads(self.path.read_text())
+                try:
+                    data = json.loads(self.path.read_bytes())
+                except (OSError, ValueError):   # ValueError: not JSON, not UTF-8
+                    data = None
                 if not isinstance(data, dict) or "keks" not in data:
                     raise KeyError_(f"{self.path} is not a portalq keyring")
                 self._data, self._stamp = data, stamp

@@ -28,6 +28,9 @@ from portalq.jobs.errors import InputError
 MAX_ORDER_ID = 200
 MAX_IDEMPOTENCY_KEY = 200
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
+#: above it a read buffer cannot be sized (1e30: OverflowError) and PostgreSQL's jsonb
+#: refuses the value anyway (at most 255 MiB)
+MAX_PAYLOAD_BYTES_LIMIT = 255 * 1024 * 1024
 RUN_AT_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 RUN_AT_HORIZON = timedelta(days=3653)  # ten years
 MAX_LIST_LIMIT = 100_000
@@ -44,11 +47,12 @@ def max_payload_bytes() -> int:
     if not raw:
         return DEFAULT_MAX_PAYLOAD_BYTES
     try:
-        value = int(raw)
+        value = int(raw) if len(raw) <= 20 else 0   # int() of 5000 digits: ValueError
     except ValueError:
         value = 0
-    if value < 1:
-        raise InputError(f"PORTALQ_MAX_PAYLOAD_BYTES must be a positive integer, got {raw!r}")
+    if not 1 <= value <= MAX_PAYLOAD_BYTES_LIMIT:
+        raise InputError("PORTALQ_MAX_PAYLOAD_BYTES must be an integer from 1 to "
+                         f"{MAX_PAYLOAD_BYTES_LIMIT}, got {raw[:40]!r}")
     return value
 
 

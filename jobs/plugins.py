@@ -12,7 +12,9 @@ lookup. A plugin is a module that registers job types (and portals) when importe
   (portalq's own portals come this way: ``builtin = "portalq.portals.catalogue"``);
 - or it is named at run time: ``PORTALQ_PLUGINS=mymodule,other.module``.
 
-A plugin that cannot be imported is an input error naming it, never a traceback.
+A plugin that cannot be imported is an input error naming it, never a traceback; so is one
+that calls ``sys.exit`` while loading, or declares a job type another plugin (or portalq)
+already declared (:func:`jobs.types.register`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ GROUP = "portalq.plugins"
 _lock = threading.RLock()
 _loaded: set[str] = set()
 _loading = False
+#: the plugins being imported, innermost last: who declares a job type (jobs/types.py)
+_importing: list[str] = []
 #: the ``PORTALQ_PLUGINS`` values already loaded in full: a lookup (one per job claimed)
 #: then costs a set membership, not a scan of every installed package's metadata
 _done: set[str] = set()
@@ -39,16 +43,31 @@ def named(spec: str | None) -> list[str]:
     return [m.strip() for m in (spec or "").split(",") if m.strip()]
 
 
+def current() -> str | None:
+    """The module name of the plugin being imported now (None outside plugin loading)."""
+    return _importing[-1] if _importing else None
+
+
 def _import(name: str, label: str) -> None:
     if name in _loaded:
         return
     _loaded.add(name)  # first: a plugin that looks job types up while importing is fine
+    _importing.append(name)
     try:
         importlib.import_module(name)
+    except InputError as exc:   # refused by the registry: its message names the plugin
+        _loaded.discard(name)
+        raise InputError(f"cannot load plugin {label}: {exc}") from None
+    except SystemExit as exc:   # not the plugin's to end portalq (silently, with its code)
+        _loaded.discard(name)
+        raise InputError(f"cannot load plugin {label}: it called sys.exit({exc.code!r}) "
+                         "while loading") from None
     except Exception as exc:  # noqa: BLE001 - any failure to import is the plugin's
         _loaded.discard(name)
         raise InputError(f"cannot load plugin {label}: {type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")) from None
+    finally:
+        _importing.pop()
 
 
 def load(spec: str | None = None) -> None:

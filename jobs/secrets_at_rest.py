@@ -285,6 +285,12 @@ def for_retry(job: Mapping[str, Any], patch: Mapping[str, Any] | None,
             if missing:
                 raise InputError(erased_message(job, missing))
         return None
+    given = has_markers(job["job_type"], patch)
+    if given:   # the text `jobs show` prints in place of a secret, copied back as a value
+        raise InputError(f"job {job['id']}: --payload-patch gives {', '.join(given)} as the "
+                         f"text {MARKER} or {ERASED} (what portalq prints in place of a "
+                         "secret): give the value itself, or leave it out to keep the "
+                         "stored one")
     merged = merge(reveal(job, strict=False), patch)
     missing = has_markers(job["job_type"], merged)
     if missing:

@@ -17,7 +17,9 @@ CLI command, the service and the console know the same job types.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable, Mapping
+import types as pytypes
+import typing
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -102,18 +104,63 @@ class JobType:
 
 
 _REGISTRY: dict[str, JobType] = {}
+#: who declared each type: the plugin module being loaded then (None: not a plugin)
+_OWNERS: dict[str, str | None] = {}
 
 
 def register(job_type: JobType) -> JobType:
-    """Declare (or re-declare) a job type."""
+    """Declare a job type (its declarer may declare it again, e.g. a re-imported module).
+
+    Refused (InputError naming the plugin): a type another plugin -- or portalq itself --
+    already declared (a plugin declaring ``obtain_ein`` would otherwise replace the built-in
+    one and store its SSNs in clear), and a secret field the payload model does not have (a
+    typo would leave that secret in clear)."""
+    owner = plugins.current()
+    if job_type.name in _REGISTRY and _OWNERS.get(job_type.name) != owner:
+        before = _OWNERS.get(job_type.name)
+        raise InputError(f"job type {job_type.name!r} is already declared by "
+                         f"{before or 'another module'}: a plugin cannot replace a job type "
+                         "(give it another name)")
+    for spec in job_type.secret_fields:
+        if not _has_path(job_type.payload_model, spec.split(".")):
+            raise InputError(f"secret field {spec!r} of job type {job_type.name!r} is not "
+                             f"a field of its payload model {job_type.payload_model.__name__}"
+                             " (it would be stored in clear)")
     _REGISTRY[job_type.name] = job_type
+    _OWNERS[job_type.name] = owner
     return job_type
+
+
+def _has_path(annotation: Any, parts: list[str]) -> bool:
+    """Whether the dotted path ``parts`` (``*``: every list element) can name a value of
+    ``annotation``. Types that cannot be inspected (Any, dict) accept any path."""
+    if not parts:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _has_path(typing.get_args(annotation)[0], parts)
+    if origin is typing.Union or origin is pytypes.UnionType:
+        return any(_has_path(a, parts) for a in typing.get_args(annotation)
+                   if a is not type(None))
+    head, rest = parts[0], parts[1:]
+    if head == "*":
+        if isinstance(origin, type) and issubclass(origin, (Sequence, Set)):
+            args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+            return _has_path(args[0] if args else Any, rest)
+        return annotation is Any or annotation in (list, tuple)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        field = annotation.model_fields.get(head)
+        return field is not None and _has_path(field.annotation, rest)
+    return annotation is Any or origin is dict or annotation is dict or (
+        isinstance(origin, type) and issubclass(origin, Mapping))
 
 
 def set_flow(name: str, flow: str | Flow, *, uses_browser: bool = False) -> JobType:
     """Point an already declared type at another flow (a test double of a portal, a
-    handler written apart from its declaration)."""
-    return register(replace(get(name), flow=flow, uses_browser=uses_browser))
+    handler written apart from its declaration); its declaration is otherwise kept."""
+    job_type = replace(get(name), flow=flow, uses_browser=uses_browser)
+    _REGISTRY[name] = job_type
+    return job_type
 
 
 def get(name: str) -> JobType:

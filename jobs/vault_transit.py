@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from portalq.jobs import files
+from portalq.jobs.errors import InputError
 from portalq.jobs.key_providers import KeyError_
 
 #: how long the key's latest version is trusted before it is read again (seconds)
@@ -106,8 +108,13 @@ class VaultTransit:
             st = self._token_file.stat()
             stamp = (st.st_mtime_ns, st.st_ino)
             if stamp != self._token_stamp:
+                files.check_secret_file(self._token_file, st, "Vault token file")
                 self._token = self._token_file.read_text().strip()
                 self._token_stamp = stamp
+        except InputError as exc:   # others may read or change it
+            raise KeyError_(str(exc)) from None
+        except UnicodeDecodeError:
+            raise KeyError_(f"Vault token file {self._token_file} is not UTF-8 text") from None
         except OSError as exc:
             raise KeyError_(f"Vault token file {self._token_file}: {exc.strerror}") from None
         if not self._token:

@@ -531,4 +531,10 @@ def run_service(
         message = str(first["msg"]).removeprefix("Value error, ")
         fail(message if message.startswith("invalid PORTALQ_")
              else f"invalid setting PORTALQ_{field.upper()}: {message}")
+    from portalq.scheduler.mailer import SmtpUrlError, smtp_target
+
+    try:   # at start, not when the first escalation is mailed (its text, never shown)
+        smtp_target(settings.smtp_url)
+    except SmtpUrlError as exc:
+        fail(str(exc))
     run(settings)

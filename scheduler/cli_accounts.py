@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json
+from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json, printable
 
 app = typer.Typer(no_args_is_help=True, help="Portal accounts: list, add, pause, resume, check.")
 
@@ -48,7 +48,8 @@ def list_accounts(portal: Annotated[str | None, typer.Option()] = None,
     for r in rows:
         state = f"paused ({r['paused_by']}: {r['pause_reason']})" if r["paused_at"] else "active"
         have = ", ".join(k for k, v in r["secrets"].items() if v) or "no secrets"
-        typer.echo(f"{r['portal']:<20} {r['name']:<16} {r['username']:<24} {state}  [{have}]")
+        typer.echo(printable(f"{r['portal']:<20} {r['name']:<16} {r['username']:<24} "
+                             f"{state}  [{have}]"))
 
 
 @app.command("add")
@@ -133,6 +134,8 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
     portal answered. Nothing is filed; a refused password is reported, never retried."""
     import asyncio
 
+    from playwright.async_api import Error as PlaywrightError
+
     from portalq.jobs import account_secrets, accounts, portals_repo, queue
     from portalq.jobs.errors import AccountError, HandlerOutcome
     from portalq.portals.flows.signin import Credentials
@@ -158,6 +161,10 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
         fail(str(exc), code=3)
     except HandlerOutcome as exc:
         fail(f"{portal}/{name}: could not sign in: {exc}", code=4)
+    except PlaywrightError as exc:   # the portal did not answer (refused, timed out)
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        fail(f"{portal}/{name}: could not sign in: the portal did not answer: {first}",
+             code=4)
     days = signed.password_expires_in
     typer.echo(f"{portal}/{name}: signed in as {creds.user}"
                + (f"; the password expires in {days} days" if days is not None else ""))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -12,6 +13,15 @@ import typer
 EXIT_INPUT = 2
 EXIT_STATE = 3
 EXIT_DB = 4
+
+
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(value: Any) -> str:
+    """``value`` as text for a terminal: control characters (an escape sequence stored
+    before input was checked, a line break) shown escaped (``\\x1b``), never replayed."""
+    return _CONTROLS.sub(lambda m: repr(m.group())[1:-1], str(value))
 
 
 def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:

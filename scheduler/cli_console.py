@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json
+from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json, printable
 
 users_app = typer.Typer(no_args_is_help=True, help="Console users and their roles.")
 
@@ -110,8 +110,8 @@ def audit(target: Annotated[str | None, typer.Option(help="e.g. job:42, portal:i
         print_json(rows)
         return
     for r in rows:
-        typer.echo(f"{r['id']:>6}  {r['at']:%Y-%m-%d %H:%M:%S}Z  {r['actor']:<20} "
-                   f"{r['action']:<24} {r['target']:<20} {r['reason']}")
+        typer.echo(printable(f"{r['id']:>6}  {r['at']:%Y-%m-%d %H:%M:%S}Z  {r['actor']:<20} "
+                             f"{r['action']:<24} {r['target']:<20} {r['reason']}"))
 
 
 def console(host: Annotated[str | None, typer.Option(

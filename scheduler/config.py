@@ -13,6 +13,26 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+def _check_secret_files(folder: Path) -> None:
+    """The setting files of ``PORTALQ_SECRETS_DIR`` (``portalq_smtp_url`` with its
+    password...): one others may read or change is refused (jobs.files.check_secret_file)."""
+    import stat
+
+    from portalq.jobs.files import check_secret_file
+
+    try:
+        entries = list(folder.glob("portalq_*"))
+    except OSError:
+        return   # pydantic says what is wrong with the folder itself
+    for path in entries:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            check_secret_file(path, st, "secret file")
+
+
 class Settings(BaseSettings):
     """Settings from the environment, then the config file, then files in
     ``PORTALQ_SECRETS_DIR`` (one file per setting, named ``portalq_<setting>``: secrets
@@ -24,6 +44,7 @@ class Settings(BaseSettings):
     def __init__(self, **values: Any) -> None:
         folder = os.environ.get("PORTALQ_SECRETS_DIR")
         if folder and "_secrets_dir" not in values:
+            _check_secret_files(Path(folder))
             values["_secrets_dir"] = folder
         super().__init__(**values)
 

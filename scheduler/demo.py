@@ -42,6 +42,14 @@ class MailboxDir:
         return "250 OK"
 
 
+def second_terminal(url: str) -> str:
+    """The shell line that points another terminal's ``portalq`` at the demo database
+    (without it, ``portalq status`` there looks at ``portalq``, not ``portalq_demo``)."""
+    import shlex
+
+    return f"export PORTALQ_DATABASE_URL={shlex.quote(url)}"
+
+
 def _fresh_database() -> str:
     pg = embedded()
     pg.ensure_running()
@@ -99,6 +107,10 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
     console.print(f"  database   {url}\n  portals    {standins.base_url}\n"
                   f"  mailbox    {mailbox} (SMTP on 127.0.0.1:{smtp_port})\n"
                   f"  artifacts  {settings.artifacts()}\n")
+    # whole, never wrapped: it is copied into another terminal as it is
+    console.print("  in another terminal, first:", markup=False)
+    console.print(f"    {second_terminal(url)}\n", markup=False, soft_wrap=True,
+                  highlight=False)
     import os
 
     os.environ["PORTALQ_DATABASE_URL"] = url
@@ -223,5 +235,5 @@ def _summary(ids: dict[str, int], mailbox: Path, console: Any) -> None:
     for path in sorted(mailbox.glob("*.eml")):
         msg = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
         console.print(f"  {path.name}  {escape(str(msg['Subject']))}")
-    console.print("\nTry: portalq jobs show <job>   (PORTALQ_DATABASE_URL is the demo database "
-                  "printed above)")
+    console.print("\nTry: portalq jobs show <job>   (in another terminal: after the export "
+                  "line printed above)")

@@ -123,7 +123,11 @@ class TestServer:
             # the tests administer their databases: the owner role (portalq itself runs
             # as the app role; tests/integration/test_data_protection.py checks that)
             self.base = make_url(pg.url(role="postgres"))
-        self.template = f"portalq_tpl_{_migrations_digest()}"
+        # its stored holidays start last year (by this process's clock): a template built
+        # last year would give every test database last year's range
+        from portalq.jobs import clock
+
+        self.template = f"portalq_tpl_{_migrations_digest()}_{clock.now().year}"
 
     def close(self) -> None:
         """End of the session: stop the embedded server if no other session uses it."""

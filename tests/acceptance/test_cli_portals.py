@@ -11,6 +11,9 @@ from tests.conftest import run_cli
 
 # Thanksgiving 2026 (Thu 2026-11-26) 12:00 ET: IRS closed for the federal holiday
 THANKSGIVING_NOON = "2026-11-26T17:00:00Z"
+# the clock of the calls that ask about late 2026 without a clock of their own: they read
+# the calendar, so they freeze it (they passed only while the wall clock was near 2026)
+IN_NOV_2026 = {"PORTALQ_FROZEN_NOW": "2026-11-20T12:00:00Z"}
 
 
 def test_list_shows_state_and_next_change(db):
@@ -27,21 +30,25 @@ def test_list_shows_state_and_next_change(db):
 
 
 def test_next_open_at_instant(db):
-    out = run_cli("portals", "next-open", "irs_ein", "--at", THANKSGIVING_NOON)
+    out = run_cli("portals", "next-open", "irs_ein", "--at", THANKSGIVING_NOON, env=IN_NOV_2026)
     assert out.stdout.strip() == "2026-11-27T12:00:00Z"
     # open at that instant: the instant itself
-    out = run_cli("portals", "next-open", "irs_ein", "--at", "2026-11-27T15:30:00Z", "--json")
+    out = run_cli("portals", "next-open", "irs_ein", "--at", "2026-11-27T15:30:00Z", "--json",
+                  env=IN_NOV_2026)
     data = json.loads(out.stdout)
     assert data["next_open"] == "2026-11-27T15:30:00Z" and data["open_at_instant"] is True
 
 
 def test_set_hours_preset_and_windows(db, dsn):
-    assert run_cli("portals", "set-hours", "irs_ein", "--preset", "irs_ein_extended").returncode == 0
+    assert run_cli("portals", "set-hours", "irs_ein", "--preset", "irs_ein_extended",
+                   env=IN_NOV_2026).returncode == 0
     # Friday 00:30 ET is inside Thursday's 06:00-01:00 window ... but Thursday is
     # Thanksgiving, so its window (and its after-midnight tail) stays closed
-    out = run_cli("portals", "next-open", "irs_ein", "--at", "2026-11-27T05:30:00Z")
+    out = run_cli("portals", "next-open", "irs_ein", "--at", "2026-11-27T05:30:00Z",
+                  env=IN_NOV_2026)
     assert out.stdout.strip() == "2026-11-27T11:00:00Z"  # Fri 06:00 ET
-    out = run_cli("portals", "next-open", "irs_ein", "--at", "2026-12-02T05:30:00Z")
+    out = run_cli("portals", "next-open", "irs_ein", "--at", "2026-12-02T05:30:00Z",
+                  env=IN_NOV_2026)
     assert out.stdout.strip() == "2026-12-02T05:30:00Z"  # Tue night 00:30 ET: open
     assert run_cli("portals", "set-hours", "crtc", "Mon-Fri 07:00-17:00").returncode == 0
     hours = json.loads(run_cli("portals", "hours", "crtc", "--json").stdout)

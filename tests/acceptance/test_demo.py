@@ -21,6 +21,9 @@ def test_demo_runs_every_sample_to_its_outcome(server_home):
     try:
         out = run_cli("demo", "--exit-when-done", "--timeout", "240", env=env, timeout=300)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        # the line a second terminal needs, whole on one line (issue 35 item 12)
+        assert "    export PORTALQ_DATABASE_URL=" in out.stdout
+        assert "portalq_demo" in out.stdout.split("export PORTALQ_DATABASE_URL=")[1].split("\n")[0]
         with psycopg.connect(EmbeddedPostgres(home).dsn("portalq_demo")) as c:
             rows = c.execute("SELECT order_id, job_type, status, attempts, result "
                              "FROM portalq.job_queue ORDER BY id").fetchall()

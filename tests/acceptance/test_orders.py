@@ -51,7 +51,8 @@ def test_order_source_errors_are_one_line_and_write_nothing(db, dsn):
         ("ORD-BAD", json.dumps(SQL)): "invalid file_entity payload: jurisdiction",
         ("ORD-1001", "{}"): "file_entity has no order source",
         ("ORD-1001", json.dumps({"PORTALQ_ORDER_SQL_FILE_ENTITY":
-                                 "DELETE FROM business_orders RETURNING filing"})):
+                                 "WITH d AS (DELETE FROM business_orders RETURNING *) "
+                                 "SELECT filing FROM d WHERE order_id = %(order_id)s"})):
             "ReadOnlySqlTransaction",
     }
     for (order, env), message in cases.items():
@@ -60,4 +61,31 @@ def test_order_source_errors_are_one_line_and_write_nothing(db, dsn):
         assert out.stderr.count("\n") == 1 and out.stderr.startswith("portalq: error:")
     assert _jobs(dsn) == []
     with psycopg.connect(dsn) as c:   # the configured query could not write
+        assert c.execute("SELECT count(*) FROM business_orders").fetchone()[0] == 2
+
+
+def test_order_query_runs_as_one_read_only_statement_with_a_timeout(db, dsn):
+    """Issue 35 item 1: a query without the placeholder ran as several statements through
+    the simple protocol, so ``SELECT ...; COMMIT; INSERT ...`` committed its write (exit 0)
+    and the SELECT-last variant wrote and then failed; and it had no statement timeout."""
+    _orders(dsn)
+    select = "SELECT filing FROM business_orders WHERE order_id = 'ORD-1001'"
+    insert = "INSERT INTO business_orders VALUES ('ORD-EVIL', '{}')"
+    cases = {
+        f"{select}; COMMIT; {insert}": "must bind the order id",
+        f"{insert}; COMMIT; {select}": "must be one SELECT",
+        f"{select} AND order_id = %(order_id)s; COMMIT; {insert}": "must be one statement",
+        f"{select} -- %(order_id)s\n; COMMIT; {insert}": "must be one statement",
+        "SET TRANSACTION READ WRITE": "SELECT",
+        "SELECT pg_sleep(30), filing FROM business_orders WHERE order_id = %(order_id)s":
+            "statement timeout",
+    }
+    for query, message in cases.items():
+        out = run_cli("enqueue", "file_entity", "--order", "ORD-1001",
+                      env={"PORTALQ_ORDER_SQL_FILE_ENTITY": query,
+                           "PORTALQ_ORDER_SQL_TIMEOUT": "1"})
+        assert out.returncode != 0 and message in out.stderr, (query, out.stderr)
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("portalq: error:")
+    assert _jobs(dsn) == []
+    with psycopg.connect(dsn) as c:
         assert c.execute("SELECT count(*) FROM business_orders").fetchone()[0] == 2

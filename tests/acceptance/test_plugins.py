@@ -65,3 +65,31 @@ def test_a_plugins_order_source_builds_the_payload(db, dsn):
     missing = run_cli("enqueue", "renew_licence", "--order", "X-1", env=PLUGIN)
     assert missing.returncode != 0
     assert "no order 'X-1' in the order source of renew_licence" in missing.stderr
+
+
+def _hijack(how: str, *args: str):
+    return run_cli(*(args or ("enqueue", "name_search", "--order", "O-1", "--payload", "{}")),
+                   env={"PORTALQ_PLUGINS": "tests.plugins.hijack", "PORTALQ_TEST_HIJACK": how})
+
+
+def test_a_plugin_cannot_replace_a_built_in_job_type(db, dsn):
+    """Issue 35 item 2: a plugin declaring ``obtain_ein`` replaced the built-in type and its
+    SSNs were stored in clear."""
+    ein = json.dumps({"legal_name": "X"})
+    out = _hijack("replace", "enqueue", "obtain_ein", "--order", "O-1", "--payload", ein)
+    assert out.returncode != 0 and out.stderr.count("\n") == 1, out.stderr
+    assert "tests.plugins.hijack" in out.stderr and "obtain_ein" in out.stderr, out.stderr
+    assert "already declared" in out.stderr, out.stderr
+
+
+def test_a_secret_field_the_payload_lacks_is_refused(db, dsn):
+    out = _hijack("typo")
+    assert out.returncode != 0 and out.stderr.count("\n") == 1, out.stderr
+    assert "tests.plugins.hijack" in out.stderr and "owner_snn" in out.stderr, out.stderr
+
+
+def test_a_plugin_calling_sys_exit_is_one_line(db, dsn):
+    out = _hijack("exit")
+    assert out.returncode != 0 and out.returncode != 7, out
+    assert out.stderr.strip() == ("portalq: error: cannot load plugin tests.plugins.hijack: "
+                                  "it called sys.exit(7) while loading")

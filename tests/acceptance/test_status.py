@@ -21,3 +21,39 @@ def test_status_snapshot_json_and_text(db):
     assert snap["running"] == [] and snap["failures"] == []
     text = run_cli("status", "--once", env={"COLUMNS": "160"}).stdout
     assert "bc_corporate_online" in text and "recent failures" in text
+
+
+def test_a_database_without_portalq_schema_says_to_migrate(pg_server):
+    """Issue 35 item 12: pointed at a database without portalq's tables (the demo's second
+    terminal looked at ``portalq``, the demo uses ``portalq_demo``), commands answered
+    ``database error (UndefinedTable, SQLSTATE 42P01)``."""
+    name = "t_empty_sec_status"
+    pg_server.drop(name)
+    with pg_server.admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        env = {"PORTALQ_DATABASE_URL": pg_server.url(name)}
+        for args in (("status", "--once"), ("jobs", "list"), ("status", "--json")):
+            out = run_cli(*args, env=env)
+            assert out.returncode != 0 and out.stderr.count("\n") == 1, (args, out.stderr)
+            assert "no portalq schema" in out.stderr and "portalq migrate" in out.stderr, \
+                (args, out.stderr)
+    finally:
+        pg_server.drop(name)
+
+
+def test_the_demo_line_for_a_second_terminal_points_it_at_the_demo_database(db):
+    """Issue 35 item 12: the demo prints the export line a second terminal needs; the line,
+    run by a shell, makes ``portalq status`` there answer from that database."""
+    import subprocess
+
+    from portalq.scheduler.demo import second_terminal
+
+    url = db   # a URL with ? and & in it: the shell must take it whole
+    line = second_terminal(url)
+    assert line.startswith("export PORTALQ_DATABASE_URL=")
+    shell = subprocess.run(["sh", "-c", f"{line}\nprintf %s \"$PORTALQ_DATABASE_URL\""],
+                           capture_output=True, text=True, check=True)
+    assert shell.stdout == url
+    out = run_cli("status", "--json", env={"PORTALQ_DATABASE_URL": shell.stdout})
+    assert out.returncode == 0, out.stderr

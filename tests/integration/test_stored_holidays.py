@@ -18,6 +18,12 @@ from portalq.scheduler import calendars
 from tests.conftest import ROOT, run_cli
 from tests.service_helpers import Service, wait_until
 
+# the CLI's clock, frozen: the years it stores are then known whatever the wall clock says
+# (the test compared the CLI's stored years with this process's wall clock: it failed on
+# New Year's Eve and under any clock offset)
+FROZEN = {"PORTALQ_FROZEN_NOW": "2026-06-15T12:00:00Z"}
+FROZEN_YEAR = 2026
+
 SEEDED = {"bc_corporate_online": ("CA", "BC"), "delaware_icis": ("US", "DE"),
           "irs_ein": ("US", None)}
 
@@ -34,12 +40,13 @@ def _stored(conn, code):
 
 def test_portalq_migrate_stores_the_seeded_portals_holidays(db, conn):
     conn.execute("DROP SCHEMA portalq CASCADE")
-    out = run_cli("migrate")
+    out = run_cli("migrate", env=FROZEN)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == ("holidays stored for bc_corporate_online, "
                                            "delaware_icis, irs_ein")
-    assert run_cli("migrate").stdout.strip().splitlines()[-1].startswith("schema at ")
-    year = datetime.now(UTC).year
+    assert run_cli("migrate", env=FROZEN).stdout.strip().splitlines()[-1].startswith(
+        "schema at ")
+    year = FROZEN_YEAR
     assert _stored(conn, "irs_ein") == ("US/", year - 1, year + 5)
 
 
@@ -137,11 +144,11 @@ def test_tick_extends_holidays_that_run_out(db, dsn, conn, tmp_path):
 
 def test_cli_refresh_holidays_recomputes_every_portal(db, conn):
     conn.execute("DELETE FROM portalq.portal_holidays WHERE portal = 'irs_ein'")
-    out = run_cli("portals", "refresh-holidays")
+    out = run_cli("portals", "refresh-holidays", env=FROZEN)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ("holidays stored for 3 portal(s): "
                                   "bc_corporate_online, delaware_icis, irs_ein")
-    year = datetime.now(UTC).year
+    year = FROZEN_YEAR
     assert conn.execute("SELECT count(*) FROM portalq.portal_holidays WHERE portal = 'irs_ein'"
                         ).fetchone()[0] == len(cal.holiday_names("US", None,
                                                                  range(year - 1, year + 6)))

@@ -82,6 +82,7 @@ def test_data_keys_wrap_in_vault_and_rotation_follows_its_versions(bao, conn, db
     add_local_portal(dsn)
     token_file = tmp_path / "token"
     token_file.write_text(ROOT + "\n")
+    token_file.chmod(0o600)   # one others may read is refused (issue 35)
     vault = VaultTransit.from_env({"VAULT_ADDR": bao, "PORTALQ_VAULT_TOKEN_FILE":
                                    str(token_file)})
     crypto.set_provider(vault)
@@ -136,6 +137,7 @@ def test_the_service_and_cli_use_vault_by_configuration(bao, db, dsn, tmp_path):
     add_local_portal(dsn)
     admin = tmp_path / "admin-token"
     admin.write_text(ROOT)
+    admin.chmod(0o600)
     env = {"PORTALQ_KEY_PROVIDER": "vault-transit", "VAULT_ADDR": bao,
            "PORTALQ_VAULT_TOKEN_FILE": str(admin), "PORTALQ_PLUGINS": "tests.plugins.ledger"}
     out = run_cli("enqueue", "ledger_secret", "--order", "V2", "--payload",

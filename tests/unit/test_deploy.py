@@ -251,6 +251,8 @@ def test_every_portalq_variable_in_the_deploy_files_is_a_setting() -> None:
 def test_settings_read_secret_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "portalq_smtp_url").write_text("smtp://mailer:s3cret@smtp.example:587\n")
     (tmp_path / "portalq_database_url").write_text("postgresql://u:pw@db/portalq\n")
+    for secret in tmp_path.glob("portalq_*"):
+        secret.chmod(0o600)    # one others may read is refused (issue 35)
     monkeypatch.setenv("PORTALQ_SECRETS_DIR", str(tmp_path))
     monkeypatch.delenv("PORTALQ_DATABASE_URL", raising=False)
     monkeypatch.delenv("PORTALQ_SMTP_URL", raising=False)
