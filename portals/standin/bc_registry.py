@@ -72,6 +72,10 @@ class Registry:
         return next((e for e in self.entries("name_request") if e["nr_number"] == number), None)
 
     def nr_state(self, entry: dict[str, Any]) -> str:
+        if not self.state.decided(entry):   # in the examiners' queue, in order of receipt
+            return "INPROGRESS"
+        if entry.get("staff_outcome") == "hold":
+            return "HOLD"
         if any(f.get("nr_number") == entry["nr_number"] for f in self.entries("incorporation")):
             return "CONSUMED"
         if entry["state"] in ("APPROVED", "CONDITIONAL") and today() > date.fromisoformat(

@@ -19,7 +19,8 @@ from bckit import (
 from flowkit import inflate_all
 
 from jobs.clock import FrozenClock, set_clock
-from jobs.errors import BusinessError, PortalClosed, RetryableError
+from jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
+from jobs.waiting import WaitOnPortal
 from portals.flows.bc import file_entity_bc, name_search
 from tests.checkpoints import record, state
 
@@ -107,16 +108,68 @@ def test_answer_lost_after_filing_is_reconciled(run, portals, make_ctx):
     assert pdf.startswith(b"%PDF-")
 
 
-def test_system_error_at_filing_then_retry_files_once(run, portals, make_ctx):
+def test_system_error_at_filing_waits_never_files_again(run, portals, make_ctx):
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
     portals.control(BC, error_code="503", error_times=1)
     ctx = bc_ctx(make_ctx)
     with pytest.raises(RetryableError, match="system error 503"):
         run(file_entity_bc(ctx))
-    assert state(ctx.checkpoints, "incorporation") == "submitting" and portals.ledger(BC) == []
-    result = run(file_entity_bc(ctx.retry()))  # lookup finds nothing: safe to file
-    [filing] = portals.ledger(BC)
-    assert result["reconciled"] is False
-    assert filing["incorporation_number"] == result["incorporation_number"]
+    assert state(ctx.checkpoints, "incorporation") == "submitting"
+    assert entries(portals, BC, "incorporation") == []
+    retry = ctx.retry()   # the lookup finds nothing: not conclusive for BC
+    with pytest.raises(WaitOnPortal, match="lookup to find the submission"):
+        run(file_entity_bc(retry))
+    clock.advance(hours=25)
+    with pytest.raises(UncertainOutcome, match="was lost"):
+        run(file_entity_bc(retry.retry()))
+    assert entries(portals, BC, "incorporation") == []
+
+
+def test_dropped_answer_while_the_registry_completes_later_files_and_pays_once(
+        run, portals, make_ctx):
+    """File and Pay's answer is lost while the registry keeps the paid filing as a
+    temporary registration for hours: the job waits (no second filing, no second payment)
+    and ends with the BC number once the registry completes it."""
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    number = obtain_nr(run, make_ctx)
+    portals.control(BC, drop_after_submit=True, decide_after_seconds=4 * 3600)
+    ctx = bc_ctx(make_ctx, nr_number=number)
+    with pytest.raises(RetryableError, match="outcome unknown"):
+        run(file_entity_bc(ctx))
+    portals.control(BC, drop_after_submit=False)
+    attempt = ctx
+    for _ in range(3):
+        clock.advance(hours=1)
+        attempt = attempt.retry()
+        with pytest.raises(WaitOnPortal):
+            run(file_entity_bc(attempt))
+        assert len(entries(portals, BC, "incorporation")) == 1
+    clock.advance(hours=1, seconds=1)
+    done = attempt.retry()
+    result = run(file_entity_bc(done))
+    [filing] = entries(portals, BC, "incorporation")
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert filing["payment"]["amount"] == "$350.00" and result["reconciled"] is True
+    assert done.documents.by_job[ctx.job_id][0][2].startswith(b"%PDF-")
+
+
+def test_file_and_pay_gives_a_temporary_registration_then_waits(run, portals, make_ctx):
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    number = obtain_nr(run, make_ctx)
+    portals.control(BC, decide_after_seconds=3600)
+    ctx = bc_ctx(make_ctx, nr_number=number)
+    with pytest.raises(WaitOnPortal, match=r"the registry to complete T\d{7}"):
+        run(file_entity_bc(ctx))
+    [filing] = entries(portals, BC, "incorporation")
+    assert record(ctx.checkpoints, "incorporation").confirmation["temporary_number"] == \
+        filing["temporary_number"]
+    clock.advance(hours=1, seconds=1)
+    result = run(file_entity_bc(ctx.retry()))
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert len(entries(portals, BC, "incorporation")) == 1
 
 
 def test_expired_nr_is_a_business_error(run, portals, make_ctx):
