@@ -21,3 +21,30 @@ def test_status_snapshot_json_and_text(db):
     assert snap["running"] == [] and snap["failures"] == []
     text = run_cli("status", "--once", env={"COLUMNS": "160"}).stdout
     assert "bc_corporate_online" in text and "recent failures" in text
+
+
+def test_a_job_waiting_on_its_portal_says_since_and_expected_by(db, dsn):
+    """A deferred job whose checkpoint holds the waiting marker (jobs/waiting.py): `jobs
+    show` and `status` say "waiting on <portal> since ..., expected by ..."."""
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    from jobs import waiting
+    from portals import lookups
+
+    job = queue.enqueue("process_crtc", "ORD-W", payloads.PROCESS_CRTC).id
+    since = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
+    rule = lookups.rule("crtc", "crtc_registration")
+    mark = waiting.waiting({}, rule, since=since, now=since + timedelta(hours=1),
+                           what="CRTC staff to process CRTC-2026-000123")
+    with psycopg.connect(dsn) as c:   # as the worker leaves it after a check
+        c.execute("UPDATE job_queue SET status = 'deferred', run_at = %s, checkpoint = %s "
+                  "WHERE id = %s", (datetime.fromisoformat(mark["next_check"]),
+                                    Jsonb({"waiting": mark}), job))
+    expected = ("waiting on crtc since 2026-12-01 15:00 UTC, expected by 2026-12-11 15:00 UTC "
+                "(CRTC staff to process CRTC-2026-000123)")
+    shown = run_cli("jobs", "show", str(job))
+    assert shown.returncode == 0, shown.stderr
+    assert f"      waiting: {expected}" in shown.stdout.splitlines()
+    text = run_cli("status", "--once", env={"COLUMNS": "400"}).stdout
+    assert "waiting on crtc since 2026-12-01 15:00 UTC" in text
