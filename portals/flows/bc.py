@@ -26,8 +26,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobs.errors import BusinessError, RetryableError
+from jobs import clock
+from jobs.errors import BusinessError, DeferUntil, RetryableError
 from jobs.submission import Submission
+from portals import steps
 from portals.flows import waiting
 from portals.flows.base import browser_page
 from portals.flows.context import FlowContext
@@ -176,6 +178,21 @@ class BcPortal(PortalPage):
                 "legal_name": (await row.locator(".name").inner_text()).strip(),
                 "certificate": await row.locator("a.certificate").get_attribute("href")}
 
+    async def draft_status(self, temp: str) -> str:
+        """The status of temporary registration ``temp`` on its business dashboard (the
+        registry's own record: DRAFT = saved, not paid)."""
+        await self.goto(f"{self.base}/dashboard/{temp}", "the business dashboard")
+        await self.shot("dashboard")
+        return await self.text("#filing-status", "the business dashboard", r"[A-Z_]+")
+
+    async def pay_draft(self, temp: str) -> str:
+        """Retry the payment of the saved draft ``temp`` (never File and Pay again); the
+        status after it (still DRAFT when PayBC failed again)."""
+        await self.ctx.step(f"paying the saved draft {temp}")
+        await self.submit_final("Retry Payment", "the draft's payment", "#filing-status")
+        await self.shot("draft-payment")
+        return await self.text("#filing-status", "the business dashboard", r"[A-Z_]+")
+
     async def step(self, n: int) -> None:
         await self.ctx.step(STEPS[n - 1])
         await self.expect_step(STEPS[n - 1])
@@ -254,10 +271,13 @@ class BcPortal(PortalPage):
                                     "#incorporation-number, #temporary-number")
             await self.shot("filed")
             if await page.locator("#temporary-number").count():
-                # saved and paid: the temporary registration; the registry completes it
-                temp = {"temporary_number": await self.text(
-                            "#temporary-number", "the business dashboard", r"T\d{7}"),
-                        "legal_name": await self.text("#legal-name", "the business dashboard")}
+                # saved (and paid, unless PayBC failed): the temporary registration; the
+                # registry completes it
+                temp: dict[str, Any] = {"temporary_number": await self.text(
+                    "#temporary-number", "the business dashboard", r"T\d{7}"),
+                    "legal_name": await self.text("#legal-name", "the business dashboard")}
+                if await page.locator("#payment-error").count():
+                    temp["draft"] = True   # saved, not paid: pay this draft, never refile
                 await sub.confirmed(None, **temp)
                 return temp
             where = "the incorporation confirmation"
@@ -350,6 +370,8 @@ async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
             cp = ctx.checkpoints
         nr_number = _nr(p.get("nr_number")) or _nr(cp.get("nr_number"))
         sub = ctx.submission(INCORPORATION)
+        if sub.confirmation is not None and sub.confirmation.get("draft"):
+            await _pay_draft(ctx, bc, sub)
         if sub.confirmation is not None or sub.in_doubt:
             await ctx.step("looking the filing up")
             found = await bc.find_filing(sub.reference)   # read-only
@@ -369,9 +391,39 @@ async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
             await _examined(ctx, nr)
             nr_number = usable_nr(nr, consent)["nr_number"]
         filing = await bc.incorporate(p, entity, nr_number, consent, sub)
+        if filing.get("draft"):   # PayBC failed: the draft is paid later, never refiled
+            raise _paybc_unavailable(str(filing["temporary_number"]))
         if "incorporation_number" not in filing:   # a temporary registration: wait
             await waiting.undecided(ctx, sub, _awaiting(filing))
         return await bc.finish(sub, filing, nr_number or None, reconciled=False)
+
+
+async def _pay_draft(ctx: FlowContext, bc: BcPortal, sub: Submission) -> None:
+    """File and Pay saved the filing as a DRAFT (PayBC failed): pay that draft from its
+    dashboard within PayBC's hours -- never a second filing."""
+    conf = dict(sub.confirmation or {})
+    temp = str(conf["temporary_number"])
+    status = await bc.draft_status(temp)   # read-only: a lost payment answer shows here
+    if status == "DRAFT":
+        if steps.step_opens(PORTAL, "payment", clock.now()):
+            raise _paybc_unavailable(temp)
+        status = await bc.pay_draft(temp)
+        if status == "DRAFT":
+            raise _paybc_unavailable(temp)
+    await sub.confirmed(None, **{**conf, "draft": False, "draft_status": status})
+
+
+def _paybc_unavailable(temp: str) -> Exception:
+    """PayBC closed: wait for its opening (no attempt spent); failing within its hours: a
+    retryable error (attempts and backoff, then a person)."""
+    now = clock.now()
+    opens = steps.step_opens(PORTAL, "payment", now)
+    if opens is not None:
+        return DeferUntil(f"{PORTAL}: {temp} is saved as a DRAFT; PayBC is closed, its payment "
+                          f"is retried when PayBC opens at {opens:%Y-%m-%d %H:%M} UTC",
+                          when=opens)
+    return RetryableError(f"{PORTAL}: PayBC could not take the payment of {temp} (saved as a "
+                          "DRAFT); the draft's payment is retried, never the filing")
 
 
 def _awaiting(filing: Mapping[str, Any]) -> str:

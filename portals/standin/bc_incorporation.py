@@ -251,9 +251,50 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
             "payment": {"amount": bc.FEES[c["entity_type"]], "at": clock.now().isoformat()}}))
         with state.lock:
             sessions.end(request)
+        if not bc.paybc_up(state):
+            # File and Pay saved the filing; PayBC failed: a DRAFT, to be paid again
+            with state.lock:
+                entry.update(status="DRAFT", payment=None, decide_at=None)
+            return draft_page(request, entry, failed=True)
         if state.faults.drop_after_submit:
             return drop_connection(request)
         await state.hang_if_asked()
+        return answer(request, entry)
+
+    def draft_page(request: Request, entry: dict[str, Any], failed: bool) -> Response:
+        error = (f'<div role="dialog" id="payment-error"><h2>Unable to Process Payment</h2>'
+                 f"<p>{bc.PAYMENT_ERROR}</p><p>{bc.PAYBC_HOURS}</p></div>") if failed else ""
+        pay = url(request, f"/dashboard/{entry['temporary_number']}/pay")
+        return show("Business Dashboard", (
+            f'{error}<dl><dt>Temporary Registration</dt><dd id="temporary-number">'
+            f'{entry["temporary_number"]}</dd><dt>Name</dt><dd id="legal-name">'
+            f'{esc(entry["legal_name"])}</dd><dt>Status</dt><dd id="filing-status">DRAFT</dd>'
+            f'</dl><form method="post" action="{pay}"><button type="submit">Retry Payment'
+            "</button></form>"))
+
+    @guard
+    async def dashboard(request: Request) -> Response:
+        """The business dashboard of a temporary registration: its status; a DRAFT's
+        payment can be retried (POST .../pay) -- the filing itself is never made again."""
+        temp = request.path_params["temp"]
+        entry = next((e for e in reg.entries("incorporation")
+                      if e["temporary_number"] == temp), None)
+        if entry is None:
+            return show("Not found", "<p>No such registration.</p>", status=404)
+        if request.method == "POST" and entry["status"] == "DRAFT":
+            if not bc.paybc_up(state):
+                return draft_page(request, entry, failed=True)
+            with state.lock:
+                entry.update(state.queue({}), status="COMPLETED", payment={
+                    "amount": entry["fee"], "at": clock.now().isoformat(), "draft": True})
+            if state.faults.drop_after_submit:
+                return drop_connection(request)
+        if entry["status"] == "DRAFT":
+            return draft_page(request, entry, failed=False)
+        return answer(request, entry)
+
+    def answer(request: Request, entry: dict[str, Any]) -> Response:
+        number = entry["incorporation_number"]
         if not state.decided(entry):
             # File and Pay saved and paid the filing: the dashboard of the temporary
             # registration; the BC number comes when the registry completes it
@@ -275,7 +316,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
         number = request.path_params["number"]
         entry = next((e for e in reg.entries("incorporation")
                       if e["incorporation_number"] == number), None)
-        if entry is None or not state.decided(entry):
+        if entry is None or entry["status"] == "DRAFT" or not state.decided(entry):
             return show("Not found", "<p>No such certificate.</p>", status=404)
         pdf = make_pdf([bc.BRAND, "Certificate of Incorporation", f"Date: {bc.today()}"], [
             f"I hereby certify that {entry['legal_name']} was incorporated under the Business "
@@ -297,7 +338,8 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
             f'<td><a class="certificate" href="{url(request, "/inc/certificate/")}'
             f'{e["incorporation_number"]}.pdf">Certificate</a></td></tr>'
             # a filing the registry has not completed has no BC number to list yet
-            for e in reg.entries("incorporation") if e["reference"] == ref and state.decided(e))
+            for e in reg.entries("incorporation") if e["reference"] == ref
+            and e["status"] != "DRAFT" and state.decided(e))
         result = f'<table id="filings">{rows}</table>' if rows else (
             '<p id="no-results">No filings match this reference.</p>')
         return show("Find a Filing", search + result)
@@ -307,4 +349,6 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
             Route("/inc/people", add, methods=["POST"]),
             Route("/inc/shares", add, methods=["POST"]),
             Route("/inc/certificate/{number}.pdf", certificate),
+            Route("/dashboard/{temp}", dashboard),
+            Route("/dashboard/{temp}/pay", dashboard, methods=["POST"]),
             Route("/filings", filings)]

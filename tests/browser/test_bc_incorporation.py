@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 from bckit import (
@@ -19,7 +20,13 @@ from bckit import (
 from flowkit import inflate_all
 
 from jobs.clock import FrozenClock, set_clock
-from jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
+from jobs.errors import (
+    BusinessError,
+    DeferUntil,
+    PortalClosed,
+    RetryableError,
+    UncertainOutcome,
+)
 from jobs.waiting import WaitOnPortal
 from portals.flows.bc import file_entity_bc, name_search
 from tests.checkpoints import record, state
@@ -249,3 +256,53 @@ def test_jumping_ahead_returns_to_the_earliest_incomplete_step(run, portals, bro
     url, label, classes = run(scenario())
     assert url.endswith("/inc/step/1") and label == "Define Your Company"
     assert "active" in classes.split()
+
+
+MONDAY_2130_PT = datetime(2026, 3, 3, 5, 30, tzinfo=UTC)   # PayBC closes at 21:00 Pacific
+TUESDAY_0600_PT = datetime(2026, 3, 3, 14, 0, tzinfo=UTC)
+
+
+def test_file_and_pay_after_paybc_closed_waits_then_pays_the_saved_draft_once(
+        run, portals, make_ctx):
+    """Monday 21:30 Pacific: the registry is open, PayBC is not. File and Pay saves the
+    filing as a DRAFT ("Unable to Process Payment"); the job waits for PayBC's opening (no
+    attempt), then pays that draft from its dashboard: one filing, one payment."""
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    number = obtain_nr(run, make_ctx)
+    clock.set(MONDAY_2130_PT)
+    portals.control(BC, hours="calendar")
+    ctx = bc_ctx(make_ctx, nr_number=number)
+    with pytest.raises(DeferUntil, match="saved as a DRAFT; PayBC is closed") as info:
+        run(file_entity_bc(ctx))
+    assert info.value.when == TUESDAY_0600_PT
+    [filing] = entries(portals, BC, "incorporation")
+    assert filing["status"] == "DRAFT" and filing["payment"] is None
+    assert record(ctx.checkpoints, "incorporation").confirmation["draft"] is True
+    clock.advance(minutes=20)   # PayBC still closed: the draft is not paid, nothing refiled
+    again = ctx.retry()
+    with pytest.raises(DeferUntil):
+        run(file_entity_bc(again))
+    clock.set(TUESDAY_0600_PT)
+    last = again.retry()
+    result = run(file_entity_bc(last))
+    [filing] = entries(portals, BC, "incorporation")
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert filing["payment"]["draft"] is True and filing["payment"]["amount"] == "$350.00"
+
+
+def test_a_failed_payment_is_retried_as_the_drafts_payment(run, portals, make_ctx):
+    set_clock(FrozenClock(MONDAY_10_PT))
+    number = obtain_nr(run, make_ctx)
+    portals.control(BC, payment_down=True)
+    ctx = bc_ctx(make_ctx, nr_number=number)
+    with pytest.raises(RetryableError, match="draft's payment is retried, never the filing"):
+        run(file_entity_bc(ctx))
+    retry = ctx.retry()
+    with pytest.raises(RetryableError, match="saved as a DRAFT"):
+        run(file_entity_bc(retry))   # PayBC still failing: the draft's payment again
+    portals.control(BC, payment_down=False)
+    result = run(file_entity_bc(retry.retry()))
+    [filing] = entries(portals, BC, "incorporation")   # one filing, one payment
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert filing["payment"]["draft"] is True

@@ -73,6 +73,8 @@ class Faults:
     decide_after_seconds: float = 0.0
     # what staff decide (each stand-in knows its own words: "approve", "reject", ...)
     staff_outcome: str = "approve"
+    # the portal's payment service fails every payment (where it has one: BC's PayBC)
+    payment_down: bool = False
 
     def update(self, data: dict[str, Any]) -> None:
         for key, value in data.items():
