@@ -367,3 +367,40 @@ def test_the_status_view_shows_each_flows_step(db, dsn, tmp_path, standin_server
             portals.control(portal, hang_after_submit=False)
         svc.stop()
         mailbox.stop()
+
+
+def test_waiting_past_the_expected_time_escalates_once_and_keeps_waiting(
+        db, dsn, tmp_path, standin_server, portals):
+    """The CRTC keeps a registration queued past the time it is expected by: the service
+    mails the admins once ("waiting on crtc since ..., expected by ...") and keeps checking
+    it, without failing it or spending its attempts."""
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    portals.control("crtc", decide_after_seconds=60 * 24 * 3600)   # staff take two months
+    job = queue.enqueue("process_crtc", "ORD-SLOW", bckit.CRTC_PAYLOAD).id
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_PORTAL_CHECK_SECONDS=1)
+    svc.start()
+    try:
+        wait_until(lambda: (queue.get_job(job)["checkpoint"].get("waiting") or {}).get(
+            "checks", 0) >= 1, 60, "the receipt and the first wait")
+    finally:
+        svc.stop()
+    assert mailbox.messages == []   # within the expected time: no mail
+    # eleven days later (the CRTC declares ten): the next checks find it still queued
+    later = _service(db, tmp_path, standin_server, mailbox, PORTALQ_PORTAL_CHECK_SECONDS=1,
+                     PORTALQ_CLOCK_OFFSET_S=11 * 24 * 3600)
+    later.start()
+    try:
+        checks = queue.get_job(job)["checkpoint"]["waiting"]["checks"]
+        wait_until(lambda: queue.get_job(job)["checkpoint"]["waiting"]["checks"] >= checks + 3,
+                   60, "three more checks")
+    finally:
+        later.stop()
+        mailbox.stop()
+    row = queue.show_job(job)
+    assert row["status"] == "deferred" and row["attempts"] <= 1, row["last_error"]
+    [mail] = mailbox.messages   # once, not at every check
+    assert "waiting" in mail["Subject"]
+    body = mail.get_payload(decode=True).decode() if not mail.is_multipart() else str(mail)
+    assert "waiting on crtc since " in body and "past the expected time" in body
+    assert len(portals.ledger("crtc")) == 1
