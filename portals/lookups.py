@@ -8,7 +8,9 @@ to find it and, past the window, goes to a person. A portal whose lookup is show
 queued requests may declare ``not_found_conclusive_after``.
 
 ``PORTALQ_PORTAL_CHECK_SECONDS`` (tests and demos only) replaces every check interval and
-cap, so a stand-in that decides after seconds is checked within seconds.
+cap, so a stand-in that decides after seconds is checked within seconds;
+``PORTALQ_LOST_ANSWER_WINDOW_SECONDS`` (tests only) shortens every lost-answer window, so a
+test sees a person asked within seconds.
 """
 
 from __future__ import annotations
@@ -66,4 +68,7 @@ def rule(portal: str, submission: str) -> LookupRule:
     if override:
         every = timedelta(seconds=float(override))
         found = replace(found, check_every=every, check_cap=every)
+    window = os.environ.get("PORTALQ_LOST_ANSWER_WINDOW_SECONDS")
+    if window:
+        found = replace(found, lost_answer_window=timedelta(seconds=float(window)))
     return found
