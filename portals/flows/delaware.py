@@ -42,6 +42,10 @@ def _name(person: Person) -> str:
     return " ".join(filter(None, [person.first_name, person.middle_name, person.last_name]))
 
 
+class Rejected(BusinessError):
+    """Staff refused a queued request (their reason in the message): nothing was filed."""
+
+
 class DelawareFiling(WordedPage):
     """Page object of the Division of Corporations online filing: the toolkit's worded
     page; its steps are its headings, and "not eligible for online filing" is a refusal."""
@@ -128,6 +132,11 @@ class DelawareFiling(WordedPage):
         await self.expect_step("Filing Status Lookup")
         await self.page.locator("#results, #no-results").first.wait_for()
         await self.shot("lookup")
+        rejected = self.page.locator("#results tr.rejected")
+        if await rejected.count():   # staff refused it: the registry's words decide
+            sr = (await rejected.first.locator("td.service-request").inner_text()).strip()
+            why = (await rejected.first.locator("td.reason").inner_text()).strip()
+            raise Rejected(f"Delaware rejected service request {sr}: {why}")
         rows = self.page.locator("#results tr:has(td.file-number)")
         if await rows.count() == 0:
             return None
@@ -152,7 +161,12 @@ async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
         if sub.in_doubt or sub.confirmation is not None:
             # a lost answer, or a service request awaiting staff: the lookup (read-only)
             await ctx.step("looking the filing up")
-            found = await de.lookup(sub.reference)
+            try:
+                found = await de.lookup(sub.reference)
+            except Rejected as refused:
+                await sub.refused(str(refused))   # decided: a person fixes it and retries
+                await waiting.decided(ctx)
+                raise
             if sub.in_doubt:
                 await ctx.save_checkpoint(reconciled="found" if found else "not_found")
             if found is None and sub.confirmation is not None:

@@ -232,15 +232,25 @@ def create_app(state: PortalState) -> Starlette:
                 # a request still queued for staff is not listed (not filed yet)
                 hits = [e for e in state.ledger if e["client_ref"] == ref and state.decided(e)]
             if hits:
-                rows = "".join(
-                    f"<tr><td class=file-number>{e['file_number']}</td><td>{esc(e['entity_name'])}"
-                    f"</td><td>Filed</td><td>{e['filed']}</td><td><a class=certificate "
-                    f"href='{cert_url(request, e)}'>Certificate</a></td></tr>" for e in hits)
+                rows = "".join(row(request, e) for e in hits)
                 body += (f"<table id=results><tr><th>File Number</th><th>Entity Name</th>"
                          f"<th>Status</th><th>Filed</th><th></th></tr>{rows}</table>")
             else:
                 body += f"<p id=no-results>No filings found for client reference {esc(ref)}.</p>"
         return layout(TITLE, body)
+
+    def row(request: Request, e: dict[str, Any]) -> str:
+        """A filed request, or one staff rejected (``staff_outcome="reject:<reason>"``):
+        its service request number, "Rejected" and their reason; no file number."""
+        outcome = str(e.get("staff_outcome") or "")
+        if outcome.startswith("reject"):
+            reason = outcome.partition(":")[2].strip() or "Rejected by the Division."
+            return (f"<tr class=rejected><td class=service-request>{e['service_request']}</td>"
+                    f"<td>{esc(e['entity_name'])}</td><td>Rejected</td><td class=reason>"
+                    f"{esc(reason)}</td><td></td></tr>")
+        return (f"<tr><td class=file-number>{e['file_number']}</td><td>{esc(e['entity_name'])}"
+                f"</td><td>Filed</td><td>{e['filed']}</td><td><a class=certificate "
+                f"href='{cert_url(request, e)}'>Certificate</a></td></tr>")
 
     @documents_guard
     async def document(request: Request) -> Response:

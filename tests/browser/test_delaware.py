@@ -193,3 +193,20 @@ def test_retry_after_file_number_only_fetches_the_certificate(run, portals, de_c
     assert run(file_entity_de(retry))["file_number"] == number
     assert retry.documents.by_job[ctx.job_id][0][0] == f"Certificate_{number}.pdf"
     assert len(portals.ledger(PORTAL)) == 1
+
+
+def test_queued_request_rejected_by_staff_is_a_business_error_in_their_words(
+        run, portals, de_ctx):
+    clock = FrozenClock(datetime.now(UTC))
+    set_clock(clock)
+    reason = "The certificate must be signed by an authorized person."
+    portals.control(PORTAL, decide_after_seconds=3600, staff_outcome=f"reject: {reason}")
+    ctx = de_ctx()
+    fails(run, ctx, WaitOnPortal)
+    [entry] = portals.ledger(PORTAL)
+    clock.advance(hours=1, seconds=1)
+    retry = ctx.retry()
+    exc = fails(run, retry, BusinessError)
+    assert str(exc) == f"Delaware rejected service request {entry['service_request']}: {reason}"
+    assert state(retry.checkpoints, "formation") == "refused"
+    assert retry.checkpoints["waiting"] is None and len(portals.ledger(PORTAL)) == 1
