@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from jobs.errors import DeferUntil, UncertainOutcome
+from portalq.jobs.errors import DeferUntil, UncertainOutcome
 
 KEY = "waiting"
 

@@ -19,7 +19,7 @@ import os
 from dataclasses import replace
 from datetime import timedelta
 
-from jobs.waiting import LookupRule
+from portalq.jobs.waiting import LookupRule
 
 H = timedelta(hours=1)
 MIN = timedelta(minutes=1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from portals.calendar import PortalCalendar, can_start, next_start, parse_hours
+from portalq.portals.calendar import PortalCalendar, can_start, next_start, parse_hours
 
 #: (portal, step) -> the step's calendar; ``cutoff_minutes``: time the flow needs before
 #: it reaches the step (a flow is not started when the step would close before it gets there)

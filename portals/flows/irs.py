@@ -16,8 +16,8 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jobs.errors import BusinessError, DeferUntil, RetryableError, UncertainOutcome
-from portals.flows.base import (
+from portalq.jobs.errors import BusinessError, DeferUntil, RetryableError, UncertainOutcome
+from portalq.portals.flows.base import (
     ConnectionLost,
     Evidence,
     browser_page,
@@ -27,10 +27,10 @@ from portals.flows.base import (
     has_document,
     next_midnight,
 )
-from portals.flows.browser import untraced
-from portals.flows.context import FlowContext
-from portals.flows.pages import Signals, WordedPage, absolute_url
-from portals.payloads import ObtainEinPayload
+from portalq.portals.flows.browser import untraced
+from portalq.portals.flows.context import FlowContext
+from portalq.portals.flows.pages import Signals, WordedPage, absolute_url
+from portalq.portals.payloads import ObtainEinPayload
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator, Page

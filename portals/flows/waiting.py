@@ -18,10 +18,10 @@ import logging
 from datetime import datetime
 from typing import NoReturn
 
-from jobs import clock, waiting
-from jobs.submission import Submission
-from portals import lookups
-from portals.flows.context import FlowContext
+from portalq.jobs import clock, waiting
+from portalq.jobs.submission import Submission
+from portalq.portals import lookups
+from portalq.portals.flows.context import FlowContext
 
 log = logging.getLogger("portalq.flows")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from jobs import queue
+from portalq.jobs import queue
 from tests import payloads
 from tests.conftest import run_cli
 
@@ -29,8 +29,8 @@ def test_a_job_waiting_on_its_portal_says_since_and_expected_by(db, dsn):
     import psycopg
     from psycopg.types.json import Jsonb
 
-    from jobs import waiting
-    from portals import lookups
+    from portalq.jobs import waiting
+    from portalq.portals import lookups
 
     job = queue.enqueue("process_crtc", "ORD-W", payloads.PROCESS_CRTC).id
     since = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
@@ -38,7 +38,7 @@ def test_a_job_waiting_on_its_portal_says_since_and_expected_by(db, dsn):
     mark = waiting.waiting({}, rule, since=since, now=since + timedelta(hours=1),
                            what="CRTC staff to process CRTC-2026-000123")
     with psycopg.connect(dsn) as c:   # as the worker leaves it after a check
-        c.execute("UPDATE job_queue SET status = 'deferred', run_at = %s, checkpoint = %s "
+        c.execute("UPDATE portalq.job_queue SET status = 'deferred', run_at = %s, checkpoint = %s "
                   "WHERE id = %s", (datetime.fromisoformat(mark["next_check"]),
                                     Jsonb({"waiting": mark}), job))
     expected = ("waiting on crtc since 2026-12-01 15:00 UTC, expected by 2026-12-11 15:00 UTC "

@@ -19,16 +19,16 @@ from bckit import (
 )
 from flowkit import inflate_all
 
-from jobs.clock import FrozenClock, set_clock
-from jobs.errors import (
+from portalq.jobs.clock import FrozenClock, set_clock
+from portalq.jobs.errors import (
     BusinessError,
     DeferUntil,
     PortalClosed,
     RetryableError,
     UncertainOutcome,
 )
-from jobs.waiting import WaitOnPortal
-from portals.flows.bc import file_entity_bc, name_search
+from portalq.jobs.waiting import WaitOnPortal
+from portalq.portals.flows.bc import file_entity_bc, name_search
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

@@ -10,10 +10,10 @@ import pytest
 from bckit import CRTC, CRTC_PAYLOAD, build, crash_after_checkpoint
 from flowkit import inflate_all
 
-from jobs.clock import FrozenClock, set_clock
-from jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
-from jobs.waiting import WaitOnPortal
-from portals.flows.crtc import process_crtc
+from portalq.jobs.clock import FrozenClock, set_clock
+from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
+from portalq.jobs.waiting import WaitOnPortal
+from portalq.portals.flows.crtc import process_crtc
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

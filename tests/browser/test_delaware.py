@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from flowkit import inflate_all
 
-from jobs.clock import FrozenClock, set_clock
-from jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
-from jobs.waiting import WaitOnPortal
-from portals.flows.delaware import file_entity_de
+from portalq.jobs.clock import FrozenClock, set_clock
+from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
+from portalq.jobs.waiting import WaitOnPortal
+from portalq.portals.flows.delaware import file_entity_de
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

@@ -9,10 +9,16 @@ from typing import Any
 import pytest
 from flowkit import SSN, assert_no_secret, inflate_all
 
-from jobs.clock import FrozenClock, set_clock
-from jobs.errors import BusinessError, DeferUntil, PortalClosed, RetryableError, UncertainOutcome
-from portals.flows.base import next_midnight
-from portals.flows.irs import obtain_ein
+from portalq.jobs.clock import FrozenClock, set_clock
+from portalq.jobs.errors import (
+    BusinessError,
+    DeferUntil,
+    PortalClosed,
+    RetryableError,
+    UncertainOutcome,
+)
+from portalq.portals.flows.base import next_midnight
+from portalq.portals.flows.irs import obtain_ein
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

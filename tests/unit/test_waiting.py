@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs import waiting
-from jobs.errors import DeferUntil, UncertainOutcome
-from jobs.waiting import LookupRule, NotFound
-from portals import lookups
+from portalq.jobs import waiting
+from portalq.jobs.errors import DeferUntil, UncertainOutcome
+from portalq.jobs.waiting import LookupRule, NotFound
+from portalq.portals import lookups
 
 T0 = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 H = timedelta(hours=1)
