@@ -201,7 +201,7 @@ def jobs_list(
 def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = False,
               database_url: DbUrl = None) -> None:
     """A job with its events, artifacts and documents."""
-    from portalq.jobs import queue
+    from portalq.jobs import queue, waiting
 
     _use_url(database_url)
     job = _public(queue.show_job(job_id))
@@ -211,6 +211,8 @@ def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = Fa
     for key in ("id", "job_type", "order_id", "portal", "status", "priority", "attempts",
                 "max_attempts", "crashes", "run_at", "last_error", "created_at", "finished_at"):
         typer.echo(f"{key:>13}: {job[key]}")
+    if shown := waiting.describe(waiting.marker(job["checkpoint"])):
+        typer.echo(f"{'waiting':>13}: {shown}")   # submitted; the registry decides later
     typer.echo(f"{'payload':>13}: {json.dumps(job['payload'], sort_keys=True)}")
     typer.echo(f"{'checkpoint':>13}: {json.dumps(job['checkpoint'], sort_keys=True)}")
     typer.echo(f"{'result':>13}: {json.dumps(job['result'], sort_keys=True)}")

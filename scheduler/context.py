@@ -207,6 +207,14 @@ class JobContext(Reporting):
         raise DeferUntil("waiting for approval at the review page",
                          when=clock.now() + approvals.WAIT)
 
+    async def tell_admins(self, kind: str, reason: str) -> None:
+        """An escalation mailed once (e.g. a registry slower than it says); the job goes on."""
+        from portalq.jobs import questions
+
+        async with self._pool.connection() as conn:
+            await questions.tell_admins(conn, job_id=self.job_id, attempt=self.attempt,
+                                        kind=kind, reason=reason)
+
     async def ask(self, question: str) -> str:
         """Ask a person (an e-mailed code, a CAPTCHA) and wait for ``portalq jobs answer``."""
         from portalq.scheduler.people import Asker

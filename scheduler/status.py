@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from portalq.jobs import clock, jobs_repo, outbox, portals_repo, txn
+from portalq.jobs import clock, jobs_repo, outbox, portals_repo, txn, waiting
 from portalq.jobs.kinds import FINAL
 
 
@@ -65,11 +65,12 @@ def render(snap: dict[str, Any]) -> Any:
                         str(r["attempts"]), r["step"] or "-", ago(r["started_at"]))
 
     deferred = Table(title="deferred (next opening)", title_justify="left")
-    for col in ("job", "type", "order", "portal", "runs at (UTC)"):
+    for col in ("job", "type", "order", "portal", "runs at (UTC)", "why"):
         deferred.add_column(col)
     for r in snap["deferred"]:
         deferred.add_row(str(r["id"]), r["job_type"], r["order_id"], r["portal"],
-                         f"{r['run_at']:%Y-%m-%d %H:%M}")
+                         f"{r['run_at']:%Y-%m-%d %H:%M}",
+                         waiting.describe(waiting.marker({waiting.KEY: r.get("waiting")})))
 
     failures = Table(title="recent failures and escalations", title_justify="left")
     for col in ("job", "type", "order", "attempts", "error", "mailed"):

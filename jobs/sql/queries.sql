@@ -519,7 +519,7 @@ SELECT id, job_type, order_id, portal, attempts, started_at,
 FROM portalq.job_queue WHERE status = 'running' ORDER BY started_at LIMIT 20;
 
 -- name: status_deferred
-SELECT id, job_type, order_id, portal, run_at FROM portalq.job_queue
+SELECT id, job_type, order_id, portal, run_at, checkpoint->'waiting' AS waiting FROM portalq.job_queue
 WHERE status = 'deferred' ORDER BY run_at, id LIMIT 10;
 
 -- name: status_failures

@@ -26,8 +26,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from portalq.jobs.errors import BusinessError, RetryableError
+from portalq.jobs import clock
+from portalq.jobs.errors import BusinessError, DeferUntil, RetryableError
 from portalq.jobs.submission import Submission
+from portalq.portals import steps
+from portalq.portals.flows import waiting
 from portalq.portals.flows.base import browser_page
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import PortalPage
@@ -44,6 +47,10 @@ STEPS = ("Define Your Company", "Add People and Roles", "Create Share Structure"
          "Incorporation Agreement", "Review and Confirm")
 ROLE_LABELS = {"completing_party": "Completing Party", "incorporator": "Incorporator",
                "director": "Director"}
+#: NR states that are not a decision yet (examination queue, payment, interim
+#: reservations): a job waits on them, never fails (../shared/portal-facts.md, BC)
+WAITING_STATES = frozenset({"DRAFT", "PENDING_PAYMENT", "INPROGRESS", "HOLD", "COND-RESERVE",
+                            "RESERVED"})
 AGREEMENT_LABELS = {
     "sample": "The sample Incorporation Agreement and Table 1 Articles were used",
     "custom": "A custom Incorporation Agreement and Articles were used"}
@@ -69,10 +76,15 @@ def usable_nr(nr: Mapping[str, Any], consent: bool) -> dict[str, Any]:
     """The NR if it can name a company, else the BusinessError saying why not."""
     number, state, name = nr["nr_number"], nr["nr_state"], nr.get("nr_name") or ""
     if state == "CONDITIONAL" and not consent:
-        raise BusinessError(f"{number} is CONDITIONAL for {name!r}: consent letter needed "
-                            "before the name can be used")
+        raise BusinessError(f"{number} is CONDITIONAL for {name!r}: consent letter needed; "
+                            "a person sends it to BCRegistries@gov.bc.ca and, once it is "
+                            "accepted, retries (the NR is re-read, never requested again)")
+    if state == "REJECTED":
+        words = "; ".join(f"{n}: {r}" for n, d, r in nr.get("nr_decisions") or [] if r)
+        raise BusinessError(f"{number} is REJECTED: all names were rejected by the registry"
+                            + (f" ({words})" if words else ""))
     if state not in ("APPROVED", "CONDITIONAL"):
-        detail = {"REJECTED": "all names were rejected", "EXPIRED": "the reservation expired",
+        detail = { "EXPIRED": "the reservation expired",
                   "CONSUMED": "it was already used"}.get(state, state)
         raise BusinessError(f"{number} is {state}: {detail}")
     return dict(nr)
@@ -98,6 +110,7 @@ class BcPortal(PortalPage):
             found = await self.find_nr(contact, reference=sub.reference)
             if found:
                 return await self._nr_confirmed(sub, found)
+            await waiting.not_found_after_lost_answer(self.ctx, sub)   # returns if vouched
         await self.ctx.step("name request")
         await self.goto(f"{self.base}/nr", "the Name Request")
         if not await self.select("Entity type", entity):
@@ -125,10 +138,19 @@ class BcPortal(PortalPage):
     async def _read_nr(self, where: str) -> dict[str, Any]:
         nr: dict[str, str | None] = {
             "nr_number": await self.text("#nr-number", where, r"NR \d{7}"),
-            "nr_state": await self.text("#nr-state", where, r"[A-Z_]+")}
+            "nr_state": await self.text("#nr-state", where, r"[A-Z][A-Z_-]*")}
         for key, selector in (("nr_name", "#nr-name"), ("nr_expires_on", "#nr-expires")):
             nr[key] = (await self.page.locator(selector).inner_text()).strip() or None
-        return nr
+        # the examiners' decision per name, in their words: (name, decision, reason)
+        rows = self.page.locator("table tr:has(td)")
+        decisions = []
+        for i in range(await rows.count()):
+            cells = [c.strip() for c in await rows.nth(i).locator("td").all_inner_texts()]
+            if len(cells) == 3:
+                decisions.append(cells)
+        out: dict[str, Any] = dict(nr)
+        out["nr_decisions"] = decisions
+        return out
 
     async def find_nr(self, contact: str, *, nr: str = "",
                       reference: str = "") -> dict[str, Any] | None:
@@ -151,10 +173,25 @@ class BcPortal(PortalPage):
         await self.shot("filing-lookup")
         row = self.page.locator("tr.filing").first
         if not await self.page.locator("tr.filing").count():
-            return None
+            return None   # not completed by the registry yet, or never received
         return {"incorporation_number": (await row.locator(".number").inner_text()).strip(),
                 "legal_name": (await row.locator(".name").inner_text()).strip(),
                 "certificate": await row.locator("a.certificate").get_attribute("href")}
+
+    async def draft_status(self, temp: str) -> str:
+        """The status of temporary registration ``temp`` on its business dashboard (the
+        registry's own record: DRAFT = saved, not paid)."""
+        await self.goto(f"{self.base}/dashboard/{temp}", "the business dashboard")
+        await self.shot("dashboard")
+        return await self.text("#filing-status", "the business dashboard", r"[A-Z_]+")
+
+    async def pay_draft(self, temp: str) -> str:
+        """Retry the payment of the saved draft ``temp`` (never File and Pay again); the
+        status after it (still DRAFT when PayBC failed again)."""
+        await self.ctx.step(f"paying the saved draft {temp}")
+        await self.submit_final("Retry Payment", "the draft's payment", "#filing-status")
+        await self.shot("draft-payment")
+        return await self.text("#filing-status", "the business dashboard", r"[A-Z_]+")
 
     async def step(self, n: int) -> None:
         await self.ctx.step(STEPS[n - 1])
@@ -231,8 +268,18 @@ class BcPortal(PortalPage):
         await self.ctx.step("submit")
         async with sub:
             await self.submit_final("File and Pay", "the incorporation filing",
-                                    "#incorporation-number")
+                                    "#incorporation-number, #temporary-number")
             await self.shot("filed")
+            if await page.locator("#temporary-number").count():
+                # saved (and paid, unless PayBC failed): the temporary registration; the
+                # registry completes it
+                temp: dict[str, Any] = {"temporary_number": await self.text(
+                    "#temporary-number", "the business dashboard", r"T\d{7}"),
+                    "legal_name": await self.text("#legal-name", "the business dashboard")}
+                if await page.locator("#payment-error").count():
+                    temp["draft"] = True   # saved, not paid: pay this draft, never refile
+                await sub.confirmed(None, **temp)
+                return temp
             where = "the incorporation confirmation"
             filing = {"incorporation_number": await self.text("#incorporation-number", where,
                                                               r"BC\d{7}"),
@@ -245,8 +292,13 @@ class BcPortal(PortalPage):
     async def finish(self, sub: Submission, filing: dict[str, Any], nr_number: str | None,
                      reconciled: bool) -> dict[str, Any]:
         number = filing["incorporation_number"]
-        if sub.confirmation is None:   # found by the lookup after an attempt in doubt
-            await sub.confirmed(incorporation_number=number, legal_name=filing["legal_name"])
+        if (sub.confirmation or {}).get("incorporation_number") != number:
+            # found by the lookup (after an attempt in doubt, or once the registry
+            # completed a temporary registration)
+            await sub.confirmed(None, **{**(sub.confirmation or {}),
+                                         "incorporation_number": number,
+                                         "legal_name": filing["legal_name"]})
+        await waiting.decided(self.ctx)
         await self.ctx.step("certificate")
         if not filing.get("certificate"):
             raise RetryableError(f"{PORTAL}: no certificate link for {number}")
@@ -278,9 +330,18 @@ async def name_search(ctx: FlowContext) -> dict[str, Any]:
         await sign_in_with_account(ctx, page)   # a BCeID, when an account is configured
         nr = await BcPortal(ctx, page, evidence).name_request(
             p["names"], ENTITY[p.get("entity_type", "BC_COMPANY")], p["applicant"])
+    await _examined(ctx, nr)
     result = usable_nr(nr, consent=False)
     return {"nr_number": result["nr_number"], "nr_state": result["nr_state"],
             "name": result["nr_name"], "expires_on": result["nr_expires_on"]}
+
+
+async def _examined(ctx: FlowContext, nr: Mapping[str, Any]) -> None:
+    """Returns once the registry decided the NR; a state still in its queue is a wait."""
+    if nr.get("nr_state") in WAITING_STATES:
+        await waiting.undecided(ctx, ctx.submission(NAME_REQUEST),
+                                f"examination of {nr['nr_number']} ({nr['nr_state']})")
+    await waiting.decided(ctx)
 
 
 _NR_KEYS = ("nr_number", "nr_state", "nr_name", "nr_expires_on", "nr_for_name")
@@ -309,20 +370,62 @@ async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
             cp = ctx.checkpoints
         nr_number = _nr(p.get("nr_number")) or _nr(cp.get("nr_number"))
         sub = ctx.submission(INCORPORATION)
+        if sub.confirmation is not None and sub.confirmation.get("draft"):
+            await _pay_draft(ctx, bc, sub)
         if sub.confirmation is not None or sub.in_doubt:
             await ctx.step("looking the filing up")
-            found = await bc.find_filing(sub.reference)
+            found = await bc.find_filing(sub.reference)   # read-only
             if found:
                 return await bc.finish(sub, found, nr_number or None, reconciled=True)
             if sub.confirmation is not None:
-                raise RetryableError(f"{PORTAL}: filing {sub.confirmation['incorporation_number']}"
-                                     " not found by its reference yet")
-        if not nr_number and p.get("legal_name"):
+                await waiting.undecided(ctx, sub, _awaiting(sub.confirmation))
+            await waiting.not_found_after_lost_answer(ctx, sub)   # returns only if vouched
+        ours = not _nr(p.get("nr_number"))   # an NR this job requests (or requested)
+        if p.get("legal_name") and ours and (not nr_number
+                                             or cp.get("nr_state") in WAITING_STATES):
             party = p["completing_party"]
             applicant = {"name": f"{party['first_name']} {party['last_name']}",
                          "email": p["contact_email"], "phone": p["contact_phone"]}
             await ctx.save_checkpoint(nr_for_name=p["legal_name"])
             nr = await bc.name_request([p["legal_name"]], entity, applicant)
+            await _examined(ctx, nr)
             nr_number = usable_nr(nr, consent)["nr_number"]
         filing = await bc.incorporate(p, entity, nr_number, consent, sub)
+        if filing.get("draft"):   # PayBC failed: the draft is paid later, never refiled
+            raise _paybc_unavailable(str(filing["temporary_number"]))
+        if "incorporation_number" not in filing:   # a temporary registration: wait
+            await waiting.undecided(ctx, sub, _awaiting(filing))
         return await bc.finish(sub, filing, nr_number or None, reconciled=False)
+
+
+async def _pay_draft(ctx: FlowContext, bc: BcPortal, sub: Submission) -> None:
+    """File and Pay saved the filing as a DRAFT (PayBC failed): pay that draft from its
+    dashboard within PayBC's hours -- never a second filing."""
+    conf = dict(sub.confirmation or {})
+    temp = str(conf["temporary_number"])
+    status = await bc.draft_status(temp)   # read-only: a lost payment answer shows here
+    if status == "DRAFT":
+        if steps.step_opens(PORTAL, "payment", clock.now()):
+            raise _paybc_unavailable(temp)
+        status = await bc.pay_draft(temp)
+        if status == "DRAFT":
+            raise _paybc_unavailable(temp)
+    await sub.confirmed(None, **{**conf, "draft": False, "draft_status": status})
+
+
+def _paybc_unavailable(temp: str) -> Exception:
+    """PayBC closed: wait for its opening (no attempt spent); failing within its hours: a
+    retryable error (attempts and backoff, then a person)."""
+    now = clock.now()
+    opens = steps.step_opens(PORTAL, "payment", now)
+    if opens is not None:
+        return DeferUntil(f"{PORTAL}: {temp} is saved as a DRAFT; PayBC is closed, its payment "
+                          f"is retried when PayBC opens at {opens:%Y-%m-%d %H:%M} UTC",
+                          when=opens)
+    return RetryableError(f"{PORTAL}: PayBC could not take the payment of {temp} (saved as a "
+                          "DRAFT); the draft's payment is retried, never the filing")
+
+
+def _awaiting(filing: Mapping[str, Any]) -> str:
+    temp = filing.get("temporary_number") or filing.get("incorporation_number") or "?"
+    return f"the registry to complete {temp}"

@@ -50,6 +50,9 @@ class FlowContext(Protocol):
         approved (or no approval is asked for); else the job waits for an admin (raises
         ``DeferUntil``). ``evidence``: an async callable keeping the page's screenshot."""
 
+    async def tell_admins(self, kind: str, reason: str) -> None:
+        """Tell the admins once (an escalation mail) without failing the job."""
+
     async def ask(self, question: str) -> str:
         """Ask a person (an e-mailed code, a CAPTCHA) and wait for the answer."""
 

@@ -6,9 +6,14 @@ from ``letter_text``) → confirmation number and confirmation letter PDF.
 Submission ``crtc_registration`` (jobs/submission.py), its reference the portal's "Your file
 reference", confirmed with ``confirmation="CRTC-2026-000123"``.
 
+A registry that queues answers with the dated receipt only (no letter yet): the job then
+waits on the portal (portals/flows/waiting.py) until staff have processed it.
+
 A retry of a confirmed or in-doubt submission first searches the portal's submissions by
-that reference: found → that submission is the result (its letter is fetched again); not
-found → it is submitted again (in doubt) or tried later (confirmed, not listed yet).
+that reference (read-only): found → that submission is the result (its letter is fetched
+again); not found → confirmed: waits for staff; in doubt: what the CRTC's declared rule
+allows (portals/lookups.py) -- "not found" is never conclusive, so it waits and, past the
+window, goes to a person; it is never submitted again on a guess.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.jobs.submission import Submission
+from portalq.portals.flows import waiting
 from portalq.portals.flows.base import browser_page, page_text
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import PortalPage
@@ -87,10 +93,17 @@ class CrtcPortal(PortalPage):
             await self.submit_final("Submit Registration", "the registration",
                                     "#confirmation-number")
             await self.shot("confirmation")
+            link = page.locator("#confirmation-letter")
+            when = page.locator("#received")
             found = {"confirmation": await self.text("#confirmation-number",
                                                      "the confirmation", CONFIRMATION),
-                     "letter": await page.locator("#confirmation-letter").get_attribute("href")}
-            await sub.confirmed(confirmation=found["confirmation"])
+                     "letter": await link.get_attribute("href") if await link.count()
+                     else None,
+                     "received": (await when.inner_text()).strip()
+                     if await when.count() else None}
+            await sub.confirmed(None, confirmation=found["confirmation"],
+                                **({"received": found["received"]} if found["received"]
+                                   else {}))
         return found
 
     async def finish(self, found: dict[str, Any], reconciled: bool) -> dict[str, Any]:
@@ -125,14 +138,24 @@ async def process_crtc(ctx: FlowContext) -> dict[str, Any]:
 async def _register_once(ctx: FlowContext, crtc: CrtcPortal) -> dict[str, Any]:
     sub = ctx.submission(KIND)
     if sub.confirmation is not None or sub.in_doubt:
+        # a lost answer, or a receipt awaiting staff: the search (read-only) decides
         await ctx.step("looking the submission up")
         found = await crtc.find(sub.reference)
         if found:
             if sub.in_doubt:
                 await sub.confirmed(confirmation=found["confirmation"])
+            await waiting.decided(ctx)
             return await crtc.finish(found, reconciled=True)
         if sub.confirmation is not None:
-            raise RetryableError(f"{PORTAL}: submission {sub.confirmation['confirmation']} "
-                                 "not found by its reference yet")
+            await waiting.undecided(ctx, sub, _awaiting(sub.confirmation))
+        await waiting.not_found_after_lost_answer(ctx, sub)   # returns only if vouched
     await ctx.step("cover page")
-    return await crtc.finish(await crtc.register(ctx.payload, sub), reconciled=False)
+    found = await crtc.register(ctx.payload, sub)
+    if not found.get("letter"):   # a dated receipt: staff process it later
+        await waiting.undecided(ctx, sub, _awaiting(found))
+    return await crtc.finish(found, reconciled=False)
+
+
+def _awaiting(receipt: Any) -> str:
+    received = f" received {receipt['received']}" if receipt.get("received") else ""
+    return f"CRTC staff to process {receipt['confirmation']}{received}"

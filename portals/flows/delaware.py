@@ -5,8 +5,14 @@ Submission ``formation`` (jobs/submission.py), its reference stable for the job
 ``file_number`` (7 digits) and ``certificate_url``. Other checkpoints: ``reconciled``
 ("found" / "not_found": what the lookup said after an uncertain submit), ``documents``.
 
-A retry of a submission in doubt looks the filing up by its reference: found -> completed
-without filing again; not found -> nothing was filed, submit again.
+A registry that queues (eCorp2) answers with a Service Request Number only: the submission
+is confirmed with ``service_request`` and the job waits on the portal (portals/flows/
+waiting.py) until the lookup lists the filing with its file number.
+
+A retry of a submission in doubt looks the filing up by its reference (read-only): found ->
+that filing, never filed again; not found -> what the portal's declared rule allows
+(portals/lookups.py): for Delaware "not found" is never conclusive, so the job waits for
+the lookup to find it and, past the window, goes to a person -- never submitted again.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from portalq.jobs.errors import BusinessError
+from portalq.portals.flows import waiting
 from portalq.portals.flows.base import (
     Evidence,
     browser_page,
@@ -39,6 +46,10 @@ INELIGIBLE = "Not eligible for online filing"
 
 def _name(person: Person) -> str:
     return " ".join(filter(None, [person.first_name, person.middle_name, person.last_name]))
+
+
+class Rejected(BusinessError):
+    """Staff refused a queued request (their reason in the message): nothing was filed."""
 
 
 class DelawareFiling(WordedPage):
@@ -105,10 +116,14 @@ class DelawareFiling(WordedPage):
         await self.shot("review")
         await self.control("Submit Filing", "the review")
 
-    async def file(self) -> tuple[str, str]:
-        """(file number, certificate URL); an answer lost or not recognised is retryable:
-        the retry reconciles by the client reference."""
-        await self.submit_final("Submit Filing", "the filing", "#file-number")
+    async def file(self) -> tuple[str, str] | str:
+        """(file number, certificate URL) when filed at once, else the Service Request
+        Number of a request queued for staff; an answer lost or not recognised is
+        retryable: the retry reconciles by the client reference."""
+        await self.submit_final("Submit Filing", "the filing", "#file-number, #service-request")
+        if await self.page.locator("#service-request").count():
+            await self.expect_step("Request Submitted")
+            return await self.text("#service-request", "the filing", r"\d+")
         await self.expect_step("Filing Accepted")
         number = await self.text("#file-number", "the filing", FILE_NUMBER_RE)
         self.certificate_link = self.page.locator("#certificate")
@@ -123,6 +138,11 @@ class DelawareFiling(WordedPage):
         await self.expect_step("Filing Status Lookup")
         await self.page.locator("#results, #no-results").first.wait_for()
         await self.shot("lookup")
+        rejected = self.page.locator("#results tr.rejected")
+        if await rejected.count():   # staff refused it: the registry's words decide
+            sr = (await rejected.first.locator("td.service-request").inner_text()).strip()
+            why = (await rejected.first.locator("td.reason").inner_text()).strip()
+            raise Rejected(f"Delaware rejected service request {sr}: {why}")
         rows = self.page.locator("#results tr:has(td.file-number)")
         if await rows.count() == 0:
             return None
@@ -138,18 +158,27 @@ class DelawareFiling(WordedPage):
 async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
     p = FileEntityPayload.model_validate(dict(ctx.payload))
     sub = ctx.submission(SUBMISSION, reference=f"PQ-{ctx.job_id}")
-    if sub.confirmation is not None:
+    if sub.confirmation is not None and sub.confirmation.get("file_number"):
         return await _certificate_only(ctx, sub.confirmation)
     async with browser_page(ctx) as (page, evidence):
         de = DelawareFiling(ctx, page, evidence)
         await sign_in_with_account(ctx, page)   # the registered agent's, when configured
-        found = None
-        if sub.in_doubt:
+        found: tuple[str, str] | str | None = None
+        if sub.in_doubt or sub.confirmation is not None:
+            # a lost answer, or a service request awaiting staff: the lookup (read-only)
             await ctx.step("looking the filing up")
-            found = await de.lookup(sub.reference)
-            await ctx.save_checkpoint(reconciled="found" if found else "not_found")
-            if found:
-                await sub.confirmed(file_number=found[0], certificate_url=found[1])
+            try:
+                found = await de.lookup(sub.reference)
+            except Rejected as refused:
+                await sub.refused(str(refused))   # decided: a person fixes it and retries
+                await waiting.decided(ctx)
+                raise
+            if sub.in_doubt:
+                await ctx.save_checkpoint(reconciled="found" if found else "not_found")
+            if found is None and sub.confirmation is not None:
+                found = str(sub.confirmation.get("service_request") or "")
+            elif found is None:
+                await waiting.not_found_after_lost_answer(ctx, sub)  # returns if vouched
         if found is None:
             await ctx.step("entity")
             await de.start()
@@ -159,11 +188,20 @@ async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
             await de.submit_control()
             async with sub:
                 found = await de.file()
-                await sub.confirmed(file_number=found[0], certificate_url=found[1])
-        number, cert_url = found
-        await ctx.step("certificate")
-        await evidence.shot(page, "filed")
-        name, pdf = await download(page, de.certificate_link, ctx.artifacts_dir)
+                await sub.confirmed(None, **({"service_request": found} if isinstance(found, str)
+                                             else {"file_number": found[0],
+                                                   "certificate_url": found[1]}))
+        if not isinstance(found, str):
+            number, cert_url = found
+            if sub.confirmation is None or sub.confirmation.get("file_number") != number:
+                await sub.confirmed(None, **{**(sub.confirmation or {}), "file_number": number,
+                                       "certificate_url": cert_url})
+            await ctx.step("certificate")
+            await evidence.shot(page, "filed")
+            name, pdf = await download(page, de.certificate_link, ctx.artifacts_dir)
+    if isinstance(found, str):   # queued for staff: wait, holding no browser
+        await waiting.undecided(ctx, sub, f"staff to file service request {found or '?'}")
+    await waiting.decided(ctx)
     await ctx.store_document(name, "application/pdf", pdf)
     await ctx.save_checkpoint(documents=[name])
     return {"file_number": number, "entity_name": p.legal_name, "documents": [name]}

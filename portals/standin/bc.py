@@ -53,10 +53,19 @@ from portalq.portals.standin.kit.state import PortalState, drop_connection
 
 
 def _nr_details(reg: Registry, e: dict[str, Any]) -> str:
-    rows = "".join(f"<tr><td>{esc(n)}</td><td>{esc(d)}</td><td>{esc(r)}</td></tr>"
-                   for n, d, r in e["decisions"])
+    status = reg.nr_state(e)
+    waiting = status in ("INPROGRESS", "HOLD")   # not examined yet: no decision shown
+    rows = "".join(f"<tr><td>{esc(n)}</td><td>{'NE' if waiting else esc(d)}</td>"
+                   f"<td>{'' if waiting else esc(r)}</td></tr>" for n, d, r in e["decisions"])
+    if waiting:
+        return (f'<dl><dt>NR Number</dt><dd id="nr-number">{esc(e["nr_number"])}</dd>'
+                f'<dt>Status</dt><dd id="nr-state">{status}</dd><dt>Name</dt>'
+                f'<dd id="nr-name"></dd><dt>Expires</dt><dd id="nr-expires"></dd>'
+                f'<dt>Type</dt><dd id="nr-type">{esc(e["entity_type"])}</dd></dl><p>Names are '
+                "examined in order of receipt.</p><table><tr><th>Name</th><th>Decision</th>"
+                f"<th>Reason</th></tr>{rows}</table>")
     return (f'<dl><dt>NR Number</dt><dd id="nr-number">{esc(e["nr_number"])}</dd>'
-            f'<dt>Status</dt><dd id="nr-state">{esc(reg.nr_state(e))}</dd>'
+            f'<dt>Status</dt><dd id="nr-state">{esc(status)}</dd>'
             f'<dt>Name</dt><dd id="nr-name">{esc(e["approved_name"] or "")}</dd>'
             f'<dt>Expires</dt><dd id="nr-expires">{esc(e["expires_on"] or "")}</dd>'
             f'<dt>Type</dt><dd id="nr-type">{esc(e["entity_type"])}</dd></dl>'
@@ -142,7 +151,7 @@ def create_app(state: PortalState) -> Starlette:
         chosen = next(((n, d) for n, d, _ in decisions if d != "REJECTED"), None)
         number = reg.unique(lambda: f"NR {secrets.randbelow(9_000_000) + 1_000_000}",
                             "name_request", "nr_number")
-        entry = state.record({
+        entry = state.record(state.queue({
             "kind": "name_request", "nr_number": number, "entity_type": entity,
             "names": session["names"], "decisions": decisions,
             "state": chosen[1] if chosen else "REJECTED",
@@ -150,7 +159,8 @@ def create_app(state: PortalState) -> Starlette:
             "expires_on": (today() + timedelta(days=RESERVATION_DAYS)).isoformat()
             if chosen else None,
             "applicant": name, "reference": str(data.get("reference", "")).strip(),
-            "contact_keys": [contact_key(phone), contact_key(email)], "fee": NR_FEE})
+            "contact_keys": [contact_key(phone), contact_key(email)], "fee": NR_FEE,
+            "payment": {"amount": NR_FEE}}))
         with state.lock:
             nr_sessions.end(request)
         if state.faults.drop_after_submit:

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from portalq.jobs import clock
 from portalq.portals.standin import bc_registry as bc
 from portalq.portals.standin.kit import pages as ui
 from portalq.portals.standin.kit.control import alert, checkbox, field, radio, search_form, select
@@ -235,20 +236,74 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
                             "incorporation", "incorporation_number")
         suffix = "Ltd." if c["entity_type"] == "BC" else "Unlimited Liability Company"
         names = {r: [_full(p) for p in s["people"] if r in p["roles"]] for r in bc.ROLES}
-        entry = state.record({
+        entry = state.record(state.queue({
             "kind": "incorporation", "incorporation_number": number,
+            "temporary_number": reg.unique(
+                lambda: f"T{secrets.randbelow(9_000_000) + 1_000_000}", "incorporation",
+                "temporary_number"),
             "legal_name": c["legal_name"] or f"{number[2:]} B.C. {suffix}",
             "entity_type": c["entity_type"], "nr_number": c["nr_number"] or None,
             "reference": str(data.get("folio", "")).strip(), "status": "COMPLETED",
             "completing_party": names["completing_party"][0],
             "incorporators": names["incorporator"], "directors": names["director"],
             "share_classes": [x["name"] for x in s["shares"]], "agreement": s["agreement"],
-            "fee": bc.FEES[c["entity_type"]], "filed_on": bc.today().isoformat()})
+            "fee": bc.FEES[c["entity_type"]], "filed_on": bc.today().isoformat(),
+            "payment": {"amount": bc.FEES[c["entity_type"]], "at": clock.now().isoformat()}}))
         with state.lock:
             sessions.end(request)
+        if not bc.paybc_up(state):
+            # File and Pay saved the filing; PayBC failed: a DRAFT, to be paid again
+            with state.lock:
+                entry.update(status="DRAFT", payment=None, decide_at=None)
+            return draft_page(request, entry, failed=True)
         if state.faults.drop_after_submit:
             return drop_connection(request)
         await state.hang_if_asked()
+        return answer(request, entry)
+
+    def draft_page(request: Request, entry: dict[str, Any], failed: bool) -> Response:
+        error = (f'<div role="dialog" id="payment-error"><h2>Unable to Process Payment</h2>'
+                 f"<p>{bc.PAYMENT_ERROR}</p><p>{bc.PAYBC_HOURS}</p></div>") if failed else ""
+        pay = url(request, f"/dashboard/{entry['temporary_number']}/pay")
+        return show("Business Dashboard", (
+            f'{error}<dl><dt>Temporary Registration</dt><dd id="temporary-number">'
+            f'{entry["temporary_number"]}</dd><dt>Name</dt><dd id="legal-name">'
+            f'{esc(entry["legal_name"])}</dd><dt>Status</dt><dd id="filing-status">DRAFT</dd>'
+            f'</dl><form method="post" action="{pay}"><button type="submit">Retry Payment'
+            "</button></form>"))
+
+    @guard
+    async def dashboard(request: Request) -> Response:
+        """The business dashboard of a temporary registration: its status; a DRAFT's
+        payment can be retried (POST .../pay) -- the filing itself is never made again."""
+        temp = request.path_params["temp"]
+        entry = next((e for e in reg.entries("incorporation")
+                      if e["temporary_number"] == temp), None)
+        if entry is None:
+            return show("Not found", "<p>No such registration.</p>", status=404)
+        if request.method == "POST" and entry["status"] == "DRAFT":
+            if not bc.paybc_up(state):
+                return draft_page(request, entry, failed=True)
+            with state.lock:
+                entry.update(state.queue({}), status="COMPLETED", payment={
+                    "amount": entry["fee"], "at": clock.now().isoformat(), "draft": True})
+            if state.faults.drop_after_submit:
+                return drop_connection(request)
+        if entry["status"] == "DRAFT":
+            return draft_page(request, entry, failed=False)
+        return answer(request, entry)
+
+    def answer(request: Request, entry: dict[str, Any]) -> Response:
+        number = entry["incorporation_number"]
+        if not state.decided(entry):
+            # File and Pay saved and paid the filing: the dashboard of the temporary
+            # registration; the BC number comes when the registry completes it
+            return show("Business Dashboard", (
+                f'<dl><dt>Temporary Registration</dt><dd id="temporary-number">'
+                f'{entry["temporary_number"]}</dd><dt>Name</dt><dd id="legal-name">'
+                f'{esc(entry["legal_name"])}</dd><dt>Status</dt><dd id="filing-status">PAID'
+                "</dd></dl><p>Your filing has been received and is being processed by the "
+                "Registry.</p>"))
         return show("Incorporation Complete", (
             f'<dl><dt>Incorporation Number</dt><dd id="incorporation-number">{number}</dd>'
             f'<dt>Legal Name</dt><dd id="legal-name">{esc(entry["legal_name"])}</dd>'
@@ -261,7 +316,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
         number = request.path_params["number"]
         entry = next((e for e in reg.entries("incorporation")
                       if e["incorporation_number"] == number), None)
-        if entry is None:
+        if entry is None or entry["status"] == "DRAFT" or not state.decided(entry):
             return show("Not found", "<p>No such certificate.</p>", status=404)
         pdf = make_pdf([bc.BRAND, "Certificate of Incorporation", f"Date: {bc.today()}"], [
             f"I hereby certify that {entry['legal_name']} was incorporated under the Business "
@@ -282,7 +337,9 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
             f'<td class="name">{esc(e["legal_name"])}</td><td class="status">{e["status"]}</td>'
             f'<td><a class="certificate" href="{url(request, "/inc/certificate/")}'
             f'{e["incorporation_number"]}.pdf">Certificate</a></td></tr>'
-            for e in reg.entries("incorporation") if e["reference"] == ref)
+            # a filing the registry has not completed has no BC number to list yet
+            for e in reg.entries("incorporation") if e["reference"] == ref
+            and e["status"] != "DRAFT" and state.decided(e))
         result = f'<table id="filings">{rows}</table>' if rows else (
             '<p id="no-results">No filings match this reference.</p>')
         return show("Find a Filing", search + result)
@@ -292,4 +349,6 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
             Route("/inc/people", add, methods=["POST"]),
             Route("/inc/shares", add, methods=["POST"]),
             Route("/inc/certificate/{number}.pdf", certificate),
+            Route("/dashboard/{temp}", dashboard),
+            Route("/dashboard/{temp}/pay", dashboard, methods=["POST"]),
             Route("/filings", filings)]

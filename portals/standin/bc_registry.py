@@ -10,7 +10,7 @@ from datetime import date
 from typing import Any
 
 from portalq.jobs import clock
-from portalq.portals.calendar import zone
+from portalq.portals.calendar import PortalCalendar, is_open, parse_hours, zone
 from portalq.portals.standin.kit.state import PortalState
 
 BRAND = "BC Registries and Online Services"
@@ -37,6 +37,23 @@ CERTIFY = (
     "The information in this filing is true, and the registered and records offices are in "
     "British Columbia.",
 )
+
+
+#: PayBC keeps shorter hours than the registry (Pacific) [S]
+PAYBC = PortalCalendar(code="paybc", timezone="America/Vancouver", windows=parse_hours(
+    "Mon-Fri 06:00-21:00; Sat 00:00-19:00; Sun 12:00-24:00"))
+PAYMENT_ERROR = ("We are unable to process your payment at this time. This Incorporation "
+                 "Application has been saved as a DRAFT and you can retry your payment from "
+                 "your Business Dashboard at a later time.")
+PAYBC_HOURS = ("PayBC is normally available: Monday to Friday: 6:00am to 9:00pm / Saturday: "
+               "12:00am to 7:00pm / Sunday: 12:00pm to 12:00am")
+
+
+def paybc_up(state: PortalState) -> bool:
+    """Can PayBC take a payment now? Its own hours when the stand-in keeps the calendar."""
+    if state.faults.payment_down:
+        return False
+    return state.faults.hours != "calendar" or is_open(PAYBC, clock.now())
 
 
 def today() -> date:
@@ -72,6 +89,10 @@ class Registry:
         return next((e for e in self.entries("name_request") if e["nr_number"] == number), None)
 
     def nr_state(self, entry: dict[str, Any]) -> str:
+        if not self.state.decided(entry):   # in the examiners' queue, in order of receipt
+            return "INPROGRESS"
+        if entry.get("staff_outcome") == "hold":
+            return "HOLD"
         if any(f.get("nr_number") == entry["nr_number"] for f in self.entries("incorporation")):
             return "CONSUMED"
         if entry["state"] in ("APPROVED", "CONDITIONAL") and today() > date.fromisoformat(

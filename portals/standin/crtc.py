@@ -5,7 +5,10 @@
 designated contact, the filer's own file reference), then **Attach Documents** (the
 registration letter, .pdf or .txt). The answer is a confirmation number
 ``CRTC-<year>-<6 digits>`` and a confirmation letter PDF for the designated contact.
-``/submissions?reference=`` finds submissions by the filer's reference.
+``/submissions?reference=`` finds submissions by the filer's reference. With
+``decide_after_seconds`` the registry queues: the answer is the dated receipt only
+(confirmation number, received time), and neither the search nor the letter knows the
+submission until staff have processed it.
 Every accepted registration is a ledger entry (names only, plus the letter's digest).
 """
 
@@ -146,20 +149,29 @@ def create_app(state: PortalState) -> Starlette:
             return pages.system_error(BRAND, code)
         now = clock.now().astimezone(TZ)
         number = f"CRTC-{now.year}-{FIRST_NUMBER + len(registrations()):06d}"
-        state.record({
+        entry = state.record(state.queue({
             "kind": "registration", "confirmation": number, "status": "RECEIVED",
+            "received": now.strftime("%Y-%m-%d %H:%M %Z"),
             "company_name": cover["company_name"],
             "incorporation_number": cover["incorporation_number"] or None,
             "province": cover["province"], "services": session["services"],
             "contact": cover["contact_name"], "reference": cover["reference"],
             "letter": {"filename": name, "size": len(body),
                        "sha256": hashlib.sha256(body).hexdigest()},
-            "submitted_on": now.date().isoformat()})
+            "submitted_on": now.date().isoformat()}))
         with state.lock:
             sessions.end(request)
         if state.faults.drop_after_submit:
             return drop_connection(request)
         await state.hang_if_asked()
+        if not state.decided(entry):
+            # queued for staff: the dated receipt only; the letter follows their decision
+            return show("Submission received", (
+                f'<dl><dt>Confirmation number</dt><dd id="confirmation-number">{number}</dd>'
+                f'<dt>Received</dt><dd id="received">{entry["received"]}</dd>'
+                f'<dt>Status</dt><dd id="submission-status">RECEIVED</dd></dl><p>CRTC staff '
+                "will process your submission; a letter will be sent to the designated "
+                "contact.</p>"), step=3)
         return show("Submission received", (
             f'<dl><dt>Confirmation number</dt><dd id="confirmation-number">{number}</dd>'
             f'<dt>Status</dt><dd id="submission-status">RECEIVED</dd></dl><p>A confirmation '
@@ -171,7 +183,7 @@ def create_app(state: PortalState) -> Starlette:
     async def letter(request: Request) -> Response:
         number = request.path_params["number"]
         entry = next((e for e in registrations() if e["confirmation"] == number), None)
-        if entry is None:
+        if entry is None or not state.decided(entry):
             return show("Not found", "<p>No such letter.</p>", status=404)
         services = ", ".join(SERVICES[s] for s in entry["services"])
         issuer = "Canadian Radio-television and Telecommunications Commission"
@@ -197,7 +209,8 @@ def create_app(state: PortalState) -> Starlette:
             f'<td class="name">{esc(e["company_name"])}</td><td class="status">{e["status"]}'
             f'</td><td><a class="letter" href="{url(request, "/letters/")}'
             f'{e["confirmation"]}.pdf">Letter</a></td></tr>'
-            for e in registrations() if e["reference"] == ref)
+            # a submission still queued for staff is not listed yet
+            for e in registrations() if e["reference"] == ref and state.decided(e))
         result = f'<table id="submissions">{rows}</table>' if rows else (
             '<p id="no-results">No submissions match this reference.</p>')
         return show("Find a submission", search + result)

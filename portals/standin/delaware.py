@@ -3,7 +3,10 @@
     GET  /                         home; closed notice (200, no form) / maintenance (503)
     POST /file/begin               new session (30 min idle), then the three steps:
     GET|POST /file/<step>          entity -> details -> review (POST review = the filing)
-    GET  /lookup?ref=<client ref>  filings by the filer's client reference (reconciliation)
+    GET  /lookup?ref=<client ref>  filings by the filer's client reference (reconciliation);
+                                   a request queued for staff (``decide_after_seconds``) is
+                                   acknowledged with its Service Request Number only and not
+                                   listed here until staff file it
     GET  /documents/<token>/Certificate_<file number>.pdf
 
 Business rules a flow must treat as permanent: entity name without the required ending
@@ -187,7 +190,7 @@ def create_app(state: PortalState) -> Starlette:
             seq = len(state.ledger) + 1
         file_number = f"{7_100_000 + seq * 37:07d}"
         token = hashlib.sha256(f"{file_number}{now}{random.random()}".encode()).hexdigest()[:20]
-        entry = state.record({
+        entry = state.record(state.queue({
             "file_number": file_number, "service_request": f"{20260000 + seq}",
             "entity_name": d["entityName"], "entity_type": d["docType"],
             "client_ref": d["clientRef"], "agent": d["agentName"],
@@ -196,11 +199,19 @@ def create_app(state: PortalState) -> Starlette:
             "share_classes": [c.strip() for c in d["shareClasses"].splitlines() if c.strip()],
             "filed": now.astimezone(DE_TZ).strftime("%m/%d/%Y %I:%M %p"),
             "token": token, "certificate": f"Certificate_{file_number}.pdf",
-        })
+            "payment": {"amount": "$110.00", "at": now.isoformat()},
+        }))
         session["data"].clear()
         await state.hang_if_asked()
         if state.faults.drop_after_submit:
             return drop_connection(request)
+        if not state.decided(entry):
+            # queued for staff (eCorp2): the Service Request Number only; the file number
+            # and the stamped certificate come when staff file it
+            return layout(TITLE, f"<h1>Request Submitted</h1><p>Your request has been "
+                          f"successfully submitted</p><table class=table-borderless><tr><td>"
+                          f"Service Request Number:</td><td id=service-request>"
+                          f"{entry['service_request']}</td></tr></table>")
         return layout(TITLE, f"<h1>Filing Accepted</h1><p>File Number: <strong id=file-number>"
                       f"{file_number}</strong></p><p>Service Request Number: "
                       f"{entry['service_request']}</p><p>Client reference: {esc(d['clientRef'])}"
@@ -218,23 +229,34 @@ def create_app(state: PortalState) -> Starlette:
                 f"type=submit>Search</button></form>")
         if ref:
             with state.lock:
-                hits = [e for e in state.ledger if e["client_ref"] == ref]
+                # a request still queued for staff is not listed (not filed yet)
+                hits = [e for e in state.ledger if e["client_ref"] == ref and state.decided(e)]
             if hits:
-                rows = "".join(
-                    f"<tr><td class=file-number>{e['file_number']}</td><td>{esc(e['entity_name'])}"
-                    f"</td><td>Filed</td><td>{e['filed']}</td><td><a class=certificate "
-                    f"href='{cert_url(request, e)}'>Certificate</a></td></tr>" for e in hits)
+                rows = "".join(row(request, e) for e in hits)
                 body += (f"<table id=results><tr><th>File Number</th><th>Entity Name</th>"
                          f"<th>Status</th><th>Filed</th><th></th></tr>{rows}</table>")
             else:
                 body += f"<p id=no-results>No filings found for client reference {esc(ref)}.</p>"
         return layout(TITLE, body)
 
+    def row(request: Request, e: dict[str, Any]) -> str:
+        """A filed request, or one staff rejected (``staff_outcome="reject:<reason>"``):
+        its service request number, "Rejected" and their reason; no file number."""
+        outcome = str(e.get("staff_outcome") or "")
+        if outcome.startswith("reject"):
+            reason = outcome.partition(":")[2].strip() or "Rejected by the Division."
+            return (f"<tr class=rejected><td class=service-request>{e['service_request']}</td>"
+                    f"<td>{esc(e['entity_name'])}</td><td>Rejected</td><td class=reason>"
+                    f"{esc(reason)}</td><td></td></tr>")
+        return (f"<tr><td class=file-number>{e['file_number']}</td><td>{esc(e['entity_name'])}"
+                f"</td><td>Filed</td><td>{e['filed']}</td><td><a class=certificate "
+                f"href='{cert_url(request, e)}'>Certificate</a></td></tr>")
+
     @documents_guard
     async def document(request: Request) -> Response:
         token, name = request.path_params["token"], request.path_params["name"]
         e = state.find(token=token, certificate=name)
-        if e is None:
+        if e is None or not state.decided(e):
             return layout(TITLE, "<h1>Document not found</h1>", status=404)
         llc = e["entity_type"] == "LLC"
         kind = "FORMATION" if llc else "INCORPORATION"

@@ -57,3 +57,28 @@ def test_the_demo_line_for_a_second_terminal_points_it_at_the_demo_database(db):
     assert shell.stdout == url
     out = run_cli("status", "--json", env={"PORTALQ_DATABASE_URL": shell.stdout})
     assert out.returncode == 0, out.stderr
+def test_a_job_waiting_on_its_portal_says_since_and_expected_by(db, dsn):
+    """A deferred job whose checkpoint holds the waiting marker (jobs/waiting.py): `jobs
+    show` and `status` say "waiting on <portal> since ..., expected by ..."."""
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    from portalq.jobs import waiting
+    from portalq.portals import lookups
+
+    job = queue.enqueue("process_crtc", "ORD-W", payloads.PROCESS_CRTC).id
+    since = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
+    rule = lookups.rule("crtc", "crtc_registration")
+    mark = waiting.waiting({}, rule, since=since, now=since + timedelta(hours=1),
+                           what="CRTC staff to process CRTC-2026-000123")
+    with psycopg.connect(dsn) as c:   # as the worker leaves it after a check
+        c.execute("UPDATE portalq.job_queue SET status = 'deferred', run_at = %s, checkpoint = %s "
+                  "WHERE id = %s", (datetime.fromisoformat(mark["next_check"]),
+                                    Jsonb({"waiting": mark}), job))
+    expected = ("waiting on crtc since 2026-12-01 15:00 UTC, expected by 2026-12-11 15:00 UTC "
+                "(CRTC staff to process CRTC-2026-000123)")
+    shown = run_cli("jobs", "show", str(job))
+    assert shown.returncode == 0, shown.stderr
+    assert f"      waiting: {expected}" in shown.stdout.splitlines()
+    text = run_cli("status", "--once", env={"COLUMNS": "400"}).stdout
+    assert "waiting on crtc since 2026-12-01 15:00 UTC" in text

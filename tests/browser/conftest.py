@@ -102,17 +102,21 @@ class LocalFlowContext(Reporting):
         self.browser, self.config = browser, config
         self.documents, self.smtp = documents, smtp
         self.sent: list[EmailMessage] = []
+        #: (kind, reason) of what the flow told the admins (shared by its retries)
+        self.told: list[tuple[str, str]] = []
         self.contexts_opened = 0
         #: awaited with each new browser context (tests use it to install routes)
         self.context_hooks: list[Callable[[Any], Awaitable[None]]] = []
 
     def retry(self) -> LocalFlowContext:
         """The next attempt of the same job: same checkpoints and documents."""
-        return LocalFlowContext(
+        nxt = LocalFlowContext(
             self.job_type, self.payload, browser=self.browser, config=self.config,
             artifacts_root=self.artifacts_root, portal_urls=self.portal_urls,
             documents=self.documents, smtp=self.smtp, job_id=self.job_id,
             attempt=self.attempt + 1, checkpoints=copy.deepcopy(self.checkpoints))
+        nxt.told = self.told
+        return nxt
 
     async def save_checkpoint(self, **data: Any) -> None:
         json.dumps(data)  # checkpoints are stored as JSON in production
@@ -123,6 +127,9 @@ class LocalFlowContext(Reporting):
 
     async def approve(self, review: str, evidence: Any = None) -> None:
         return None   # local runs ask nobody's approval
+
+    async def tell_admins(self, kind: str, reason: str) -> None:
+        self.told.append((kind, reason))
 
     async def ask(self, question: str) -> str:
         raise BusinessError(f"no person to ask in a local run: {question}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 from bckit import (
@@ -19,7 +20,14 @@ from bckit import (
 from flowkit import inflate_all
 
 from portalq.jobs.clock import FrozenClock, set_clock
-from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError
+from portalq.jobs.errors import (
+    BusinessError,
+    DeferUntil,
+    PortalClosed,
+    RetryableError,
+    UncertainOutcome,
+)
+from portalq.jobs.waiting import WaitOnPortal
 from portalq.portals.flows.bc import file_entity_bc, name_search
 from tests.checkpoints import record, state
 
@@ -107,16 +115,68 @@ def test_answer_lost_after_filing_is_reconciled(run, portals, make_ctx):
     assert pdf.startswith(b"%PDF-")
 
 
-def test_system_error_at_filing_then_retry_files_once(run, portals, make_ctx):
+def test_system_error_at_filing_waits_never_files_again(run, portals, make_ctx):
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
     portals.control(BC, error_code="503", error_times=1)
     ctx = bc_ctx(make_ctx)
     with pytest.raises(RetryableError, match="system error 503"):
         run(file_entity_bc(ctx))
-    assert state(ctx.checkpoints, "incorporation") == "submitting" and portals.ledger(BC) == []
-    result = run(file_entity_bc(ctx.retry()))  # lookup finds nothing: safe to file
-    [filing] = portals.ledger(BC)
-    assert result["reconciled"] is False
-    assert filing["incorporation_number"] == result["incorporation_number"]
+    assert state(ctx.checkpoints, "incorporation") == "submitting"
+    assert entries(portals, BC, "incorporation") == []
+    retry = ctx.retry()   # the lookup finds nothing: not conclusive for BC
+    with pytest.raises(WaitOnPortal, match="lookup to find the submission"):
+        run(file_entity_bc(retry))
+    clock.advance(hours=25)
+    with pytest.raises(UncertainOutcome, match="was lost"):
+        run(file_entity_bc(retry.retry()))
+    assert entries(portals, BC, "incorporation") == []
+
+
+def test_dropped_answer_while_the_registry_completes_later_files_and_pays_once(
+        run, portals, make_ctx):
+    """File and Pay's answer is lost while the registry keeps the paid filing as a
+    temporary registration for hours: the job waits (no second filing, no second payment)
+    and ends with the BC number once the registry completes it."""
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    number = obtain_nr(run, make_ctx)
+    portals.control(BC, drop_after_submit=True, decide_after_seconds=4 * 3600)
+    ctx = bc_ctx(make_ctx, nr_number=number)
+    with pytest.raises(RetryableError, match="outcome unknown"):
+        run(file_entity_bc(ctx))
+    portals.control(BC, drop_after_submit=False)
+    attempt = ctx
+    for _ in range(3):
+        clock.advance(hours=1)
+        attempt = attempt.retry()
+        with pytest.raises(WaitOnPortal):
+            run(file_entity_bc(attempt))
+        assert len(entries(portals, BC, "incorporation")) == 1
+    clock.advance(hours=1, seconds=1)
+    done = attempt.retry()
+    result = run(file_entity_bc(done))
+    [filing] = entries(portals, BC, "incorporation")
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert filing["payment"]["amount"] == "$350.00" and result["reconciled"] is True
+    assert done.documents.by_job[ctx.job_id][0][2].startswith(b"%PDF-")
+
+
+def test_file_and_pay_gives_a_temporary_registration_then_waits(run, portals, make_ctx):
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    number = obtain_nr(run, make_ctx)
+    portals.control(BC, decide_after_seconds=3600)
+    ctx = bc_ctx(make_ctx, nr_number=number)
+    with pytest.raises(WaitOnPortal, match=r"the registry to complete T\d{7}"):
+        run(file_entity_bc(ctx))
+    [filing] = entries(portals, BC, "incorporation")
+    assert record(ctx.checkpoints, "incorporation").confirmation["temporary_number"] == \
+        filing["temporary_number"]
+    clock.advance(hours=1, seconds=1)
+    result = run(file_entity_bc(ctx.retry()))
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert len(entries(portals, BC, "incorporation")) == 1
 
 
 def test_expired_nr_is_a_business_error(run, portals, make_ctx):
@@ -196,3 +256,53 @@ def test_jumping_ahead_returns_to_the_earliest_incomplete_step(run, portals, bro
     url, label, classes = run(scenario())
     assert url.endswith("/inc/step/1") and label == "Define Your Company"
     assert "active" in classes.split()
+
+
+MONDAY_2130_PT = datetime(2026, 3, 3, 5, 30, tzinfo=UTC)   # PayBC closes at 21:00 Pacific
+TUESDAY_0600_PT = datetime(2026, 3, 3, 14, 0, tzinfo=UTC)
+
+
+def test_file_and_pay_after_paybc_closed_waits_then_pays_the_saved_draft_once(
+        run, portals, make_ctx):
+    """Monday 21:30 Pacific: the registry is open, PayBC is not. File and Pay saves the
+    filing as a DRAFT ("Unable to Process Payment"); the job waits for PayBC's opening (no
+    attempt), then pays that draft from its dashboard: one filing, one payment."""
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    number = obtain_nr(run, make_ctx)
+    clock.set(MONDAY_2130_PT)
+    portals.control(BC, hours="calendar")
+    ctx = bc_ctx(make_ctx, nr_number=number)
+    with pytest.raises(DeferUntil, match="saved as a DRAFT; PayBC is closed") as info:
+        run(file_entity_bc(ctx))
+    assert info.value.when == TUESDAY_0600_PT
+    [filing] = entries(portals, BC, "incorporation")
+    assert filing["status"] == "DRAFT" and filing["payment"] is None
+    assert record(ctx.checkpoints, "incorporation").confirmation["draft"] is True
+    clock.advance(minutes=20)   # PayBC still closed: the draft is not paid, nothing refiled
+    again = ctx.retry()
+    with pytest.raises(DeferUntil):
+        run(file_entity_bc(again))
+    clock.set(TUESDAY_0600_PT)
+    last = again.retry()
+    result = run(file_entity_bc(last))
+    [filing] = entries(portals, BC, "incorporation")
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert filing["payment"]["draft"] is True and filing["payment"]["amount"] == "$350.00"
+
+
+def test_a_failed_payment_is_retried_as_the_drafts_payment(run, portals, make_ctx):
+    set_clock(FrozenClock(MONDAY_10_PT))
+    number = obtain_nr(run, make_ctx)
+    portals.control(BC, payment_down=True)
+    ctx = bc_ctx(make_ctx, nr_number=number)
+    with pytest.raises(RetryableError, match="draft's payment is retried, never the filing"):
+        run(file_entity_bc(ctx))
+    retry = ctx.retry()
+    with pytest.raises(RetryableError, match="saved as a DRAFT"):
+        run(file_entity_bc(retry))   # PayBC still failing: the draft's payment again
+    portals.control(BC, payment_down=False)
+    result = run(file_entity_bc(retry.retry()))
+    [filing] = entries(portals, BC, "incorporation")   # one filing, one payment
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert filing["payment"]["draft"] is True

@@ -10,7 +10,8 @@ import pytest
 from bckit import BC, MONDAY_10_PT, NAME_SEARCH, build, entries
 
 from portalq.jobs.clock import FrozenClock, set_clock
-from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError
+from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
+from portalq.jobs.waiting import WaitOnPortal
 from portalq.portals.flows.bc import name_search
 from tests.checkpoints import record, state
 
@@ -100,17 +101,90 @@ def test_unexpected_dialog_is_accepted(run, portals, make_ctx):
     assert len(portals.ledger(BC)) == 1
 
 
-def test_system_error_on_submit_then_retry_submits_once(run, portals, make_ctx):
+def test_system_error_on_submit_waits_then_a_person_never_a_second_request(
+        run, portals, make_ctx):
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
     portals.control(BC, error_code="500", error_times=1)
     ctx = nr_ctx(make_ctx)
     with pytest.raises(RetryableError):
         run(name_search(ctx))
     assert state(ctx.checkpoints, "name_request") == "submitting" and portals.ledger(BC) == []
-    # the retry looks the reference up, finds nothing, and submits (same reference)
-    result = run(name_search(ctx.retry()))
-    [entry] = portals.ledger(BC)
-    assert entry["nr_number"] == result["nr_number"]
-    assert entry["reference"] == record(ctx.checkpoints, "name_request").reference
+    # the lookup finds nothing: not conclusive for BC, so the job waits (no 2nd fee) ...
+    retry = ctx.retry()
+    with pytest.raises(WaitOnPortal, match="^waiting on bc_corporate_online since "):
+        run(name_search(retry))
+    clock.advance(hours=25)   # ... and past the declared window a person checks
+    with pytest.raises(UncertainOutcome, match="was lost"):
+        run(name_search(retry.retry()))
+    assert portals.ledger(BC) == []
+
+
+def test_dropped_answer_while_examined_later_waits_and_completes_once(run, portals, make_ctx):
+    """The answer is lost right after "Submit and Pay" while the examiners keep the request
+    queued for hours: the lookup finds it INPROGRESS -- a wait, not an error, never a second
+    request -- and the job completes with the approved name once it is examined."""
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    portals.control(BC, drop_after_submit=True, decide_after_seconds=3 * 3600)
+    ctx = nr_ctx(make_ctx, names=["Cedar Harbour Consulting Ltd."])
+    with pytest.raises(RetryableError, match="outcome unknown"):
+        run(name_search(ctx))
+    portals.control(BC, drop_after_submit=False)
+    attempt = ctx
+    for _ in range(3):
+        clock.advance(minutes=40)
+        attempt = attempt.retry()
+        with pytest.raises(WaitOnPortal, match=r"examination of NR \d{7} \(INPROGRESS\)"):
+            run(name_search(attempt))
+    [entry] = entries(portals, BC, "name_request")
+    assert attempt.checkpoints["nr_number"] == entry["nr_number"]
+    assert attempt.checkpoints["waiting"]["checks"] == 3
+    clock.advance(hours=2)
+    done = attempt.retry()
+    result = run(name_search(done))
+    assert result["nr_state"] == "APPROVED" and result["name"] == "Cedar Harbour Consulting Ltd."
+    assert result["nr_number"] == entry["nr_number"] and done.checkpoints["waiting"] is None
+    [entry] = entries(portals, BC, "name_request")   # one request, one fee
+    assert entry["payment"] == {"amount": "$30.00"}
+
+
+@pytest.mark.parametrize("names, staff, outcome, words", [
+    (["Royal Cedar Holdings Ltd."], "approve", BusinessError,
+     r"REJECTED: .*Royal Cedar Holdings Ltd\.: restricted word: ROYAL"),
+    (["Cedar Trust Ltd."], "approve", BusinessError, "CONDITIONAL.*consent letter needed"),
+])
+def test_examined_after_a_delay_rejected_or_conditional(run, portals, make_ctx, names, staff,
+                                                        outcome, words):
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    portals.control(BC, decide_after_seconds=3600, staff_outcome=staff)
+    ctx = nr_ctx(make_ctx, names=names)
+    with pytest.raises(WaitOnPortal):
+        run(name_search(ctx))
+    clock.advance(hours=1, seconds=1)
+    with pytest.raises(outcome, match=words):
+        run(name_search(ctx.retry()))
+    assert len(entries(portals, BC, "name_request")) == 1
+
+
+def test_a_request_on_hold_waits_and_escalates_once_past_the_expected_time(
+        run, portals, make_ctx):
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    portals.control(BC, decide_after_seconds=60, staff_outcome="hold")
+    ctx = nr_ctx(make_ctx)
+    attempt = ctx
+    with pytest.raises(WaitOnPortal, match="INPROGRESS"):
+        run(name_search(attempt))
+    for hours in (2, 20, 4, 4):   # 30 h: past BC's 24 h
+        clock.advance(hours=hours)
+        attempt = attempt.retry()
+        with pytest.raises(WaitOnPortal, match=r"\(HOLD\)"):
+            run(name_search(attempt))
+    assert [kind for kind, _ in ctx.told] == ["waiting"]   # once, not at every check
+    assert "past the expected time" in ctx.told[0][1]
+    assert len(entries(portals, BC, "name_request")) == 1
 
 
 def test_answer_lost_after_submit_is_reconciled(run, portals, make_ctx):

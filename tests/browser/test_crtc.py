@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import UTC, datetime
 
 import pytest
 from bckit import CRTC, CRTC_PAYLOAD, build, crash_after_checkpoint
 from flowkit import inflate_all
 
-from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError
+from portalq.jobs.clock import FrozenClock, set_clock
+from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
+from portalq.jobs.waiting import WaitOnPortal
 from portalq.portals.flows.crtc import process_crtc
 from tests.checkpoints import record, state
 
@@ -97,14 +100,65 @@ def test_retry_after_confirmation_does_not_resubmit(run, portals, make_ctx):
     assert ctx.documents.by_job[ctx.job_id][0][2].startswith(b"%PDF-")
 
 
-def test_system_error_then_retry_submits_once(run, portals, make_ctx):
+def test_system_error_then_waits_never_submits_again(run, portals, make_ctx):
+    # an error page after the click: the outcome is unknown and the CRTC's "not found" is
+    # not conclusive (portals/lookups.py): the job waits, then a person -- never a 2nd filing
+    clock = FrozenClock(datetime.now(UTC))
+    set_clock(clock)
     portals.control(CRTC, error_code="SYSTEM_UNAVAILABLE", error_times=1)
     ctx = crtc_ctx(make_ctx)
     with pytest.raises(RetryableError, match="SYSTEM_UNAVAILABLE"):
         run(process_crtc(ctx))
-    result = run(process_crtc(ctx.retry()))
+    retry = ctx.retry()
+    with pytest.raises(WaitOnPortal, match="^waiting on crtc since "):
+        run(process_crtc(retry))
+    clock.advance(hours=49)
+    with pytest.raises(UncertainOutcome, match="was lost"):
+        run(process_crtc(retry.retry()))
+    assert portals.ledger(CRTC) == []
+
+
+def test_dropped_answer_while_queued_waits_and_registers_once(run, portals, make_ctx):
+    """The answer is lost right after the click while CRTC staff keep the submission queued
+    for a day: the search says "not found" meanwhile; the job waits, never submits again,
+    and ends with the registry's number and letter once staff process it."""
+    clock = FrozenClock(datetime.now(UTC))
+    set_clock(clock)
+    portals.control(CRTC, drop_after_submit=True, decide_after_seconds=24 * 3600)
+    ctx = crtc_ctx(make_ctx)
+    with pytest.raises(RetryableError, match="outcome unknown"):
+        run(process_crtc(ctx))
+    portals.control(CRTC, drop_after_submit=False)
+    attempt = ctx
+    for hours in (1, 5, 12):
+        clock.advance(hours=hours)
+        attempt = attempt.retry()
+        with pytest.raises(WaitOnPortal):
+            run(process_crtc(attempt))
+        assert len(portals.ledger(CRTC)) == 1
+    clock.advance(hours=7)
+    done = attempt.retry()
+    result = run(process_crtc(done))
     [entry] = portals.ledger(CRTC)
-    assert entry["confirmation"] == result["confirmation"] and result["reconciled"] is False
+    assert result["confirmation"] == entry["confirmation"] and result["reconciled"] is True
+    assert done.checkpoints["waiting"] is None
+
+
+def test_dated_receipt_is_recorded_then_waits_for_staff(run, portals, make_ctx):
+    clock = FrozenClock(datetime.now(UTC))
+    set_clock(clock)
+    portals.control(CRTC, decide_after_seconds=3600)
+    ctx = crtc_ctx(make_ctx)
+    with pytest.raises(WaitOnPortal, match="CRTC staff to process CRTC-") as info:
+        run(process_crtc(ctx))
+    [entry] = portals.ledger(CRTC)
+    assert record(ctx.checkpoints, "crtc_registration").confirmation == {
+        "confirmation": entry["confirmation"], "received": entry["received"]}
+    mark = ctx.checkpoints["waiting"]
+    assert mark["expected_by"] > mark["since"] and info.value.when > clock.instant
+    clock.advance(hours=1, seconds=1)
+    result = run(process_crtc(ctx.retry()))
+    assert result["confirmation"] == entry["confirmation"] and len(portals.ledger(CRTC)) == 1
 
 
 def test_portal_rules_are_business_errors(run, portals, make_ctx):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from flowkit import inflate_all
 
-from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError
+from portalq.jobs.clock import FrozenClock, set_clock
+from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
+from portalq.jobs.waiting import WaitOnPortal
 from portalq.portals.flows.delaware import file_entity_de
 from tests.checkpoints import record, state
 
@@ -97,15 +100,77 @@ def test_dropped_answer_is_reconciled_by_lookup(run, portals, de_ctx):
     assert len(portals.ledger(PORTAL)) == 1  # filed exactly once
 
 
-def test_system_error_at_submit_then_lookup_finds_nothing_and_files(run, portals, de_ctx):
+def test_system_error_at_submit_waits_then_goes_to_a_person_never_files_again(
+        run, portals, de_ctx):
+    # a 500 after the click: the outcome is unknown; "not found" is not conclusive for
+    # Delaware (portals/lookups.py), so the job waits, then a person -- never a 2nd filing
+    clock = FrozenClock(datetime.now(UTC))
+    set_clock(clock)
     portals.control(PORTAL, error_code="E503", error_times=1)
     ctx = de_ctx()
     assert "HTTP 500" in str(fails(run, ctx, RetryableError))
     assert state(ctx.checkpoints, "formation") == "submitting" and portals.ledger(PORTAL) == []
     retry = ctx.retry()
-    result = run(file_entity_de(retry))
-    assert retry.checkpoints["reconciled"] == "not_found"
-    assert [e["file_number"] for e in portals.ledger(PORTAL)] == [result["file_number"]]
+    wait = fails(run, retry, WaitOnPortal)
+    assert retry.checkpoints["reconciled"] == "not_found" and portals.ledger(PORTAL) == []
+    assert wait.when == clock.instant + timedelta(minutes=15)   # the portal's interval
+    clock.advance(hours=49)                                      # past the 48 h window
+    last = retry.retry()
+    exc = fails(run, last, UncertainOutcome)
+    assert "was lost" in str(exc) and "never conclusive" in str(exc)
+    assert f"PQ-{ctx.job_id}" in str(exc) and "2 checks" in str(exc)
+    assert portals.ledger(PORTAL) == [] and state(last.checkpoints, "formation") == "submitting"
+
+
+def test_dropped_answer_while_queued_waits_and_files_once(run, portals, de_ctx):
+    """The answer is lost right after the click while the registry keeps the request queued
+    for an hour: its lookup says "not found" meanwhile; the job waits (no resubmission),
+    and ends filed with the registry's number once staff file it: one filing, one payment."""
+    clock = FrozenClock(datetime.now(UTC))
+    set_clock(clock)
+    portals.control(PORTAL, drop_after_submit=True, decide_after_seconds=3600)
+    ctx = de_ctx()
+    fails(run, ctx, RetryableError)
+    portals.control(PORTAL, drop_after_submit=False)
+    attempt = ctx
+    for minutes, checks in ((1, 1), (20, 2), (20, 3)):
+        clock.advance(minutes=minutes)
+        attempt = attempt.retry()
+        wait = fails(run, attempt, WaitOnPortal)
+        mark = attempt.checkpoints["waiting"]
+        assert mark["portal"] == PORTAL and mark["checks"] == checks
+        assert wait.when == clock.instant + timedelta(minutes=15 * 2 ** (checks - 1))
+        assert str(wait).startswith("waiting on delaware_icis since ")
+        assert len(portals.ledger(PORTAL)) == 1
+    clock.advance(minutes=30)                                   # staff filed it
+    done = attempt.retry()
+    result = run(file_entity_de(done))
+    [entry] = portals.ledger(PORTAL)
+    assert result["file_number"] == entry["file_number"]
+    assert entry["payment"]["amount"] == "$110.00"              # one filing, one payment
+    assert done.checkpoints["waiting"] is None
+    assert record(done.checkpoints, "formation").confirmation["file_number"] == \
+        entry["file_number"]
+    assert done.documents.by_job[ctx.job_id][0][2].startswith(b"%PDF-")
+
+
+def test_queued_request_records_its_service_request_number_then_waits(run, portals, de_ctx):
+    clock = FrozenClock(datetime.now(UTC))
+    set_clock(clock)
+    portals.control(PORTAL, decide_after_seconds=7200)
+    ctx = de_ctx()
+    wait = fails(run, ctx, WaitOnPortal)
+    [entry] = portals.ledger(PORTAL)
+    assert record(ctx.checkpoints, "formation").confirmation == {
+        "service_request": entry["service_request"]}
+    assert f"service request {entry['service_request']}" in str(wait)
+    clock.advance(hours=1)
+    again = ctx.retry()
+    fails(run, again, WaitOnPortal)                      # a check: read-only
+    clock.advance(hours=1, seconds=1)
+    last = again.retry()
+    assert run(file_entity_de(last))["file_number"] == entry["file_number"]
+    assert len(portals.ledger(PORTAL)) == 1
 
 
 def test_changed_selector_dialog_and_session_expiry(run, portals, de_ctx):
@@ -128,3 +193,20 @@ def test_retry_after_file_number_only_fetches_the_certificate(run, portals, de_c
     assert run(file_entity_de(retry))["file_number"] == number
     assert retry.documents.by_job[ctx.job_id][0][0] == f"Certificate_{number}.pdf"
     assert len(portals.ledger(PORTAL)) == 1
+
+
+def test_queued_request_rejected_by_staff_is_a_business_error_in_their_words(
+        run, portals, de_ctx):
+    clock = FrozenClock(datetime.now(UTC))
+    set_clock(clock)
+    reason = "The certificate must be signed by an authorized person."
+    portals.control(PORTAL, decide_after_seconds=3600, staff_outcome=f"reject: {reason}")
+    ctx = de_ctx()
+    fails(run, ctx, WaitOnPortal)
+    [entry] = portals.ledger(PORTAL)
+    clock.advance(hours=1, seconds=1)
+    retry = ctx.retry()
+    exc = fails(run, retry, BusinessError)
+    assert str(exc) == f"Delaware rejected service request {entry['service_request']}: {reason}"
+    assert state(retry.checkpoints, "formation") == "refused"
+    assert retry.checkpoints["waiting"] is None and len(portals.ledger(PORTAL)) == 1

@@ -123,7 +123,8 @@ def test_rejected_name_patched_by_admin_completes_keeping_checkpoints(
     assert len(bckit.entries(portals, "bc_corporate_online", "incorporation")) == 1
 
 
-def _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox, portal, job_id):
+def _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox, portal, job_id,
+                       **env):
     """Run the job until its portal recorded the submission (the answer hangs), SIGKILL the
     worker there, then let a second node rescue it."""
     import signal
@@ -140,7 +141,7 @@ def _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox, port
     portals.control(portal, hang_after_submit=False)
     rescuer = Service(db, tmp_path, "rescuer", PORTALQ_STANDIN_URL=standin_server.base_url,
                       PORTALQ_ADMIN_EMAILS="ops@example.com", PORTALQ_SMTP_URL=mailbox.url,
-                      PORTALQ_STALE_AFTER_SECONDS=3)
+                      PORTALQ_STALE_AFTER_SECONDS=3, **env)
     return rescuer.start()
 
 
@@ -161,6 +162,45 @@ def test_worker_killed_after_submit_delaware_reconciles_files_once(
     assert row["result"]["file_number"] == portals.ledger("delaware_icis")[0]["file_number"]
     assert len(portals.ledger("delaware_icis")) == 1  # filed exactly once
     assert any((e["detail"] or {}).get("event") == "rescued" for e in row["events"])
+
+
+@pytest.mark.parametrize("case", ["delaware", "bc_name_request", "bc_incorporation", "crtc"])
+def test_killed_after_submit_while_the_registry_queues_files_and_pays_once(
+        db, dsn, tmp_path, standin_server, portals, case):
+    """SIGKILL right after the submit click while the stand-in keeps the request queued
+    (its lookup says "not found", or INPROGRESS): the rescued job waits on the portal --
+    deferred, no attempt spent, checked at the portal's interval -- never submits again,
+    and ends with the registry's number once the stand-in decides."""
+    portal, job_type, payload, kind = {
+        "delaware": ("delaware_icis", "file_entity", payloads.FILE_ENTITY_DE, None),
+        "bc_name_request": ("bc_corporate_online", "name_search", bckit.build(
+            bckit.NAME_SEARCH, names=["Cedar Harbour Consulting Ltd."]), "name_request"),
+        "bc_incorporation": ("bc_corporate_online", "file_entity", bckit.FILE_ENTITY,
+                             "incorporation"),
+        "crtc": ("crtc", "process_crtc", bckit.CRTC_PAYLOAD, None)}[case]
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    job = queue.enqueue(job_type, f"ORD-Q-{case}", payload).id
+    portals.control(portal, decide_after_seconds=20)
+    rescuer = _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox, portal,
+                                 job, PORTALQ_PORTAL_CHECK_SECONDS=2)
+    try:
+        wait_until(lambda: _final(job), 120, "the registry's decision")
+    finally:
+        rescuer.stop()
+        mailbox.stop()
+    row = queue.show_job(job)
+    assert row["status"] == "completed", row["last_error"]
+    [entry] = portals.ledger(portal)          # one filing, and with it one payment
+    assert kind is None or entry["kind"] == kind
+    assert case == "crtc" or entry["payment"]   # (a CRTC registration has no fee)
+    number = {"delaware": "file_number", "bc_name_request": "nr_number",
+              "bc_incorporation": "incorporation_number", "crtc": "confirmation"}[case]
+    assert row["result"][number] == entry[number]
+    waits = [e for e in row["events"] if "waiting on " in (e["error"] or "")]
+    assert waits and all(e["to_status"] == "deferred" for e in waits)
+    assert row["attempts"] <= 2   # the waits spent no attempt (the rescue refunds the crash)
+    assert row["checkpoint"].get("waiting") is None
 
 
 def test_worker_killed_after_submit_irs_escalates_then_admin_confirms(
@@ -327,3 +367,40 @@ def test_the_status_view_shows_each_flows_step(db, dsn, tmp_path, standin_server
             portals.control(portal, hang_after_submit=False)
         svc.stop()
         mailbox.stop()
+
+
+def test_waiting_past_the_expected_time_escalates_once_and_keeps_waiting(
+        db, dsn, tmp_path, standin_server, portals):
+    """The CRTC keeps a registration queued past the time it is expected by: the service
+    mails the admins once ("waiting on crtc since ..., expected by ...") and keeps checking
+    it, without failing it or spending its attempts."""
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    portals.control("crtc", decide_after_seconds=60 * 24 * 3600)   # staff take two months
+    job = queue.enqueue("process_crtc", "ORD-SLOW", bckit.CRTC_PAYLOAD).id
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_PORTAL_CHECK_SECONDS=1)
+    svc.start()
+    try:
+        wait_until(lambda: (queue.get_job(job)["checkpoint"].get("waiting") or {}).get(
+            "checks", 0) >= 1, 60, "the receipt and the first wait")
+    finally:
+        svc.stop()
+    assert mailbox.messages == []   # within the expected time: no mail
+    # eleven days later (the CRTC declares ten): the next checks find it still queued
+    later = _service(db, tmp_path, standin_server, mailbox, PORTALQ_PORTAL_CHECK_SECONDS=1,
+                     PORTALQ_CLOCK_OFFSET_S=11 * 24 * 3600)
+    later.start()
+    try:
+        checks = queue.get_job(job)["checkpoint"]["waiting"]["checks"]
+        wait_until(lambda: queue.get_job(job)["checkpoint"]["waiting"]["checks"] >= checks + 3,
+                   60, "three more checks")
+    finally:
+        later.stop()
+        mailbox.stop()
+    row = queue.show_job(job)
+    assert row["status"] == "deferred" and row["attempts"] <= 1, row["last_error"]
+    [mail] = mailbox.messages   # once, not at every check
+    assert "waiting" in mail["Subject"]
+    body = mail.get_payload(decode=True).decode() if not mail.is_multipart() else str(mail)
+    assert "waiting on crtc since " in body and "past the expected time" in body
+    assert len(portals.ledger("crtc")) == 1

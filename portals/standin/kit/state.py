@@ -15,13 +15,18 @@ Faults: ``maintenance`` (maintenance page), ``slow_ms`` (delay every page), ``er
 ``dialog`` (an unexpected alert on the form pages), ``changed_selector`` (the Continue
 control renamed, as after a portal redesign), ``hours`` ("always" | "closed" | "calendar"),
 ``drop_after_submit`` / ``drop_before_submit`` (the connection dies after / before the
-submission is recorded), ``hang_after_submit`` (recorded, then no answer at all).
+submission is recorded), ``hang_after_submit`` (recorded, then no answer at all);
+``decide_after_seconds`` (a registry that queues: a submission is acknowledged with its
+number or receipt and decided by staff that long after it was recorded -- its lookup does
+not list it before) and ``staff_outcome`` (what staff decide, where the portal knows
+several outcomes).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from starlette.requests import Request
@@ -64,6 +69,12 @@ class Faults:
     drop_before_submit: bool = False
     # record the submission, then never answer (a worker can be killed "after submit")
     hang_after_submit: bool = False
+    # staff decide a queued submission this long after it was recorded (0: at once)
+    decide_after_seconds: float = 0.0
+    # what staff decide (each stand-in knows its own words: "approve", "reject", ...)
+    staff_outcome: str = "approve"
+    # the portal's payment service fails every payment (where it has one: BC's PayBC)
+    payment_down: bool = False
 
     def update(self, data: dict[str, Any]) -> None:
         for key, value in data.items():
@@ -108,6 +119,20 @@ class PortalState:
             entry = {"seq": len(self.ledger) + 1, "at": clock.now().isoformat(), **entry}
             self.ledger.append(entry)
             return entry
+
+    def queue(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Stamp ``entry`` (before :meth:`record`) with when staff decide it, per the
+        ``decide_after_seconds`` fault: ``decide_at`` (None: decided at once)."""
+        delay = self.faults.decide_after_seconds
+        at = clock.now() + timedelta(seconds=delay) if delay > 0 else None
+        return {**entry, "decide_at": at.isoformat() if at else None,
+                "staff_outcome": self.faults.staff_outcome}
+
+    @staticmethod
+    def decided(entry: dict[str, Any]) -> bool:
+        """Have staff decided ``entry`` by now?"""
+        at = entry.get("decide_at")
+        return at is None or clock.now() >= datetime.fromisoformat(at)
 
     def find(self, **match: Any) -> dict[str, Any] | None:
         """The first ledger entry whose fields equal ``match`` (a document's owner)."""

@@ -1,0 +1,82 @@
+"""The flows' side of "submitted, waiting on the portal" (:mod:`jobs.waiting`).
+
+Two moments, each ending the attempt with the job deferred to its next check (no attempt
+spent, no browser kept):
+
+- :func:`not_found_after_lost_answer`: the lookup of a submission whose answer was lost
+  found nothing. Returns only where the portal's declared rule vouches that nothing was
+  received (the caller may submit again); else waits, and past the window raises for a
+  person with the evidence.
+- :func:`undecided`: the portal gave its number or receipt but has not decided yet.
+
+A check is the flow's lookup, which is read-only: neither helper ever submits.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import NoReturn
+
+from portalq.jobs import clock, waiting
+from portalq.jobs.submission import Submission
+from portalq.portals import lookups
+from portalq.portals.flows.context import FlowContext
+
+log = logging.getLogger("portalq.flows")
+
+
+def submitted_at(ctx: FlowContext, sub: Submission) -> datetime:
+    """When the submission was made: the waiting marker's start, else its record's time."""
+    mark = waiting.marker(ctx.checkpoints)
+    if mark and mark.get("since"):
+        return datetime.fromisoformat(str(mark["since"]))
+    at = sub.earlier.at if sub.earlier is not None else None
+    return datetime.fromisoformat(at) if at else clock.now()
+
+
+async def not_found_after_lost_answer(ctx: FlowContext, sub: Submission) -> None:
+    rule = lookups.rule(ctx.portal, sub.name)
+    now, since = clock.now(), submitted_at(ctx, sub)
+    verdict = waiting.after_not_found(rule, since, now)
+    if verdict is waiting.NotFound.SUBMIT:
+        log.info("job %s: %s vouches that 'not found' %s after the submission means not "
+                 "received", ctx.job_id, rule.portal, now - since)
+        await ctx.save_checkpoint(**{waiting.KEY: None})
+        return
+    if verdict is waiting.NotFound.PERSON:
+        raise waiting.person_needed(rule, name=sub.name, reference=sub.reference,
+                                    submitted_at=since, mark=waiting.marker(ctx.checkpoints),
+                                    now=now)
+    await _wait(ctx, rule, since, now, "its lookup to find the submission whose answer was lost")
+
+
+async def undecided(ctx: FlowContext, sub: Submission, what: str) -> NoReturn:
+    """Submitted and acknowledged (``sub`` confirmed with the portal's number); the
+    registry has not decided: wait for the next check."""
+    rule = lookups.rule(ctx.portal, sub.name)
+    await _wait(ctx, rule, submitted_at(ctx, sub), clock.now(), what)
+
+
+async def decided(ctx: FlowContext) -> None:
+    """The registry decided: the job no longer waits."""
+    if waiting.marker(ctx.checkpoints):
+        await ctx.save_checkpoint(**{waiting.KEY: None})
+
+
+async def _wait(ctx: FlowContext, rule: waiting.LookupRule, since: datetime, now: datetime,
+                what: str) -> NoReturn:
+    mark = waiting.waiting(ctx.checkpoints, rule, since=since, now=now, what=what)
+    earlier = waiting.marker(ctx.checkpoints) or {}
+    mark["escalated"] = bool(earlier.get("escalated"))
+    if waiting.overdue(mark, now) and not mark["escalated"]:
+        # once: the registry is slower than it says; the job keeps waiting
+        mark["escalated"] = True
+        await ctx.save_checkpoint(**{waiting.KEY: mark})
+        await ctx.tell_admins("waiting", f"{waiting.describe(mark)}: past the expected time; "
+                              "it keeps being checked (cancel or resolve it by hand if the "
+                              "registry lost it)")
+    else:
+        await ctx.save_checkpoint(**{waiting.KEY: mark})
+    await ctx.step(waiting.describe(mark))
+    raise waiting.wait(mark)
