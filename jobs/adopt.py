@@ -38,7 +38,7 @@ from psycopg.types.json import Jsonb
 
 from portalq.jobs import clock, limits, masking, queue, sql, submission, types
 from portalq.jobs.database import schema as portalq_schema
-from portalq.jobs.errors import InputError
+from portalq.jobs.errors import BatchInputError, InputError
 from portalq.jobs.kinds import EscalationKind
 from portalq.jobs.orders import payload_for_order, sql_variable
 
@@ -141,11 +141,17 @@ def read(conn: psycopg.Connection[Any], table: Table) -> list[LegacyRow]:
                 rows = cur.execute(text).fetchall()
     finally:
         conn.read_only = False
-    return [_row(r) for r in rows]
+    try:
+        return [_row(r) for r in rows]
+    except (TypeError, ValueError):
+        raise InputError(f"{table} is not a legacy job queue: its id is not an integer"
+                         ) from None
 
 
 def _row(r: Sequence[Any]) -> LegacyRow:
     row_id, job_type, payload, status, attempts, last_error, run_at, order_id = r
+    if isinstance(row_id, bool):
+        raise TypeError("a boolean id")
     if isinstance(run_at, datetime) and run_at.tzinfo is None:
         run_at = run_at.replace(tzinfo=UTC)   # a timestamp without zone: read as UTC
     elif not isinstance(run_at, datetime):
@@ -239,7 +245,14 @@ def apply(plans: Sequence[Plan], table: Table, conn: psycopg.Connection[Any]) ->
     if not todo:
         return
     jobs = [p.job for p in todo if p.job is not None]
-    done = queue.enqueue_many(jobs, conn)
+    try:
+        done = queue.enqueue_many(jobs, conn)
+    except InputError as exc:   # the plan checked each; refused now (e.g. an unknown portal)
+        if isinstance(exc, BatchInputError):
+            raise InputError(f"row {todo[exc.index].row.id}: {exc.detail}") from None
+        if len(todo) == 1:
+            raise InputError(f"row {todo[0].row.id}: {exc}") from None
+        raise
     now = clock.now()
     for p, got in zip(todo, done, strict=True):
         p.job_id, p.existed = got.id, not got.created

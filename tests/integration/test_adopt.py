@@ -47,6 +47,8 @@ ROWS = [
     ("name_search", {"names": []}, "pending", 0, None, "0", "ORD-9"),
     ("name_search", payloads.NAME_SEARCH, "paused", 0, None, "0", "ORD-10"),
     ("name_search", payloads.NAME_SEARCH, "pending", 0, None, "0", None),
+    ("bc_name_search", payloads.NAME_SEARCH, "pending", 0, None, "0", "ORD-12"),  # mapped
+    ("file_entity", {}, "pending", 0, None, "0", "ORD-404"),   # no such order
 ]
 
 ORDER_SQL = {"PORTALQ_ORDER_SQL_FILE_ENTITY":
@@ -73,7 +75,8 @@ def _jobs(dsn: str) -> dict[str, dict]:
 
 
 def _adopt(db: str, *args: str) -> object:
-    return run_cli("adopt", *args, env={"PORTALQ_DATABASE_URL": db, **ORDER_SQL})
+    return run_cli("adopt", "--map-type", "bc_name_search=name_search", *args,
+                   env={"PORTALQ_DATABASE_URL": db, **ORDER_SQL})
 
 
 def test_the_old_queue_is_reported_imported_once_and_left_as_it_was(db, dsn):
@@ -96,8 +99,12 @@ def test_the_old_queue_is_reported_imported_once_and_left_as_it_was(db, dsn):
     assert "skipped: invalid name_search payload: names:" in by_row[9]
     assert "skipped: unknown status 'paused'" in by_row[10]
     assert by_row[11].endswith("skipped: no order id")
-    assert lines[-1] == ("11 rows: to import 5 (deferred 1, failed 1, pending 2, running 1), "
-                         "already imported 0, finished 2, skipped 4; dry run, nothing "
+    assert by_row[12].startswith("row 12 pending bc_name_search -> name_search ORD-12: "
+                                 "would become a pending job")
+    assert by_row[13].endswith("skipped: no order 'ORD-404' found by "
+                               "PORTALQ_ORDER_SQL_FILE_ENTITY")
+    assert lines[-1] == ("13 rows: to import 6 (deferred 1, failed 1, pending 3, running 1), "
+                         "already imported 0, finished 2, skipped 5; dry run, nothing "
                          "written (--apply imports)")
     assert SSN not in dry.stdout and "123456789" not in dry.stdout
     assert _jobs(dsn) == {}
@@ -105,17 +112,18 @@ def test_the_old_queue_is_reported_imported_once_and_left_as_it_was(db, dsn):
     out = _adopt(db, "--apply")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == (
-        "11 rows: imported 5 (deferred 1, failed 1, pending 2, running 1), already imported "
-        "0, finished 2, skipped 4")
+        "13 rows: imported 6 (deferred 1, failed 1, pending 3, running 1), already imported "
+        "0, finished 2, skipped 5")
     jobs = _jobs(dsn)
     key = "legacy:public.job_queue:{}".format
-    assert sorted(jobs) == [key(i) for i in range(1, 6)]
+    assert sorted(jobs) == sorted(key(i) for i in (1, 2, 3, 4, 5, 12))
     assert {k: (j["job_type"], j["order_id"], j["status"]) for k, j in jobs.items()} == {
         key(1): ("name_search", "ORD-1", "pending"),
         key(2): ("obtain_ein", "ORD-2", "pending"),
         key(3): ("file_entity", "ORD-3", "pending"),
         key(4): ("name_search", "ORD-4", "failed"),
-        key(5): ("obtain_ein", "ORD-5", "failed")}
+        key(5): ("obtain_ein", "ORD-5", "failed"),
+        key(12): ("name_search", "ORD-12", "pending")}
     with psycopg.connect(dsn) as c:
         legacy_run_at = dict(c.execute("SELECT id, run_at FROM public.job_queue").fetchall())
     assert jobs[key(2)]["run_at"] == legacy_run_at[2]        # deferred: waits as it did
@@ -137,7 +145,7 @@ def test_the_old_queue_is_reported_imported_once_and_left_as_it_was(db, dsn):
     again = _adopt(db, "--apply")
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip().splitlines()[-1] == (
-        "11 rows: imported 0, already imported 5, finished 2, skipped 4")
+        "13 rows: imported 0, already imported 6, finished 2, skipped 5")
     assert f"row 4 running name_search ORD-4: already imported as job {running['id']}" in (
         again.stdout)
     assert {k: (j["id"], j["status"], j["updated_at"]) for k, j in _jobs(dsn).items()} == {
@@ -158,9 +166,14 @@ def test_the_old_queue_is_reported_imported_once_and_left_as_it_was(db, dsn):
     (("--table", "portalq.job_queue"), "portalq's own schema"),
     (("--apply", "--dry-run"), "not both"),
     (("--map-type", "fax"), "give OLD=NEW"),
+    (("--table", "public.odd_queue"), "public.odd_queue is not a legacy job queue: its id"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(db, dsn, args, message):
     _legacy(dsn)
+    with psycopg.connect(dsn, autocommit=True) as c:   # the shape, but a text id
+        c.execute("CREATE TABLE public.odd_queue AS SELECT id::text || 'x' AS id, job_type, "
+                  "payload, status, attempts, last_error, run_at, order_id "
+                  "FROM public.job_queue")
     out = _adopt(db, "--apply", *args) if "--apply" not in args else _adopt(db, *args)
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr, out.stderr
