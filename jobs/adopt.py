@@ -114,6 +114,7 @@ class Plan:
     job_id: int | None = None      # the portalq job (once imported, or found imported)
     existed: bool = False          # imported by an earlier run
     secrets: list[str] = field(default_factory=list)
+    portal: str = ""
 
     @property
     def imports(self) -> bool:
@@ -178,6 +179,12 @@ def plan(rows: Sequence[LegacyRow], table: Table, conn: psycopg.Connection[Any],
     type_map = type_map or {}
     now = clock.now()
     out = [_plan_one(r, table, type_map, now) for r in rows]
+    wanted = sorted({p.portal for p in out if p.job})
+    known = {r["code"] for r in sql.fetch(conn, "portals_named", {"codes": wanted})}
+    for p in out:
+        if p.job and p.portal not in known:   # the enqueue would refuse the whole import
+            p.kind, p.job = "skip", None
+            p.reason = f"unknown portal {p.portal!r} (none such in portalq)"
     keys = {p.job.idempotency_key: p for p in out if p.job and p.job.idempotency_key}
     if keys:
         for hit in sql.fetch(conn, "ids_by_idempotency_key", {"keys": list(keys)}):
@@ -206,7 +213,7 @@ def _plan_one(row: LegacyRow, table: Table, type_map: Mapping[str, str],
         payload = _payload(jt, row)
         limits.check_payload_strings(payload)
         model = types.validate(jt, payload)
-        jt.choose_portal(model, None)
+        portal = jt.choose_portal(model, None)
     except InputError as exc:
         return Plan(row, "skip", job_type, reason=str(exc))
     # a deferred row waited for its run_at: kept when it is still ahead (a past one is now)
@@ -217,7 +224,7 @@ def _plan_one(row: LegacyRow, table: Table, type_map: Mapping[str, str],
         run_at = None
     job = queue.NewJob(job_type, order_id, payload, run_at=run_at,
                        idempotency_key=table.key(row.id))
-    return Plan(row, kind, job_type, job=job,
+    return Plan(row, kind, job_type, job=job, portal=portal,
                 secrets=masking.secret_values(job_type, types.normalised(model)))
 
 

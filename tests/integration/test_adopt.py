@@ -11,7 +11,7 @@ import pytest
 
 from portalq.jobs import queue
 from tests import payloads
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tests.integration.test_beside_the_app import _fingerprint
 
 SSN = payloads.OBTAIN_EIN["responsible_party"]["ssn"]
@@ -49,6 +49,7 @@ ROWS = [
     ("name_search", payloads.NAME_SEARCH, "pending", 0, None, "0", None),
     ("bc_name_search", payloads.NAME_SEARCH, "pending", 0, None, "0", "ORD-12"),  # mapped
     ("file_entity", {}, "pending", 0, None, "0", "ORD-404"),   # no such order
+    ("ledger_job", {"portal": "nowhere"}, "pending", 0, None, "0", "ORD-14"),  # a plugin's
 ]
 
 ORDER_SQL = {"PORTALQ_ORDER_SQL_FILE_ENTITY":
@@ -76,7 +77,8 @@ def _jobs(dsn: str) -> dict[str, dict]:
 
 def _adopt(db: str, *args: str) -> object:
     return run_cli("adopt", "--map-type", "bc_name_search=name_search", *args,
-                   env={"PORTALQ_DATABASE_URL": db, **ORDER_SQL})
+                   env={"PORTALQ_DATABASE_URL": db, "PORTALQ_PLUGINS": "tests.plugins.ledger",
+                        "PYTHONPATH": str(ROOT), **ORDER_SQL})
 
 
 def test_the_old_queue_is_reported_imported_once_and_left_as_it_was(db, dsn):
@@ -103,8 +105,9 @@ def test_the_old_queue_is_reported_imported_once_and_left_as_it_was(db, dsn):
                                  "would become a pending job")
     assert by_row[13].endswith("skipped: no order 'ORD-404' found by "
                                "PORTALQ_ORDER_SQL_FILE_ENTITY")
-    assert lines[-1] == ("13 rows: to import 6 (deferred 1, failed 1, pending 3, running 1), "
-                         "already imported 0, finished 2, skipped 5; dry run, nothing "
+    assert by_row[14].endswith("skipped: unknown portal 'nowhere' (none such in portalq)")
+    assert lines[-1] == ("14 rows: to import 6 (deferred 1, failed 1, pending 3, running 1), "
+                         "already imported 0, finished 2, skipped 6; dry run, nothing "
                          "written (--apply imports)")
     assert SSN not in dry.stdout and "123456789" not in dry.stdout
     assert _jobs(dsn) == {}
@@ -112,8 +115,8 @@ def test_the_old_queue_is_reported_imported_once_and_left_as_it_was(db, dsn):
     out = _adopt(db, "--apply")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == (
-        "13 rows: imported 6 (deferred 1, failed 1, pending 3, running 1), already imported "
-        "0, finished 2, skipped 5")
+        "14 rows: imported 6 (deferred 1, failed 1, pending 3, running 1), already imported "
+        "0, finished 2, skipped 6")
     jobs = _jobs(dsn)
     key = "legacy:public.job_queue:{}".format
     assert sorted(jobs) == sorted(key(i) for i in (1, 2, 3, 4, 5, 12))
@@ -145,7 +148,7 @@ def test_the_old_queue_is_reported_imported_once_and_left_as_it_was(db, dsn):
     again = _adopt(db, "--apply")
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip().splitlines()[-1] == (
-        "13 rows: imported 0, already imported 6, finished 2, skipped 5")
+        "14 rows: imported 0, already imported 6, finished 2, skipped 6")
     assert f"row 4 running name_search ORD-4: already imported as job {running['id']}" in (
         again.stdout)
     assert {k: (j["id"], j["status"], j["updated_at"]) for k, j in _jobs(dsn).items()} == {
