@@ -63,6 +63,7 @@ UNCERTAIN = ("the old queue had it running when it was taken over: it may have b
 #: a legacy error is kept up to this many characters
 MAX_ERROR = 2000
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,12 @@ def plan(rows: Sequence[LegacyRow], table: Table, conn: psycopg.Connection[Any],
     if keys:
         for hit in sql.fetch(conn, "ids_by_idempotency_key", {"keys": list(keys)}):
             p = keys[hit["idempotency_key"]]
-            p.job_id, p.existed = hit["id"], True
+            if hit["job_type"] != p.job_type:   # a --map-type changed since, or a key of
+                p.kind, p.job = "skip", None    # the business's own: never a second job
+                p.reason = (f"its key {hit['idempotency_key']} is taken by job {hit['id']}, "
+                            f"a {hit['job_type']} job")
+            else:
+                p.job_id, p.existed = hit["id"], True
     return out
 
 
@@ -294,9 +300,10 @@ _BECOMES = {"waiting": "a pending job", "running": "a failed job waiting for a p
 def line(p: Plan, applied: bool) -> str:
     """One row's line of the report (no payload value, no error text: they may be
     personal)."""
-    head = f"row {p.row.id} {p.row.status or '(no status)'} {p.row.job_type or '?'}" + (
-        f" -> {p.job_type}" if p.job_type and p.job_type != p.row.job_type else "") + (
-        f" {p.row.order_id}" if p.row.order_id else "")
+    head = f"row {p.row.id} {_show(p.row.status) or '(no status)'} " + (
+        _show(p.row.job_type) or "?") + (
+        f" -> {_show(p.job_type)}" if p.job_type and p.job_type != p.row.job_type else "") + (
+        f" {_show(p.row.order_id)}" if p.row.order_id else "")
     if p.kind == "skip":
         return f"{head}: skipped: {p.reason}"
     if p.kind == "finished":
@@ -308,6 +315,12 @@ def line(p: Plan, applied: bool) -> str:
     if applied:
         return f"{head}: imported as job {p.job_id}, {_BECOMES[p.kind]}{when}"
     return f"{head}: would become {_BECOMES[p.kind]}{when}"
+
+
+def _show(text: str | None) -> str:
+    """A legacy value on one line of the report: no control character, at most 80."""
+    shown = _CONTROL.sub("?", text or "")
+    return shown if len(shown) <= 80 else shown[:79] + "…"
 
 
 def summary(plans: Sequence[Plan], applied: bool) -> str:

@@ -43,7 +43,7 @@ ROWS = [
      f"IRS: the SSN {SSN} already has an EIN", "-1 day", "ORD-5"),
     ("name_search", payloads.NAME_SEARCH, "done", 1, None, "-3 days", "ORD-6"),
     ("name_search", payloads.NAME_SEARCH, "completed", 1, None, "-3 days", "ORD-7"),
-    ("send_fax", {"to": "+1 604 555 0100"}, "pending", 0, None, "0", "ORD-8"),
+    ("send_fax\nnow", {"to": "+1 604 555 0100"}, "pending", 0, None, "0", "ORD-8"),
     ("name_search", {"names": []}, "pending", 0, None, "0", "ORD-9"),
     ("name_search", payloads.NAME_SEARCH, "paused", 0, None, "0", "ORD-10"),
     ("name_search", payloads.NAME_SEARCH, "pending", 0, None, "0", None),
@@ -97,7 +97,8 @@ def test_the_old_queue_is_reported_imported_once_and_left_as_it_was(db, dsn):
     assert "would become a failed job waiting for a person" in by_row[4]
     assert "would become a failed job with its last error" in by_row[5]
     assert by_row[6].endswith("finished, counted") and by_row[7].endswith("finished, counted")
-    assert "skipped: unknown job type 'send_fax'" in by_row[8]
+    assert by_row[8].startswith("row 8 pending send_fax?now ORD-8: skipped: unknown job "
+                                "type 'send_fax\\nnow'")   # one line each, whatever the row holds
     assert "skipped: invalid name_search payload: names:" in by_row[9]
     assert "skipped: unknown status 'paused'" in by_row[10]
     assert by_row[11].endswith("skipped: no order id")
@@ -181,3 +182,16 @@ def test_bad_input_is_one_line_and_writes_nothing(db, dsn, args, message):
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr, out.stderr
     assert _jobs(dsn) == {}
+
+
+def test_a_key_taken_by_a_job_of_another_type_skips_the_row(db, dsn):
+    _legacy(dsn)
+    other = queue.enqueue("deliver", "ORD-1", payloads.DELIVER,
+                          idempotency_key="legacy:public.job_queue:1").id
+    for args in ((), ("--apply",)):
+        out = _adopt(db, *args)
+        assert out.returncode == 0, out.stderr
+        assert (f"row 1 pending name_search ORD-1: skipped: its key legacy:public.job_queue:1 "
+                f"is taken by job {other}, a deliver job") in out.stdout
+    assert _jobs(dsn)["legacy:public.job_queue:1"]["id"] == other
+    assert len(_jobs(dsn)) == 6
