@@ -90,6 +90,37 @@ COPY portalq.job_queue (id, job_type, order_id, portal, payload, status, priorit
 -- name: ids_by_idempotency_key
 SELECT id, idempotency_key, job_type FROM portalq.job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
 
+-- name: adopt_legacy_table
+-- A legacy queue to take over (jobs/adopt.py): its columns' names, no row when there is
+-- no such table or view.
+SELECT array_agg(a.attname::text) FILTER (WHERE a.attnum > 0 AND NOT a.attisdropped) AS columns
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
+WHERE n.nspname = %(schema)s AND c.relname = %(name)s AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+GROUP BY c.oid;
+
+-- name: adopt_legacy_rows
+-- Every row of a legacy queue; {table} is its name, composed in as an identifier by
+-- jobs/adopt.py (psycopg.sql), read in a read-only transaction.
+SELECT id, job_type, payload, status, attempts, last_error, run_at, order_id
+FROM {table} ORDER BY id;
+
+-- name: adopt_failed
+-- A job just imported from a legacy queue (jobs/adopt.py, in the import's transaction)
+-- that was running or had failed there: failed at once, so no node ever claims it, with
+-- its error and, for a running one, its submission in doubt (%(checkpoint)s).
+WITH upd AS (
+    UPDATE portalq.job_queue
+    SET status = 'failed', last_error = %(error)s,
+        checkpoint = coalesce(checkpoint, '{}'::jsonb) || %(checkpoint)s::jsonb,
+        finished_at = %(now)s, updated_at = %(now)s
+    WHERE id = %(id)s AND status = 'pending'
+    RETURNING id, attempts
+)
+INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, error, detail)
+SELECT id, %(now)s, attempts, 'pending', 'failed', %(error)s, %(detail)s::jsonb FROM upd
+RETURNING job_id;
+
 -- name: claim
 -- Claim due jobs: per open portal at most its capacity, by priority then run_at; one
 -- statement, run on its own (autocommit). A portal's capacity is %(limit)s, or for a
