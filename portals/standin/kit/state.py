@@ -15,7 +15,9 @@ Faults: ``maintenance`` (maintenance page), ``slow_ms`` (delay every page), ``er
 ``dialog`` (an unexpected alert on the form pages), ``changed_selector`` (the Continue
 control renamed, as after a portal redesign), ``hours`` ("always" | "closed" | "calendar"),
 ``drop_after_submit`` / ``drop_before_submit`` (the connection dies after / before the
-submission is recorded), ``hang_after_submit`` (recorded, then no answer at all).
+submission is recorded), ``hang_after_submit`` (recorded, then no answer at all),
+``processing_ms`` / ``app_timeout_ms`` / ``idle_ms`` (a single-page app's processing time,
+its own request timeout and idle-modal timer).
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ class Faults:
     drop_before_submit: bool = False
     # record the submission, then never answer (a worker can be killed "after submit")
     hang_after_submit: bool = False
+    # single-page apps (IRS): how long the submission's answer takes, the app's own request
+    # timeout and its idle timer (0 = the real portal's own: IRS 90 s and 10 + 5 min)
+    processing_ms: int = 0
+    app_timeout_ms: int = 0
+    idle_ms: int = 0
 
     def update(self, data: dict[str, Any]) -> None:
         for key, value in data.items():
