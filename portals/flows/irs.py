@@ -19,7 +19,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from jobs.errors import BusinessError, UncertainOutcome
-from portals.flows.base import Evidence, browser_page, check_pdf
+from portals.flows.base import Evidence, browser_page, download
 from portals.flows.browser import untraced
 from portals.flows.context import FlowContext
 from portals.flows.irs_answers import BEFORE, AFTER, Answer, classify
@@ -237,12 +237,7 @@ class ApplyForEin(AppPage):
                                        exact=True)
         if not await button.count():
             return None
-        async with self.page.expect_download() as info:
-            await button.click()
-        dl = await info.value
-        path = await dl.path()
-        name = dl.suggested_filename or "CP575.pdf"
-        return name, check_pdf(f"IRS letter {name}", path.read_bytes())
+        return await download(self.page, button, self.ctx.artifacts_dir)
 
 
 async def obtain_ein(ctx: FlowContext) -> dict[str, Any]:
