@@ -286,19 +286,22 @@ class AppWatch:
         self._event.set()
 
     async def __aenter__(self) -> AppWatch:
-        for name, fn in self._handlers():
-            self.page.on(name, fn)
-        self._before = await self.page.evaluate(_ARM_JS)
+        page = self.page
+        page.on("request", self._on_request)
+        page.on("requestfinished", self._on_done)
+        page.on("requestfailed", self._on_failed)
+        page.on("response", self._on_response)
+        page.on("download", self._on_download)
+        self._before = await page.evaluate(_ARM_JS)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        for name, fn in self._handlers():
-            self.page.remove_listener(name, fn)
-
-    def _handlers(self) -> list[tuple[str, Any]]:
-        return [("request", self._on_request), ("requestfinished", self._on_done),
-                ("requestfailed", self._on_failed), ("response", self._on_response),
-                ("download", self._on_download)]
+        page = self.page
+        page.remove_listener("request", self._on_request)
+        page.remove_listener("requestfinished", self._on_done)
+        page.remove_listener("requestfailed", self._on_failed)
+        page.remove_listener("response", self._on_response)
+        page.remove_listener("download", self._on_download)
 
     async def next_state(self, timeout_ms: float, where: str) -> str:
         """The kind of the next state, waiting at most ``timeout_ms``."""

@@ -22,7 +22,7 @@ from jobs.errors import BusinessError, UncertainOutcome
 from portals.flows.base import Evidence, browser_page, download
 from portals.flows.browser import untraced
 from portals.flows.context import FlowContext
-from portals.flows.irs_answers import BEFORE, AFTER, Answer, classify
+from portals.flows.irs_answers import AFTER, BEFORE, Answer, classify
 from portals.flows.irs_review import check_review
 from portals.flows.pages import AppPage
 from portals.payloads import ObtainEinPayload
@@ -206,7 +206,7 @@ class ApplyForEin(AppPage):
         await self.shot("review")
         return await self.control("Submit EIN Request", "the review")
 
-    async def submit(self, button: Locator) -> Answer:
+    async def submit_application(self, button: Locator) -> Answer:
         """Past the point of no return: the app's answer, classified."""
         self.submitted = True
         try:
@@ -265,14 +265,15 @@ async def obtain_ein(ctx: FlowContext) -> dict[str, Any]:
             await ctx.step("submit")
             button = await irs.prepare_submit(p)
             async with sub:
-                answer = await irs.submit(button)
+                answer = await irs.submit_application(button)
                 if answer.kind != "assigned":
                     if answer.refused is not None:
                         await sub.refused(answer.refused)
                         await ctx.save_checkpoint(last_error=answer.refused)
                     raise answer.outcome
                 got = await irs.assignment()  # before anything else: the only copy
-                await sub.confirmed(**got)
+                await sub.confirmed(ein=got["ein"], legal_name=got["legal_name"],
+                                    name_control=got["name_control"])
         await ctx.step("letter")
         await evidence.shot(page, "ein-assignment")
         try:

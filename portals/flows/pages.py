@@ -291,10 +291,12 @@ class WordedPage(PortalPage):
 _APP_JS = """() => {
   const t = (n) => (n ? n.innerText : null);
   const active = [...document.querySelectorAll('li.stepIndicator-item .sr-only')]
-    .map((n) => n.textContent.trim()).find((s) => s.endsWith(' active') && !s.endsWith(' not active'));
-  const live = [...document.querySelectorAll('[aria-live=polite]')].find((n) => n.querySelector('h2'));
-  const dialog = [...document.querySelectorAll('[role=dialog]')].find((n) => n.offsetParent !== null
-                                                                           || n.getClientRects().length);
+    .map((n) => n.textContent.trim())
+    .find((s) => s.endsWith(' active') && !s.endsWith(' not active'));
+  const live = [...document.querySelectorAll('[aria-live=polite]')]
+    .find((n) => n.querySelector('h2'));
+  const dialog = [...document.querySelectorAll('[role=dialog]')]
+    .find((n) => n.getClientRects().length);
   return {route: location.pathname, step: active ? active.slice(0, -' active'.length) : null,
           stepHeading: t(document.querySelector('h2.stepIndicator-heading')),
           answer: live ? t(live.querySelector('h2')) : null, answerText: t(live),

@@ -73,8 +73,9 @@ _CSS = """body{font:15px sans-serif;margin:0;color:#1b1b1b}header{background:#0b
 padding:8px 16px}main{padding:16px;max-width:780px}.sr-only{position:absolute;width:1px;height:1px;
 overflow:hidden;clip:rect(0 0 0 0)}ol.stepIndicator-flexWrap{display:flex;gap:12px;padding:0;
 list-style:none}.stepIndicator-title-active{font-weight:bold}.radio input{position:absolute;
-opacity:0;pointer-events:none}.radio label{display:inline-block;border:1px solid #888;padding:4px 8px;
-margin:2px;cursor:pointer}.radio input:checked+label{background:#cde}fieldset{border:0;padding:0;
+opacity:0;pointer-events:none}.radio label{display:inline-block;border:1px solid #888;
+padding:4px 8px;margin:2px;cursor:pointer}.radio input:checked+label{background:#cde}
+fieldset{border:0;padding:0;
 margin:8px 0}.field label{display:block;margin-top:6px}.sectionAlert--error{border-left:6px solid
 #b50909;padding:4px 12px}.btn{display:inline-block;background:#005ea2;color:#fff;padding:6px 16px;
 margin:12px 8px 0 0;text-decoration:none;border:0}[role=dialog]{position:fixed;top:30%;left:30%;

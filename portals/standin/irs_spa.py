@@ -66,7 +66,8 @@ function buttons(next) {
 }
 function alertBox(msg, lines, list) {
   const ps = lines.map((l) => `<p>${esc(l)}</p>`).join('');
-  const ul = list && list.length ? `<ul>${list.map((l) => `<li>${esc(l)}</li>`).join('')}</ul>` : '';
+  const items = (list || []).map((l) => `<li>${esc(l)}</li>`).join('');
+  const ul = items ? `<ul>${items}</ul>` : '';
   $('#alert').innerHTML = `<div class="sectionAlert sectionAlert--error"><h2>${esc(msg)}</h2>` +
     `${ul}${ps}</div>`;
 }
@@ -105,9 +106,11 @@ const PAGES = {
         e.push('Corporation Type: Selection is required.');
       if (st === 'PARTNERSHIPS' && !choice('partnershipsSubType'))
         e.push('Partnership Type: Selection is required.');
-      if (st === 'LLC' && !(+val('llcMembersInput') >= 1)) e.push('Number of members: Entry is required.');
+      if (st === 'LLC' && !(+val('llcMembersInput') >= 1))
+        e.push('Number of members: Entry is required.');
       if (!val('stateLocatedInput')) e.push('State where located: Selection is required.');
-      if (!choice('reasonForApplyingInputControl')) e.push('Reason for applying: Selection is required.');
+      if (!choice('reasonForApplyingInputControl'))
+        e.push('Reason for applying: Selection is required.');
       if (!$('#reviewConfirm').checked) e.push(T.confirmError);
       return e.length ? inputErrors(e) : keep(['llcMembersInput', 'stateLocatedInput']);
     }, next: () => go('identityOfEntities')},
@@ -120,7 +123,8 @@ const PAGES = {
       const e = [];
       if (!val('responsibleFirstName')) e.push('First name: Entry is required.');
       if (!val('responsibleLastName')) e.push('Last name: Entry is required.');
-      if (!/^\d{3}-?\d{2}-?\d{4}$/.test(val('responsibleSsn'))) e.push('SSN/ITIN: Entry is invalid.');
+      if (!/^\d{3}-?\d{2}-?\d{4}$/.test(val('responsibleSsn')))
+        e.push('SSN/ITIN: Entry is invalid.');
       if (!choice('entityRoleRadioInput')) e.push('Responsible party: Selection is required.');
       return e.length ? inputErrors(e) : keep(['responsibleFirstName', 'responsibleMiddleName',
         'responsibleLastName', 'responsibleSuffix', 'responsibleSsn']);
@@ -183,7 +187,8 @@ const PAGES = {
     text('businessActivityInput', 'Describe the principal activity of the business'),
     check: () => {
       const e = [];
-      if (!choice('entityBusinessCategoryInput')) e.push('Business category: Selection is required.');
+      if (!choice('entityBusinessCategoryInput'))
+        e.push('Business category: Selection is required.');
       if (!val('businessActivityInput')) e.push('Principal activity: Entry is required.');
       return e.length ? inputErrors(e) : keep(['businessActivityInput']);
     }, next: () => go('reviewAndSubmit')},
@@ -205,13 +210,14 @@ function splash() {
 function rows() {
   const d = S.data, who = [d.responsibleFirstName, d.responsibleMiddleName,
                            d.responsibleLastName, d.responsibleSuffix].filter(Boolean).join(' ');
+  const sub = d.corporationsSubType || d.partnershipsSubType;
   const out = [
-    ['Legal structure', T.structures[d.legalStructureInput] +
-      (d.corporationsSubType || d.partnershipsSubType ? ': ' + (d.corporationsSubType || d.partnershipsSubType) : '')],
+    ['Legal structure', T.structures[d.legalStructureInput] + (sub ? ': ' + sub : '')],
     ['Reason for applying', T.reasons[d.reasonForApplyingInputControl]],
     ['Responsible party', who],
     ['SSN/ITIN', 'XXX-XX-' + d.responsibleSsn.slice(-4)],
-    ['Physical address', `${d.physicalStreet}, ${d.physicalCity}, ${d.physicalState} ${d.physicalZipCode}`],
+    ['Physical address',
+     `${d.physicalStreet}, ${d.physicalCity}, ${d.physicalState} ${d.physicalZipCode}`],
     ['Phone number', d.thePhone],
     ['Legal name', d.legalNameInput],
     ['Start date', `${C.months[+d.startDateMonthInput - 1]} ${d.startDateYearInput}`],
@@ -229,7 +235,8 @@ function review() {
 function assignment() {
   const r = S.result;
   const letter = r.confirmationLetter
-    ? `<p>${esc(T.digitalNote)}</p><button type="button" id="download" aria-label="${esc(T.download)}">` +
+    ? `<p>${esc(T.digitalNote)}</p><button type="button" id="download"` +
+      ` aria-label="${esc(T.download)}">` +
       `${esc(T.download)}</button>` : `<p>${esc(T.mailNote)}</p>`;
   return `<div class="sectionAlert sectionAlert--success"><p>${esc(T.congratulations)}</p>` +
     `<p>${esc(T.savePrint)}</p></div><dl class="assignment"><dt>EIN assigned</dt><dd>` +
