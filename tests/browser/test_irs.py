@@ -23,7 +23,7 @@ from jobs.errors import (
 )
 from portals.flows.irs import obtain_ein
 from portals.flows.irs_review import ReviewChanged
-from scheduler.outcomes import is_outage_sign
+from scheduler.outcomes import Policy, PortalState, decide, is_outage_sign
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser
@@ -44,6 +44,14 @@ def irs_ctx(make_ctx, ein_payload):
     def build(**overrides: Any):
         return make_ctx("obtain_ein", ein_payload(**overrides))
     return build
+
+
+def decided(exc, ctx):
+    """What the service does with ``exc`` (the job row as claimed on its first attempt)."""
+    job = {"id": ctx.job_id, "portal": PORTAL, "attempts": 1, "max_attempts": 5,
+           "checkpoint": dict(ctx.checkpoints), "probe_failures": 0}
+    return decide(exc, job, message=str(exc), now=datetime.now(UTC), policy=Policy(),
+                  portal=PortalState(), checkpoint=dict(ctx.checkpoints))
 
 
 def fails(run, ctx, exc_type):
@@ -119,6 +127,7 @@ def test_refusals_are_business_errors_saying_what_a_person_must_do(run, portals,
     ctx = irs_ctx()
     exc = fails(run, ctx, BusinessError)
     assert said in str(exc) and not is_outage_sign(exc)
+    assert (decided(exc, ctx).status, decided(exc, ctx).outcome) == ("failed", "business")
     if act == "phone":
         assert "1-800-829-4933" in str(exc) and "not applied for again" in str(exc)
     if act == "ss4":
@@ -184,6 +193,8 @@ def test_daily_limit_114_on_friday_evening_defers_to_monday_opening(run, portals
     ctx = irs_ctx()
     exc = fails(run, ctx, DeferUntil)
     assert exc.when == MONDAY_0700_ET and not is_outage_sign(exc)
+    then = decided(exc, ctx)  # deferred to Monday's opening, the attempt given back
+    assert (then.status, then.run_at, then.refund_attempt) == ("deferred", MONDAY_0700_ET, True)
     assert (state(ctx.checkpoints, "ein_application") == "refused") == (at == "submit")
     assert portals.ledger(PORTAL) == []
 
