@@ -52,8 +52,8 @@ import common  # noqa: E402
 import psycopg  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from jobs import types  # noqa: E402
-from jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
+from portalq.jobs import types  # noqa: E402
+from portalq.jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
 
 DB = os.environ.get("PQ_DB", "peer_portalq")
 JOB_TYPE = "bench_noop"
@@ -76,15 +76,15 @@ def _url() -> str:
 
 
 def setup() -> None:
-    from jobs.migrate import upgrade
-    from scheduler.calendars import store_holidays
+    from portalq.jobs.migrate import upgrade
+    from portalq.scheduler.calendars import store_holidays
 
     upgrade(_url())            # as `portalq migrate` does: the schema, then the holidays
     store_holidays(_url())
     with psycopg.connect(_url(), autocommit=True) as c:   # a 24/7 portal, no session limit
-        c.execute("INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
+        c.execute("INSERT INTO portalq.portals (code, name, timezone, max_concurrent_sessions) "
                   "VALUES (%s, %s, 'UTC', NULL)", (PORTAL, PORTAL))
-        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
+        c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
                   "SELECT %s, d, '00:00', '00:00' FROM generate_series(0, 6) d", (PORTAL,))
 
 
@@ -123,7 +123,7 @@ async def latency_enqueue(ids: list[int], gap: float) -> dict[int, float]:
 
 
 def _settings(conc: str) -> Any:
-    from scheduler.config import Settings
+    from portalq.scheduler.config import Settings
 
     kw: dict[str, Any] = {"database_url": _url()}
     if conc != "def":
@@ -134,10 +134,10 @@ def _settings(conc: str) -> Any:
 
 
 async def _run_worker(settings: Any) -> None:
-    """scheduler.service.serve() minus the migration check and the tick: the same pool,
+    """portalq.scheduler.service.serve() minus the migration check and the tick: the same pool,
     the same settled heap, the same loops, the same graceful stop."""
-    from jobs.database import database_url, libpq_dsn
-    from scheduler.worker import Worker, make_pool
+    from portalq.jobs.database import database_url, libpq_dsn
+    from portalq.scheduler.worker import Worker, make_pool
 
     dsn = libpq_dsn(database_url(settings.database_url))
     pool = make_pool(settings, dsn)
@@ -149,7 +149,7 @@ async def _run_worker(settings: Any) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if os.environ.get("PQ_GC_FREEZE", "1") != "0":   # as serve() does; 0: the A/B's before
-        from scheduler.service import settle_heap
+        from portalq.scheduler.service import settle_heap
 
         settle_heap()
     loops = worker.start_loops()
@@ -162,7 +162,7 @@ def _trace_claims(path: str) -> None:
     """bench/pickup_trace.py: each claim's send and return time and its job count, one line
     a claim ('sent back n'), written by the worker's own claim call; and each garbage
     collection's start, end and generation (PATH.gc)."""
-    from jobs import worker_api
+    from portalq.jobs import worker_api
 
     out = open(path, "a", buffering=1)   # noqa: SIM115 (open for the process's life)
     claim = worker_api.claim
@@ -190,9 +190,9 @@ def _trace_claims(path: str) -> None:
 
 def worker_main(conc: str, mode: str) -> None:
     os.environ.setdefault("PORTALQ_HOME", HOME)
-    from scheduler import logs
-    from scheduler.handlers import register_handler
-    from scheduler.worker import Worker  # noqa: F401  (imported before the handshake)
+    from portalq.scheduler import logs
+    from portalq.scheduler.handlers import register_handler
+    from portalq.scheduler.worker import Worker  # noqa: F401  (imported before the handshake)
 
     rec = common.LatencyRecorder() if mode == "latency" else None
 
@@ -208,7 +208,7 @@ def worker_main(conc: str, mode: str) -> None:
     settings = _settings(conc)
     logs.setup(settings.log_format, settings.log_level)
     if WORKER_MODE == "serve":
-        from scheduler.service import serve
+        from portalq.scheduler.service import serve
         common.worker_handshake()
         asyncio.run(serve(settings))
         return
@@ -238,7 +238,7 @@ def _meta_settings() -> dict[str, Any]:
                   "makes it",
         "worker": "Worker listen/claim/flush/heartbeat loops as serve() wires them "
                   "(no migration check, no tick)" if WORKER_MODE != "serve"
-                  else "scheduler.service.serve() (migration check + tick included)",
+                  else "portalq.scheduler.service.serve() (migration check + tick included)",
         "conc=def": f"workers={d.workers} ("
                     + ("Settings() default" if DEF_WORKERS == "default"
                        else "bench setting PQ_DEF_WORKERS") + f"), claim_batch={d.claim_batch}, "
@@ -257,9 +257,9 @@ ADAPTER = common.Adapter(
     version=_version(),
     db=DB,
     setup=setup,
-    reset_sql="TRUNCATE job_queue, job_events CASCADE",   # + artifacts, documents, escalations
-    pending_sql=f"SELECT count(*) FROM job_queue WHERE {_UNFINISHED}",
-    exists_sql=f"SELECT EXISTS (SELECT 1 FROM job_queue WHERE {_UNFINISHED})",
+    reset_sql="TRUNCATE portalq.job_queue, job_events CASCADE",   # + artifacts, documents, escalations
+    pending_sql=f"SELECT count(*) FROM portalq.job_queue WHERE {_UNFINISHED}",
+    exists_sql=f"SELECT EXISTS (SELECT 1 FROM portalq.job_queue WHERE {_UNFINISHED})",
     enqueue_single=enqueue_single,
     enqueue_batch=enqueue_batch,
     latency_enqueue=latency_enqueue,

@@ -39,7 +39,7 @@ class BareContext:
     """The FlowContext protocol, in memory: what a bare script would keep itself."""
 
     def __init__(self, i: int, browser: Any, config: Any, folder: Path, urls: dict[str, str]):
-        from jobs.types import validate_payload
+        from portalq.jobs.types import validate_payload
 
         _, self.payload, self.portal = validate_payload("obtain_ein", payload(i, "bare"))
         self.job_id, self.job_type, self.order_id, self.attempt = 10_000 + i, "obtain_ein", "B", 1
@@ -52,7 +52,7 @@ class BareContext:
         self.checkpoints.update(data)
 
     async def new_browser_context(self) -> Any:
-        from portals.flows.browser import new_context
+        from portalq.portals.flows.browser import new_context
 
         return await new_context(self._browser, self._config, self.artifacts_dir)
 
@@ -72,8 +72,8 @@ class BareContext:
 async def bare(runs: int, urls: dict[str, str], folder: Path) -> list[float]:
     from playwright.async_api import async_playwright
 
-    from portals.flows import browser as b
-    from portals.flows.irs import obtain_ein
+    from portalq.portals.flows import browser as b
+    from portalq.portals.flows.irs import obtain_ein
 
     config = b.load_config()
     out = []
@@ -92,11 +92,11 @@ async def bare(runs: int, urls: dict[str, str], folder: Path) -> list[float]:
 async def queued(runs: int, standin_url: str, folder: Path) -> list[float]:
     import psycopg
 
-    from jobs import queue
-    from jobs.database import embedded, libpq_dsn
-    from jobs.migrate import upgrade
-    from scheduler.config import Settings
-    from scheduler.service import serve
+    from portalq.jobs import queue
+    from portalq.jobs.database import embedded, libpq_dsn
+    from portalq.jobs.migrate import upgrade
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.service import serve
 
     pg = embedded()
     pg.ensure_running()
@@ -106,10 +106,10 @@ async def queued(runs: int, standin_url: str, folder: Path) -> list[float]:
     url = pg.url("portalq_browser_bench")
     upgrade(url)
     with psycopg.connect(libpq_dsn(url), autocommit=True) as c:  # open 24/7 for the bench
-        c.execute("DELETE FROM portal_hours")
-        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
-                  "SELECT code, d, '00:00', '00:00' FROM portals, generate_series(0, 6) d")
-        c.execute("UPDATE portals SET holiday_country = NULL, holiday_subdiv = NULL, "
+        c.execute("DELETE FROM portalq.portal_hours")
+        c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
+                  "SELECT code, d, '00:00', '00:00' FROM portalq.portals, generate_series(0, 6) d")
+        c.execute("UPDATE portalq.portals SET holiday_country = NULL, holiday_subdiv = NULL, "
                   "cutoff_minutes = 0")
     os.environ["PORTALQ_DATABASE_URL"] = url
     settings = Settings(database_url=url, standin_url=standin_url, workers=1,
@@ -128,7 +128,7 @@ async def queued(runs: int, standin_url: str, folder: Path) -> list[float]:
             with psycopg.connect(libpq_dsn(url), autocommit=True) as c:
                 c.execute("LISTEN bench")  # poll the row; 2 ms granularity
                 while True:
-                    status = c.execute("SELECT status FROM job_queue WHERE id = %s",
+                    status = c.execute("SELECT status FROM portalq.job_queue WHERE id = %s",
                                        (job.id,)).fetchone()[0]
                     if status in ("completed", "failed"):
                         break
@@ -144,7 +144,7 @@ async def queued(runs: int, standin_url: str, folder: Path) -> list[float]:
 
 
 async def main() -> None:
-    from portals.standin.app import StandinServer
+    from portalq.portals.standin.app import StandinServer
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)

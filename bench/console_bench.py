@@ -42,7 +42,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobs import worker_api  # noqa: E402
+from portalq.jobs import worker_api  # noqa: E402
 
 ROWS = int(os.environ.get("CONSOLE_ROWS", "1000000"))
 REQUESTS = int(os.environ.get("CONSOLE_REQUESTS", "50"))
@@ -53,7 +53,7 @@ PASSWORD = "bench password 123"
 
 
 def server() -> Any:
-    from jobs.embedded import EmbeddedPostgres
+    from portalq.jobs.embedded import EmbeddedPostgres
 
     pg = EmbeddedPostgres(Path(tempfile.gettempdir()) / "portalq-consolebench")
     pg.ensure_running()
@@ -67,20 +67,20 @@ def reuse(pg: Any) -> tuple[str, int] | None:
     dsn = pg.dsn(DB)
     try:
         with psycopg.connect(dsn, autocommit=True) as c:
-            n = c.execute("SELECT count(*) FROM job_queue WHERE order_id LIKE 'ORD-%%' "
+            n = c.execute("SELECT count(*) FROM portalq.job_queue WHERE order_id LIKE 'ORD-%%' "
                           "AND order_id <> 'ORD-PAGE'").fetchone()[0]
-            job = c.execute("SELECT id FROM job_queue WHERE order_id = 'ORD-PAGE'").fetchone()
-            c.execute("DELETE FROM job_queue WHERE order_id LIKE 'CLAIM-%%'")
-            c.execute("DELETE FROM console_users")
-            c.execute("VACUUM ANALYZE job_queue")
+            job = c.execute("SELECT id FROM portalq.job_queue WHERE order_id = 'ORD-PAGE'").fetchone()
+            c.execute("DELETE FROM portalq.job_queue WHERE order_id LIKE 'CLAIM-%%'")
+            c.execute("DELETE FROM portalq.console_users")
+            c.execute("VACUUM ANALYZE portalq.job_queue")
     except psycopg.OperationalError:
         return None
     return (dsn, job[0]) if n == ROWS and job else None
 
 
 def prepare(pg: Any) -> tuple[str, int]:
-    from jobs.migrate import upgrade
-    from scheduler.calendars import store_holidays
+    from portalq.jobs.migrate import upgrade
+    from portalq.scheduler.calendars import store_holidays
 
     again = reuse(pg)
     if again:
@@ -96,17 +96,17 @@ def prepare(pg: Any) -> tuple[str, int]:
     start = datetime.now(UTC) - timedelta(days=30)
     t0 = time.perf_counter()
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("""INSERT INTO portals (code, name, timezone) VALUES
+        c.execute("""INSERT INTO portalq.portals (code, name, timezone) VALUES
                      ('benchq', 'bench', 'UTC') ON CONFLICT DO NOTHING""")
-        c.execute("DELETE FROM portal_hours WHERE portal = 'benchq'")
-        c.execute("""INSERT INTO portal_hours (portal, weekday, opens, closes)
+        c.execute("DELETE FROM portalq.portal_hours WHERE portal = 'benchq'")
+        c.execute("""INSERT INTO portalq.portal_hours (portal, weekday, opens, closes)
                      SELECT 'benchq', d, '00:00', '00:00' FROM generate_series(0, 6) d""")
-        c.execute("UPDATE portals SET max_concurrent_sessions = NULL WHERE code = 'benchq'")
+        c.execute("UPDATE portalq.portals SET max_concurrent_sessions = NULL WHERE code = 'benchq'")
         step = 1_000_000
         for lo in range(1, ROWS + 1, step):
             hi = min(lo + step - 1, ROWS)
             c.execute("""
-            INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, priority, run_at,
                                    attempts, created_at, updated_at, finished_at, last_error)
             SELECT (ARRAY['name_search', 'file_entity', 'obtain_ein', 'process_crtc',
                           'deliver'])[1 + g %% 5],
@@ -129,14 +129,14 @@ def prepare(pg: Any) -> tuple[str, int]:
             """, {"lo": lo, "hi": hi, "n": ROWS, "start": start})
             print(f"  {hi:,} rows ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
         # the job page's job: a real obtain_ein payload (with an SSN), events, escalation
-        from jobs import queue
+        from portalq.jobs import queue
         from tests import payloads
 
         job = queue.enqueue("obtain_ein", "ORD-PAGE", payloads.OBTAIN_EIN, conn=c).id
-        c.execute("""INSERT INTO job_events (job_id, at, attempt, from_status, to_status)
+        c.execute("""INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status)
                      SELECT %s, now(), g, 'pending', 'running' FROM generate_series(1, 10) g""",
                   (job,))
-        c.execute("VACUUM ANALYZE job_queue")
+        c.execute("VACUUM ANALYZE portalq.job_queue")
     print(f"data: {ROWS:,} rows in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return dsn, job
 
@@ -173,7 +173,7 @@ def start_console(dsn: str) -> tuple[Any, str]:
     env = {**os.environ, "PORTALQ_DATABASE_URL": dsn, "PORTALQ_CONSOLE_PORT": str(port),
            "PORTALQ_CONSOLE_SECRET": "bench-secret-" + "y" * 20,
            "PORTALQ_CONSOLE_LOGIN_FAILURES_PER_IP": "10000"}
-    proc = subprocess.Popen([sys.executable, "-m", "scheduler", "console"], cwd=ROOT, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "portalq", "console"], cwd=ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -188,7 +188,7 @@ def start_console(dsn: str) -> tuple[Any, str]:
 
 def pages(dsn: str, job: int, base: str) -> list[tuple[str, str]]:
     with psycopg.connect(dsn) as c:
-        lo, hi = c.execute("SELECT min(created_at), max(created_at) FROM job_queue").fetchone()
+        lo, hi = c.execute("SELECT min(created_at), max(created_at) FROM portalq.job_queue").fetchone()
         mid = lo + (hi - lo) / 2
     span = (mid.strftime("%Y-%m-%dT%H:%M"),
             (mid + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M"))
@@ -224,7 +224,7 @@ async def drain(dsn: str, n: int) -> float:
 
     async with await AsyncConnection.connect(dsn, autocommit=True) as c:
         await c.execute("""
-            INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                                    created_at, updated_at)
             SELECT 'deliver', 'CLAIM-' || g, 'benchq', '{}', 'pending', now(), now(), now()
             FROM generate_series(1, %s) g""", (n,))
@@ -245,7 +245,7 @@ def overview_compute(dsn: str) -> None:
     """What the overview's numbers cost the console process (computed once per refresh
     period, shared by every open page): the first (the 24 h chart counted whole) and a
     refresh (past hours cached)."""
-    from scheduler.console.pages_overview import compute
+    from portalq.scheduler.console.pages_overview import compute
 
     with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as c:
         first, refresh = [], []
@@ -304,7 +304,7 @@ def main() -> None:
     pg = server()
     print(f"generating {ROWS:,} rows ...", file=sys.stderr)
     dsn, job = prepare(pg)
-    from jobs import console_users
+    from portalq.jobs import console_users
 
     with psycopg.connect(dsn, autocommit=True) as c:
         console_users.add_user(c, "bench", "admin", PASSWORD)

@@ -43,7 +43,7 @@ def _rounds(rounds: int, run: Callable[[Any], Coroutine[Any, Any, float]], n: in
             old_blocks: list[int] | None = None, line: float | None = None) -> None:
     import psycopg._copy_base as copy_base
 
-    from jobs import sql
+    from portalq.jobs import sql
 
     sides: list[tuple[str, Any, int | None]] = [("portalq", sc.PQ, sql.COPY_BLOCK),
                                               ("pgqueuer", sc.PGQ, None)]

@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench.secrets_bench as sb  # noqa: E402
-from jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
+from portalq.jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
 
 SINGLE = int(os.environ.get("PQ_SINGLE", "1000"))
 BATCH_N = int(os.environ.get("PQ_BATCH_N", "10000"))
@@ -69,7 +69,7 @@ def wal_bytes(url: str, job_type: str, n: int) -> tuple[float, float]:
                          conn=c)
         diff = c.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)",
                          (before,)).fetchone()[0]
-        size = c.execute("SELECT avg(pg_column_size(q.*)) FROM job_queue q").fetchone()[0]
+        size = c.execute("SELECT avg(pg_column_size(q.*)) FROM portalq.job_queue q").fetchone()[0]
     return float(diff) / n, float(size)
 
 

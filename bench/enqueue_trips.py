@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import psycopg  # noqa: E402
 
 import bench.secrets_bench as sb  # noqa: E402
-from jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
+from portalq.jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
 
 
 def traced(conn: psycopg.Connection[Any], fn: Callable[[], object]) -> tuple[int, int]:
@@ -83,7 +83,7 @@ def main() -> None:
     with sb._conn(url) as c:   # autocommit: the enqueue's own transaction
         for jt in ("bench_plain", "bench_sealed"):
             own_transaction(c, jt)
-    from jobs.database import libpq_dsn
+    from portalq.jobs.database import libpq_dsn
 
     with psycopg.connect(libpq_dsn(url)) as c:
         for jt in ("bench_plain", "bench_sealed"):

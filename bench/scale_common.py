@@ -102,7 +102,7 @@ def fill_waiting_portalq(n: int) -> None:
     if n <= 0:
         return
     sql(PQ.db, """
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                                created_at, updated_at)
         SELECT 'bench_noop', 'waiting-' || g, 'bench', '{}'::jsonb,
                CASE WHEN g %% 2 = 0 THEN 'deferred' ELSE 'pending' END,
@@ -110,7 +110,7 @@ def fill_waiting_portalq(n: int) -> None:
                     ELSE now() + interval '1 day' + (g %% 2592000) * interval '1 second' END,
                now(), now()
         FROM generate_series(1, %s) g""", (n,))
-    sql(PQ.db, "VACUUM ANALYZE job_queue")
+    sql(PQ.db, "VACUUM ANALYZE portalq.job_queue")
 
 
 def fill_waiting_pgqueuer(n: int) -> None:
@@ -134,7 +134,7 @@ def fill_history_portalq(n: int, *, days: float) -> None:
         k = min(chunk, n - off)
         sql(PQ.db, """
             WITH ins AS (
-              INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+              INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                   attempts, lock_owner, started_at, result, created_at, updated_at, finished_at)
               SELECT 'bench_noop', 'hist-' || g, 'bench', '{"i": 1}'::jsonb, 'completed', t,
                      1, NULL, t, '{}'::jsonb, t, t, t
@@ -142,13 +142,13 @@ def fill_history_portalq(n: int, *, days: float) -> None:
                               - interval '1 hour' AS t
                     FROM generate_series(%(lo)s, %(hi)s) g) s
               RETURNING id, finished_at)
-            INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
+            INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker)
             SELECT id, finished_at, 1, s.f, s.t, 'w1'
             FROM ins CROSS JOIN (VALUES ('pending', 'running'), ('running', 'completed')) s(f, t)
             """, {"n": n, "days": days, "lo": off + 1, "hi": off + k})
         print(f"  history: {off + k:,} / {n:,} jobs", flush=True)
-    sql(PQ.db, "VACUUM ANALYZE job_queue")
-    sql(PQ.db, "VACUUM ANALYZE job_events")
+    sql(PQ.db, "VACUUM ANALYZE portalq.job_queue")
+    sql(PQ.db, "VACUUM ANALYZE portalq.job_events")
 
 
 # ------------------------------------------------------------------ figures
@@ -161,15 +161,15 @@ def max_id(a: common.Adapter) -> int:
 def _left_sql(a: common.Adapter, base: int) -> str:
     """Any job above id `base` not finished: cheap (the waiting jobs are below `base`)."""
     if a is PQ:
-        return (f"SELECT EXISTS (SELECT 1 FROM job_queue WHERE id > {base} AND status IN "
-                f"('pending','deferred')) OR EXISTS (SELECT 1 FROM job_queue WHERE id > {base} "
+        return (f"SELECT EXISTS (SELECT 1 FROM portalq.job_queue WHERE id > {base} AND status IN "
+                f"('pending','deferred')) OR EXISTS (SELECT 1 FROM portalq.job_queue WHERE id > {base} "
                 "AND status = 'running')")
     return f"SELECT EXISTS (SELECT 1 FROM pgqueuer WHERE id > {base})"
 
 
 def _count_sql(a: common.Adapter, base: int) -> str:
     if a is PQ:
-        return (f"SELECT count(*) FROM job_queue WHERE id > {base} AND status IN "
+        return (f"SELECT count(*) FROM portalq.job_queue WHERE id > {base} AND status IN "
                 "('pending','deferred','running')")
     return f"SELECT count(*) FROM pgqueuer WHERE id > {base}"
 
@@ -177,9 +177,9 @@ def _count_sql(a: common.Adapter, base: int) -> str:
 def reset(a: common.Adapter, base: int) -> None:
     """Remove what a figure added above id `base`; the waiting jobs and history stay."""
     if a is PQ:
-        sql(a.db, "DELETE FROM job_queue WHERE id > %s", (base,))
-        sql(a.db, "DELETE FROM job_events WHERE job_id > %s", (base,))
-        sql(a.db, "VACUUM ANALYZE job_queue, job_events")
+        sql(a.db, "DELETE FROM portalq.job_queue WHERE id > %s", (base,))
+        sql(a.db, "DELETE FROM portalq.job_events WHERE job_id > %s", (base,))
+        sql(a.db, "VACUUM ANALYZE portalq.job_queue, job_events")
     else:
         sql(a.db, "DELETE FROM pgqueuer WHERE id > %s", (base,))
         sql(a.db, "TRUNCATE pgqueuer_log, pgqueuer_statistics")
@@ -292,15 +292,15 @@ def claim_cost(due: int, runs: int = 5) -> dict[str, float]:
     """The claim statement alone with `due` jobs due (inserted, then rolled back), EXPLAIN
     ANALYZE: server time and buffers touched, median of `runs` -- much less disturbed by
     the machine's load than a pickup latency."""
-    from jobs import clock
-    from jobs.sql import statement
+    from portalq.jobs import clock
+    from portalq.jobs.sql import statement
 
     params = {"portals": ["bench"], "limits": [None], "limit": 50, "portal_count": 1,
               "worker": "x", "now": clock.now(), "job_types": None}
     ms, bufs = [], []
     with psycopg.connect(common.dsn(PQ.db)) as c:
         for _ in range(runs):
-            c.execute("""INSERT INTO job_queue (job_type, order_id, portal, payload, status,
+            c.execute("""INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status,
                              run_at, created_at, updated_at)
                          SELECT 'bench_noop', 'due', 'bench', '{}', 'pending',
                                 now() - interval '1 minute', now(), now()

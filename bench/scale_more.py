@@ -45,17 +45,17 @@ def _defer_1m(n: int) -> dict[str, Any]:
     """n due jobs of a portal that has just closed, deferred as the tick does (batches)."""
     from psycopg import AsyncConnection
 
-    from jobs import clock, worker_api
+    from portalq.jobs import clock, worker_api
 
-    sc.sql(sc.PQ.db, "INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
+    sc.sql(sc.PQ.db, "INSERT INTO portalq.portals (code, name, timezone, max_concurrent_sessions) "
                      "VALUES ('closing', 'closing', 'UTC', NULL) ON CONFLICT DO NOTHING")
     sc.sql(sc.PQ.db, """
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                                created_at, updated_at)
         SELECT 'bench_noop', 'due-' || g, 'closing', '{}'::jsonb, 'pending',
                now() - interval '1 hour', now(), now()
         FROM generate_series(1, %s) g""", (n,))
-    sc.sql(sc.PQ.db, "VACUUM ANALYZE job_queue")
+    sc.sql(sc.PQ.db, "VACUUM ANALYZE portalq.job_queue")
     sc.sql(sc.PQ.db, "CHECKPOINT")
 
     async def run() -> tuple[int, float]:
@@ -74,9 +74,9 @@ def _defer_1m(n: int) -> dict[str, Any]:
         return {}
 
     lat = sc.latency(sc.PQ, during=during)       # claims of the open portal meanwhile
-    sc.sql(sc.PQ.db, "DELETE FROM job_queue WHERE portal = 'closing'")
-    sc.sql(sc.PQ.db, "TRUNCATE job_events")
-    sc.sql(sc.PQ.db, "VACUUM ANALYZE job_queue")
+    sc.sql(sc.PQ.db, "DELETE FROM portalq.job_queue WHERE portal = 'closing'")
+    sc.sql(sc.PQ.db, "TRUNCATE portalq.job_events")
+    sc.sql(sc.PQ.db, "VACUUM ANALYZE portalq.job_queue")
     return {**out, "claim_p50_ms": lat["p50_ms"], "claim_p99_ms": lat["p99_ms"],
             "claim_max_ms": lat["max_ms"]}
 
@@ -93,7 +93,7 @@ def bulk() -> None:
     if r.returncode != 0:
         raise SystemExit(f"scale_bench: error: enqueue-batch failed: {r.stderr.strip()[:300]}")
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
-    got = sc.one(sc.PQ.db, "SELECT count(*) FROM job_queue")
+    got = sc.one(sc.PQ.db, "SELECT count(*) FROM portalq.job_queue")
     assert got == BULK_N, f"{got} jobs, not {BULK_N}"
     sc.reset(sc.PQ, 0)
     t1 = time.perf_counter()
@@ -123,7 +123,7 @@ def _prune_all(cut_days: float) -> dict[str, Any]:
     """prune_finished as the tick calls it (batches of 10,000), until nothing is left."""
     from psycopg import AsyncConnection
 
-    from jobs import worker_api
+    from portalq.jobs import worker_api
 
     async def run() -> dict[str, Any]:
         async with await AsyncConnection.connect(sc.common.dsn(sc.PQ.db), autocommit=True) as c:

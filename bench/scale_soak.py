@@ -55,16 +55,16 @@ def _rate() -> float:
 
 
 def _setup() -> None:
-    from jobs.migrate import upgrade
+    from portalq.jobs.migrate import upgrade
 
     sc.common.recreate_db(sc.PQ.db)
     upgrade(sc.common.dsn(sc.PQ.db).replace("postgresql://", "postgresql+psycopg://", 1), SCHEMA)
-    from scheduler.calendars import store_holidays
+    from portalq.scheduler.calendars import store_holidays
 
     store_holidays(sc.common.dsn(sc.PQ.db).replace("postgresql://", "postgresql+psycopg://", 1))
-    sc.sql(sc.PQ.db, "INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
+    sc.sql(sc.PQ.db, "INSERT INTO portalq.portals (code, name, timezone, max_concurrent_sessions) "
                      "VALUES ('bench', 'bench', 'UTC', NULL)")
-    sc.sql(sc.PQ.db, "INSERT INTO portal_hours (portal, weekday, opens, closes) "
+    sc.sql(sc.PQ.db, "INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
                      "SELECT 'bench', d, '00:00', '00:00' FROM generate_series(0, 6) d")
     sc.fill_waiting_portalq(WAITING)
     sc.sql(sc.PQ.db, "CHECKPOINT")
@@ -73,7 +73,7 @@ def _setup() -> None:
 def soak() -> None:
     import psycopg
 
-    from jobs.queue import NewJob, enqueue_many
+    from portalq.jobs.queue import NewJob, enqueue_many
 
     sc.ensure_server()
     (sc.HOME / "logs").mkdir(parents=True, exist_ok=True)
@@ -105,7 +105,7 @@ def soak() -> None:
     def prune() -> None:
         from psycopg import AsyncConnection
 
-        from jobs import worker_api
+        from portalq.jobs import worker_api
 
         async def run() -> None:
             async with await AsyncConnection.connect(sc.common.dsn(sc.PQ.db),

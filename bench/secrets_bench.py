@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import psycopg  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from jobs import types  # noqa: E402
-from jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
+from portalq.jobs import types  # noqa: E402
+from portalq.jobs.queue import NewJob, enqueue, enqueue_many  # noqa: E402
 
 ROUNDS = int(os.environ.get("PQ_ROUNDS", "3"))
 SINGLE = int(os.environ.get("PQ_SINGLE", "1000"))
@@ -77,8 +77,8 @@ def _ein(i: int) -> dict[str, Any]:
 
 KIND = os.environ.get("PQ_PAYLOAD", "small")
 if KIND == "ein":
-    from portals import catalogue  # noqa: F401  (registers obtain_ein)
-    from portals.payloads import ObtainEinPayload
+    from portalq.portals import catalogue  # noqa: F401  (registers obtain_ein)
+    from portalq.portals.payloads import ObtainEinPayload
 
     _EIN = types.get("obtain_ein")
     types.register(types.JobType("bench_plain", ObtainEinPayload, PORTAL,
@@ -96,8 +96,8 @@ else:
 
 
 def setup() -> str:
-    from jobs.embedded import EmbeddedPostgres
-    from jobs.migrate import upgrade
+    from portalq.jobs.embedded import EmbeddedPostgres
+    from portalq.jobs.migrate import upgrade
 
     home = Path(os.environ.get("PQ_BENCH_HOME", "/tmp/pq-secrets-bench"))
     os.environ["PORTALQ_HOME"] = str(home)
@@ -111,16 +111,16 @@ def setup() -> str:
     url = pg.url("secrets_bench")
     upgrade(url)
     with psycopg.connect(pg.dsn("secrets_bench"), autocommit=True) as c:
-        c.execute("INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
+        c.execute("INSERT INTO portalq.portals (code, name, timezone, max_concurrent_sessions) "
                   "VALUES (%s, %s, 'UTC', NULL)", (PORTAL, PORTAL))
-        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
+        c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
                   "SELECT %s, d, '00:00', '00:00' FROM generate_series(0, 6) d", (PORTAL,))
     os.environ["PORTALQ_DATABASE_URL"] = url
     return url
 
 
 def _conn(url: str) -> psycopg.Connection[Any]:
-    from jobs.database import libpq_dsn
+    from portalq.jobs.database import libpq_dsn
 
     return psycopg.connect(libpq_dsn(url), autocommit=True)
 
@@ -130,8 +130,8 @@ def _clear(url: str) -> None:
         # emptied to new files: deleted rows (a drain's events, every round's jobs) left
         # behind, even vacuumed, slowed every later round (a run's drain rounds fell from
         # 9,345 to ~3,000 jobs/s while job_queue grew to 68 MB for 3,000 rows)
-        c.execute("TRUNCATE job_queue CASCADE")   # and the tables that refer to it
-        c.execute("ANALYZE job_queue, job_events")
+        c.execute("TRUNCATE portalq.job_queue CASCADE")   # and the tables that refer to it
+        c.execute("ANALYZE portalq.job_queue, job_events")
 
 
 CPU: dict[tuple[str, str], list[float]] = {}   # client CPU microseconds per job
@@ -199,9 +199,9 @@ def bench_batch(url: str) -> dict[str, float]:
 
 
 async def _drain(url: str) -> float:
-    from jobs.database import libpq_dsn
-    from scheduler.config import Settings
-    from scheduler.worker import Worker, make_pool
+    from portalq.jobs.database import libpq_dsn
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.worker import Worker, make_pool
 
     settings = Settings(database_url=url, workers=50)
     dsn = libpq_dsn(url)
@@ -215,7 +215,7 @@ async def _drain(url: str) -> float:
         loops = worker.start_loops()
         while True:
             row = await (await c.execute(
-                "SELECT count(*) FROM job_queue WHERE status <> 'completed'")).fetchone()
+                "SELECT count(*) FROM portalq.job_queue WHERE status <> 'completed'")).fetchone()
             if row[0] == 0:
                 break
             await asyncio.sleep(0.02)
@@ -246,7 +246,7 @@ def bench_drain(url: str, job_type: str) -> float:
 
 
 def main() -> None:
-    from scheduler.handlers import register_handler
+    from portalq.scheduler.handlers import register_handler
 
     async def noop(ctx: Any) -> None:
         assert ctx.payload[PARTY]["ssn"]   # the opened payload, as a flow reads it

@@ -36,8 +36,8 @@ from typing import Any
 import psycopg
 from pydantic import BaseModel
 
-from jobs import clock, sql, types, worker_api
-from jobs.queue import NewJob, enqueue_many
+from portalq.jobs import clock, sql, types, worker_api
+from portalq.jobs.queue import NewJob, enqueue_many
 
 DB = os.environ.get("TICK_DB", "portalq_tick")
 JOBS = int(os.environ.get("TICK_JOBS", "100000"))
@@ -57,7 +57,7 @@ types.register(types.JobType(JOB_TYPE, _Payload, PORTAL))
 def _server(embedded: bool) -> tuple[str, Any]:
     """(dsn of the postgres database, embedded server or None)."""
     if embedded:
-        from jobs.embedded import EmbeddedPostgres
+        from portalq.jobs.embedded import EmbeddedPostgres
 
         pg = EmbeddedPostgres(Path(tempfile.gettempdir()) / "portalq-tickbench")
         pg.ensure_running()
@@ -74,23 +74,23 @@ def _db_dsn(admin_dsn: str, db: str) -> str:
 
 
 def prepare(admin_dsn: str) -> str:
-    from jobs.migrate import upgrade
+    from portalq.jobs.migrate import upgrade
 
     with psycopg.connect(admin_dsn, autocommit=True) as c:
         c.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
         c.execute(f'CREATE DATABASE "{DB}"')
     dsn = _db_dsn(admin_dsn, DB)
     upgrade(dsn.replace("postgresql://", "postgresql+psycopg://", 1))   # as `portalq migrate`
-    from scheduler.calendars import store_holidays
+    from portalq.scheduler.calendars import store_holidays
 
     store_holidays(dsn.replace("postgresql://", "postgresql+psycopg://", 1))
     now = clock.now()
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
+        c.execute("INSERT INTO portalq.portals (code, name, timezone, max_concurrent_sessions) "
                   "VALUES (%s, %s, 'UTC', NULL)", (PORTAL, PORTAL))
-        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
+        c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
                   "SELECT %s, d, '00:00', '00:00' FROM generate_series(0, 6) d", (PORTAL,))
-        c.execute("INSERT INTO portal_closures (portal, starts_at, ends_at, reason, created_at) "
+        c.execute("INSERT INTO portalq.portal_closures (portal, starts_at, ends_at, reason, created_at) "
                   "VALUES (%s, %s, %s, 'tick bench', %s)",
                   (PORTAL, now - timedelta(hours=1), now + timedelta(days=7), now))
     return dsn
@@ -103,7 +103,7 @@ def fill(dsn: str) -> float:
             enqueue_many([NewJob(JOB_TYPE, f"o{off + i}") for i in range(min(1000, JOBS - off))],
                          conn=c)
         dt = time.perf_counter() - t0
-        c.execute("ANALYZE job_queue")
+        c.execute("ANALYZE portalq.job_queue")
         c.execute("CHECKPOINT")
     return dt
 
@@ -117,10 +117,10 @@ async def _timed(fn: Any) -> float:
 async def measure(dsn: str) -> dict[str, Any]:
     from psycopg_pool import AsyncConnectionPool
 
-    from scheduler import calendars
-    from scheduler.config import Settings
-    from scheduler.tick import Tick
-    from scheduler.worker import Worker
+    from portalq.scheduler import calendars
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.tick import Tick
+    from portalq.scheduler.worker import Worker
 
     out: dict[str, Any] = {}
     settings = Settings(database_url=dsn, admin_emails="")

@@ -37,8 +37,8 @@ def _job(i: int, job_type: str, now: datetime) -> dict[str, Any]:
 async def execute(rounds: int) -> None:
     import bench_portalq as bp
 
-    from scheduler.handlers import register_handler
-    from scheduler.worker import Worker
+    from portalq.scheduler.handlers import register_handler
+    from portalq.scheduler.worker import Worker
 
     async def noop(ctx: Any) -> None:
         return None
@@ -68,9 +68,9 @@ async def statements(n: int = 400) -> None:
     import bench_portalq as bp
     import scale_common as sc
 
-    from jobs import worker_api
-    from jobs.database import database_url, libpq_dsn
-    from scheduler.worker import Worker, make_pool
+    from portalq.jobs import worker_api
+    from portalq.jobs.database import database_url, libpq_dsn
+    from portalq.scheduler.worker import Worker, make_pool
 
     sc.ensure_server()
     settings = bp._settings("10")

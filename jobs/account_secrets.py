@@ -21,7 +21,7 @@ import stat
 from pathlib import Path
 from typing import Protocol
 
-from jobs.errors import InputError
+from portalq.jobs.errors import InputError
 
 KEYS = ("password", "totp_seed")
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from jobs import audit, clock, crypto, sql
-from jobs.errors import IllegalTransition, InputError
+from portalq.jobs import audit, clock, crypto, sql
+from portalq.jobs.errors import IllegalTransition, InputError
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 

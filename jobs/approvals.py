@@ -14,8 +14,8 @@ import hashlib
 from datetime import timedelta
 from typing import Any
 
-from jobs import audit, clock, queue, sql
-from jobs.errors import IllegalTransition
+from portalq.jobs import audit, clock, queue, sql
+from portalq.jobs.errors import IllegalTransition
 
 KEY = "approval"
 #: a job waiting for approval is looked at again after this long even without a decision

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jobs import clock, sql
-from jobs.errors import InputError
+from portalq.jobs import clock, sql
+from portalq.jobs.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jobs import submission
-from jobs.kinds import EscalationKind as Esc
-from jobs.kinds import JobStatus
+from portalq.jobs import submission
+from portalq.jobs.kinds import EscalationKind as Esc
+from portalq.jobs.kinds import JobStatus
 
 
 def past_point_of_no_return(checkpoint: Any) -> bool:

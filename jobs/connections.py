@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 import psycopg
 
-from jobs import worker_api
-from jobs.kinds import Channel
+from portalq.jobs import worker_api
+from portalq.jobs.kinds import Channel
 
 Connection = psycopg.AsyncConnection[Any]
 Notification = psycopg.Notify

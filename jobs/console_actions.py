@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from jobs import approvals, audit, clock, masking, portals_repo, questions, queue, sql
-from jobs.audit import Actor
-from jobs.errors import IllegalTransition, InputError, JobNotFound
-from jobs.kinds import JobStatus
-from jobs.rows import PortalState
+from portalq.jobs import approvals, audit, clock, masking, portals_repo, questions, queue, sql
+from portalq.jobs.audit import Actor
+from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound
+from portalq.jobs.kinds import JobStatus
+from portalq.jobs.rows import PortalState
 
 #: states from which each bulk action can act
 BULK_STATES = {"retry": (JobStatus.FAILED, JobStatus.CANCELLED),

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobs import clock, masking, sql, types
-from jobs.errors import InputError
-from jobs.models import JOB_STATUSES
+from portalq.jobs import clock, masking, sql, types
+from portalq.jobs.errors import InputError
+from portalq.jobs.models import JOB_STATUSES
 
 WINDOW = 20_000
 PAGE = 50
@@ -122,7 +122,7 @@ def statuses_of(conn: Any, ids: list[int]) -> dict[int, str]:
 
 def job_page(conn: Any, job_id: int) -> dict[str, Any]:
     """Everything the job page shows, secrets masked/scrubbed (jobs.masking)."""
-    from jobs import queue
+    from portalq.jobs import queue
 
     job: dict[str, Any] = dict(queue.get_job(job_id, conn))
     job["events"] = sql.fetch(conn, "job_events", {"id": job_id})

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jobs import audit, clock, console_users, sql
-from jobs.console_users import Throttle, User
-from jobs.errors import InputError
+from portalq.jobs import audit, clock, console_users, sql
+from portalq.jobs.console_users import Throttle, User
+from portalq.jobs.errors import InputError
 
 SOURCE = "sso"
 

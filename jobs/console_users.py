@@ -18,9 +18,9 @@ from typing import Any
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from jobs import clock, sql
-from jobs.errors import IllegalTransition, InputError
-from jobs.models import CONSOLE_ROLES
+from portalq.jobs import clock, sql
+from portalq.jobs.errors import IllegalTransition, InputError
+from portalq.jobs.models import CONSOLE_ROLES
 
 RANK = {role: n for n, role in enumerate(CONSOLE_ROLES)}
 MIN_PASSWORD = 12

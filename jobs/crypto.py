@@ -28,7 +28,7 @@ from typing import NamedTuple
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from jobs.key_providers import (
+from portalq.jobs.key_providers import (
     NONCE,
     PROVIDERS,
     EnvKeys,

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
-from jobs.errors import InputError
+from portalq.jobs.errors import InputError
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from jobs.embedded import EmbeddedPostgres
+    from portalq.jobs.embedded import EmbeddedPostgres
 
 
 def home() -> Path:
@@ -32,7 +32,7 @@ def home() -> Path:
 
 
 def embedded() -> EmbeddedPostgres:
-    from jobs.embedded import EmbeddedPostgres
+    from portalq.jobs.embedded import EmbeddedPostgres
 
     return EmbeddedPostgres(home())
 

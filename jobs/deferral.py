@@ -19,8 +19,8 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from jobs import clock, sql
-from jobs.kinds import EventKind
+from portalq.jobs import clock, sql
+from portalq.jobs.kinds import EventKind
 
 AConn = AsyncConnection[Any]
 

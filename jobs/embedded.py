@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from jobs import files
+from portalq.jobs import files
 
 DEFAULT_DB = "portalq"
 SYSTEM_USER = "embedded_postgres"

@@ -17,9 +17,9 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from jobs import clock, crypto, id_blocks, limits, secrets_at_rest, sql, types
-from jobs.errors import BatchInputError, IllegalTransition, InputError
-from jobs.txn import use as _use
+from portalq.jobs import clock, crypto, id_blocks, limits, secrets_at_rest, sql, types
+from portalq.jobs.errors import BatchInputError, IllegalTransition, InputError
+from portalq.jobs.txn import use as _use
 
 
 @dataclass

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs import sql
+from portalq.jobs import sql
 
 MAX_BLOCK = 256
 MAX_AGE = 1.0

@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg import AsyncConnection, Connection
 
-from jobs import sql
+from portalq.jobs import sql
 
 Row = dict[str, Any]
 

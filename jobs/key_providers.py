@@ -33,8 +33,8 @@ from typing import Protocol, runtime_checkable
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from jobs import files
-from jobs.errors import PortalqError
+from portalq.jobs import files
+from portalq.jobs.errors import PortalqError
 
 NONCE = 12
 
@@ -271,7 +271,7 @@ def _from_env() -> KeyProvider:
         raise KeyError_(f"PORTALQ_KEY_PROVIDER must be one of {', '.join(PROVIDERS)}, "
                         f"not {kind[:40]!r}")
     if kind == "vault-transit":
-        from jobs.vault_transit import VaultTransit
+        from portalq.jobs.vault_transit import VaultTransit
 
         return VaultTransit.from_env()
     if kind == "env" and not os.environ.get("PORTALQ_KEK"):
@@ -281,7 +281,7 @@ def _from_env() -> KeyProvider:
     path = os.environ.get("PORTALQ_KEY_FILE")
     if path:
         return FileKeyring(Path(path).expanduser())
-    from jobs.database import home
+    from portalq.jobs.database import home
 
     return FileKeyring(home() / "keys.json")
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jobs import crypto, secrets_at_rest, sql, types
-from jobs.errors import IllegalTransition
+from portalq.jobs import crypto, secrets_at_rest, sql, types
+from portalq.jobs.errors import IllegalTransition
 
 BATCH = 500
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic_core import to_json
 
-from jobs import clock
-from jobs.errors import InputError
+from portalq.jobs import clock
+from portalq.jobs.errors import InputError
 
 MAX_ORDER_ID = 200
 MAX_IDEMPOTENCY_KEY = 200

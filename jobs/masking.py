@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jobs import types
-from jobs.errors import InputError
+from portalq.jobs import types
+from portalq.jobs.errors import InputError
 
 #: shown instead of a secret value; sent back unchanged by an edit form it means "keep"
 MASK = "(secret: unchanged)"

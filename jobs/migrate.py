@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import migrations
-from jobs import sql
-from jobs.kinds import LockKey
+import portalq.migrations as migrations
+from portalq.jobs import sql
+from portalq.jobs.kinds import LockKey
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -32,7 +32,7 @@ def upgrade(url: str, revision: str = "head") -> None:
     from alembic import command
     from sqlalchemy import create_engine, pool
 
-    from jobs.embedded import grant_after_migration, owner_url
+    from portalq.jobs.embedded import grant_after_migration, owner_url
 
     url = owner_url(url)   # the embedded server: migrations as the owner, not the app role
     engine = create_engine(url, poolclass=pool.NullPool)
@@ -88,7 +88,7 @@ def upgrade_if_needed(url: str) -> None:
     service process) when the database is already at the head revision."""
     import psycopg
 
-    from jobs.database import libpq_dsn
+    from portalq.jobs.database import libpq_dsn
 
     head = head_revision()
     if head is not None:
@@ -107,9 +107,9 @@ def seed_portals(url: str, portals: list[dict[str, Any]]) -> list[str]:
     one transaction; existing portals are left as they are. Returns the codes added."""
     import psycopg
 
-    from jobs import sql
-    from jobs.database import libpq_dsn
-    from jobs.embedded import owner_url
+    from portalq.jobs import sql
+    from portalq.jobs.database import libpq_dsn
+    from portalq.jobs.embedded import owner_url
 
     added = []
     with psycopg.connect(libpq_dsn(owner_url(url))) as conn:

@@ -23,8 +23,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from jobs import limits, types
-from jobs.errors import InputError
+from portalq.jobs import limits, types
+from portalq.jobs.errors import InputError
 
 
 def sql_variable(job_type: str) -> str:
@@ -56,7 +56,7 @@ def payload_for_order(job_type: str, order_id: str, dsn: str | None = None) -> d
 
 
 def _from_sql(job_type: str, query: str, order_id: str, dsn: str | None) -> dict[str, Any]:
-    from jobs.database import database_url, libpq_dsn
+    from portalq.jobs.database import database_url, libpq_dsn
 
     try:
         with psycopg.connect(dsn or libpq_dsn(database_url())) as conn:

@@ -11,9 +11,9 @@ from typing import Any, Generic, TypeVar, cast
 
 from psycopg import AsyncConnection, Connection
 
-from jobs import clock, sql
-from jobs.kinds import ArtifactKind
-from jobs.rows import EscalationRow, NoticeRow
+from portalq.jobs import clock, sql
+from portalq.jobs.kinds import ArtifactKind
+from portalq.jobs.rows import EscalationRow, NoticeRow
 
 AConn = AsyncConnection[Any]
 R = TypeVar("R", EscalationRow, NoticeRow)

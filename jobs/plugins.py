@@ -9,7 +9,7 @@ lookup. A plugin is a module that registers job types (and portals) when importe
       [project.entry-points."portalq.plugins"]
       ontario = "ontario_portal.jobs"
 
-  (portalq's own portals come this way: ``builtin = "portals.catalogue"``);
+  (portalq's own portals come this way: ``builtin = "portalq.portals.catalogue"``);
 - or it is named at run time: ``PORTALQ_PLUGINS=mymodule,other.module``.
 
 A plugin that cannot be imported is an input error naming it, never a traceback.
@@ -22,7 +22,7 @@ import os
 import threading
 from importlib.metadata import entry_points
 
-from jobs.errors import InputError
+from portalq.jobs.errors import InputError
 
 GROUP = "portalq.plugins"
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from jobs import connections
+from portalq.jobs import connections
 
 Pool = AsyncConnectionPool
 

@@ -15,8 +15,8 @@ from typing import Any, cast
 
 from psycopg import AsyncConnection, Connection
 
-from jobs import clock, sql
-from jobs.rows import PortalRow, PortalState
+from portalq.jobs import clock, sql
+from portalq.jobs.rows import PortalRow, PortalState
 
 Conn = Connection[Any]
 AConn = AsyncConnection[Any]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobs import clock, crypto, limits, sql
-from jobs.errors import IllegalTransition, InputError
+from portalq.jobs import clock, crypto, limits, sql
+from portalq.jobs.errors import IllegalTransition, InputError
 
 #: a flow asking three times without an answer is escalated instead of asking again
 UNANSWERED_LIMIT = 3

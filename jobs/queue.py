@@ -14,8 +14,8 @@ from typing import Any, cast
 import psycopg
 from psycopg.types.json import Jsonb
 
-from jobs import clock, limits, portals_repo, secrets_at_rest, sql, submission
-from jobs.enqueue import (
+from portalq.jobs import clock, limits, portals_repo, secrets_at_rest, sql, submission
+from portalq.jobs.enqueue import (
     COPY_MIN,
     Enqueued,
     NewJob,
@@ -23,11 +23,11 @@ from jobs.enqueue import (
     enqueue_many,
     rate_key_for,
 )
-from jobs.errors import IllegalTransition, InputError, JobNotFound
-from jobs.kinds import EventKind, JobStatus
-from jobs.rows import JobDetail, JobListRow, JobRow
-from jobs.txn import connect, raw_connection
-from jobs.txn import use as _use
+from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound
+from portalq.jobs.kinds import EventKind, JobStatus
+from portalq.jobs.rows import JobDetail, JobListRow, JobRow
+from portalq.jobs.txn import connect, raw_connection
+from portalq.jobs.txn import use as _use
 
 __all__ = ["ACTIVE", "COPY_MIN", "Enqueued", "NewJob", "connect", "enqueue", "enqueue_many",
            "raw_connection", "rate_key_for"]

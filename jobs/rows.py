@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, TypedDict
 
-from jobs.kinds import EscalationKindName, JobStatusName, NoticeKindName
+from portalq.jobs.kinds import EscalationKindName, JobStatusName, NoticeKindName
 
 
 class JobRow(TypedDict):

@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from jobs import crypto, types
-from jobs.errors import BusinessError, InputError
+from portalq.jobs import crypto, types
+from portalq.jobs.errors import BusinessError, InputError
 
 MARKER = "[encrypted]"
 ERASED = "[erased]"

@@ -196,7 +196,7 @@ class Reporting:
         def checkpoints(self) -> Mapping[str, Any]: ...
 
     def submission(self, name: str, reference: str | None = None) -> Submission:
-        from jobs import clock
+        from portalq.jobs import clock
 
         return Submission(name, self.job_id, lambda: self.checkpoints, self.save_checkpoint,
                           clock.now, reference)

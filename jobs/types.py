@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from jobs import plugins
-from jobs.errors import BusinessError, InputError
+from portalq.jobs import plugins
+from portalq.jobs.errors import BusinessError, InputError
 
 #: a flow or handler: ``async def run(ctx) -> dict | None`` (ctx: portals.flows.FlowContext)
 Flow = Callable[[Any], Awaitable[Mapping[str, Any] | None]]

@@ -39,7 +39,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from jobs.key_providers import KeyError_
+from portalq.jobs.key_providers import KeyError_
 
 #: how long the key's latest version is trusted before it is read again (seconds)
 RECHECK_SECONDS = 5.0
@@ -82,7 +82,7 @@ class VaultTransit:
         hmac_b64 = env.get("PORTALQ_HMAC_KEY")
         hmac_key = None
         if hmac_b64:
-            from jobs.key_providers import _unb64
+            from portalq.jobs.key_providers import _unb64
 
             hmac_key = _unb64(hmac_b64, "PORTALQ_HMAC_KEY")
         return cls(addr, key=env.get("PORTALQ_VAULT_TRANSIT_KEY", "portalq"),

@@ -20,12 +20,12 @@ from psycopg import AsyncConnection
 from psycopg import sql as psql
 from psycopg.types.json import Jsonb
 
-from jobs import clock, crypto, portals_repo, sql, types
-from jobs.checkpoints import rescue_decision
-from jobs.deferral import DeferIncomplete as DeferIncomplete
-from jobs.deferral import defer_portal as defer_portal
-from jobs.kinds import Channel, LockKey
-from jobs.rows import ClaimRow
+from portalq.jobs import clock, crypto, portals_repo, sql, types
+from portalq.jobs.checkpoints import rescue_decision
+from portalq.jobs.deferral import DeferIncomplete as DeferIncomplete
+from portalq.jobs.deferral import defer_portal as defer_portal
+from portalq.jobs.kinds import Channel, LockKey
+from portalq.jobs.rows import ClaimRow
 
 AConn = AsyncConnection[Any]
 log = logging.getLogger("portalq.queue")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from jobs.models import metadata
+from portalq.jobs.models import metadata
 
 config = context.config
 
@@ -14,7 +14,7 @@ def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from jobs.database import database_url
+    from portalq.jobs.database import database_url
 
     return database_url()
 

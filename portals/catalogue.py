@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.types import JobType, RateLimit, register
-from portals.payloads import (
+from portalq.jobs.types import JobType, RateLimit, register
+from portalq.portals.payloads import (
     DeliverPayload,
     FileEntityPayload,
     NameSearchPayload,
     ObtainEinPayload,
     ProcessCrtcPayload,
 )
-from portals.presets import PRESETS, PortalPreset
+from portalq.portals.presets import PRESETS, PortalPreset
 
 _PORTALS: dict[str, PortalPreset] = {}
 
@@ -33,7 +33,7 @@ def declare_portal(portal: PortalPreset) -> PortalPreset:
 
 def declared_portals() -> list[PortalPreset]:
     """Every declared portal (plugins loaded first)."""
-    from jobs import plugins
+    from portalq.jobs import plugins
 
     plugins.load()
     return list(_PORTALS.values())
@@ -56,10 +56,10 @@ def _tax_id(p: Any) -> str:
 
 
 register(JobType("file_entity", FileEntityPayload, _entity_portal,
-                 flow="portals.flows.entity:file_entity"))
+                 flow="portalq.portals.flows.entity:file_entity"))
 register(JobType(
     "obtain_ein", ObtainEinPayload, "irs_ein",
-    flow="portals.flows.irs:obtain_ein",
+    flow="portalq.portals.flows.irs:obtain_ein",
     reconcilable=False,
     rate_limit=RateLimit(key=_tax_id),
     secret_fields=("responsible_party.ssn", "responsible_party.itin"),
@@ -67,10 +67,10 @@ register(JobType(
     secret_checkpoints=("cp575_url",),
 ))
 register(JobType("name_search", NameSearchPayload, "bc_corporate_online",
-                 flow="portals.flows.bc:name_search"))
+                 flow="portalq.portals.flows.bc:name_search"))
 register(JobType("process_crtc", ProcessCrtcPayload, "crtc",
-                 flow="portals.flows.crtc:process_crtc"))
-register(JobType("deliver", DeliverPayload, "email", flow="portals.flows.deliver:deliver",
+                 flow="portalq.portals.flows.crtc:process_crtc"))
+register(JobType("deliver", DeliverPayload, "email", flow="portalq.portals.flows.deliver:deliver",
                  uses_browser=False))
 
 #: where each built-in portal's stand-in is served, under ``PORTALQ_STANDIN_URL``

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from portals.calendar import Closure, PortalCalendar, Window, parse_hours
+from portalq.portals.calendar import Closure, PortalCalendar, Window, parse_hours
 
 __all__ = ["HOURS_PRESETS", "PRESETS", "PortalPreset", "calendar_from_preset"]
 

@@ -1,3 +1,3 @@
-from scheduler.cli import main
+from portalq.scheduler.cli import main
 
 main()

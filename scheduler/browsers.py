@@ -25,7 +25,7 @@ class Browsers:
             if self._browser is None or not self._browser.is_connected():
                 from playwright.async_api import async_playwright
 
-                from portals.flows import browser
+                from portalq.portals.flows import browser
 
                 self.config = browser.load_config()
                 if self._playwright is None:
@@ -38,7 +38,7 @@ class Browsers:
         ``artifacts_dir``."""
         if self.remote is not None and self.remote.serves(portal):
             return await self.remote.new_context(portal, artifacts_dir)
-        from portals.flows import browser
+        from portalq.portals.flows import browser
 
         b = await self.local()
         return await browser.new_context(b, self.config, artifacts_dir)

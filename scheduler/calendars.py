@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from jobs import clock, portals_repo
-from portals.calendar import (
+from portalq.jobs import clock, portals_repo
+from portalq.portals.calendar import (
     Closure,
     PortalCalendar,
     Window,
@@ -99,8 +99,8 @@ def load_sync(conn: Any, since: datetime | None = None) -> dict[str, Portal]:
 def seed_declared_portals(url: str) -> list[str]:
     """The portals declared in code (portals.catalogue, plugins) that the database lacks:
     added with their weekly hours. Returns their codes."""
-    from jobs.migrate import seed_portals
-    from portals.catalogue import declared_portals
+    from portalq.jobs.migrate import seed_portals
+    from portalq.portals.catalogue import declared_portals
 
     return seed_portals(url, [p.as_row() for p in declared_portals()])
 
@@ -150,7 +150,7 @@ async def refresh_holidays(conn: Any, now: datetime | None = None, *,
 def store_holidays(url: str | None = None) -> list[str]:
     """Store the holidays due on the database at ``url`` (what `portalq migrate` does right
     after the migrations). Returns the portals stored."""
-    from jobs.queue import connect
+    from portalq.jobs.queue import connect
 
     with connect(url) as conn:
         return refresh_holidays_sync(conn)
@@ -189,7 +189,7 @@ def portal_day(portal: Portal, now: datetime) -> tuple[datetime, datetime]:
     from datetime import UTC
     from datetime import datetime as dt
 
-    from portals.calendar import zone
+    from portalq.portals.calendar import zone
 
     tz = zone(portal.calendar.timezone)
     local = now.astimezone(tz).date()

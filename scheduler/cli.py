@@ -19,8 +19,8 @@ try:  # typer >= 0.20 vendors click
 except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
-from jobs.errors import IllegalTransition, InputError, PortalqError
-from scheduler.cli_common import (
+from portalq.jobs.errors import IllegalTransition, InputError, PortalqError
+from portalq.scheduler.cli_common import (
     EXIT_INPUT,
     EXIT_STATE,
     DbUrl,
@@ -46,21 +46,21 @@ def migrate(database_url: DbUrl = None,
             sql: Annotated[bool, typer.Option("--sql", help="print the SQL, run nothing")] = False,
             ) -> None:
     """Apply schema migrations (idempotent)."""
-    from jobs import migrate as m
+    from portalq.jobs import migrate as m
 
     if sql:
         typer.echo(m.offline_sql())
         return
     from rich.console import Console
 
-    from jobs.database import database_url as resolve
+    from portalq.jobs.database import database_url as resolve
 
     with Console(stderr=True).status("starting the database and applying migrations ..."):
         url = resolve(database_url)
         before = m.current(url)
         m.upgrade(url)
         after = m.current(url)
-        from scheduler.calendars import seed_declared_portals, store_holidays
+        from portalq.scheduler.calendars import seed_declared_portals, store_holidays
 
         added = seed_declared_portals(url)
         stored = store_holidays(url)
@@ -88,14 +88,14 @@ def enqueue(
 ) -> None:
     """Enqueue one job; prints its id. Without --payload the payload is built from the order
     by the job type's order source."""
-    from jobs import queue
+    from portalq.jobs import queue
 
     given = payload is not None or payload_file is not None
     data = _load_payload(payload, payload_file) if given else None
     when = _parse_instant(run_at, "--run-at")
     _use_url(database_url)
     if data is None:
-        from jobs.orders import payload_for_order
+        from portalq.jobs.orders import payload_for_order
 
         data = payload_for_order(job_type, order)
     result = queue.enqueue(job_type, order, data, run_at=when, priority=priority,
@@ -122,9 +122,9 @@ def enqueue_batch(
 
     from rich.progress import Progress
 
-    from jobs import queue
-    from jobs.errors import BatchInputError
-    from scheduler.cli_batch import chunks
+    from portalq.jobs import queue
+    from portalq.jobs.errors import BatchInputError
+    from portalq.scheduler.cli_batch import chunks
 
     if chunk < 1:
         fail(f"--chunk must be at least 1, got {chunk}")
@@ -155,8 +155,8 @@ def enqueue_batch(
 
 def _public(job: Mapping[str, Any]) -> dict[str, Any]:
     """A job for display: secret payload fields shown as [encrypted] or [erased]."""
-    from jobs import secrets_at_rest
-    from jobs.types import get
+    from portalq.jobs import secrets_at_rest
+    from portalq.jobs.types import get
 
     out = dict(job)
     try:
@@ -182,7 +182,7 @@ def jobs_list(
     database_url: DbUrl = None,
 ) -> None:
     """List jobs, newest first."""
-    from jobs import queue
+    from portalq.jobs import queue
 
     _use_url(database_url)
     rows = queue.list_jobs(status=status, portal=portal, order_id=order, limit=limit)
@@ -201,7 +201,7 @@ def jobs_list(
 def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = False,
               database_url: DbUrl = None) -> None:
     """A job with its events, artifacts and documents."""
-    from jobs import queue
+    from portalq.jobs import queue
 
     _use_url(database_url)
     job = _public(queue.show_job(job_id))
@@ -247,7 +247,7 @@ def jobs_retry(
 ) -> None:
     """Put a failed or cancelled job back in the queue (checkpoints kept), or resolve an
     uncertain outcome (--confirmed-filed / --not-filed)."""
-    from jobs import queue
+    from portalq.jobs import queue
 
     if confirmed_filed is not None and not_filed:
         fail("give --confirmed-filed or --not-filed, not both")
@@ -276,8 +276,8 @@ def jobs_retry(
 def _audited(action: str, job_id: int, reason: str, change: Any) -> None:
     """An admin change of a job and its audit row (who, what, when, why, before/after),
     committed together -- as the console records its actions."""
-    from jobs import console_actions, queue
-    from jobs.audit import Actor
+    from portalq.jobs import console_actions, queue
+    from portalq.jobs.audit import Actor
 
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
@@ -291,7 +291,7 @@ def answer(job_id: int,
                                                             "characters, yes/no")],
            database_url: DbUrl = None) -> None:
     """Answer the question a running job is waiting on (from any host)."""
-    from jobs import audit, questions, queue
+    from portalq.jobs import audit, questions, queue
 
     _use_url(database_url)
     queue.get_job(job_id)   # an unknown id: one line, exit 2
@@ -320,7 +320,7 @@ def reject(job_id: int, note: Annotated[str, typer.Option("--note", help="why")]
 
 
 def _decide(job_id: int, state: str, note: str, database_url: str | None) -> None:
-    from jobs import approvals, audit, queue
+    from portalq.jobs import approvals, audit, queue
 
     _use_url(database_url)
     queue.get_job(job_id)   # an unknown id: one line, exit 2
@@ -331,7 +331,7 @@ def _decide(job_id: int, state: str, note: str, database_url: str | None) -> Non
 @jobs_app.command("cancel")
 def jobs_cancel(job_id: int, database_url: DbUrl = None) -> None:
     """Cancel a pending, deferred or failed job."""
-    from jobs import queue
+    from portalq.jobs import queue
 
     _use_url(database_url)
     _audited("job.cancel", job_id, "portalq jobs cancel",
@@ -340,7 +340,7 @@ def jobs_cancel(job_id: int, database_url: DbUrl = None) -> None:
 
 
 def _actor() -> str:
-    from scheduler.cli_common import cli_actor
+    from portalq.scheduler.cli_common import cli_actor
 
     return cli_actor()
 
@@ -351,7 +351,7 @@ def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then
            interval: Annotated[float, typer.Option(help="refresh period (s)")] = 1.0,
            database_url: DbUrl = None) -> None:
     """Live view: queue depth, running jobs and their step, deferred jobs, failures."""
-    from scheduler import status as st
+    from portalq.scheduler import status as st
 
     if not 0 < interval <= 3600:
         fail(f"--interval must be in (0, 3600] seconds, got {interval}")
@@ -404,8 +404,8 @@ def demo(
 
     from rich.console import Console
 
-    from scheduler import demo as d
-    from scheduler import logs
+    from portalq.scheduler import demo as d
+    from portalq.scheduler import logs
 
     logs.setup("text", "WARNING")
     rc = asyncio.run(d.run(exit_when_done=exit_when_done, timeout=timeout, console=Console()))
@@ -417,7 +417,7 @@ def standin(host: Annotated[str, typer.Option(envvar="PORTALQ_STANDIN_HOST")] = 
             port: Annotated[int, typer.Option(envvar="PORTALQ_STANDIN_PORT")] = 8765) -> None:
     """Serve the stand-in portals (BC Registries, IRS EIN, Delaware, CRTC) locally."""
     _need_demo_extra()
-    from portals.standin.app import serve
+    from portalq.portals.standin.app import serve
 
     if not 0 <= port <= 65535:
         fail(f"--port must be 0..65535, got {port}")
@@ -427,7 +427,7 @@ def standin(host: Annotated[str, typer.Option(envvar="PORTALQ_STANDIN_HOST")] = 
 @db_app.command("start")
 def db_start() -> None:
     """Start the embedded PostgreSQL server (if not running); print its URL."""
-    from jobs.database import embedded
+    from portalq.jobs.database import embedded
 
     typer.echo(embedded().ensure_running())
 
@@ -435,7 +435,7 @@ def db_start() -> None:
 @db_app.command("stop")
 def db_stop() -> None:
     """Stop the embedded PostgreSQL server."""
-    from jobs.database import embedded
+    from portalq.jobs.database import embedded
 
     embedded().stop()
     typer.echo("stopped")
@@ -445,14 +445,14 @@ def db_stop() -> None:
 def db_url(database_url: DbUrl = None) -> None:
     """Print the database URL portalq uses (starting the embedded server if needed); a
     password is shown as ***."""
-    from jobs.database import database_url as resolve
-    from jobs.database import parse_url
+    from portalq.jobs.database import database_url as resolve
+    from portalq.jobs.database import parse_url
 
     typer.echo(parse_url(resolve(database_url)).redacted())
 
 
 def _register() -> None:
-    from scheduler import cli_accounts, cli_console, cli_keys, cli_portals
+    from portalq.scheduler import cli_accounts, cli_console, cli_keys, cli_portals
 
     app.add_typer(cli_portals.app, name="portals")
     app.add_typer(cli_keys.app, name="keys")
@@ -508,8 +508,8 @@ def run_service(
     """Run the scheduler service (until SIGTERM/SIGINT)."""
     from pydantic import ValidationError
 
-    from scheduler.config import Settings
-    from scheduler.service import run
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.service import run
 
     overrides: dict[str, Any] = {}
     if workers is not None:

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from scheduler.cli_common import DbUrl, _use_url, fail, print_json
+from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json
 
 app = typer.Typer(no_args_is_help=True, help="Portal accounts: list, add, pause, resume, check.")
 
@@ -22,8 +22,8 @@ Reason = Annotated[str | None, typer.Option("--reason", help="why (kept in the a
 
 
 def _actor() -> Any:
-    from jobs.audit import Actor
-    from scheduler.cli import _actor as who
+    from portalq.jobs.audit import Actor
+    from portalq.scheduler.cli import _actor as who
 
     return Actor(who(), None, "cli")
 
@@ -33,7 +33,7 @@ def list_accounts(portal: Annotated[str | None, typer.Option()] = None,
                   as_json: Annotated[bool, typer.Option("--json")] = False,
                   database_url: DbUrl = None) -> None:
     """Accounts, their state, and which of their secrets the provider has (never values)."""
-    from jobs import account_secrets, accounts, queue
+    from portalq.jobs import account_secrets, accounts, queue
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -56,7 +56,7 @@ def add(portal: str, name: str,
         username: Annotated[str, typer.Option("--username", help="the portal's user name")],
         reason: Reason = None, database_url: DbUrl = None) -> None:
     """Add an account; put its password (and TOTP seed) in the secrets provider."""
-    from jobs import accounts, queue
+    from portalq.jobs import accounts, queue
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -69,7 +69,7 @@ def add(portal: str, name: str,
 @app.command("pause")
 def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """No job signs in with it until resumed (its jobs wait, spending no attempt)."""
-    from jobs import accounts, queue
+    from portalq.jobs import accounts, queue
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -80,7 +80,7 @@ def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = N
 @app.command("resume")
 def resume(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """After its secret is fixed: jobs sign in with it again."""
-    from jobs import accounts, queue
+    from portalq.jobs import accounts, queue
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -108,9 +108,9 @@ async def _check(portal: str, creds: Any, urls: dict[str, str]) -> Any:
 
     from playwright.async_api import async_playwright
 
-    from jobs import files
-    from portals.flows import browser as browsers
-    from portals.flows.signin import sign_in
+    from portalq.jobs import files
+    from portalq.portals.flows import browser as browsers
+    from portalq.portals.flows.signin import sign_in
 
     config = browsers.load_config()
     with tempfile.TemporaryDirectory(prefix="portalq-check-") as tmp:
@@ -133,10 +133,10 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
     portal answered. Nothing is filed; a refused password is reported, never retried."""
     import asyncio
 
-    from jobs import account_secrets, accounts, portals_repo, queue
-    from jobs.errors import AccountError, HandlerOutcome
-    from portals.flows.signin import Credentials
-    from scheduler.config import Settings
+    from portalq.jobs import account_secrets, accounts, portals_repo, queue
+    from portalq.jobs.errors import AccountError, HandlerOutcome
+    from portalq.portals.flows.signin import Credentials
+    from portalq.scheduler.config import Settings
 
     _use_url(database_url)
     with queue.connect() as conn:

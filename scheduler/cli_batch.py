@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from jobs import queue
-from jobs.limits import max_payload_bytes
-from scheduler.cli_common import _parse_instant, fail
+from portalq.jobs import queue
+from portalq.jobs.limits import max_payload_bytes
+from portalq.scheduler.cli_common import _parse_instant, fail
 
 #: lines per batch file: beyond this, split the file (one transaction holds them all)
 MAX_LINES = 1_000_000

@@ -25,7 +25,7 @@ _DB_EXITS = {"unavailable": EXIT_DB, "value": EXIT_INPUT, "other": 1}
 
 def database_error(exc: BaseException) -> tuple[int | None, str]:
     """(exit code, one-line message) for a database error, else (None, "")."""
-    from jobs.connections import classify_error
+    from portalq.jobs.connections import classify_error
 
     found = classify_error(exc)
     if found is None:
@@ -48,7 +48,7 @@ def print_json(data: Any) -> None:
 def _parse_instant(value: str | None, what: str) -> datetime | None:
     if value is None:
         return None
-    from jobs.clock import parse_instant
+    from portalq.jobs.clock import parse_instant
 
     try:
         return parse_instant(value)
@@ -74,7 +74,7 @@ def read_bounded(path: Path, limit: int, what: str) -> str:
 
 def _load_payload(payload: str | None, payload_file: Path | None,
                   what: str = "payload") -> dict[str, Any]:
-    from jobs.limits import max_payload_bytes
+    from portalq.jobs.limits import max_payload_bytes
 
     if payload is not None and payload_file is not None:
         fail("give --payload or --payload-file, not both")

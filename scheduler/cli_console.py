@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from scheduler.cli_common import DbUrl, _use_url, fail, print_json
+from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json
 
 users_app = typer.Typer(no_args_is_help=True, help="Console users and their roles.")
 
@@ -23,8 +23,8 @@ def _password(confirm: bool) -> str:
 
 
 def _audit_cli(conn: object, action: str, target: str, reason: str, after: object) -> None:
-    from jobs import audit
-    from scheduler.cli import _actor
+    from portalq.jobs import audit
+    from portalq.scheduler.cli import _actor
 
     audit.record(conn, audit.Actor(_actor(), None, "cli"), action, target, reason,
                  after=after)
@@ -35,7 +35,7 @@ def users_add(name: str,
               role: Annotated[str, typer.Option(help="viewer | operator | admin")] = "viewer",
               database_url: DbUrl = None) -> None:
     """Add a console user; the password comes from standard input or a prompt."""
-    from jobs import console_users, queue
+    from portalq.jobs import console_users, queue
 
     if role not in console_users.RANK:
         fail(f"unknown role {role!r} (one of viewer, operator, admin)")
@@ -51,7 +51,7 @@ def users_add(name: str,
 @users_app.command("passwd")
 def users_passwd(name: str, database_url: DbUrl = None) -> None:
     """Set a user's password (standard input or a prompt)."""
-    from jobs import console_users, queue
+    from portalq.jobs import console_users, queue
 
     password = _password(confirm=True)
     _use_url(database_url)
@@ -64,7 +64,7 @@ def users_passwd(name: str, database_url: DbUrl = None) -> None:
 @users_app.command("disable")
 def users_disable(name: str, database_url: DbUrl = None) -> None:
     """Disable a user: their sessions end at once, they cannot sign in."""
-    from jobs import console_users, queue
+    from portalq.jobs import console_users, queue
 
     _use_url(database_url)
     with queue.connect() as c, c.transaction():
@@ -77,7 +77,7 @@ def users_disable(name: str, database_url: DbUrl = None) -> None:
 def users_list(as_json: Annotated[bool, typer.Option("--json")] = False,
                database_url: DbUrl = None) -> None:
     """Console users, roles, last activity."""
-    from jobs import console_users, queue
+    from portalq.jobs import console_users, queue
 
     _use_url(database_url)
     with queue.connect() as c:
@@ -100,8 +100,8 @@ def audit(target: Annotated[str | None, typer.Option(help="e.g. job:42, portal:i
           as_json: Annotated[bool, typer.Option("--json")] = False,
           database_url: DbUrl = None) -> None:
     """The audit log, newest first: who did what, when, why (before/after with --json)."""
-    from jobs import audit as audit_log
-    from jobs import queue
+    from portalq.jobs import audit as audit_log
+    from portalq.jobs import queue
 
     _use_url(database_url)
     with queue.connect() as c:
@@ -122,11 +122,11 @@ def console(host: Annotated[str | None, typer.Option(
     """Serve the admin console (sign in with a user from `portalq users add`)."""
     from pydantic import ValidationError
 
-    from jobs import migrate
-    from jobs.database import database_url as resolve
-    from jobs.database import libpq_dsn
-    from scheduler.console.app import serve
-    from scheduler.console.config import ConsoleSettings
+    from portalq.jobs import migrate
+    from portalq.jobs.database import database_url as resolve
+    from portalq.jobs.database import libpq_dsn
+    from portalq.scheduler.console.app import serve
+    from portalq.scheduler.console.config import ConsoleSettings
 
     overrides: dict[str, object] = {}
     if host is not None:
@@ -138,9 +138,9 @@ def console(host: Annotated[str | None, typer.Option(
     except ValidationError as exc:
         first = exc.errors()[0]
         fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
-    from jobs.errors import InputError
-    from scheduler.config import Settings
-    from scheduler.console.oidc import Config
+    from portalq.jobs.errors import InputError
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.console.oidc import Config
 
     try:  # single sign-on half configured: one line before anything starts
         Config.from_settings(settings, Settings())

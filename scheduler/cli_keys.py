@@ -11,32 +11,32 @@ from typing import Annotated, Any
 
 import typer
 
-from scheduler.cli_common import DbUrl, _use_url, fail, print_json
+from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json
 
 app = typer.Typer(no_args_is_help=True, help="Encryption keys: status, rotate, retire.")
 
 
 def _provider() -> Any:
-    from jobs import crypto
+    from portalq.jobs import crypto
 
     return crypto.provider()
 
 
 def _plugins() -> None:
-    from scheduler.config import Settings
-    from scheduler.service import load_plugins
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.service import load_plugins
 
     load_plugins(Settings())
 
 
 def _where(p: Any) -> str:
-    from jobs import crypto
+    from portalq.jobs import crypto
 
     if isinstance(p, crypto.FileKeyring):
         return f"key file {p.path}"
     if isinstance(p, crypto.EnvKeys):
         return "PORTALQ_KEK"
-    from jobs.vault_transit import VaultTransit
+    from portalq.jobs.vault_transit import VaultTransit
 
     if isinstance(p, VaultTransit):
         return f"Vault transit key {p.mount}/{p.key} at {p.addr}"
@@ -47,7 +47,7 @@ def _where(p: Any) -> str:
 def status(as_json: Annotated[bool, typer.Option("--json")] = False,
            database_url: DbUrl = None) -> None:
     """The current key, the keys known, the stored values each one wraps."""
-    from jobs import keys, queue
+    from portalq.jobs import keys, queue
 
     _use_url(database_url)
     p = _provider()
@@ -71,7 +71,7 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
     """Make a new key current (key file: a new key; Vault: a new version of the Transit key;
     with PORTALQ_KEK, the first key listed there) and re-wrap every stored data key with
     it, in batches, while the service runs."""
-    from jobs import keys, queue
+    from portalq.jobs import keys, queue
 
     _use_url(database_url)
     _plugins()
@@ -98,7 +98,7 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
 @app.command("retire")
 def retire(key_id: str, database_url: DbUrl = None) -> None:
     """Delete an old key (after re-wrapping whatever still used it)."""
-    from jobs import crypto, keys, queue
+    from portalq.jobs import crypto, keys, queue
 
     _use_url(database_url)
     _plugins()

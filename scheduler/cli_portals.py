@@ -10,11 +10,18 @@ from typing import Annotated, Any
 
 import typer
 
-from jobs import clock, portals_repo, queue
-from jobs.audit import Actor
-from portals import calendar as cal
-from scheduler import calendars
-from scheduler.cli_common import DbUrl, _parse_instant, _use_url, cli_actor, fail, print_json
+from portalq.jobs import clock, portals_repo, queue
+from portalq.jobs.audit import Actor
+from portalq.portals import calendar as cal
+from portalq.scheduler import calendars
+from portalq.scheduler.cli_common import (
+    DbUrl,
+    _parse_instant,
+    _use_url,
+    cli_actor,
+    fail,
+    print_json,
+)
 
 
 def _reason(what: str) -> Any:
@@ -137,8 +144,8 @@ def set_hours(
     database_url: DbUrl = None,
 ) -> None:
     """Replace a portal's weekly hours (audited)."""
-    from jobs import console_actions
-    from portals.presets import HOURS_PRESETS
+    from portalq.jobs import console_actions
+    from portalq.portals.presets import HOURS_PRESETS
 
     if bool(windows) == bool(preset):
         fail("give either windows or --preset")
@@ -166,7 +173,7 @@ def close(code: str,
           reason: Annotated[str, typer.Option(help="why (shown to operators)")],
           database_url: DbUrl = None) -> None:
     """Record a one-off closure (maintenance, system conversion; audited)."""
-    from jobs import console_actions
+    from portalq.jobs import console_actions
 
     starts, ends = _parse_instant(start, "--from"), _parse_instant(end, "--to")
     assert starts is not None and ends is not None
@@ -174,7 +181,7 @@ def close(code: str,
         fail("--to must be after --from")
     if not reason.strip():
         fail("--reason must not be empty")
-    from jobs.limits import check_identifier
+    from portalq.jobs.limits import check_identifier
 
     reason = check_identifier(reason, "--reason", 500)  # one line, no control characters
     _use_url(database_url)
@@ -190,7 +197,7 @@ def pause(code: str,
               help="why (shown in portals list; kept in the audit log)")] = "operator",
           database_url: DbUrl = None) -> None:
     """Pause a portal by hand: its jobs wait (no attempts spent) until `resume` (audited)."""
-    from jobs import console_actions
+    from portalq.jobs import console_actions
 
     _use_url(database_url)
     with queue.connect() as c:
@@ -203,7 +210,7 @@ def resume(code: str,
            reason: Annotated[str, _reason("portalq portals resume")] = "portalq portals resume",
            database_url: DbUrl = None) -> None:
     """Resume a paused portal (audited)."""
-    from jobs import console_actions
+    from portalq.jobs import console_actions
 
     _use_url(database_url)
     with queue.connect() as c:
@@ -219,7 +226,7 @@ def refresh_holidays(
 ) -> None:
     """Recompute every portal's stored holidays with the installed `holidays` package
     (last year to five years ahead; the service's tick extends them by itself; audited)."""
-    from jobs import audit
+    from portalq.jobs import audit
 
     _use_url(database_url)
     with queue.connect() as c, c.transaction():

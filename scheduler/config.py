@@ -119,7 +119,7 @@ class Settings(BaseSettings):
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:
-        from scheduler.logs import LEVELS
+        from portalq.scheduler.logs import LEVELS
 
         if value.upper() not in LEVELS:
             raise ValueError(f"must be one of {', '.join(LEVELS)}")
@@ -129,7 +129,7 @@ class Settings(BaseSettings):
     @classmethod
     def _parsable_url(cls, value: str | None) -> str | None:
         if value:
-            from jobs.database import parse_url
+            from portalq.jobs.database import parse_url
 
             parse_url(value)  # InputError, never quoting the password
         return value
@@ -137,7 +137,7 @@ class Settings(BaseSettings):
     def pool_options(self) -> dict[str, Any]:
         """psycopg options for connections to ``database_url`` (see
         :func:`jobs.database.connect_options`)."""
-        from jobs.database import connect_options
+        from portalq.jobs.database import connect_options
 
         return connect_options(self.direct_database_url)
 
@@ -147,14 +147,14 @@ class Settings(BaseSettings):
     def artifacts(self) -> Path:
         if self.artifacts_dir is not None:
             return self.artifacts_dir
-        from jobs.database import home
+        from portalq.jobs.database import home
 
         return home() / "artifacts"
 
     def browser_endpoints(self) -> dict[str, str]:
         """Remote browser per portal: ``PORTALQ_BROWSER_WS_<CODE>``; ``"*"``:
         ``PORTALQ_BROWSER_WS`` for the others (none: a local Chromium)."""
-        from portals.flows.pool import endpoints_from_env
+        from portalq.portals.flows.pool import endpoints_from_env
 
         return endpoints_from_env(os.environ, self.browser_ws)
 
@@ -164,7 +164,7 @@ class Settings(BaseSettings):
         (``PORTALQ_PORTAL_URL_<CODE>``)."""
         urls = {code: url for code, url in (stored or {}).items() if url}
         if self.standin_url.strip():
-            from portals.catalogue import STANDIN_PATHS
+            from portalq.portals.catalogue import STANDIN_PATHS
 
             base = self.standin_url.strip().rstrip("/")
             urls.update({code: f"{base}/{path}" for code, path in STANDIN_PATHS.items()})

@@ -10,14 +10,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs import clock, secrets_at_rest, worker_api
-from jobs.errors import AccountError, DeferUntil
-from jobs.submission import Reporting
+from portalq.jobs import clock, secrets_at_rest, worker_api
+from portalq.jobs.errors import AccountError, DeferUntil
+from portalq.jobs.submission import Reporting
 
 if TYPE_CHECKING:
-    from jobs.pool import Pool
-    from scheduler.config import Settings
-    from scheduler.people import AccountHold
+    from portalq.jobs.pool import Pool
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.people import AccountHold
 
 #: opens a fresh browser context for (portal, artifacts folder)
 ContextOpener = Callable[[str, Path], Awaitable[Any]]
@@ -121,10 +121,10 @@ class JobContext(Reporting):
         """One of the portal's accounts, held for this job (one session per account on
         every node): its credentials and kept browser session (scheduler/people.py
         HeldAccount); None when the portal has no account configured."""
-        from scheduler.people import AccountHold
+        from portalq.scheduler.people import AccountHold
 
         if self._account is None:
-            from jobs import types
+            from portalq.jobs import types
 
             self._account = AccountHold(self._pool, holder=f"{self._node}:{self.job_id}",
                                         portal=self.portal,
@@ -144,7 +144,7 @@ class JobContext(Reporting):
         """The flow is at its review page (``review``: what it shows). Without approval for
         exactly this review (jobs/approvals.py), the page's screenshot is kept, admins are
         told, and the job waits -- deferred, its attempt refunded, the browser freed."""
-        from jobs import approvals, questions
+        from portalq.jobs import approvals, questions
 
         wanted = {w.strip() for w in self._settings.approval.split(",") if w.strip()}
         if not wanted & {self.job_type, self.portal}:
@@ -168,7 +168,7 @@ class JobContext(Reporting):
 
     async def ask(self, question: str) -> str:
         """Ask a person (an e-mailed code, a CAPTCHA) and wait for ``portalq jobs answer``."""
-        from scheduler.people import Asker
+        from portalq.scheduler.people import Asker
 
         await self.step(f"waiting for a person: {question[:120]}")
         wait = timedelta(seconds=self._settings.question_deadline_seconds)
@@ -244,7 +244,7 @@ class JobContext(Reporting):
             return await worker_api.documents_of(conn, job_id)
 
     async def send_mail(self, message: Any) -> None:
-        from scheduler.mailer import send
+        from portalq.scheduler.mailer import send
 
         await send(self._settings, message)
 

@@ -9,10 +9,10 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from jobs import connections
-from jobs.pool import Pool
-from jobs.pool import make_pool as _make_pool
-from scheduler.config import Settings
+from portalq.jobs import connections
+from portalq.jobs.pool import Pool
+from portalq.jobs.pool import make_pool as _make_pool
+from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.worker")
 

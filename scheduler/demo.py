@@ -18,12 +18,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs import clock, portals_repo, queue
-from jobs.database import embedded, home
-from jobs.migrate import upgrade
-from scheduler import status as st
-from scheduler.config import Settings
-from scheduler.demo_orders import samples
+from portalq.jobs import clock, portals_repo, queue
+from portalq.jobs.database import embedded, home
+from portalq.jobs.migrate import upgrade
+from portalq.scheduler import status as st
+from portalq.scheduler.config import Settings
+from portalq.scheduler.demo_orders import samples
 
 DEMO_DB = "portalq_demo"
 DELAWARE_CLOSED_FOR = timedelta(seconds=45)
@@ -71,9 +71,9 @@ def _free_port() -> int:
 async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
     from aiosmtpd.controller import Controller
 
-    from jobs import files
-    from portals.standin.app import StandinServer
-    from scheduler.service import serve
+    from portalq.jobs import files
+    from portalq.portals.standin.app import StandinServer
+    from portalq.scheduler.service import serve
 
     files.owner_only_process()
     base = files.private_dir(home())
@@ -122,8 +122,8 @@ def _crtc_account(standins: Any) -> None:
     import os
     import secrets
 
-    from jobs import accounts
-    from jobs.audit import Actor
+    from portalq.jobs import accounts
+    from portalq.jobs.audit import Actor
 
     password = secrets.token_urlsafe(12)
     standins.state["crtc"].accounts.configure({"enabled": True, "accounts": {
@@ -138,7 +138,7 @@ def _answer_waiting(ids: dict[str, int], mailbox: Path, answered: set[int],
     """A job waiting for an e-mailed code: say how to answer it, and answer it."""
     import re
 
-    from jobs import questions
+    from portalq.jobs import questions
 
     for job_id in ids.values():
         job = queue.get_job(job_id)

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jobs import worker_api
-from jobs.kinds import ArtifactKind
-from portals.flows.browser import MISSING_EVIDENCE
-from scheduler.dbpool import Database, first_line
+from portalq.jobs import worker_api
+from portalq.jobs.kinds import ArtifactKind
+from portalq.portals.flows.browser import MISSING_EVIDENCE
+from portalq.scheduler.dbpool import Database, first_line
 
 log = logging.getLogger("portalq.worker")
 

@@ -10,10 +10,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from jobs import clock, types, worker_api
-from scheduler import calendars, metrics, outcomes
-from scheduler.config import Settings
-from scheduler.dbpool import Database, first_line
+from portalq.jobs import clock, types, worker_api
+from portalq.scheduler import calendars, metrics, outcomes
+from portalq.scheduler.config import Settings
+from portalq.scheduler.dbpool import Database, first_line
 
 log = logging.getLogger("portalq.worker")
 
@@ -33,7 +33,7 @@ class FailureRecorder:
                      secrets: list[str], checkpoint: Mapping[str, Any] | None,
                      extra: Mapping[str, Any]) -> str:
         """Write what ``job``'s failed run becomes; answers the outcome (metrics label)."""
-        from portals.flows.base import redact
+        from portalq.portals.flows.base import redact
 
         s = self._settings
         now = clock.now()

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from jobs import clock, types
+from portalq.jobs import clock, types
 
 log = logging.getLogger("portalq.worker")
 
@@ -53,14 +53,14 @@ def browser_guarded(handler: Handler) -> Handler:
     submission the submission protocol (reconcile or escalate) decides, never a blind
     resubmission. Outcomes the flow decided itself (business error, uncertain outcome,
     deferral) are kept as they are."""
-    from jobs.errors import (
+    from portalq.jobs.errors import (
         AccountError,
         BusinessError,
         DeferUntil,
         PortalClosed,
         UncertainOutcome,
     )
-    from portals.flows.browser import BrowserUnavailable
+    from portalq.portals.flows.browser import BrowserUnavailable
 
     kept = (BusinessError, UncertainOutcome, DeferUntil, PortalClosed)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from scheduler.config import Settings
+from portalq.scheduler.config import Settings
 
 
 class Leases:

@@ -33,7 +33,7 @@ class TextFormatter(logging.Formatter):
 
 def setup(fmt: str = "text", level: str = "INFO") -> None:
     if level.upper() not in LEVELS:
-        from jobs.errors import InputError
+        from portalq.jobs.errors import InputError
 
         raise InputError(f"PORTALQ_LOG_LEVEL must be one of {', '.join(LEVELS)}, not {level!r}")
     handler = logging.StreamHandler(sys.stderr)

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from jobs import clock, outbox
-from jobs.kinds import NoticeKind
-from jobs.rows import EscalationRow, NoticeRow
-from scheduler import metrics
-from scheduler.config import Settings
+from portalq.jobs import clock, outbox
+from portalq.jobs.kinds import NoticeKind
+from portalq.jobs.rows import EscalationRow, NoticeRow
+from portalq.scheduler import metrics
+from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.mail")
 
@@ -95,7 +95,7 @@ def build_escalation(settings: Settings, esc: Mapping[str, Any],
     msg["From"] = settings.mail_from
     msg["To"] = ", ".join(settings.admins())
     msg["Message-ID"] = f"<escalation-{esc['id']}@portalq>"
-    from jobs.secrets_at_rest import checkpoint_for_display
+    from portalq.jobs.secrets_at_rest import checkpoint_for_display
 
     checkpoint = checkpoint_for_display(esc.get("checkpoint"))
     lines = [
@@ -161,7 +161,7 @@ def _server_down(exc: BaseException) -> bool:
         return isinstance(exc, smtplib.SMTPAuthenticationError)
     return isinstance(exc, OSError | smtplib.SMTPException)
 def _erasure_note(settings: Settings, job_type: str) -> list[str]:
-    from jobs import types
+    from portalq.jobs import types
 
     try:
         fields = types.get(job_type).secret_fields

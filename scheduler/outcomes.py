@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobs import retry
-from jobs.checkpoints import past_point_of_no_return
-from jobs.errors import (
+from portalq.jobs import retry
+from portalq.jobs.checkpoints import past_point_of_no_return
+from portalq.jobs.errors import (
     BusinessError,
     DeferUntil,
     PortalClosed,
@@ -33,8 +33,8 @@ from jobs.errors import (
     RetryableError,
     UncertainOutcome,
 )
-from jobs.kinds import EscalationKind as Esc
-from jobs.kinds import EventKind, JobStatus
+from portalq.jobs.kinds import EscalationKind as Esc
+from portalq.jobs.kinds import EventKind, JobStatus
 
 MIN_DEFER = timedelta(seconds=1)
 FAILED, DEFERRED = JobStatus.FAILED, JobStatus.DEFERRED

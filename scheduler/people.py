@@ -16,8 +16,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from jobs import account_secrets, accounts, clock, questions
-from jobs.errors import AccountError, BusinessError, DeferUntil
+from portalq.jobs import account_secrets, accounts, clock, questions
+from portalq.jobs.errors import AccountError, BusinessError, DeferUntil
 
 log = logging.getLogger("portalq.worker")
 
@@ -39,7 +39,7 @@ class AccountHold:
         """The credentials to sign in with; None when the portal has no account configured
         (a portal -- or a stand-in -- without sign-in). Raises DeferUntil (no attempt
         spent) when every account is paused or held by another job."""
-        from portals.flows.signin import Credentials
+        from portalq.portals.flows.signin import Credentials
 
         if self.account is None:
             async with self._pool.connection() as conn:

@@ -11,8 +11,8 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from jobs import types, worker_api
-from jobs.errors import InputError
+from portalq.jobs import types, worker_api
+from portalq.jobs.errors import InputError
 
 
 def split(value: str) -> tuple[str, ...]:

@@ -11,13 +11,13 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from jobs.database import database_url, direct_database_url, libpq_dsn
-from jobs.migrate import upgrade_if_needed
-from scheduler import logs, metrics
-from scheduler.config import Settings
-from scheduler.tick import Tick
-from scheduler.worker import Worker, make_pool
-from scheduler.zonedata import check_zone_data
+from portalq.jobs.database import database_url, direct_database_url, libpq_dsn
+from portalq.jobs.migrate import upgrade_if_needed
+from portalq.scheduler import logs, metrics
+from portalq.scheduler.config import Settings
+from portalq.scheduler.tick import Tick
+from portalq.scheduler.worker import Worker, make_pool
+from portalq.scheduler.zonedata import check_zone_data
 
 log = logging.getLogger("portalq.service")
 
@@ -25,8 +25,8 @@ log = logging.getLogger("portalq.service")
 async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
                 stop: asyncio.Event | None = None, install_signals: bool = True) -> None:
     check_zone_data()  # before anything: on old zone data every BC deferral is an hour off
-    from jobs import files
-    from jobs.database import home
+    from portalq.jobs import files
+    from portalq.jobs.database import home
 
     files.owner_only_process()   # artifacts, traces, mails: nobody else can read them
     files.private_dir(home())
@@ -38,7 +38,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     direct_url = direct_database_url(settings.database_url, settings.direct_database_url,
                                      connect_timeout=timeout)
     await asyncio.to_thread(upgrade_if_needed, direct_url)
-    from scheduler.calendars import seed_declared_portals
+    from portalq.scheduler.calendars import seed_declared_portals
 
     added = await asyncio.to_thread(seed_declared_portals, direct_url)
     if added:
@@ -49,8 +49,8 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     worker = Worker(settings, pool, direct)
     endpoints = settings.browser_endpoints()
     if endpoints:
-        from portals.flows import browser as browser_config
-        from portals.flows.pool import BrowserPool
+        from portalq.portals.flows import browser as browser_config
+        from portalq.portals.flows.pool import BrowserPool
 
         # remote browsers per portal (or one for all): JobContext takes contexts from it
         worker.browsers.remote = BrowserPool(
@@ -140,7 +140,7 @@ def _say_where_portals_point(settings: Settings, portals: dict[str, Any]) -> Non
 
 def load_plugins(settings: Settings) -> None:
     """The same plugins every CLI command loads (jobs/plugins.py)."""
-    from jobs import plugins
+    from portalq.jobs import plugins
 
     plugins.load(settings.plugins)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs import clock, jobs_repo, outbox, portals_repo, txn
-from jobs.kinds import FINAL
+from portalq.jobs import clock, jobs_repo, outbox, portals_repo, txn
+from portalq.jobs.kinds import FINAL
 
 
 def snapshot(conn: Any = None) -> dict[str, Any]:

@@ -10,9 +10,9 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from jobs import clock, connections, worker_api
-from scheduler import calendars, mailer, metrics
-from scheduler.config import Settings
+from portalq.jobs import clock, connections, worker_api
+from portalq.scheduler import calendars, mailer, metrics
+from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.tick")
 

@@ -22,18 +22,18 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from jobs import clock, connections, worker_api
-from jobs.kinds import Channel
-from jobs.pool import Pool
-from jobs.rows import ClaimRow
-from scheduler import calendars, evidence, metrics, roles
-from scheduler.browsers import Browsers
-from scheduler.config import Settings
-from scheduler.context import JobContext, LostJob
-from scheduler.dbpool import Backoff, Database, first_line, make_pool
-from scheduler.failures import FailureRecorder
-from scheduler.handlers import handler_for
-from scheduler.leases import Leases
+from portalq.jobs import clock, connections, worker_api
+from portalq.jobs.kinds import Channel
+from portalq.jobs.pool import Pool
+from portalq.jobs.rows import ClaimRow
+from portalq.scheduler import calendars, evidence, metrics, roles
+from portalq.scheduler.browsers import Browsers
+from portalq.scheduler.config import Settings
+from portalq.scheduler.context import JobContext, LostJob
+from portalq.scheduler.dbpool import Backoff, Database, first_line, make_pool
+from portalq.scheduler.failures import FailureRecorder
+from portalq.scheduler.handlers import handler_for
+from portalq.scheduler.leases import Leases
 
 __all__ = ["Backoff", "Worker", "make_pool"]
 

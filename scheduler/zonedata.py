@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from jobs.errors import PortalqError
+from portalq.jobs.errors import PortalqError
 
 REQUIRED = "2026.6"  # PyPI tzdata, IANA 2026f; pyproject.toml requires it
 #: (zone, instant, the UTC offset data of release REQUIRED or newer gives there)
@@ -44,7 +44,7 @@ def zone_data_problem(zone: Callable[[str], ZoneInfo] | None = None) -> str | No
     """A one-line description of what the zone data gets wrong, or None when it is new
     enough. ``zone`` loads a zone by name (default: the one portalq uses)."""
     if zone is None:
-        from portals.calendar import zone
+        from portalq.portals.calendar import zone
     assert zone is not None
     for name, at, want in PROBES:
         try:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs import submission
+from portalq.jobs import submission
 
 AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 

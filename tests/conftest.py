@@ -25,7 +25,7 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 from sqlalchemy.engine import make_url
 
-from jobs import clock
+from portalq.jobs import clock
 
 ROOT = Path(__file__).resolve().parent.parent
 _counter = itertools.count()
@@ -101,7 +101,7 @@ class TestServer:
         if url:
             self.base = make_url(url).set(drivername="postgresql+psycopg")
         else:
-            from jobs.embedded import EmbeddedPostgres
+            from portalq.jobs.embedded import EmbeddedPostgres
 
             home = TEST_HOME
             settings = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
@@ -149,8 +149,8 @@ class TestServer:
                                 (self.template,)).fetchone():
                     return
                 conn.execute(f'CREATE DATABASE "{self.template}"')
-                from jobs.migrate import upgrade
-                from scheduler.calendars import store_holidays
+                from portalq.jobs.migrate import upgrade
+                from portalq.scheduler.calendars import store_holidays
 
                 upgrade(self.url(self.template))           # as `portalq migrate` does
                 store_holidays(self.url(self.template))
@@ -206,7 +206,7 @@ def server_home() -> Iterator[Path]:
 
 @pytest.fixture
 def dsn(db: str) -> str:
-    from jobs.database import libpq_dsn
+    from portalq.jobs.database import libpq_dsn
 
     return libpq_dsn(db)
 
@@ -227,7 +227,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
             input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real ``portalq`` CLI in a subprocess."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "scheduler", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "portalq", *args], capture_output=True,
                           text=True, env=full_env, timeout=timeout, input=input, cwd=ROOT)
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import psycopg
 
-from jobs import files
-from jobs.embedded import APP_ROLE, DEFAULT_DB, EmbeddedPostgres
+from portalq.jobs import files
+from portalq.jobs.embedded import APP_ROLE, DEFAULT_DB, EmbeddedPostgres
 from tests.service_helpers import wait_until
 
 

@@ -23,9 +23,9 @@ from tests.plugins.ledger import LEDGER_DDL
 def add_local_portal(dsn: str, code: str = "local", max_sessions: int | None = None) -> None:
     """A 24/7 portal for queue tests (optionally with a session limit)."""
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("INSERT INTO portals (code, name, timezone, max_concurrent_sessions) "
+        c.execute("INSERT INTO portalq.portals (code, name, timezone, max_concurrent_sessions) "
                   "VALUES (%s, %s, 'UTC', %s)", (code, code, max_sessions))
-        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
+        c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
                   "SELECT %s, d, '00:00', '00:00' FROM generate_series(0, 6) d", (code,))
         c.execute(LEDGER_DDL)
 
@@ -50,7 +50,7 @@ class Service:
 
     def start(self, timeout: float = 60) -> Service:
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.wrap([sys.executable, "-m", "scheduler", "run"]),
+        self.proc = subprocess.Popen(self.wrap([sys.executable, "-m", "portalq", "run"]),
                                      env=self.env,
                                      stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT)
         assert self.proc.stdout is not None
@@ -89,7 +89,7 @@ class Service:
 async def worker_in_process(settings: Any, dsn: str, grace: float = 5) -> AsyncIterator[Any]:
     """A Worker wired as ``scheduler.service.serve`` wires it (its pool, its loops), in this
     process; stopped gracefully on the way out."""
-    from scheduler.worker import Worker, make_pool
+    from portalq.scheduler.worker import Worker, make_pool
 
     pool = make_pool(settings, dsn)
     await pool.open(wait=True, timeout=30)
@@ -143,10 +143,10 @@ def wait_for_ticks(port: int, n: int, timeout: float = 60) -> None:
 def open_all_hours(dsn: str) -> None:
     """Every portal open 24/7, no holidays, no cut-off (flows tests run at any hour)."""
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("DELETE FROM portal_hours")
-        c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
-                  "SELECT code, d, '00:00', '00:00' FROM portals, generate_series(0, 6) d")
-        c.execute("UPDATE portals SET holiday_country = NULL, holiday_subdiv = NULL, "
+        c.execute("DELETE FROM portalq.portal_hours")
+        c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
+                  "SELECT code, d, '00:00', '00:00' FROM portalq.portals, generate_series(0, 6) d")
+        c.execute("UPDATE portalq.portals SET holiday_country = NULL, holiday_subdiv = NULL, "
                   "cutoff_minutes = 0")
 
 

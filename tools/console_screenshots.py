@@ -27,7 +27,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobs import clock, console_users, queue  # noqa: E402
+from portalq.jobs import clock, console_users, queue  # noqa: E402
 from tests import payloads  # noqa: E402
 
 PASSWORD = "screenshot password"
@@ -35,9 +35,9 @@ DB = "portalq_console_shots"
 
 
 def database() -> str:
-    from jobs.embedded import EmbeddedPostgres
-    from jobs.migrate import upgrade
-    from scheduler.calendars import store_holidays
+    from portalq.jobs.embedded import EmbeddedPostgres
+    from portalq.jobs.migrate import upgrade
+    from portalq.scheduler.calendars import store_holidays
 
     pg = EmbeddedPostgres(Path(tempfile.gettempdir()) / "portalq-console-shots")
     pg.ensure_running()
@@ -54,7 +54,7 @@ def database() -> str:
 async def evidence(folder: Path) -> Path:
     from playwright.async_api import async_playwright
 
-    from portals.flows.browser import launch, load_config
+    from portalq.portals.flows.browser import launch, load_config
 
     folder.mkdir(parents=True, exist_ok=True)
     async with async_playwright() as pw:
@@ -79,7 +79,7 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
         console_users.add_user(c, "olivia", "operator", PASSWORD)
         console_users.add_user(c, "victor", "viewer", PASSWORD)
         c.execute("""
-            INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at, attempts,
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at, attempts,
                                    created_at, updated_at, finished_at, last_error)
             SELECT 'name_search', 'ORD-' || (2000 + g), 'bc_corporate_online',
                    '{"names": ["Sample Name Ltd."]}', s, %(now)s, 1,
@@ -92,19 +92,19 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
         for job_type, payload in payloads.ALL.items():
             ids[job_type] = queue.enqueue(job_type, f"ORD-{job_type.upper()}", payload, conn=c).id
         ids["de"] = queue.enqueue("file_entity", "ORD-DE-7", payloads.FILE_ENTITY_DE, conn=c).id
-        c.execute("""UPDATE job_queue SET status = 'failed', attempts = 1, finished_at = %s,
+        c.execute("""UPDATE portalq.job_queue SET status = 'failed', attempts = 1, finished_at = %s,
                        checkpoint = '{"stage": "submitting", "step": "submit", "identity": "ok"}',
                        last_error = 'uncertain: no confirmation page after submit'
                      WHERE id = %s""", (now, ids["obtain_ein"]))
-        c.execute("""INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
+        c.execute("""INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker)
                      VALUES (%s, %s, 1, 'pending', 'running', 'node-a:4242'),
                             (%s, %s, 1, 'running', 'failed', 'node-a:4242')""",
                   (ids["obtain_ein"], now - timedelta(minutes=3), ids["obtain_ein"], now))
-        c.execute("""UPDATE job_queue SET status = 'running', attempts = 1, started_at = %s,
+        c.execute("""UPDATE portalq.job_queue SET status = 'running', attempts = 1, started_at = %s,
                        heartbeat_at = %s, lock_owner = 'node-a:4242',
                        checkpoint = '{"step": "registered office"}' WHERE id = %s""",
                   (now - timedelta(seconds=40), now, ids["file_entity"]))
-        c.execute("UPDATE job_queue SET status = 'deferred', run_at = %s WHERE id = %s",
+        c.execute("UPDATE portalq.job_queue SET status = 'deferred', run_at = %s WHERE id = %s",
                   (now + timedelta(hours=9), ids["de"]))
         queue.escalate(c, ids["obtain_ein"], 1, "uncertain", "the portal may have accepted it")
         folder = artifacts / str(ids["obtain_ein"]) / "attempt-1"
@@ -113,9 +113,9 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
         with zipfile.ZipFile(trace, "w") as z:
             z.writestr("trace.trace", json.dumps({"type": "context-options"}))
         for path, kind in ((shot, "screenshot"), (trace, "trace")):
-            c.execute("""INSERT INTO job_artifacts (job_id, attempt, kind, path, created_at)
+            c.execute("""INSERT INTO portalq.job_artifacts (job_id, attempt, kind, path, created_at)
                          VALUES (%s, 1, %s, %s, %s)""", (ids["obtain_ein"], kind, str(path), now))
-        c.execute("""INSERT INTO job_documents (job_id, name, content_type, data, created_at)
+        c.execute("""INSERT INTO portalq.job_documents (job_id, name, content_type, data, created_at)
                      VALUES (%s, 'CP575.pdf', 'application/pdf', %s, %s)""",
                   (ids["obtain_ein"], b"%PDF-1.4", now))
         queue.pause_portal("crtc", reason="CRTC announced maintenance", conn=c)
@@ -123,9 +123,9 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
 
 
 def main() -> None:
-    from scheduler.config import Settings
-    from scheduler.console.app import create_app, server
-    from scheduler.console.config import ConsoleSettings
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.console.app import create_app, server
+    from portalq.scheduler.console.config import ConsoleSettings
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "console")
     out.mkdir(parents=True, exist_ok=True)
@@ -157,9 +157,9 @@ def serving(srv: Any, work: Coroutine[Any, Any, None]) -> None:
 def sso_login(dsn: str, out: Path) -> None:
     """The sign-in page with single sign-on configured (login-sso.png): the page itself
     needs no provider, so an example issuer does."""
-    from scheduler.config import Settings
-    from scheduler.console.app import create_app, server
-    from scheduler.console.config import ConsoleSettings
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.console.app import create_app, server
+    from portalq.scheduler.console.config import ConsoleSettings
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -173,7 +173,7 @@ def sso_login(dsn: str, out: Path) -> None:
     async def shot() -> None:
         from playwright.async_api import async_playwright
 
-        from portals.flows.browser import launch, load_config
+        from portalq.portals.flows.browser import launch, load_config
 
         async with async_playwright() as pw:
             browser = await launch(pw, load_config())
@@ -188,7 +188,7 @@ def sso_login(dsn: str, out: Path) -> None:
 async def shoot(base: str, ids: dict[str, int], out: Path) -> None:
     from playwright.async_api import async_playwright
 
-    from portals.flows.browser import launch, load_config
+    from portalq.portals.flows.browser import launch, load_config
 
     async with async_playwright() as pw:
         browser = await launch(pw, load_config())

@@ -18,12 +18,12 @@ WITH new AS (
                           secret_dek, secret_data, id, ord)
 ), unknown AS (
     SELECT DISTINCT n.portal FROM new n
-    WHERE NOT EXISTS (SELECT 1 FROM portals p WHERE p.code = n.portal)
+    WHERE NOT EXISTS (SELECT 1 FROM portalq.portals p WHERE p.code = n.portal)
 ), ins AS (
-    INSERT INTO job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
+    INSERT INTO portalq.job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
                            max_attempts, idempotency_key, rate_key, created_at, updated_at,
                            secret_key_id, secret_dek, secret_data)
-    SELECT COALESCE(id, nextval('job_queue_id_seq'::regclass)), job_type, order_id, portal,
+    SELECT COALESCE(id, nextval('portalq.job_queue_id_seq'::regclass)), job_type, order_id, portal,
            payload, 'pending', priority, run_at,
            max_attempts, idempotency_key, rate_key, %(now)s, %(now)s,
            secret_key_id, secret_dek, secret_data
@@ -39,24 +39,24 @@ SELECT NULL, NULL, portal FROM unknown;
 -- enqueue_many for one job: a plain INSERT with scalar parameters. No row back: the portal
 -- is unknown, or the idempotency key exists (jobs.queue tells which). %(id)s: the id its
 -- sealed secrets are bound to (jobs/id_blocks.py), else NULL (the sequence's next).
-INSERT INTO job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
+INSERT INTO portalq.job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
                        max_attempts, idempotency_key, rate_key, created_at, updated_at,
                        secret_key_id, secret_dek, secret_data)
-SELECT COALESCE(%(id)s::bigint, nextval('job_queue_id_seq'::regclass)), %(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
+SELECT COALESCE(%(id)s::bigint, nextval('portalq.job_queue_id_seq'::regclass)), %(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
        %(priority)s::smallint, %(run_at)s::timestamptz, %(max_attempts)s::smallint,
        %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s,
        %(secret_key_id)s::text, %(secret_dek)s::bytea, %(secret_data)s::bytea
-WHERE EXISTS (SELECT 1 FROM portals WHERE code = %(portal)s)
+WHERE EXISTS (SELECT 1 FROM portalq.portals WHERE code = %(portal)s)
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id;
 
 -- name: enqueue_one_known
 -- enqueue_one for a portal this connection has already seen exist (portals are never
 -- deleted or renamed, migration 0008): no portal check. No row back: the key exists.
-INSERT INTO job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
+INSERT INTO portalq.job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
                        max_attempts, idempotency_key, rate_key, created_at, updated_at,
                        secret_key_id, secret_dek, secret_data)
-VALUES (COALESCE(%(id)s::bigint, nextval('job_queue_id_seq'::regclass)), %(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
+VALUES (COALESCE(%(id)s::bigint, nextval('portalq.job_queue_id_seq'::regclass)), %(job_type)s, %(order_id)s, %(portal)s, %(payload)s::jsonb, 'pending',
         %(priority)s::smallint, %(run_at)s::timestamptz, %(max_attempts)s::smallint,
         %(idempotency_key)s::text, %(rate_key)s::text, %(now)s, %(now)s,
         %(secret_key_id)s::text, %(secret_dek)s::bytea, %(secret_data)s::bytea)
@@ -67,10 +67,10 @@ RETURNING id;
 -- Ids for a COPY of new jobs (enqueue_copy), taken from job_queue's identity sequence.
 -- (the sequence is named, not looked up per row: pg_get_serial_sequence would be evaluated
 -- once per id and cost more than the COPY itself)
-SELECT array_agg(nextval('job_queue_id_seq'::regclass)) FROM generate_series(1, %(n)s::int);
+SELECT array_agg(nextval('portalq.job_queue_id_seq'::regclass)) FROM generate_series(1, %(n)s::int);
 
 -- name: portals_named
-SELECT code FROM portals WHERE code = ANY(%(codes)s::text[]);
+SELECT code FROM portalq.portals WHERE code = ANY(%(codes)s::text[]);
 
 -- name: enqueue_copy
 -- Bulk enqueue of jobs without idempotency keys (jobs.queue.enqueue_many): binary COPY,
@@ -83,12 +83,12 @@ SELECT code FROM portals WHERE code = ANY(%(codes)s::text[]);
 -- validation and sealing and the server's index inserts ran one after the other; row by
 -- row they overlap (issue 19: batches of 1,000, 17.6 -> 12.2 us a job, median;
 -- test_enqueue.py::test_the_batch_copy_stores_each_row_as_it_arrives).
-COPY job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
+COPY portalq.job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
                 max_attempts, rate_key, created_at, updated_at, secret_key_id, secret_dek,
                 secret_data) FROM STDIN (FORMAT BINARY) WHERE random() >= 0;
 
 -- name: ids_by_idempotency_key
-SELECT id, idempotency_key, job_type FROM job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
+SELECT id, idempotency_key, job_type FROM portalq.job_queue WHERE idempotency_key = ANY(%(keys)s::text[]);
 
 -- name: claim
 -- Claim due jobs: per open portal at most its capacity, by priority then run_at; one
@@ -108,7 +108,7 @@ SELECT id, idempotency_key, job_type FROM job_queue WHERE idempotency_key = ANY(
 WITH caps AS MATERIALIZED (
     SELECT c.portal,
            CASE WHEN c.lim IS NULL THEN %(limit)s
-                ELSE least(%(limit)s, c.lim - portalq_running_locked(c.portal))
+                ELSE least(%(limit)s, c.lim - portalq.portalq_running_locked(c.portal))
            END AS cap
     FROM unnest(%(portals)s::text[], %(limits)s::int[]) WITH ORDINALITY AS c(portal, lim, ord)
     ORDER BY c.ord
@@ -121,11 +121,11 @@ WITH caps AS MATERIALIZED (
     SELECT j.id, j.status FROM caps CROSS JOIN LATERAL (
         SELECT d.id, d.status FROM (
             WITH RECURSIVE prio AS (
-                (SELECT q.priority FROM job_queue q
+                (SELECT q.priority FROM portalq.job_queue q
                  WHERE q.portal = caps.portal AND q.status IN ('pending', 'deferred')
                  ORDER BY q.priority DESC LIMIT 1)
                 UNION ALL
-                SELECT (SELECT q.priority FROM job_queue q
+                SELECT (SELECT q.priority FROM portalq.job_queue q
                         WHERE q.portal = caps.portal AND q.status IN ('pending', 'deferred')
                           AND q.priority < prio.priority
                         ORDER BY q.priority DESC LIMIT 1)
@@ -133,7 +133,7 @@ WITH caps AS MATERIALIZED (
             )
             SELECT priority FROM prio WHERE priority IS NOT NULL ORDER BY priority DESC
         ) p CROSS JOIN LATERAL (
-            SELECT q.id, q.status FROM job_queue q
+            SELECT q.id, q.status FROM portalq.job_queue q
             WHERE q.portal = caps.portal AND q.priority = p.priority
               AND q.status IN ('pending', 'deferred')
               AND q.run_at <= %(now)s
@@ -151,7 +151,7 @@ WITH caps AS MATERIALIZED (
     ) j
     LIMIT %(limit)s
 ), upd AS (
-    UPDATE job_queue q
+    UPDATE portalq.job_queue q
     SET status = 'running', attempts = q.attempts + 1, lock_owner = %(worker)s,
         heartbeat_at = %(now)s, started_at = %(now)s, updated_at = %(now)s
     FROM picked WHERE q.id = picked.id
@@ -160,7 +160,7 @@ WITH caps AS MATERIALIZED (
               q.crashes, q.probe_failures, q.secret_key_id, q.secret_dek, q.secret_data,
               picked.status AS from_status
 ), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker)
     SELECT id, %(now)s, attempts, from_status, 'running', %(worker)s FROM upd
 )
 SELECT * FROM upd ORDER BY priority DESC, run_at, id;   -- the claim's order
@@ -169,12 +169,12 @@ SELECT * FROM upd ORDER BY priority DESC, run_at, id;   -- the claim's order
 -- A claim that could not be completed (its rate-limit checks failed): the jobs go back to
 -- the queue as if never claimed (attempt refunded, not started).
 WITH upd AS (
-    UPDATE job_queue SET status = 'pending', attempts = attempts - 1, lock_owner = NULL,
+    UPDATE portalq.job_queue SET status = 'pending', attempts = attempts - 1, lock_owner = NULL,
                          heartbeat_at = NULL, started_at = NULL, updated_at = %(now)s
     WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running' AND lock_owner = %(worker)s
     RETURNING id, attempts
 ), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker, detail)
     SELECT id, %(now)s, attempts, 'running', 'pending', %(worker)s,
            '{"event": "claim undone"}'::jsonb FROM upd
 )
@@ -204,20 +204,20 @@ WITH c AS (
 ), ranked AS (
     SELECT c.id, c.lim, c.day_end,
            row_number() OVER (PARTITION BY c.portal, c.rate_key ORDER BY c.ord) AS rn,
-           (SELECT count(*) FROM job_queue q
+           (SELECT count(*) FROM portalq.job_queue q
             WHERE q.portal = c.portal AND q.rate_key = c.rate_key
               AND q.started_at >= c.day_start AND q.started_at < c.day_end
               AND q.id <> ALL(%(ids)s::bigint[])) AS others
     FROM c
 ), upd AS (
-    UPDATE job_queue q SET status = 'deferred', run_at = r.day_end, attempts = q.attempts - 1,
+    UPDATE portalq.job_queue q SET status = 'deferred', run_at = r.day_end, attempts = q.attempts - 1,
         started_at = NULL, lock_owner = NULL, heartbeat_at = NULL, updated_at = %(now)s
     FROM ranked r
     WHERE q.id = r.id AND r.others + r.rn > r.lim
       AND q.lock_owner = %(worker)s AND q.status = 'running'
     RETURNING q.id, q.attempts
 ), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker, detail)
     SELECT id, %(now)s, attempts, 'running', 'deferred', %(worker)s,
            '{"event": "rate limit: one per key per portal day"}'::jsonb FROM upd
 )
@@ -227,7 +227,7 @@ SELECT id FROM upd;
 WITH done AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(results)s::jsonb[]) AS d(id, result)
 ), upd AS (
-    UPDATE job_queue q
+    UPDATE portalq.job_queue q
     SET status = 'completed', result = done.result, finished_at = %(now)s,
         updated_at = %(now)s, lock_owner = NULL, heartbeat_at = NULL, last_error = NULL,
         -- crypto-shredding: the job's sealed secrets go with its completion
@@ -238,13 +238,13 @@ WITH done AS (
     WHERE q.id = done.id AND q.status = 'running' AND q.lock_owner = %(worker)s
     RETURNING q.id, q.attempts, q.portal
 ), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker)
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker)
     SELECT id, %(now)s, attempts, 'running', 'completed', %(worker)s FROM upd
 ), before AS (
-    SELECT code, paused_by FROM portals WHERE code IN (SELECT portal FROM upd)
+    SELECT code, paused_by FROM portalq.portals WHERE code IN (SELECT portal FROM upd)
 ), healthy AS (
     -- a success ends an outage streak, and resumes a portal the breaker paused
-    UPDATE portals p SET outage_streak = 0, outage_last_job = NULL, paused_at = NULL,
+    UPDATE portalq.portals p SET outage_streak = 0, outage_last_job = NULL, paused_at = NULL,
                          paused_by = NULL,
                          pause_reason = NULL, probe_at = NULL, updated_at = %(now)s
     FROM before b
@@ -252,9 +252,9 @@ WITH done AS (
       AND p.paused_by IS DISTINCT FROM 'operator'
     RETURNING p.code, b.paused_by AS was_paused_by
 ), signs AS (
-    DELETE FROM portal_outage_signs s USING healthy h WHERE s.portal = h.code
+    DELETE FROM portalq.portal_outage_signs s USING healthy h WHERE s.portal = h.code
 ), resumed AS (
-    INSERT INTO portal_notices (portal, kind, reason, created_at, next_try_at)
+    INSERT INTO portalq.portal_notices (portal, kind, reason, created_at, next_try_at)
     SELECT code, 'resumed', 'a probe job succeeded', %(now)s, %(now)s
     FROM healthy WHERE was_paused_by = 'breaker'
     RETURNING portal
@@ -266,7 +266,7 @@ SELECT id, (SELECT count(*) FROM told) AS resumed FROM upd;
 -- name: finish_unsuccessful
 -- Retry (pending at %(run_at)s), defer (no attempt spent) or fail one running job.
 WITH upd AS (
-    UPDATE job_queue q
+    UPDATE portalq.job_queue q
     SET status = %(status)s, run_at = coalesce(%(run_at)s, q.run_at),
         attempts = q.attempts - %(refund)s::int,
         probe_failures = q.probe_failures + %(probe)s::int,
@@ -275,25 +275,25 @@ WITH upd AS (
     WHERE q.id = %(id)s AND q.status = 'running' AND q.lock_owner = %(worker)s
     RETURNING q.id, q.attempts
 ), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, error, worker, detail)
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, error, worker, detail)
     SELECT id, %(now)s, attempts, 'running', %(status)s, %(error)s, %(worker)s, %(detail)s::jsonb
     FROM upd
 )
 SELECT id, attempts FROM upd;
 
 -- name: insert_escalation
-INSERT INTO escalations (job_id, attempt, kind, reason, created_at, next_try_at)
+INSERT INTO portalq.escalations (job_id, attempt, kind, reason, created_at, next_try_at)
 VALUES (%(job_id)s, %(attempt)s, %(kind)s, %(reason)s, %(now)s, %(now)s)
 ON CONFLICT ON CONSTRAINT escalations_once DO NOTHING
 RETURNING id;
 
 -- name: heartbeat
-UPDATE job_queue SET heartbeat_at = %(now)s
+UPDATE portalq.job_queue SET heartbeat_at = %(now)s
 WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running' AND lock_owner = %(worker)s
 RETURNING id;
 
 -- name: save_checkpoint
-UPDATE job_queue SET checkpoint = checkpoint || %(data)s::jsonb, heartbeat_at = %(now)s,
+UPDATE portalq.job_queue SET checkpoint = checkpoint || %(data)s::jsonb, heartbeat_at = %(now)s,
                      updated_at = %(now)s
 WHERE id = %(id)s AND status = 'running' AND lock_owner = %(worker)s
 RETURNING checkpoint;
@@ -301,12 +301,12 @@ RETURNING checkpoint;
 -- name: release
 -- Graceful shutdown: unfinished jobs go back to the queue, the attempt refunded.
 WITH upd AS (
-    UPDATE job_queue SET status = 'pending', attempts = attempts - 1, lock_owner = NULL,
+    UPDATE portalq.job_queue SET status = 'pending', attempts = attempts - 1, lock_owner = NULL,
                          heartbeat_at = NULL, updated_at = %(now)s
     WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running' AND lock_owner = %(worker)s
     RETURNING id, attempts
 ), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker, detail)
     SELECT id, %(now)s, attempts, 'running', 'pending', %(worker)s,
            '{"event": "released at shutdown"}'::jsonb FROM upd
 )
@@ -318,14 +318,14 @@ SELECT id FROM upd;
 -- of its time and the server's start: after a PostgreSQL restart every node lost its
 -- connection, and gets the stale time from the restart to reconnect and heart-beat again
 -- before its jobs count as abandoned.
-SELECT id, job_type, lock_owner, heartbeat_at FROM job_queue
+SELECT id, job_type, lock_owner, heartbeat_at FROM portalq.job_queue
 WHERE status = 'running' AND heartbeat_at < %(stale_before)s
   AND pg_postmaster_start_time() < %(stale_before)s
 ORDER BY heartbeat_at
 LIMIT %(limit)s;
 
 -- name: lock_stale
-SELECT id, job_type, attempts, max_attempts, checkpoint, crashes FROM job_queue
+SELECT id, job_type, attempts, max_attempts, checkpoint, crashes FROM portalq.job_queue
 WHERE id = %(id)s AND status = 'running' AND heartbeat_at = %(heartbeat_at)s
 FOR UPDATE SKIP LOCKED;
 
@@ -334,7 +334,7 @@ FOR UPDATE SKIP LOCKED;
 -- back in the queue goes behind the jobs already due (run_at: now + 2^crashes s), so the
 -- same oldest jobs are not the ones in flight at every restart of a crash-looping node.
 WITH upd AS (
-    UPDATE job_queue SET status = %(status)s, lock_owner = NULL, heartbeat_at = NULL,
+    UPDATE portalq.job_queue SET status = %(status)s, lock_owner = NULL, heartbeat_at = NULL,
         run_at = CASE WHEN %(status)s = 'pending'
                       THEN %(now)s + make_interval(secs => power(2, least(crashes + 1, 10)))
                       ELSE run_at END,
@@ -344,7 +344,7 @@ WITH upd AS (
     WHERE id = %(id)s AND status = 'running'
     RETURNING id, attempts, crashes
 ), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, error, worker, detail)
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, error, worker, detail)
     SELECT id, %(now)s, attempts + 1, 'running', %(status)s, %(error)s, %(worker)s,
            jsonb_build_object('event', 'rescued', 'crash', crashes) FROM upd
 )
@@ -352,7 +352,7 @@ SELECT id, attempts, crashes FROM upd;
 
 -- name: rescue_skipped
 -- A stale job the rescuer could not handle: said on the job; the others proceed.
-UPDATE job_queue SET last_error = %(error)s, updated_at = %(now)s
+UPDATE portalq.job_queue SET last_error = %(error)s, updated_at = %(now)s
 WHERE id = %(id)s AND status = 'running';
 
 -- name: defer_candidates
@@ -363,18 +363,18 @@ WHERE id = %(id)s AND status = 'running';
 -- jobs, then per priority an index range on run_at, so jobs already deferred to a later
 -- opening (however many) are never visited.
 WITH RECURSIVE prio AS (
-    (SELECT q.priority FROM job_queue q
+    (SELECT q.priority FROM portalq.job_queue q
      WHERE q.portal = %(portal)s AND q.status IN ('pending', 'deferred')
      ORDER BY q.priority DESC LIMIT 1)
     UNION ALL
-    SELECT (SELECT q.priority FROM job_queue q
+    SELECT (SELECT q.priority FROM portalq.job_queue q
             WHERE q.portal = %(portal)s AND q.status IN ('pending', 'deferred')
               AND q.priority < prio.priority
             ORDER BY q.priority DESC LIMIT 1)
     FROM prio WHERE prio.priority IS NOT NULL
 )
 SELECT j.id FROM prio CROSS JOIN LATERAL (
-    SELECT q.id FROM job_queue q
+    SELECT q.id FROM portalq.job_queue q
     WHERE q.portal = %(portal)s AND q.priority = prio.priority
       AND q.status IN ('pending', 'deferred')
       AND q.run_at < %(next_open)s AND q.run_at <= %(now)s
@@ -388,26 +388,26 @@ LIMIT %(limit)s;
 -- Defer these jobs (from defer_candidates) to the portal's next opening, no attempt
 -- spent; a job claimed or deferred since it was read is left as it is.
 WITH upd AS (
-    UPDATE job_queue q SET status = 'deferred', run_at = %(next_open)s, updated_at = %(now)s
+    UPDATE portalq.job_queue q SET status = 'deferred', run_at = %(next_open)s, updated_at = %(now)s
     WHERE q.id = ANY(%(ids)s::bigint[]) AND q.status IN ('pending', 'deferred')
       AND q.run_at < %(next_open)s AND q.run_at <= %(now)s
     RETURNING q.id, q.attempts
 ), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, detail)
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, detail)
     SELECT id, %(now)s, attempts, 'pending', 'deferred', %(detail)s::jsonb FROM upd
 )
 SELECT count(*)::int AS deferred FROM upd;
 
 -- name: cancel
 WITH upd AS (
-    UPDATE job_queue SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s,
+    UPDATE portalq.job_queue SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s,
         secret_key_id = NULL, secret_dek = NULL, secret_data = NULL,
         secrets_erased_at = CASE WHEN secret_data IS NULL THEN secrets_erased_at
                                  ELSE %(now)s END
     WHERE id = %(id)s AND status IN ('pending', 'deferred', 'failed')
     RETURNING id, attempts, %(from)s::text AS from_status
 ), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker, detail)
     SELECT id, %(now)s, attempts, from_status, 'cancelled', %(actor)s,
            '{"event": "admin cancel"}'::jsonb FROM upd
 )
@@ -416,7 +416,7 @@ SELECT id FROM upd;
 -- name: admin_retry
 -- A failed (or cancelled) job back to the queue with a fresh attempt budget; checkpoints kept.
 WITH upd AS (
-    UPDATE job_queue SET status = 'pending', run_at = %(now)s, updated_at = %(now)s,
+    UPDATE portalq.job_queue SET status = 'pending', run_at = %(now)s, updated_at = %(now)s,
         max_attempts = attempts + %(extra_attempts)s, finished_at = NULL,
         payload = coalesce(%(payload)s::jsonb, payload),
         secret_key_id = CASE WHEN %(payload)s::jsonb IS NULL THEN secret_key_id
@@ -430,7 +430,7 @@ WITH upd AS (
     WHERE id = %(id)s AND status IN ('failed', 'cancelled')
     RETURNING id, attempts, %(from)s::text AS from_status
 ), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker, detail)
     SELECT id, %(now)s, attempts, from_status, 'pending', %(actor)s, %(detail)s::jsonb FROM upd
 )
 SELECT id FROM upd;
@@ -438,7 +438,7 @@ SELECT id FROM upd;
 -- name: admin_complete
 -- An admin confirms a failed (uncertain) job did reach the portal: completed with that output.
 WITH upd AS (
-    UPDATE job_queue SET status = 'completed', result = %(result)s::jsonb,
+    UPDATE portalq.job_queue SET status = 'completed', result = %(result)s::jsonb,
         finished_at = %(now)s, updated_at = %(now)s,
         secret_key_id = NULL, secret_dek = NULL, secret_data = NULL,
         secrets_erased_at = CASE WHEN secret_data IS NULL THEN secrets_erased_at
@@ -446,7 +446,7 @@ WITH upd AS (
     WHERE id = %(id)s AND status = 'failed'
     RETURNING id, attempts
 ), ev AS (
-    INSERT INTO job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker, detail)
     SELECT id, %(now)s, attempts, 'failed', 'completed', %(actor)s, %(detail)s::jsonb FROM upd
 )
 SELECT id FROM upd;
@@ -455,10 +455,10 @@ SELECT id FROM upd;
 SELECT pg_notify('portalq_jobs', %(reason)s);
 
 -- name: get_job
-SELECT * FROM job_queue WHERE id = %(id)s;
+SELECT * FROM portalq.job_queue WHERE id = %(id)s;
 
 -- name: get_job_for_update
-SELECT * FROM job_queue WHERE id = %(id)s FOR UPDATE;
+SELECT * FROM portalq.job_queue WHERE id = %(id)s FOR UPDATE;
 
 -- name: job_events
 -- The job's history: its creation (derived from the job row, which is its own creation
@@ -467,23 +467,23 @@ SELECT at, attempt, from_status, to_status, error, worker, detail FROM (
     SELECT 0 AS seq, created_at AS at, 0::smallint AS attempt, NULL::text AS from_status,
            'pending'::text AS to_status, NULL::text AS error, NULL::text AS worker,
            '{"event": "enqueued"}'::jsonb AS detail
-    FROM job_queue WHERE id = %(id)s
+    FROM portalq.job_queue WHERE id = %(id)s
     UNION ALL
-    SELECT id, at, attempt, from_status, to_status, error, worker, detail FROM job_events
+    SELECT id, at, attempt, from_status, to_status, error, worker, detail FROM portalq.job_events
     WHERE job_id = %(id)s
 ) h ORDER BY seq;
 
 -- name: job_artifacts
-SELECT attempt, kind, path, note, created_at FROM job_artifacts WHERE job_id = %(id)s ORDER BY id;
+SELECT attempt, kind, path, note, created_at FROM portalq.job_artifacts WHERE job_id = %(id)s ORDER BY id;
 
 -- name: add_artifact
-INSERT INTO job_artifacts (job_id, attempt, kind, path, note, created_at)
+INSERT INTO portalq.job_artifacts (job_id, attempt, kind, path, note, created_at)
 VALUES (%(job_id)s, %(attempt)s, %(kind)s, %(path)s, %(note)s, %(now)s);
 
 -- name: list_jobs
 SELECT id, job_type, order_id, portal, status, priority, run_at, attempts, max_attempts,
        last_error, created_at, updated_at
-FROM job_queue
+FROM portalq.job_queue
 WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(portal)s::text IS NULL OR portal = %(portal)s)
   AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
@@ -491,60 +491,60 @@ ORDER BY id DESC
 LIMIT %(limit)s;
 
 -- name: count_by_portal_status
-SELECT portal, status, count(*)::int AS n FROM job_queue GROUP BY portal, status
+SELECT portal, status, count(*)::int AS n FROM portalq.job_queue GROUP BY portal, status
 ORDER BY portal, status;
 
 -- name: status_running
 SELECT id, job_type, order_id, portal, attempts, started_at,
        checkpoint->>'step' AS step
-FROM job_queue WHERE status = 'running' ORDER BY started_at LIMIT 20;
+FROM portalq.job_queue WHERE status = 'running' ORDER BY started_at LIMIT 20;
 
 -- name: status_deferred
-SELECT id, job_type, order_id, portal, run_at FROM job_queue
+SELECT id, job_type, order_id, portal, run_at FROM portalq.job_queue
 WHERE status = 'deferred' ORDER BY run_at, id LIMIT 10;
 
 -- name: status_failures
 SELECT j.id, j.job_type, j.order_id, j.attempts, j.last_error, j.finished_at,
        bool_or(e.sent_at IS NOT NULL) AS mailed
-FROM job_queue j LEFT JOIN escalations e ON e.job_id = j.id
+FROM portalq.job_queue j LEFT JOIN portalq.escalations e ON e.job_id = j.id
 WHERE j.status = 'failed'
 GROUP BY j.id ORDER BY j.finished_at DESC NULLS LAST LIMIT 10;
 
 -- name: unsent_mail
 -- Escalations and portal notices not mailed yet (the demo exits only when none is left).
-SELECT (SELECT count(*) FROM escalations WHERE sent_at IS NULL)
-     + (SELECT count(*) FROM portal_notices WHERE sent_at IS NULL) AS n;
+SELECT (SELECT count(*) FROM portalq.escalations WHERE sent_at IS NULL)
+     + (SELECT count(*) FROM portalq.portal_notices WHERE sent_at IS NULL) AS n;
 
 -- name: store_document
-INSERT INTO job_documents (job_id, name, content_type, data, key_id, created_at)
+INSERT INTO portalq.job_documents (job_id, name, content_type, data, key_id, created_at)
 VALUES (%(job_id)s, %(name)s, %(content_type)s, %(data)s, %(key_id)s, %(now)s)
 ON CONFLICT ON CONSTRAINT job_documents_name
 DO UPDATE SET content_type = EXCLUDED.content_type, data = EXCLUDED.data,
               key_id = EXCLUDED.key_id;
 
 -- name: documents_of
-SELECT name, content_type, data, key_id FROM job_documents WHERE job_id = %(job_id)s ORDER BY id;
+SELECT name, content_type, data, key_id FROM portalq.job_documents WHERE job_id = %(job_id)s ORDER BY id;
 
 -- name: document_names
-SELECT name, content_type, length(data) AS size FROM job_documents
+SELECT name, content_type, length(data) AS size FROM portalq.job_documents
 WHERE job_id = %(job_id)s ORDER BY id;
 
 -- name: due_escalations
 SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.send_attempts,
        j.job_type, j.order_id, j.portal, j.attempts, j.max_attempts, j.last_error,
        j.checkpoint, j.status
-FROM escalations e JOIN job_queue j ON j.id = e.job_id
+FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
 WHERE e.sent_at IS NULL AND e.next_try_at <= %(now)s AND e.id <> ALL(%(skip)s::bigint[])
 ORDER BY e.id
 LIMIT %(limit)s
 FOR UPDATE OF e SKIP LOCKED;
 
 -- name: escalation_sent
-UPDATE escalations SET sent_at = %(now)s, send_attempts = send_attempts + 1
+UPDATE portalq.escalations SET sent_at = %(now)s, send_attempts = send_attempts + 1
 WHERE id = %(id)s;
 
 -- name: escalation_send_failed
-UPDATE escalations SET send_attempts = send_attempts + 1, last_send_error = %(error)s,
+UPDATE portalq.escalations SET send_attempts = send_attempts + 1, last_send_error = %(error)s,
                        next_try_at = %(next_try_at)s
 WHERE id = %(id)s;
 
@@ -552,9 +552,9 @@ WHERE id = %(id)s;
 -- Crypto-shredding of failed jobs' sealed secrets once they have waited %(before)s for an
 -- admin retry (completed and cancelled jobs lose theirs at once: complete_many, cancel).
 WITH upd AS (
-    UPDATE job_queue SET secret_key_id = NULL, secret_dek = NULL, secret_data = NULL,
+    UPDATE portalq.job_queue SET secret_key_id = NULL, secret_dek = NULL, secret_data = NULL,
                          secrets_erased_at = %(now)s
-    WHERE id IN (SELECT id FROM job_queue
+    WHERE id IN (SELECT id FROM portalq.job_queue
                  WHERE status = 'failed' AND finished_at < %(before)s
                    AND secret_data IS NOT NULL
                  LIMIT %(limit)s)
@@ -564,60 +564,60 @@ SELECT count(*)::int AS erased FROM upd;
 
 -- name: sealed_rows
 -- Rotation: the next sealed jobs (by id) whose data key is wrapped by another KEK.
-SELECT id, secret_key_id, secret_dek FROM job_queue
+SELECT id, secret_key_id, secret_dek FROM portalq.job_queue
 WHERE id > %(after)s AND secret_key_id IS NOT NULL AND secret_key_id <> %(current)s
 ORDER BY id LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: rewrap_rows
 -- Rotation: new wrappings of the same data keys (only rows still wrapped by the old KEK).
-UPDATE job_queue q SET secret_key_id = n.key_id, secret_dek = n.dek
+UPDATE portalq.job_queue q SET secret_key_id = n.key_id, secret_dek = n.dek
 FROM unnest(%(ids)s::bigint[], %(old)s::text[], %(key_ids)s::text[], %(deks)s::bytea[])
      AS n(id, old, key_id, dek)
 WHERE q.id = n.id AND q.secret_key_id = n.old;
 
 -- name: sealed_documents
-SELECT id, key_id, data FROM job_documents
+SELECT id, key_id, data FROM portalq.job_documents
 WHERE id > %(after)s AND key_id IS NOT NULL AND key_id <> %(current)s
 ORDER BY id LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: rewrap_documents
-UPDATE job_documents d SET key_id = n.key_id, data = n.data
+UPDATE portalq.job_documents d SET key_id = n.key_id, data = n.data
 FROM unnest(%(ids)s::bigint[], %(old)s::text[], %(key_ids)s::text[], %(datas)s::bytea[])
      AS n(id, old, key_id, data)
 WHERE d.id = n.id AND d.key_id = n.old;
 
 -- name: legacy_secret_rows
 -- Jobs of types with secret fields enqueued before they were sealed (migration 0012).
-SELECT id, job_type, payload FROM job_queue
+SELECT id, job_type, payload FROM portalq.job_queue
 WHERE job_type = ANY(%(types)s::text[]) AND id > %(after)s AND secret_key_id IS NULL
   AND secrets_erased_at IS NULL AND status IN ('pending', 'deferred', 'failed')
 ORDER BY id LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: seal_legacy_row
-UPDATE job_queue SET payload = %(payload)s::jsonb, secret_key_id = %(key_id)s,
+UPDATE portalq.job_queue SET payload = %(payload)s::jsonb, secret_key_id = %(key_id)s,
                      secret_dek = %(dek)s, secret_data = %(data)s
 WHERE id = %(id)s AND secret_key_id IS NULL;
 
 -- name: unbound_sealed_rows
 -- Rotation: sealed job secrets of format 1 (before they were bound to their job: no 'PQS2'
 -- magic, jobs/crypto.py), to be sealed again bound to their job.
-SELECT id, job_type, secret_key_id, secret_dek, secret_data FROM job_queue
+SELECT id, job_type, secret_key_id, secret_dek, secret_data FROM portalq.job_queue
 WHERE id > %(after)s AND secret_data IS NOT NULL
   AND substring(secret_data FROM 1 FOR 4) <> '\x50515332'::bytea
 ORDER BY id LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: bind_sealed_row
-UPDATE job_queue SET secret_key_id = %(key_id)s, secret_dek = %(dek)s, secret_data = %(data)s
+UPDATE portalq.job_queue SET secret_key_id = %(key_id)s, secret_dek = %(dek)s, secret_data = %(data)s
 WHERE id = %(id)s AND secret_data = %(old)s;
 
 -- name: sealed_checkpoints
 -- Rotation: jobs whose checkpoint holds a value sealed under another KEK
 -- ("pqsealed1:<key id>:...", jobs/secrets_at_rest.py).
-SELECT id, checkpoint FROM job_queue q
+SELECT id, checkpoint FROM portalq.job_queue q
 WHERE id > %(after)s AND EXISTS (
     SELECT 1 FROM jsonb_each_text(q.checkpoint) e
     WHERE starts_with(e.value, 'pqsealed1:') AND split_part(e.value, ':', 2) <> %(current)s)
@@ -625,18 +625,18 @@ ORDER BY id LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: rewrap_checkpoint
-UPDATE job_queue SET checkpoint = checkpoint || %(patch)s::jsonb WHERE id = %(id)s;
+UPDATE portalq.job_queue SET checkpoint = checkpoint || %(patch)s::jsonb WHERE id = %(id)s;
 
 -- name: key_usage
 -- How many stored values each KEK wraps (portalq keys status / retire).
 SELECT key_id, sum(n)::int AS n FROM (
-    SELECT secret_key_id AS key_id, count(*) AS n FROM job_queue
+    SELECT secret_key_id AS key_id, count(*) AS n FROM portalq.job_queue
     WHERE secret_key_id IS NOT NULL GROUP BY secret_key_id
     UNION ALL
-    SELECT key_id, count(*) FROM job_documents WHERE key_id IS NOT NULL GROUP BY key_id
+    SELECT key_id, count(*) FROM portalq.job_documents WHERE key_id IS NOT NULL GROUP BY key_id
     UNION ALL
     SELECT split_part(e.value, ':', 2), count(*)
-    FROM job_queue q CROSS JOIN LATERAL jsonb_each_text(q.checkpoint) e
+    FROM portalq.job_queue q CROSS JOIN LATERAL jsonb_each_text(q.checkpoint) e
     WHERE starts_with(e.value, 'pqsealed1:') GROUP BY 1
 ) u GROUP BY key_id ORDER BY key_id;
 
@@ -645,35 +645,35 @@ SELECT key_id, sum(n)::int AS n FROM (
 -- %(failed_before)s, with their events (job_events has no
 -- foreign key); artifacts, documents and escalations go by ON DELETE CASCADE.
 WITH gone AS (
-    DELETE FROM job_queue WHERE id IN (
-        (SELECT id FROM job_queue
+    DELETE FROM portalq.job_queue WHERE id IN (
+        (SELECT id FROM portalq.job_queue
          WHERE status IN ('completed', 'cancelled') AND finished_at < %(before)s
          LIMIT %(limit)s)
         UNION ALL
-        (SELECT id FROM job_queue
+        (SELECT id FROM portalq.job_queue
          WHERE status = 'failed' AND finished_at < %(failed_before)s
          LIMIT %(limit)s))
     RETURNING id
 ), events AS (
-    DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)
+    DELETE FROM portalq.job_events WHERE job_id IN (SELECT id FROM gone)
 )
 SELECT count(*)::int AS pruned FROM gone;
 
 -- name: prune_candidates
 -- What prune_finished deletes, one by one (after a batch that could not be deleted).
-(SELECT id FROM job_queue
+(SELECT id FROM portalq.job_queue
  WHERE status IN ('completed', 'cancelled') AND finished_at < %(before)s
  LIMIT %(limit)s)
 UNION ALL
-(SELECT id FROM job_queue
+(SELECT id FROM portalq.job_queue
  WHERE status = 'failed' AND finished_at < %(failed_before)s
  LIMIT %(limit)s);
 
 -- name: prune_one
 WITH gone AS (
-    DELETE FROM job_queue WHERE id = %(id)s RETURNING id
+    DELETE FROM portalq.job_queue WHERE id = %(id)s RETURNING id
 ), events AS (
-    DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)
+    DELETE FROM portalq.job_events WHERE job_id IN (SELECT id FROM gone)
 )
 SELECT count(*)::int AS pruned FROM gone;
 
@@ -681,7 +681,7 @@ SELECT count(*)::int AS pruned FROM gone;
 SELECT code, name, timezone, holiday_country, holiday_subdiv, max_concurrent_sessions,
        cutoff_minutes, enabled, paused_at, pause_reason, paused_by, probe_at, outage_streak,
        url
-FROM portals ORDER BY code;
+FROM portalq.portals ORDER BY code;
 
 -- name: portal_holidays
 -- Per portal, the years whose holidays portal_holidays holds (first..last) and those days,
@@ -690,7 +690,7 @@ FROM portals ORDER BY code;
 SELECT p.code AS portal, p.holidays_from AS first, p.holidays_to AS last,
        coalesce(array_agg(h.day ORDER BY h.day) FILTER (WHERE h.day IS NOT NULL),
                 '{}') AS days
-FROM portals p LEFT JOIN portal_holidays h ON h.portal = p.code
+FROM portalq.portals p LEFT JOIN portalq.portal_holidays h ON h.portal = p.code
 WHERE p.holidays_region = p.holiday_country || '/' || coalesce(p.holiday_subdiv, '')
   AND p.holidays_from IS NOT NULL AND p.holidays_to IS NOT NULL
 GROUP BY p.code, p.holidays_from, p.holidays_to
@@ -699,7 +699,7 @@ ORDER BY p.code;
 -- name: holidays_due
 -- Portals with a holiday region whose stored holidays are for another region, or end
 -- before %(through)s (a year).
-SELECT code, holiday_country, holiday_subdiv FROM portals
+SELECT code, holiday_country, holiday_subdiv FROM portalq.portals
 WHERE holiday_country IS NOT NULL
   AND (holidays_region IS DISTINCT FROM holiday_country || '/' || coalesce(holiday_subdiv, '')
        OR holidays_to IS NULL OR holidays_to < %(through)s)
@@ -710,53 +710,53 @@ ORDER BY code;
 WITH new AS (
     SELECT * FROM unnest(%(days)s::date[], %(names)s::text[]) AS n(day, name)
 ), gone AS (
-    DELETE FROM portal_holidays h
+    DELETE FROM portalq.portal_holidays h
     WHERE h.portal = %(portal)s AND h.day NOT IN (SELECT day FROM new)
 ), put AS (
-    INSERT INTO portal_holidays (portal, day, name) SELECT %(portal)s, day, name FROM new
+    INSERT INTO portalq.portal_holidays (portal, day, name) SELECT %(portal)s, day, name FROM new
     ON CONFLICT (portal, day) DO UPDATE SET name = excluded.name
 )
-UPDATE portals SET holidays_region = %(region)s, holidays_from = %(first)s::smallint,
+UPDATE portalq.portals SET holidays_region = %(region)s, holidays_from = %(first)s::smallint,
                    holidays_to = %(last)s::smallint
 WHERE code = %(portal)s;
 
 -- name: portal_hours
-SELECT portal, weekday, opens, closes FROM portal_hours ORDER BY portal, weekday, opens;
+SELECT portal, weekday, opens, closes FROM portalq.portal_hours ORDER BY portal, weekday, opens;
 
 -- name: portal_closures
-SELECT portal, starts_at, ends_at, reason FROM portal_closures
+SELECT portal, starts_at, ends_at, reason FROM portalq.portal_closures
 WHERE ends_at > %(after)s ORDER BY portal, starts_at;
 
 -- name: delete_portal_hours
-DELETE FROM portal_hours WHERE portal = %(portal)s AND (%(weekday)s::int IS NULL OR weekday = %(weekday)s);
+DELETE FROM portalq.portal_hours WHERE portal = %(portal)s AND (%(weekday)s::int IS NULL OR weekday = %(weekday)s);
 
 -- name: insert_portal_hours
-INSERT INTO portal_hours (portal, weekday, opens, closes)
+INSERT INTO portalq.portal_hours (portal, weekday, opens, closes)
 SELECT %(portal)s, w, o, c FROM unnest(%(weekdays)s::int[], %(opens)s::time[], %(closes)s::time[])
 AS h(w, o, c);
 
 -- name: insert_closure
-INSERT INTO portal_closures (portal, starts_at, ends_at, reason, created_at)
+INSERT INTO portalq.portal_closures (portal, starts_at, ends_at, reason, created_at)
 VALUES (%(portal)s, %(starts_at)s, %(ends_at)s, %(reason)s, %(now)s) RETURNING id;
 
 -- name: touch_portal
-UPDATE portals SET updated_at = %(now)s WHERE code = %(portal)s;
+UPDATE portalq.portals SET updated_at = %(now)s WHERE code = %(portal)s;
 
 -- name: outage_seen
 -- One more outage sign from job %(job_id)s; the streak is the number of distinct jobs
 -- that showed one since %(since)s (this one included: the same job failing again, or two
 -- jobs alternately, never lengthen it past the jobs involved).
 WITH sign AS (
-    INSERT INTO portal_outage_signs (portal, job_id, seen_at)
+    INSERT INTO portalq.portal_outage_signs (portal, job_id, seen_at)
     VALUES (%(portal)s, %(job_id)s, %(now)s)
     ON CONFLICT (portal, job_id) DO UPDATE SET seen_at = excluded.seen_at
 ), old AS (
-    DELETE FROM portal_outage_signs WHERE portal = %(portal)s AND seen_at < %(since)s
+    DELETE FROM portalq.portal_outage_signs WHERE portal = %(portal)s AND seen_at < %(since)s
 ), recent AS (
-    SELECT count(*)::int + 1 AS n FROM portal_outage_signs
+    SELECT count(*)::int + 1 AS n FROM portalq.portal_outage_signs
     WHERE portal = %(portal)s AND seen_at >= %(since)s AND job_id <> %(job_id)s
 )
-UPDATE portals SET outage_streak = (SELECT n FROM recent), outage_last_job = %(job_id)s,
+UPDATE portalq.portals SET outage_streak = (SELECT n FROM recent), outage_last_job = %(job_id)s,
                    updated_at = %(now)s
 WHERE code = %(portal)s
 RETURNING outage_streak, paused_at, paused_by;
@@ -764,28 +764,28 @@ RETURNING outage_streak, paused_at, paused_by;
 -- name: pause_portal
 -- Pause a portal (by the breaker or an operator; only a running portal is paused) + notice.
 WITH p AS (
-    UPDATE portals SET paused_at = %(now)s, paused_by = %(by)s, pause_reason = %(reason)s,
+    UPDATE portalq.portals SET paused_at = %(now)s, paused_by = %(by)s, pause_reason = %(reason)s,
                        probe_at = %(probe_at)s, updated_at = %(now)s
     WHERE code = %(portal)s AND paused_at IS NULL
     RETURNING code
 )
-INSERT INTO portal_notices (portal, kind, reason, created_at, next_try_at)
+INSERT INTO portalq.portal_notices (portal, kind, reason, created_at, next_try_at)
 SELECT code, 'paused', %(reason)s, %(now)s, %(now)s FROM p
 RETURNING id;
 
 -- name: probe_failed
-UPDATE portals SET probe_at = %(probe_at)s, updated_at = %(now)s
+UPDATE portalq.portals SET probe_at = %(probe_at)s, updated_at = %(now)s
 WHERE code = %(portal)s AND paused_by = 'breaker';
 
 -- name: operator_resume
 WITH p AS (
-    UPDATE portals SET paused_at = NULL, paused_by = NULL, pause_reason = NULL,
+    UPDATE portalq.portals SET paused_at = NULL, paused_by = NULL, pause_reason = NULL,
                        probe_at = NULL, outage_streak = 0, outage_last_job = NULL,
                        updated_at = %(now)s
     WHERE code = %(portal)s AND paused_at IS NOT NULL
     RETURNING code
 ), signs AS (
-    DELETE FROM portal_outage_signs s USING p WHERE s.portal = p.code
+    DELETE FROM portalq.portal_outage_signs s USING p WHERE s.portal = p.code
 )
 SELECT count(*)::int AS resumed FROM p;
 
@@ -793,22 +793,22 @@ SELECT count(*)::int AS resumed FROM p;
 SELECT pg_notify('portalq_portals', %(portal)s);
 
 -- name: due_notices
-SELECT id, portal, kind, reason, send_attempts FROM portal_notices
+SELECT id, portal, kind, reason, send_attempts FROM portalq.portal_notices
 WHERE sent_at IS NULL AND next_try_at <= %(now)s AND id <> ALL(%(skip)s::bigint[])
 ORDER BY id LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: outbox_next_try
 -- When the next unsent escalation or notice is due (NULL: none waits).
-SELECT least((SELECT min(next_try_at) FROM escalations WHERE sent_at IS NULL),
-             (SELECT min(next_try_at) FROM portal_notices WHERE sent_at IS NULL)) AS at;
+SELECT least((SELECT min(next_try_at) FROM portalq.escalations WHERE sent_at IS NULL),
+             (SELECT min(next_try_at) FROM portalq.portal_notices WHERE sent_at IS NULL)) AS at;
 
 -- name: notice_sent
-UPDATE portal_notices SET sent_at = %(now)s, send_attempts = send_attempts + 1
+UPDATE portalq.portal_notices SET sent_at = %(now)s, send_attempts = send_attempts + 1
 WHERE id = %(id)s;
 
 -- name: notice_send_failed
-UPDATE portal_notices SET send_attempts = send_attempts + 1, last_send_error = %(error)s,
+UPDATE portalq.portal_notices SET send_attempts = send_attempts + 1, last_send_error = %(error)s,
                           next_try_at = %(next_try_at)s
 WHERE id = %(id)s;
 
@@ -823,7 +823,7 @@ SELECT pg_advisory_xact_lock(%(lock)s::bigint);
 
 -- name: portals_without_holidays_or_cutoff
 -- The demo: stand-ins open whenever the demo runs.
-UPDATE portals SET holiday_country = NULL, holiday_subdiv = NULL, cutoff_minutes = 0;
+UPDATE portalq.portals SET holiday_country = NULL, holiday_subdiv = NULL, cutoff_minutes = 0;
 
 -- name: ping
 SELECT 1;
@@ -833,98 +833,98 @@ SELECT 1;
 -- =========================================================================================
 
 -- name: console_user_add
-INSERT INTO console_users (name, role, password_hash, created_at, password_changed_at)
+INSERT INTO portalq.console_users (name, role, password_hash, created_at, password_changed_at)
 VALUES (%(name)s, %(role)s, %(password_hash)s, %(now)s, %(now)s)
 ON CONFLICT (name) DO NOTHING
 RETURNING id, name, role;
 
 -- name: console_user_by_name
 SELECT id, name, role, password_hash, created_at, password_changed_at, disabled_at
-FROM console_users WHERE name = %(name)s;
+FROM portalq.console_users WHERE name = %(name)s;
 
 -- name: console_user_set_password
-UPDATE console_users SET password_hash = %(password_hash)s,
+UPDATE portalq.console_users SET password_hash = %(password_hash)s,
                          password_changed_at = %(now)s
 WHERE name = %(name)s RETURNING id;
 
 -- name: console_user_rehash
-UPDATE console_users SET password_hash = %(password_hash)s WHERE id = %(id)s;
+UPDATE portalq.console_users SET password_hash = %(password_hash)s WHERE id = %(id)s;
 
 -- name: console_user_disable
 -- Disabling a user also ends every session of theirs.
 WITH u AS (
-    UPDATE console_users SET disabled_at = %(now)s
+    UPDATE portalq.console_users SET disabled_at = %(now)s
     WHERE name = %(name)s AND disabled_at IS NULL RETURNING id
 ), s AS (
-    UPDATE console_sessions SET ended_at = %(now)s
+    UPDATE portalq.console_sessions SET ended_at = %(now)s
     WHERE user_id IN (SELECT id FROM u) AND ended_at IS NULL
 )
 SELECT id FROM u;
 
 -- name: console_users
 SELECT id, name, role, created_at, password_changed_at, disabled_at,
-       (SELECT max(last_seen_at) FROM console_sessions s WHERE s.user_id = u.id) AS last_seen_at,
-       EXISTS (SELECT 1 FROM console_sso_identities i WHERE i.user_id = u.id) AS sso
-FROM console_users u ORDER BY name;
+       (SELECT max(last_seen_at) FROM portalq.console_sessions s WHERE s.user_id = u.id) AS last_seen_at,
+       EXISTS (SELECT 1 FROM portalq.console_sso_identities i WHERE i.user_id = u.id) AS sso
+FROM portalq.console_users u ORDER BY name;
 
 -- name: console_session_start
-INSERT INTO console_sessions (token_hash, user_id, created_at, last_seen_at)
+INSERT INTO portalq.console_sessions (token_hash, user_id, created_at, last_seen_at)
 VALUES (%(token_hash)s, %(user_id)s, %(now)s, %(now)s) RETURNING id;
 
 -- name: console_session_touch
 -- The session behind a cookie, if it is live (not ended, not idle past %(idle_before)s, its
 -- user enabled); last_seen_at moves on (at most every few seconds: %(touch_before)s).
 WITH s AS (
-    SELECT s.id, s.user_id, s.last_seen_at FROM console_sessions s
-    JOIN console_users u ON u.id = s.user_id
+    SELECT s.id, s.user_id, s.last_seen_at FROM portalq.console_sessions s
+    JOIN portalq.console_users u ON u.id = s.user_id
     WHERE s.token_hash = %(token_hash)s AND s.ended_at IS NULL
       AND s.last_seen_at >= %(idle_before)s AND u.disabled_at IS NULL
 ), t AS (
-    UPDATE console_sessions c SET last_seen_at = %(now)s FROM s
+    UPDATE portalq.console_sessions c SET last_seen_at = %(now)s FROM s
     WHERE c.id = s.id AND s.last_seen_at < %(touch_before)s
 )
 SELECT s.id AS session_id, u.id AS user_id, u.name, u.role
-FROM s JOIN console_users u ON u.id = s.user_id;
+FROM s JOIN portalq.console_users u ON u.id = s.user_id;
 
 -- name: console_session_live
 -- Is the session still live? (for a long-open live stream: it must not keep the session
 -- alive, so it does not touch last_seen_at)
-SELECT s.id FROM console_sessions s JOIN console_users u ON u.id = s.user_id
+SELECT s.id FROM portalq.console_sessions s JOIN portalq.console_users u ON u.id = s.user_id
 WHERE s.token_hash = %(token_hash)s AND s.ended_at IS NULL
   AND s.last_seen_at >= %(idle_before)s AND u.disabled_at IS NULL;
 
 -- name: console_session_end
-UPDATE console_sessions SET ended_at = %(now)s
+UPDATE portalq.console_sessions SET ended_at = %(now)s
 WHERE token_hash = %(token_hash)s AND ended_at IS NULL RETURNING id;
 
 -- name: console_login_failed
-INSERT INTO console_login_failures (at, name, ip) VALUES (%(now)s, %(name)s, %(ip)s);
+INSERT INTO portalq.console_login_failures (at, name, ip) VALUES (%(now)s, %(name)s, %(ip)s);
 
 -- name: console_login_failures
 -- Failed sign-ins since %(since)s for this name and from this address.
-SELECT (SELECT count(*) FROM console_login_failures
+SELECT (SELECT count(*) FROM portalq.console_login_failures
         WHERE name = %(name)s AND at >= %(since)s)::int AS by_name,
-       (SELECT count(*) FROM console_login_failures
+       (SELECT count(*) FROM portalq.console_login_failures
         WHERE ip = %(ip)s AND at >= %(since)s)::int AS by_ip;
 
 -- name: console_login_failures_prune
-DELETE FROM console_login_failures WHERE at < %(before)s;
+DELETE FROM portalq.console_login_failures WHERE at < %(before)s;
 
 -- name: console_sso_identity
 -- The console user an OpenID Connect identity (issuer, sub) is linked to.
 SELECT u.id, u.name, u.role, u.disabled_at
-FROM console_sso_identities i JOIN console_users u ON u.id = i.user_id
+FROM portalq.console_sso_identities i JOIN portalq.console_users u ON u.id = i.user_id
 WHERE i.issuer = %(issuer)s AND i.subject = %(subject)s;
 
 -- name: console_sso_user_add
 -- A user for a first sign-on (no password) and its identity; nothing if the name is taken.
 WITH u AS (
-    INSERT INTO console_users (name, role, password_hash, created_at, password_changed_at)
+    INSERT INTO portalq.console_users (name, role, password_hash, created_at, password_changed_at)
     VALUES (%(name)s, %(role)s, NULL, %(now)s, %(now)s)
     ON CONFLICT (name) DO NOTHING
     RETURNING id, name, role
 ), i AS (
-    INSERT INTO console_sso_identities (issuer, subject, user_id, created_at, last_sign_in_at)
+    INSERT INTO portalq.console_sso_identities (issuer, subject, user_id, created_at, last_sign_in_at)
     SELECT %(issuer)s, %(subject)s, id, %(now)s, %(now)s FROM u
 )
 SELECT id, name, role FROM u;
@@ -932,21 +932,21 @@ SELECT id, name, role FROM u;
 -- name: console_sso_signed_in
 -- A returning identity: its sign-in time, and the role its claims give today.
 WITH i AS (
-    UPDATE console_sso_identities SET last_sign_in_at = %(now)s
+    UPDATE portalq.console_sso_identities SET last_sign_in_at = %(now)s
     WHERE issuer = %(issuer)s AND subject = %(subject)s RETURNING user_id
 )
-UPDATE console_users u SET role = %(role)s FROM i WHERE u.id = i.user_id
+UPDATE portalq.console_users u SET role = %(role)s FROM i WHERE u.id = i.user_id
 RETURNING u.id, u.name, u.role;
 
 -- name: audit_add
-INSERT INTO audit_log (at, actor, role, source, action, target, reason, before, after)
+INSERT INTO portalq.audit_log (at, actor, role, source, action, target, reason, before, after)
 VALUES (%(now)s, %(actor)s, %(role)s, %(source)s, %(action)s, %(target)s, %(reason)s,
         %(before)s::jsonb, %(after)s::jsonb)
 RETURNING id;
 
 -- name: audit_list
 -- Newest first, keyset on id; optional target / actor / action filters.
-SELECT id, at, actor, role, source, action, target, reason, before, after FROM audit_log
+SELECT id, at, actor, role, source, action, target, reason, before, after FROM portalq.audit_log
 WHERE id < %(before_id)s
   AND (%(target)s::text IS NULL OR target = %(target)s)
   AND (%(actor)s::text IS NULL OR actor = %(actor)s)
@@ -972,21 +972,21 @@ FROM (
                AND (%(field_path)s::text[] IS NULL
                     OR coalesce(lower(payload #>> %(field_path)s::text[]) LIKE %(field_like)s,
                                 false)) AS hit
-        FROM job_queue
+        FROM portalq.job_queue
         WHERE id < %(before_id)s AND id >= %(floor_id)s
           AND (%(status)s::text IS NULL OR status = %(status)s)
           AND (%(portal)s::text IS NULL OR portal = %(portal)s)
           AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
         ORDER BY id DESC LIMIT %(window)s
     ) w WHERE hit ORDER BY id DESC LIMIT %(limit)s
-) page CROSS JOIN LATERAL (SELECT * FROM job_queue q WHERE q.id = page.id) j
+) page CROSS JOIN LATERAL (SELECT * FROM portalq.job_queue q WHERE q.id = page.id) j
 ORDER BY j.id DESC;
 
 -- name: console_jobs_window
 -- For a page that came back short: the lowest id its window read and how many (index
 -- only), where a continued search starts.
 SELECT min(id) AS scanned_to, count(*)::int AS scanned FROM (
-    SELECT id FROM job_queue
+    SELECT id FROM portalq.job_queue
     WHERE id < %(before_id)s AND id >= %(floor_id)s
       AND (%(status)s::text IS NULL OR status = %(status)s)
       AND (%(portal)s::text IS NULL OR portal = %(portal)s)
@@ -998,7 +998,7 @@ SELECT min(id) AS scanned_to, count(*)::int AS scanned FROM (
 -- The ids a bulk action over "everything the filter matches" acts on, capped at %(limit)s;
 -- same filters as console_jobs_page, restricted to %(statuses)s (the states the action
 -- allows). Unbounded window: a bulk action is rare, previewed, and capped.
-SELECT id FROM job_queue j
+SELECT id FROM portalq.job_queue j
 WHERE status = ANY(%(statuses)s::text[])
   AND (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(portal)s::text IS NULL OR portal = %(portal)s)
@@ -1011,68 +1011,68 @@ WHERE status = ANY(%(statuses)s::text[])
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: console_jobs_status_of
-SELECT id, status FROM job_queue WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id DESC;
+SELECT id, status FROM portalq.job_queue WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id DESC;
 
 -- name: console_first_id_at
 -- The lowest job id enqueued at or after %(at)s: a binary search over ids (job ids and
 -- created_at rise together), about 25 primary-key probes at 10 million rows, in one
 -- statement. A time range becomes an id range the primary key serves.
 WITH RECURSIVE b(lo, hi) AS (
-    SELECT (SELECT id FROM job_queue ORDER BY id LIMIT 1),
-           (SELECT id FROM job_queue ORDER BY id DESC LIMIT 1) + 1
+    SELECT (SELECT id FROM portalq.job_queue ORDER BY id LIMIT 1),
+           (SELECT id FROM portalq.job_queue ORDER BY id DESC LIMIT 1) + 1
     UNION ALL
     SELECT CASE WHEN m.id IS NULL OR m.created_at >= %(at)s THEN b.lo ELSE m.id + 1 END,
            CASE WHEN m.id IS NULL OR m.created_at >= %(at)s THEN k.mid ELSE b.hi END
     FROM b CROSS JOIN LATERAL (SELECT (b.lo + b.hi) / 2 AS mid) k
-    LEFT JOIN LATERAL (SELECT id, created_at FROM job_queue WHERE id >= k.mid
+    LEFT JOIN LATERAL (SELECT id, created_at FROM portalq.job_queue WHERE id >= k.mid
                        ORDER BY id LIMIT 1) m ON true
     WHERE b.lo < b.hi
 )
-SELECT j.id FROM job_queue j
+SELECT j.id FROM portalq.job_queue j
 WHERE j.id >= (SELECT lo FROM b WHERE lo >= hi LIMIT 1) AND j.created_at >= %(at)s
 ORDER BY j.id LIMIT 1;
 
 -- name: console_depth
 -- Queue depth of the unfinished states by portal: read through the partial indexes
 -- (claim, running, failed), never the finished bulk of the table.
-SELECT portal, status, count(*)::int AS n FROM job_queue
+SELECT portal, status, count(*)::int AS n FROM portalq.job_queue
 WHERE status IN ('pending', 'deferred') GROUP BY portal, status
 UNION ALL
-SELECT portal, 'running', count(*)::int FROM job_queue WHERE status = 'running'
+SELECT portal, 'running', count(*)::int FROM portalq.job_queue WHERE status = 'running'
 GROUP BY portal
 UNION ALL
-SELECT portal, 'failed', count(*)::int FROM job_queue WHERE status = 'failed'
+SELECT portal, 'failed', count(*)::int FROM portalq.job_queue WHERE status = 'failed'
 GROUP BY portal;
 
 -- name: console_throughput
 -- Completed and failed jobs per hour since %(since)s (the finished and failed indexes).
 SELECT date_trunc('hour', finished_at) AS hour, 'completed' AS status, count(*)::int AS n
-FROM job_queue WHERE status IN ('completed', 'cancelled') AND finished_at >= %(since)s
+FROM portalq.job_queue WHERE status IN ('completed', 'cancelled') AND finished_at >= %(since)s
   AND status = 'completed'
 GROUP BY 1
 UNION ALL
 SELECT date_trunc('hour', finished_at), 'failed', count(*)::int
-FROM job_queue WHERE status = 'failed' AND finished_at >= %(since)s
+FROM portalq.job_queue WHERE status = 'failed' AND finished_at >= %(since)s
 GROUP BY 1;
 
 -- name: console_table_estimate
-SELECT greatest(reltuples, 0)::bigint AS rows FROM pg_class WHERE oid = 'job_queue'::regclass;
+SELECT greatest(reltuples, 0)::bigint AS rows FROM pg_class WHERE oid = 'portalq.job_queue'::regclass;
 
 -- name: console_artifacts
-SELECT id, attempt, kind, path, created_at FROM job_artifacts WHERE job_id = %(job_id)s
+SELECT id, attempt, kind, path, created_at FROM portalq.job_artifacts WHERE job_id = %(job_id)s
 ORDER BY attempt, id;
 
 -- name: console_artifact
-SELECT id, job_id, attempt, kind, path FROM job_artifacts WHERE id = %(id)s;
+SELECT id, job_id, attempt, kind, path FROM portalq.job_artifacts WHERE id = %(id)s;
 
 -- name: console_document
-SELECT name, content_type, data FROM job_documents WHERE job_id = %(job_id)s AND name = %(name)s;
+SELECT name, content_type, data FROM portalq.job_documents WHERE job_id = %(job_id)s AND name = %(name)s;
 
 -- name: console_job_escalations
 SELECT e.id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at, e.send_attempts,
        e.last_send_error, h.acknowledged_at, h.acknowledged_by, h.assigned_to,
        h.resolved_at, h.resolved_by
-FROM escalations e LEFT JOIN escalation_handling h ON h.escalation_id = e.id
+FROM portalq.escalations e LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
 WHERE e.job_id = %(job_id)s ORDER BY e.id;
 
 -- name: console_escalations_inbox
@@ -1080,19 +1080,19 @@ WHERE e.job_id = %(job_id)s ORDER BY e.id;
 SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
        j.job_type, j.order_id, j.portal, j.status, j.last_error,
        h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at, h.resolved_by
-FROM escalations e JOIN job_queue j ON j.id = e.job_id
-LEFT JOIN escalation_handling h ON h.escalation_id = e.id
+FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
+LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
 WHERE %(include_resolved)s OR h.resolved_at IS NULL
 ORDER BY e.created_at, e.id LIMIT %(limit)s;
 
 -- name: console_escalation
 SELECT e.id, e.job_id, h.acknowledged_at, h.acknowledged_by, h.assigned_to, h.resolved_at,
        h.resolved_by
-FROM escalations e LEFT JOIN escalation_handling h ON h.escalation_id = e.id
+FROM portalq.escalations e LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
 WHERE e.id = %(id)s FOR UPDATE OF e;
 
 -- name: console_escalation_set
-INSERT INTO escalation_handling (escalation_id, acknowledged_at, acknowledged_by, assigned_to,
+INSERT INTO portalq.escalation_handling (escalation_id, acknowledged_at, acknowledged_by, assigned_to,
                                  resolved_at, resolved_by, updated_at)
 VALUES (%(id)s, %(acknowledged_at)s, %(acknowledged_by)s, %(assigned_to)s, %(resolved_at)s,
         %(resolved_by)s, %(now)s)
@@ -1102,17 +1102,17 @@ ON CONFLICT (escalation_id) DO UPDATE SET
     resolved_by = EXCLUDED.resolved_by, updated_at = EXCLUDED.updated_at;
 
 -- name: console_closures
-SELECT id, portal, starts_at, ends_at, reason FROM portal_closures
+SELECT id, portal, starts_at, ends_at, reason FROM portalq.portal_closures
 WHERE ends_at > %(after)s ORDER BY starts_at, id;
 
 -- name: console_closure_delete
-DELETE FROM portal_closures WHERE id = %(id)s AND portal = %(portal)s
+DELETE FROM portalq.portal_closures WHERE id = %(id)s AND portal = %(portal)s
 RETURNING id, starts_at, ends_at, reason;
 
 -- name: seed_portal
 -- A declared portal (portals.catalogue.declare_portal) the database does not have yet; an
 -- existing row is never touched (its operator may have changed it).
-INSERT INTO portals (code, name, timezone, holiday_country, holiday_subdiv,
+INSERT INTO portalq.portals (code, name, timezone, holiday_country, holiday_subdiv,
                      max_concurrent_sessions, cutoff_minutes, url)
 VALUES (%(code)s, %(name)s, %(timezone)s, %(holiday_country)s, %(holiday_subdiv)s,
         %(max_concurrent_sessions)s, %(cutoff_minutes)s, %(url)s)
@@ -1120,38 +1120,38 @@ ON CONFLICT (code) DO NOTHING
 RETURNING code;
 
 -- name: seed_portal_hours
-INSERT INTO portal_hours (portal, weekday, opens, closes)
+INSERT INTO portalq.portal_hours (portal, weekday, opens, closes)
 SELECT %(code)s, w.weekday, w.opens, w.closes
 FROM unnest(%(weekdays)s::smallint[], %(opens)s::time[], %(closes)s::time[])
      AS w(weekday, opens, closes);
 
 -- name: account_add
-INSERT INTO portal_accounts (portal, name, username, created_at)
+INSERT INTO portalq.portal_accounts (portal, name, username, created_at)
 SELECT %(portal)s, %(name)s, %(username)s, %(now)s
-WHERE EXISTS (SELECT 1 FROM portals WHERE code = %(portal)s)
+WHERE EXISTS (SELECT 1 FROM portalq.portals WHERE code = %(portal)s)
 ON CONFLICT (portal, name) DO NOTHING
 RETURNING portal, name, username;
 
 -- name: account_list
 SELECT portal, name, username, paused_at, pause_reason, paused_by, in_use_by, in_use_until,
        last_used_at, password_expires_on, session_state IS NOT NULL AS has_session
-FROM portal_accounts
+FROM portalq.portal_accounts
 WHERE %(portal)s::text IS NULL OR portal = %(portal)s
 ORDER BY portal, name;
 
 -- name: account_pause
-UPDATE portal_accounts SET paused_at = %(now)s, pause_reason = %(reason)s, paused_by = %(by)s
+UPDATE portalq.portal_accounts SET paused_at = %(now)s, pause_reason = %(reason)s, paused_by = %(by)s
 WHERE portal = %(portal)s AND name = %(name)s AND paused_at IS NULL
 RETURNING portal, name;
 
 -- name: account_resume
 -- the jobs that waited because every account of the portal was paused run at once
 WITH resumed AS (
-    UPDATE portal_accounts SET paused_at = NULL, pause_reason = NULL, paused_by = NULL
+    UPDATE portalq.portal_accounts SET paused_at = NULL, pause_reason = NULL, paused_by = NULL
     WHERE portal = %(portal)s AND name = %(name)s AND paused_at IS NOT NULL
     RETURNING portal, name
 ), woken AS (
-    UPDATE job_queue SET run_at = %(now)s, updated_at = %(now)s
+    UPDATE portalq.job_queue SET run_at = %(now)s, updated_at = %(now)s
     WHERE portal = %(portal)s AND status = 'deferred' AND last_error = %(waiting)s
       AND EXISTS (SELECT 1 FROM resumed)
     RETURNING id
@@ -1163,9 +1163,9 @@ FROM resumed r;
 -- name: account_take
 -- One signed-in session per account across every node: the least recently used account of
 -- the portal that is neither paused nor held (a hold past its time is free again).
-UPDATE portal_accounts a
+UPDATE portalq.portal_accounts a
 SET in_use_by = %(holder)s, in_use_until = %(until)s, last_used_at = %(now)s
-FROM (SELECT portal, name FROM portal_accounts
+FROM (SELECT portal, name FROM portalq.portal_accounts
       WHERE portal = %(portal)s AND paused_at IS NULL
         AND (%(name)s::text IS NULL OR name = %(name)s)
         AND (in_use_by IS NULL OR in_use_until < %(now)s OR in_use_by = %(holder)s)
@@ -1175,41 +1175,41 @@ WHERE a.portal = c.portal AND a.name = c.name
 RETURNING a.portal, a.name, a.username, a.password_expires_on;
 
 -- name: account_release
-UPDATE portal_accounts SET in_use_by = NULL, in_use_until = NULL
+UPDATE portalq.portal_accounts SET in_use_by = NULL, in_use_until = NULL
 WHERE portal = %(portal)s AND name = %(name)s AND in_use_by = %(holder)s;
 
 -- name: account_counts
 SELECT count(*) FILTER (WHERE paused_at IS NULL)::int AS usable, count(*)::int AS total
-FROM portal_accounts WHERE portal = %(portal)s;
+FROM portalq.portal_accounts WHERE portal = %(portal)s;
 
 -- name: account_password_expiry
 -- the portal warned that the password expires: kept on the account, and the admins told
 -- (a notice mailed by the outbox; at most one a day per account)
 WITH upd AS (
-    UPDATE portal_accounts SET password_expires_on = %(on)s
+    UPDATE portalq.portal_accounts SET password_expires_on = %(on)s
     WHERE portal = %(portal)s AND name = %(name)s
     RETURNING portal
 )
-INSERT INTO portal_notices (portal, kind, reason, created_at, next_try_at)
+INSERT INTO portalq.portal_notices (portal, kind, reason, created_at, next_try_at)
 SELECT u.portal, 'password_expiring', %(reason)s, %(now)s, %(now)s FROM upd u
-WHERE NOT EXISTS (SELECT 1 FROM portal_notices n
+WHERE NOT EXISTS (SELECT 1 FROM portalq.portal_notices n
                   WHERE n.portal = u.portal AND n.kind = 'password_expiring'
                     AND n.reason = %(reason)s AND n.created_at > %(now)s - interval '1 day');
 
 -- name: question_ask
-INSERT INTO job_questions (job_id, attempt, question, asked_at, deadline)
+INSERT INTO portalq.job_questions (job_id, attempt, question, asked_at, deadline)
 VALUES (%(job_id)s, %(attempt)s, %(question)s, %(now)s, %(deadline)s)
 RETURNING id;
 
 -- name: question_open
 -- the job's question still waiting for an answer (the newest), for `jobs answer`
-SELECT id, question, deadline FROM job_questions
+SELECT id, question, deadline FROM portalq.job_questions
 WHERE job_id = %(job_id)s AND answered_at IS NULL AND deadline > %(now)s
 ORDER BY id DESC LIMIT 1 FOR UPDATE;
 
 -- name: question_answer
 WITH a AS (
-    UPDATE job_questions SET answer = %(answer)s, answer_key_id = %(key_id)s,
+    UPDATE portalq.job_questions SET answer = %(answer)s, answer_key_id = %(key_id)s,
                              answered_at = %(now)s, answered_by = %(by)s
     WHERE id = %(id)s AND answered_at IS NULL
     RETURNING id
@@ -1217,35 +1217,35 @@ WITH a AS (
 SELECT a.id, pg_notify('portalq_answers', a.id::text) FROM a;
 
 -- name: question_poll
-SELECT answer, answer_key_id, answered_at FROM job_questions WHERE id = %(id)s;
+SELECT answer, answer_key_id, answered_at FROM portalq.job_questions WHERE id = %(id)s;
 
 -- name: question_read
 -- the flow has the answer: erased from the database
-UPDATE job_questions SET answer = NULL, answer_key_id = NULL, read_at = %(now)s
+UPDATE portalq.job_questions SET answer = NULL, answer_key_id = NULL, read_at = %(now)s
 WHERE id = %(id)s;
 
 -- name: questions_unanswered
-SELECT count(*)::int AS n FROM job_questions
+SELECT count(*)::int AS n FROM portalq.job_questions
 WHERE job_id = %(job_id)s AND answered_at IS NULL AND deadline <= %(now)s;
 
 -- name: job_questions
 SELECT id, attempt, question, asked_at, deadline, answered_at, answered_by, read_at
-FROM job_questions WHERE job_id = %(job_id)s ORDER BY id;
+FROM portalq.job_questions WHERE job_id = %(job_id)s ORDER BY id;
 
 -- name: account_session_get
-SELECT session_state, session_key_id FROM portal_accounts
+SELECT session_state, session_key_id FROM portalq.portal_accounts
 WHERE portal = %(portal)s AND name = %(name)s AND in_use_by = %(holder)s;
 
 -- name: account_session_set
 -- a signed-in browser session (sealed Playwright storage state), kept for the next job
-UPDATE portal_accounts SET session_state = %(state)s, session_key_id = %(key_id)s
+UPDATE portalq.portal_accounts SET session_state = %(state)s, session_key_id = %(key_id)s
 WHERE portal = %(portal)s AND name = %(name)s AND in_use_by = %(holder)s;
 
 -- name: approval_decide
 -- An admin's decision on a job waiting at its review page for approval: approved, it runs
 -- again at once (and submits only if the review page matches the approved digest).
 WITH upd AS (
-    UPDATE job_queue
+    UPDATE portalq.job_queue
     SET checkpoint = jsonb_set(checkpoint, '{approval}', (checkpoint->'approval')
                                || jsonb_build_object('state', %(state)s::text,
                                                      'by', %(actor)s::text,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from portals.flows.context import FlowContext
+from portalq.portals.flows.context import FlowContext
 
 Flow = Callable[[FlowContext], Awaitable[dict[str, Any]]]
 

@@ -11,12 +11,12 @@ from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs import clock
-from jobs.errors import HandlerOutcome, PortalUnavailable, RetryableError
-from portals.calendar import zone
-from portals.flows.browser import close_context, note_missing
-from portals.flows.context import FlowContext
-from portals.flows.masking import (  # noqa: F401 - the flow toolkit's masking, re-exported
+from portalq.jobs import clock
+from portalq.jobs.errors import HandlerOutcome, PortalUnavailable, RetryableError
+from portalq.portals.calendar import zone
+from portalq.portals.flows.browser import close_context, note_missing
+from portalq.portals.flows.context import FlowContext
+from portalq.portals.flows.masking import (  # noqa: F401 - the flow toolkit's masking, re-exported
     MASK_ATTR,
     SENSITIVE_SELECTOR,
     FrameUnreadable,

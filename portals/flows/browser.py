@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from portals.flows.masking import redact
+from portalq.portals.flows.masking import redact
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from jobs.submission import Submission
+from portalq.jobs.submission import Submission
 
 
 class FlowContext(Protocol):

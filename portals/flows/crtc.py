@@ -17,12 +17,12 @@ import hashlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from jobs.errors import BusinessError, RetryableError
-from jobs.submission import Submission
-from portals.flows.base import browser_page, page_text
-from portals.flows.context import FlowContext
-from portals.flows.pages import PortalPage
-from portals.flows.signin import SessionLost, sign_in_with_account
+from portalq.jobs.errors import BusinessError, RetryableError
+from portalq.jobs.submission import Submission
+from portalq.portals.flows.base import browser_page, page_text
+from portalq.portals.flows.context import FlowContext
+from portalq.portals.flows.pages import PortalPage
+from portalq.portals.flows.signin import SessionLost, sign_in_with_account
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

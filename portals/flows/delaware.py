@@ -14,12 +14,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jobs.errors import BusinessError
-from portals.flows.base import Evidence, browser_page, download, fetch_document, has_document
-from portals.flows.context import FlowContext
-from portals.flows.pages import Signals, WordedPage, absolute_url
-from portals.flows.signin import sign_in_with_account
-from portals.payloads import FileEntityPayload, Person
+from portalq.jobs.errors import BusinessError
+from portalq.portals.flows.base import (
+    Evidence,
+    browser_page,
+    download,
+    fetch_document,
+    has_document,
+)
+from portalq.portals.flows.context import FlowContext
+from portalq.portals.flows.pages import Signals, WordedPage, absolute_url
+from portalq.portals.flows.signin import sign_in_with_account
+from portalq.portals.payloads import FileEntityPayload, Person
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator, Page

@@ -13,10 +13,10 @@ from email.message import EmailMessage
 from email.utils import make_msgid
 from typing import Any
 
-from jobs import clock
-from jobs.errors import BusinessError, RetryableError
-from portals.flows.context import FlowContext
-from portals.payloads import DeliverPayload
+from portalq.jobs import clock
+from portalq.jobs.errors import BusinessError, RetryableError
+from portalq.portals.flows.context import FlowContext
+from portalq.portals.payloads import DeliverPayload
 
 
 async def collect(ctx: FlowContext, p: DeliverPayload) -> list[tuple[str, str, bytes]]:

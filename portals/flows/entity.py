@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from portals.flows.context import FlowContext
+from portalq.portals.flows.context import FlowContext
 
 
 async def file_entity(ctx: FlowContext) -> dict[str, Any]:
     jurisdiction = ctx.payload.get("jurisdiction")
     if jurisdiction == "BC":
-        from portals.flows.bc import file_entity_bc
+        from portalq.portals.flows.bc import file_entity_bc
 
         return await file_entity_bc(ctx)
     if jurisdiction == "DE":
-        from portals.flows.delaware import file_entity_de
+        from portalq.portals.flows.delaware import file_entity_de
 
         return await file_entity_de(ctx)
-    from jobs.types import NoFlow
+    from portalq.jobs.types import NoFlow
 
     raise NoFlow(f"no file_entity flow for jurisdiction {jurisdiction!r}")

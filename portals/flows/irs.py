@@ -18,14 +18,14 @@ import re
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-from jobs.errors import BusinessError, UncertainOutcome
-from portals.flows.base import Evidence, browser_page, download
-from portals.flows.browser import untraced
-from portals.flows.context import FlowContext
-from portals.flows.irs_answers import AFTER, BEFORE, Answer, classify
-from portals.flows.irs_review import check_review
-from portals.flows.pages import AppPage
-from portals.payloads import ObtainEinPayload
+from portalq.jobs.errors import BusinessError, UncertainOutcome
+from portalq.portals.flows.base import Evidence, browser_page, download
+from portalq.portals.flows.browser import untraced
+from portalq.portals.flows.context import FlowContext
+from portalq.portals.flows.irs_answers import AFTER, BEFORE, Answer, classify
+from portalq.portals.flows.irs_review import check_review
+from portalq.portals.flows.pages import AppPage
+from portalq.portals.payloads import ObtainEinPayload
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator, Page
@@ -109,7 +109,7 @@ class ApplyForEin(AppPage):
     async def open(self) -> None:
         response = await self.page.goto(f"{self.base}/")
         if response is not None and response.status >= 500:
-            from jobs.errors import PortalUnavailable
+            from portalq.jobs.errors import PortalUnavailable
 
             raise PortalUnavailable(f"IRS: HTTP {response.status} at the landing page")
         begin = self.page.get_by_role("link", name="Begin Application Now", exact=True)

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import Any
 
-from jobs import clock
-from jobs.errors import (
+from portalq.jobs import clock
+from portalq.jobs.errors import (
     BusinessError,
     DeferUntil,
     PortalClosed,
@@ -45,8 +45,8 @@ from jobs.errors import (
     RetryableError,
     UncertainOutcome,
 )
-from portals.calendar import is_open, next_open, zone
-from portals.flows.pages import AppState
+from portalq.portals.calendar import is_open, next_open, zone
+from portalq.portals.flows.pages import AppState
 
 BEFORE, AFTER = "before", "after"
 IRS_TZ = "America/New_York"
@@ -68,7 +68,7 @@ class Answer:
 def next_business_opening(now: datetime | None = None) -> datetime:
     """The IRS's next business day's opening (its preset calendar: weekdays, federal
     holidays) after today in New York."""
-    from portals.presets import calendar_from_preset
+    from portalq.portals.presets import calendar_from_preset
 
     local = (now or clock.now()).astimezone(zone(IRS_TZ))
     tomorrow = datetime.combine(local.date() + timedelta(days=1), time(0), tzinfo=zone(IRS_TZ))
@@ -77,7 +77,7 @@ def next_business_opening(now: datetime | None = None) -> datetime:
 
 
 def _out_of_hours(now: datetime) -> datetime | None:
-    from portals.presets import calendar_from_preset
+    from portalq.portals.presets import calendar_from_preset
 
     cal = calendar_from_preset("irs_ein")
     return None if is_open(cal, now) else next_open(cal, now)

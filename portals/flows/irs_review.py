@@ -7,8 +7,8 @@ from __future__ import annotations
 import calendar
 from typing import TYPE_CHECKING, Any
 
-from jobs.errors import BusinessError
-from portals.payloads import ObtainEinPayload
+from portalq.jobs.errors import BusinessError
+from portalq.portals.payloads import ObtainEinPayload
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -39,7 +39,7 @@ class ReviewChanged(BusinessError):
 
 
 def expected(p: ObtainEinPayload) -> dict[str, Any]:
-    from portals.flows.irs import REASONS, STRUCTURES
+    from portalq.portals.flows.irs import REASONS, STRUCTURES
 
     rp, a = p.responsible_party, p.address
     structure, sub_type = STRUCTURES[p.legal_structure]

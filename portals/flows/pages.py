@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
-from jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
-from portals.flows.base import ConnectionLost, Evidence, check_pdf, click_and_wait, redact
-from portals.flows.context import FlowContext
+from portalq.jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
+from portalq.portals.flows.base import ConnectionLost, Evidence, check_pdf, click_and_wait, redact
+from portalq.portals.flows.context import FlowContext
 
 if TYPE_CHECKING:
     from playwright.async_api import Dialog, Locator, Page
@@ -143,7 +143,7 @@ class PortalPage:
     def verdict(self, s: Signals, status: int | None, where: str) -> Verdict | None:
         """What the page means, if it is an answer rather than a form to go on with."""
         if s.signed_out is not None:   # the portal ended the signed-in session
-            from portals.flows.signin import SessionLost
+            from portalq.portals.flows.signin import SessionLost
 
             return Verdict("signed_out", SessionLost(s.signed_out))
         if s.closed is not None:
@@ -243,7 +243,7 @@ class PortalPage:
         response = await self.page.request.get(urljoin(self.page.url, href))
         body = bytes(await response.body())
         if b'id="signed-out"' in body or b'id="signin-form"' in body:
-            from portals.flows.signin import SessionLost
+            from portalq.portals.flows.signin import SessionLost
 
             raise SessionLost("signed_out")
         if b'id="portal-closed"' in body:
@@ -341,7 +341,7 @@ class AppPage(PortalPage):
                       timeout_ms: float | None = None) -> str:
         """Click ``control``; the kind of the app's next state (a dialog the flow answers
         through :meth:`answer_dialog` does not end the wait)."""
-        from portals.flows.base import AppWatch
+        from portalq.portals.flows.base import AppWatch
 
         limit = timeout_ms or self.step_timeout_ms
         async with AppWatch(self.page) as watch:

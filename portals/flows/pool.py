@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from portals.flows import browser as browser_mod
+from portalq.portals.flows import browser as browser_mod
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser

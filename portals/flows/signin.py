@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jobs import clock
-from jobs.errors import (
+from portalq.jobs import clock
+from portalq.jobs.errors import (
     AccountLocked,
     AccountRejected,
     BusinessError,
@@ -37,9 +37,9 @@ from jobs.errors import (
     PortalUnavailable,
     RetryableError,
 )
-from portals.flows.base import click_and_wait, masked_screenshot, redact
-from portals.flows.browser import trace_secrets, untraced
-from portals.flows.context import FlowContext
+from portalq.portals.flows.base import click_and_wait, masked_screenshot, redact
+from portalq.portals.flows.browser import trace_secrets, untraced
+from portalq.portals.flows.context import FlowContext
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -22,16 +22,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from portals.standin.kit.signin import SigninGate
-from portals.standin.kit.state import PortalState, StandinState
+from portalq.portals.standin.kit.signin import SigninGate
+from portalq.portals.standin.kit.state import PortalState, StandinState
 
 # prefix -> (module, portal code); each module exposes ``create_app(state: PortalState)``
 # and ``signin_look(title, body, status)``: its sign-in pages (off unless switched on)
 PORTALS: dict[str, tuple[str, str]] = {
-    "bc": ("portals.standin.bc", "bc_corporate_online"),
-    "irs": ("portals.standin.irs", "irs_ein"),
-    "delaware": ("portals.standin.delaware", "delaware_icis"),
-    "crtc": ("portals.standin.crtc", "crtc"),
+    "bc": ("portalq.portals.standin.bc", "bc_corporate_online"),
+    "irs": ("portalq.portals.standin.irs", "irs_ein"),
+    "delaware": ("portalq.portals.standin.delaware", "delaware_icis"),
+    "crtc": ("portalq.portals.standin.crtc", "crtc"),
 }
 
 

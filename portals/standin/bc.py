@@ -32,8 +32,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from portals.standin.bc_incorporation import incorporation_routes
-from portals.standin.bc_registry import (
+from portalq.portals.standin.bc_incorporation import incorporation_routes
+from portalq.portals.standin.bc_registry import (
     BRAND,
     ENTITY_LABELS,
     HOURS,
@@ -45,11 +45,11 @@ from portals.standin.bc_registry import (
     norm_nr,
     today,
 )
-from portals.standin.kit import control, pages
-from portals.standin.kit.control import alert, field
-from portals.standin.kit.pages import esc, url
-from portals.standin.kit.session import Sessions
-from portals.standin.kit.state import PortalState, drop_connection
+from portalq.portals.standin.kit import control, pages
+from portalq.portals.standin.kit.control import alert, field
+from portalq.portals.standin.kit.pages import esc, url
+from portalq.portals.standin.kit.session import Sessions
+from portalq.portals.standin.kit.state import PortalState, drop_connection
 
 
 def _nr_details(reg: Registry, e: dict[str, Any]) -> str:

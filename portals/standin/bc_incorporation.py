@@ -20,13 +20,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from portals.standin import bc_registry as bc
-from portals.standin.kit import pages as ui
-from portals.standin.kit.control import alert, checkbox, field, radio, search_form, select
-from portals.standin.kit.pages import esc, url
-from portals.standin.kit.pdf import make_pdf, pdf_response
-from portals.standin.kit.session import Sessions
-from portals.standin.kit.state import PortalState, drop_connection
+from portalq.portals.standin import bc_registry as bc
+from portalq.portals.standin.kit import pages as ui
+from portalq.portals.standin.kit.control import alert, checkbox, field, radio, search_form, select
+from portalq.portals.standin.kit.pages import esc, url
+from portalq.portals.standin.kit.pdf import make_pdf, pdf_response
+from portalq.portals.standin.kit.session import Sessions
+from portalq.portals.standin.kit.state import PortalState, drop_connection
 
 _OFFICE = (("Street", "street"), ("City", "city"), ("Province", "region"),
            ("Postal code", "postal_code"))

@@ -9,9 +9,9 @@ import re
 from datetime import date
 from typing import Any
 
-from jobs import clock
-from portals.calendar import zone
-from portals.standin.kit.state import PortalState
+from portalq.jobs import clock
+from portalq.portals.calendar import zone
+from portalq.portals.standin.kit.state import PortalState
 
 BRAND = "BC Registries and Online Services"
 HOURS = ("Hours: Monday to Saturday 6:00 a.m. to 10:00 p.m., Sunday 1:00 p.m. to "

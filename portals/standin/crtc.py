@@ -21,14 +21,14 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from jobs import clock
-from portals.calendar import zone
-from portals.standin.kit import control, pages
-from portals.standin.kit.control import alert, checkbox, field, search_form
-from portals.standin.kit.pages import esc, url
-from portals.standin.kit.pdf import make_pdf, pdf_response
-from portals.standin.kit.session import Sessions
-from portals.standin.kit.state import PortalState, drop_connection
+from portalq.jobs import clock
+from portalq.portals.calendar import zone
+from portalq.portals.standin.kit import control, pages
+from portalq.portals.standin.kit.control import alert, checkbox, field, search_form
+from portalq.portals.standin.kit.pages import esc, url
+from portalq.portals.standin.kit.pdf import make_pdf, pdf_response
+from portalq.portals.standin.kit.session import Sessions
+from portalq.portals.standin.kit.state import PortalState, drop_connection
 
 BRAND = "My CRTC Account - Canadian Radio-television and Telecommunications Commission"
 HOURS = ("Online submissions are normally accepted 24 hours a day; support is available "

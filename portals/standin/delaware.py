@@ -26,14 +26,14 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from jobs import clock
-from portals.calendar import zone
-from portals.standin.kit import pages
-from portals.standin.kit.control import SUBMIT_JS, continue_button, dialog_script
-from portals.standin.kit.pages import esc, layout, root
-from portals.standin.kit.pdf import make_pdf, pdf_response
-from portals.standin.kit.session import Sessions
-from portals.standin.kit.state import PortalState, drop_connection
+from portalq.jobs import clock
+from portalq.portals.calendar import zone
+from portalq.portals.standin.kit import pages
+from portalq.portals.standin.kit.control import SUBMIT_JS, continue_button, dialog_script
+from portalq.portals.standin.kit.pages import esc, layout, root
+from portalq.portals.standin.kit.pdf import make_pdf, pdf_response
+from portalq.portals.standin.kit.session import Sessions
+from portalq.portals.standin.kit.state import PortalState, drop_connection
 
 TITLE = "Delaware Division of Corporations"
 DE_TZ = zone("America/New_York")

@@ -39,15 +39,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from jobs import clock
-from portals.calendar import zone
-from portals.standin import irs_texts as tx
-from portals.standin.irs_spa import APP_JS
-from portals.standin.kit.control import dialog_script
-from portals.standin.kit.pages import delay, esc, layout, root
-from portals.standin.kit.pdf import make_pdf
-from portals.standin.kit.session import Sessions
-from portals.standin.kit.state import PortalState, drop_connection
+from portalq.jobs import clock
+from portalq.portals.calendar import zone
+from portalq.portals.standin import irs_texts as tx
+from portalq.portals.standin.irs_spa import APP_JS
+from portalq.portals.standin.kit.control import dialog_script
+from portalq.portals.standin.kit.pages import delay, esc, layout, root
+from portalq.portals.standin.kit.pdf import make_pdf
+from portalq.portals.standin.kit.session import Sessions
+from portalq.portals.standin.kit.state import PortalState, drop_connection
 
 TITLE = "Apply For Ein"
 IRS_TZ = zone("America/New_York")

@@ -21,12 +21,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from jobs import console_users
-from jobs.errors import IllegalTransition, InputError, JobNotFound, PortalqError
-from jobs.pool import make_sync_pool
-from scheduler.config import Settings
-from scheduler.console.config import ConsoleSettings, secret_key
-from scheduler.console.security import SecurityHeaders, Sessions, SignInRequired, derive
+from portalq.jobs import console_users
+from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound, PortalqError
+from portalq.jobs.pool import make_sync_pool
+from portalq.scheduler.config import Settings
+from portalq.scheduler.console.config import ConsoleSettings, secret_key
+from portalq.scheduler.console.security import SecurityHeaders, Sessions, SignInRequired, derive
 
 HERE = Path(__file__).parent
 
@@ -72,8 +72,8 @@ class Console:
         env = self.templates.env
         env.filters["t"] = _fmt_time
         env.filters["tojson_pretty"] = to_json
-        from scheduler.console.live import Hub
-        from scheduler.console.pages_overview import Snapshots
+        from portalq.scheduler.console.live import Hub
+        from portalq.scheduler.console.pages_overview import Snapshots
 
         self.hub = Hub(self)
         self.snapshots = Snapshots(self)
@@ -155,8 +155,8 @@ def _error_page(console: Console) -> Any:
 def create_app(dsn: str, settings: ConsoleSettings | None = None,
                service: Settings | None = None) -> ASGIApp:
     console = Console(dsn, settings or ConsoleSettings(), service or Settings())
-    from scheduler.console import pages_admin, pages_jobs, pages_overview, pages_sso
-    from scheduler.console.oidc import Config
+    from portalq.scheduler.console import pages_admin, pages_jobs, pages_overview, pages_sso
+    from portalq.scheduler.console.oidc import Config
 
     sso = Config.from_settings(console.settings, console.service)  # InputError: one line
     routes = [*pages_overview.routes(console), *pages_jobs.routes(console),

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 
-from jobs import connections
-from jobs.kinds import Channel
+from portalq.jobs import connections
+from portalq.jobs.kinds import Channel
 
 if TYPE_CHECKING:
-    from scheduler.console.app import Console
+    from portalq.scheduler.console.app import Console
 
 log = logging.getLogger("portalq.console")
 DEBOUNCE = 0.25
@@ -108,13 +108,13 @@ class Hub:
                 q.put_nowait(fragment)
 
     def session_live(self, token: str) -> bool:
-        from jobs import console_users
+        from portalq.jobs import console_users
 
         with self.console.db() as conn:
             return console_users.session_live(conn, token, self.console.sessions.idle)
 
     def render(self) -> str:
-        from scheduler.console.pages_overview import live_fragment
+        from portalq.scheduler.console.pages_overview import live_fragment
 
         return live_fragment(self.console)
 

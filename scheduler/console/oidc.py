@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from jobs import clock
-from jobs.console_users import RANK
-from jobs.errors import InputError
+from portalq.jobs import clock
+from portalq.jobs.console_users import RANK
+from portalq.jobs.errors import InputError
 
 if TYPE_CHECKING:
-    from scheduler.config import Settings
-    from scheduler.console.config import ConsoleSettings
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.console.config import ConsoleSettings
 
 log = logging.getLogger("portalq.console.sso")
 

@@ -11,18 +11,18 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from jobs import audit, clock, console_actions, console_repo, console_users
-from jobs.clock import parse_instant
-from jobs.errors import InputError
-from scheduler import calendars
-from scheduler.console.pages_jobs import _reason, actor
-from scheduler.console.pages_overview import portal_states
-from scheduler.console.security import require
+from portalq.jobs import audit, clock, console_actions, console_repo, console_users
+from portalq.jobs.clock import parse_instant
+from portalq.jobs.errors import InputError
+from portalq.scheduler import calendars
+from portalq.scheduler.console.pages_jobs import _reason, actor
+from portalq.scheduler.console.pages_overview import portal_states
+from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from scheduler.console.app import Console
+    from portalq.scheduler.console.app import Console
 
 
 def _instant(value: object, name: str) -> datetime:
@@ -38,7 +38,7 @@ def _instant(value: object, name: str) -> datetime:
 def _windows(text: object) -> list[tuple[int, object, object]]:
     """Weekly hours as ``portalq portals set-hours`` reads them, one window per line or
     comma ("Mon-Fri 08:00-18:00, Sat 09:00-13:00")."""
-    from portals import calendar as cal
+    from portalq.portals import calendar as cal
 
     specs = [p.strip() for p in str(text or "").replace("\n", ",").split(",") if p.strip()]
     if not specs:
@@ -77,7 +77,7 @@ def routes(console: Console) -> list[Route]:
 
     def portals(request: Request) -> Response:
         user = require(request)
-        from portals import calendar as cal
+        from portalq.portals import calendar as cal
 
         with console.db() as conn:
             states = portal_states(conn, clock.now())

@@ -15,17 +15,17 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from jobs import console_actions, console_repo, masking, portals_repo, types
-from jobs.audit import Actor
-from jobs.checkpoints import past_point_of_no_return
-from jobs.clock import parse_instant
-from jobs.console_users import User
-from jobs.errors import InputError
-from jobs.models import JOB_STATUSES
-from scheduler.console.security import require
+from portalq.jobs import console_actions, console_repo, masking, portals_repo, types
+from portalq.jobs.audit import Actor
+from portalq.jobs.checkpoints import past_point_of_no_return
+from portalq.jobs.clock import parse_instant
+from portalq.jobs.console_users import User
+from portalq.jobs.errors import InputError
+from portalq.jobs.models import JOB_STATUSES
+from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:
-    from scheduler.console.app import Console
+    from portalq.scheduler.console.app import Console
 
 FILTERS = ("status", "portal", "job_type", "order_id", "created_from", "created_to", "field",
            "value")
@@ -44,7 +44,7 @@ def actor(user: User) -> Actor:
 def escalation_mail(console: Console, job: dict[str, Any], esc: dict[str, Any]) -> str:
     """The escalation's mail as the mailer builds it (subject and text; the screenshot it
     attaches is in the gallery), from the job as shown (secrets already masked)."""
-    from scheduler.mailer import build_escalation
+    from portalq.scheduler.mailer import build_escalation
 
     msg = build_escalation(console.service, {
         **{k: job.get(k) for k in ("job_type", "order_id", "portal", "attempts",

@@ -12,14 +12,14 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from jobs import clock, console_repo, console_users
-from portals import calendar as cal
-from scheduler import calendars
-from scheduler.console.live import stream
-from scheduler.console.security import require
+from portalq.jobs import clock, console_repo, console_users
+from portalq.portals import calendar as cal
+from portalq.scheduler import calendars
+from portalq.scheduler.console.live import stream
+from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:
-    from scheduler.console.app import Console
+    from portalq.scheduler.console.app import Console
 
 STATUSES = ("pending", "deferred", "running", "failed")
 

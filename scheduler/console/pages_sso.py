@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from jobs import clock, console_sso, console_users
-from scheduler.console.oidc import (
+from portalq.jobs import clock, console_sso, console_users
+from portalq.scheduler.console.oidc import (
     FLOW_SECONDS,
     Config,
     Provider,
@@ -36,10 +36,10 @@ from scheduler.console.oidc import (
     map_role,
     user_name,
 )
-from scheduler.console.security import derive
+from portalq.scheduler.console.security import derive
 
 if TYPE_CHECKING:
-    from scheduler.console.app import Console
+    from portalq.scheduler.console.app import Console
 
 log = logging.getLogger("portalq.console.sso")
 
@@ -53,7 +53,7 @@ def _ip(request: Request) -> str:
 
 
 def routes(console: Console, config: Config) -> list[Route]:
-    from scheduler.console.pages_overview import _safe_next
+    from portalq.scheduler.console.pages_overview import _safe_next
 
     provider = Provider(config)
     console.on_close.append(provider.close)

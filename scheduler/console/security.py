@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jobs.console_users import User
+from portalq.jobs.console_users import User
 
 COOKIE = "portalq_session"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "

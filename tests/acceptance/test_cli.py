@@ -14,7 +14,7 @@ from tests.conftest import run_cli
 
 def jobs_in(dsn: str) -> int:
     with psycopg.connect(dsn) as c:
-        return c.execute("SELECT count(*) FROM job_queue").fetchone()[0]
+        return c.execute("SELECT count(*) FROM portalq.job_queue").fetchone()[0]
 
 
 def test_enqueue_list_show_cancel_retry(db, dsn, tmp_path):
@@ -104,12 +104,12 @@ def test_illegal_transition_exit_code(db, dsn):
 
 
 def test_migrate_is_idempotent_and_prints_sql(db):
-    from jobs.migrate import head_revision
+    from portalq.jobs.migrate import head_revision
 
     out = run_cli("migrate")
     assert out.returncode == 0 and f"schema at {head_revision()}" in out.stdout
     out = run_cli("migrate", "--sql")
-    assert "CREATE TABLE job_queue" in out.stdout
+    assert "CREATE TABLE portalq.job_queue" in out.stdout
 
 
 def test_database_down_is_one_line(tmp_path):

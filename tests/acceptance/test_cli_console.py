@@ -36,7 +36,7 @@ def test_users_add_passwd_disable_list_and_their_audit(db, dsn):
     assert "user.add" in run_cli("audit").stdout
     with psycopg.connect(dsn) as c:
         assert "long enough" not in json.dumps(c.execute(
-            "SELECT * FROM audit_log").fetchall(), default=str)
+            "SELECT * FROM portalq.audit_log").fetchall(), default=str)
 
 
 def test_users_bad_input_writes_nothing(db, dsn):
@@ -51,8 +51,8 @@ def test_users_bad_input_writes_nothing(db, dsn):
         assert out.stderr.startswith("portalq: error: ") and message in out.stderr, out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
     with psycopg.connect(dsn) as c:
-        assert c.execute("SELECT count(*) FROM console_users").fetchone()[0] == 0
-        assert c.execute("SELECT count(*) FROM audit_log").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM portalq.console_users").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM portalq.audit_log").fetchone()[0] == 0
 
 
 def test_console_serves_on_localhost_with_security_headers(db, tmp_path):
@@ -62,7 +62,7 @@ def test_console_serves_on_localhost_with_security_headers(db, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PORTALQ_HOME": str(tmp_path), "PORTALQ_CONSOLE_PORT": str(port)}
-    proc = subprocess.Popen([sys.executable, "-m", "scheduler", "console"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "portalq", "console"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30
@@ -92,7 +92,7 @@ def test_console_serves_on_localhost_with_security_headers(db, tmp_path):
 
 def test_cli_job_actions_are_audited_with_their_reason(db, dsn):
     """Invariant 14: an admin action from the CLI is on record like one from the console."""
-    from jobs import queue
+    from portalq.jobs import queue
     from tests import payloads
 
     job = queue.enqueue("obtain_ein", "ORD-A1", payloads.OBTAIN_EIN)
@@ -106,7 +106,7 @@ def test_cli_job_actions_are_audited_with_their_reason(db, dsn):
         ("job.cancel", f"job:{job.id}", "portalq jobs cancel", "cli")]
     assert rows[1]["before"]["status"] == "pending" and rows[1]["after"]["status"] == "cancelled"
     with psycopg.connect(dsn) as c:   # the SSN is in no audit row
-        text = json.dumps(c.execute("SELECT * FROM audit_log").fetchall(), default=str)
+        text = json.dumps(c.execute("SELECT * FROM portalq.audit_log").fetchall(), default=str)
     assert "6789" not in text
 
 

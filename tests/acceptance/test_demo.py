@@ -9,7 +9,7 @@ import stat
 import psycopg
 import pytest
 
-from jobs.embedded import EmbeddedPostgres
+from portalq.jobs.embedded import EmbeddedPostgres
 from tests.conftest import run_cli
 
 
@@ -23,13 +23,13 @@ def test_demo_runs_every_sample_to_its_outcome(server_home):
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         with psycopg.connect(EmbeddedPostgres(home).dsn("portalq_demo")) as c:
             rows = c.execute("SELECT order_id, job_type, status, attempts, result "
-                             "FROM job_queue ORDER BY id").fetchall()
-            unsent = c.execute("SELECT (SELECT count(*) FROM escalations WHERE sent_at IS NULL)"
-                               " + (SELECT count(*) FROM portal_notices WHERE sent_at IS NULL)"
+                             "FROM portalq.job_queue ORDER BY id").fetchall()
+            unsent = c.execute("SELECT (SELECT count(*) FROM portalq.escalations WHERE sent_at IS NULL)"
+                               " + (SELECT count(*) FROM portalq.portal_notices WHERE sent_at IS NULL)"
                                ).fetchone()[0]
-            escalations = c.execute("SELECT count(*) FROM escalations").fetchone()[0]
+            escalations = c.execute("SELECT count(*) FROM portalq.escalations").fetchone()[0]
             deferred_first = c.execute(
-                "SELECT count(*) FROM job_events e JOIN job_queue j ON j.id = e.job_id "
+                "SELECT count(*) FROM portalq.job_events e JOIN portalq.job_queue j ON j.id = e.job_id "
                 "WHERE j.portal = 'delaware_icis' AND e.to_status = 'deferred'").fetchone()[0]
     finally:
         run_cli("db", "stop", env=env)

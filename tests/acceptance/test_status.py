@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from jobs import queue
+from portalq.jobs import queue
 from tests import payloads
 from tests.conftest import run_cli
 

@@ -27,12 +27,12 @@ from typing import Any
 import pytest
 from flowkit import SSN, free_port
 
-from jobs import clock
-from jobs.errors import BusinessError, InputError
-from jobs.submission import Reporting
-from jobs.types import validate_payload
-from portals.flows.browser import BrowserConfig, load_config, new_context
-from portals.standin.app import StandinServer
+from portalq.jobs import clock
+from portalq.jobs.errors import BusinessError, InputError
+from portalq.jobs.submission import Reporting
+from portalq.jobs.types import validate_payload
+from portalq.portals.flows.browser import BrowserConfig, load_config, new_context
+from portalq.portals.standin.app import StandinServer
 
 _job_ids = itertools.count(1001)
 
@@ -231,7 +231,7 @@ def playwright(loop: asyncio.AbstractEventLoop) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def browser(loop: asyncio.AbstractEventLoop, playwright: Any,
             browser_config: BrowserConfig) -> Iterator[Any]:
-    from portals.flows.browser import launch
+    from portalq.portals.flows.browser import launch
 
     b = loop.run_until_complete(launch(playwright, browser_config))
     yield b

@@ -13,10 +13,10 @@ from typing import Any
 import psycopg
 from flowkit import SSN, free_port, secret_forms
 
-from jobs import clock, queue
-from scheduler.config import Settings
-from scheduler.console.app import create_app
-from scheduler.console.config import ConsoleSettings
+from portalq.jobs import clock, queue
+from portalq.scheduler.config import Settings
+from portalq.scheduler.console.app import create_app
+from portalq.scheduler.console.config import ConsoleSettings
 from tests import payloads
 from tests.checkpoints import in_doubt
 from tests.conftest import run_cli
@@ -29,7 +29,7 @@ ROLES = ("viewer", "operator", "admin")
 class ConsoleServer:
     def __init__(self, dsn: str, artifacts: Path, port: int | None = None,
                  **settings: Any) -> None:
-        from scheduler.console.app import server
+        from portalq.scheduler.console.app import server
 
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -70,15 +70,15 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
         ids["bc2"] = queue.enqueue("file_entity", "ORD-BC-2", payloads.FILE_ENTITY_BC,
                                    conn=c).id
         now = clock.now()
-        c.execute("""UPDATE job_queue SET status = 'failed', attempts = 1, finished_at = %s,
+        c.execute("""UPDATE portalq.job_queue SET status = 'failed', attempts = 1, finished_at = %s,
                         checkpoint = %s,
                         last_error = %s WHERE id = %s""",
                   (now, json.dumps({**in_doubt("ein_application"), "step": "submit"}),
                    f"portal did not answer after submit for SSN {SSN.replace('-', '')}",
                    ids["ein"]))
-        c.execute("UPDATE job_queue SET status = 'failed', attempts = 5, finished_at = %s, "
+        c.execute("UPDATE portalq.job_queue SET status = 'failed', attempts = 5, finished_at = %s, "
                   "last_error = 'name rejected' WHERE id = %s", (now, ids["name"]))
-        c.execute("""INSERT INTO job_events (job_id, at, attempt, from_status, to_status,
+        c.execute("""INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status,
                         error, worker) VALUES (%s, %s, 1, 'running', 'failed', %s, 'w1')""",
                   (ids["ein"], now, f"uncertain: SSN {SSN.replace('-', ' ')} maybe filed"))
         for key, kind in (("ein", "uncertain"), ("name", "business")):
@@ -91,9 +91,9 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
         with zipfile.ZipFile(trace, "w") as z:
             z.writestr("trace.trace", json.dumps({"type": "context-options"}))
         for path, kind in ((shot, "screenshot"), (trace, "trace")):
-            c.execute("""INSERT INTO job_artifacts (job_id, attempt, kind, path, created_at)
+            c.execute("""INSERT INTO portalq.job_artifacts (job_id, attempt, kind, path, created_at)
                          VALUES (%s, 1, %s, %s, %s)""", (ids["ein"], kind, str(path), now))
-        c.execute("""INSERT INTO job_documents (job_id, name, content_type, data, created_at)
+        c.execute("""INSERT INTO portalq.job_documents (job_id, name, content_type, data, created_at)
                      VALUES (%s, 'confirmation.pdf', 'application/pdf', %s, %s)""",
                   (ids["ein"], b"%PDF-1.4 stand-in", now))
     return ids

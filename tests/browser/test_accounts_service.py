@@ -12,7 +12,7 @@ import pyotp
 import pytest
 from bckit import CRTC, CRTC_PAYLOAD, build
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.conftest import run_cli
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until
@@ -71,9 +71,9 @@ def test_a_wrong_password_is_tried_once_pauses_the_account_and_mails_once(
             _status(j) == "deferred" for j in jobs[1:]), 90, "one failure, the others waiting")
         [mail] = mailbox.wait_for(1, 30)
         with psycopg.connect(dsn) as c:
-            wait_until(lambda: c.execute("SELECT count(*) FROM escalations WHERE sent_at IS "
+            wait_until(lambda: c.execute("SELECT count(*) FROM portalq.escalations WHERE sent_at IS "
                                          "NULL").fetchone()[0] == 0, 30, "the outbox")
-            escalations = c.execute("SELECT job_id, kind FROM escalations").fetchall()
+            escalations = c.execute("SELECT job_id, kind FROM portalq.escalations").fetchall()
         attempts = [a for a in _signins(portals)["attempts"] if a["step"] == "password"]
         assert [a["outcome"] for a in attempts] == ["wrong_password"]   # typed exactly once
         failed = queue.get_job(jobs[0])
@@ -119,7 +119,7 @@ def test_totp_signs_in_with_no_human(db, dsn, tmp_path, standin_server, portals)
     assert steps == [("password", "accepted"), ("mfa", "accepted")]
     assert len(portals.ledger(CRTC)) == 1
     with psycopg.connect(dsn) as c:
-        assert c.execute("SELECT count(*) FROM job_questions").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM portalq.job_questions").fetchone()[0] == 0
 
 
 def test_an_emailed_code_is_answered_from_another_process_while_the_flow_waits(
@@ -149,8 +149,8 @@ def test_an_emailed_code_is_answered_from_another_process_while_the_flow_waits(
     assert len(portals.ledger(CRTC)) == 1                 # filed once
     assert any("question" in m["Subject"] for m in admin)  # admins were told at once
     with psycopg.connect(dsn) as c:
-        [(answer, read_at)] = c.execute("SELECT answer, read_at FROM job_questions").fetchall()
-        audit = c.execute("SELECT reason FROM audit_log WHERE action = 'job.answer'"
+        [(answer, read_at)] = c.execute("SELECT answer, read_at FROM portalq.job_questions").fetchall()
+        audit = c.execute("SELECT reason FROM portalq.audit_log WHERE action = 'job.answer'"
                           ).fetchall()
     assert answer is None and read_at is not None          # erased once read
     assert code not in json.dumps([list(a) for a in audit])
@@ -234,7 +234,7 @@ def test_jobs_on_one_account_sign_in_once(db, dsn, tmp_path, standin_server, por
     for four filings; a session the portal let expire is dropped and signed in anew."""
     from datetime import UTC, datetime, timedelta
 
-    from jobs import clock, crypto
+    from portalq.jobs import clock, crypto
 
     open_all_hours(dsn)
     mailbox = Mailbox().start()
@@ -247,7 +247,7 @@ def test_jobs_on_one_account_sign_in_once(db, dsn, tmp_path, standin_server, por
     try:
         wait_until(lambda: all(_status(j) == "completed" for j in jobs), 180, "four filings")
         with psycopg.connect(dsn) as c:
-            [(state,)] = c.execute("SELECT session_state FROM portal_accounts").fetchall()
+            [(state,)] = c.execute("SELECT session_state FROM portalq.portal_accounts").fetchall()
         assert crypto.is_sealed_blob(bytes(state)) and b"cookies" not in bytes(state)
         passwords = [a for a in _signins(portals)["attempts"] if a["step"] == "password"]
         assert [a["outcome"] for a in passwords] == ["accepted"]   # typed once
@@ -318,7 +318,7 @@ def test_changed_data_after_approval_asks_again(db, dsn, tmp_path, standin_serve
     try:
         wait_until(lambda: _waiting_for_approval(job), 90, "the review page")
         with psycopg.connect(dsn, autocommit=True) as c:   # the order changed meanwhile
-            c.execute("UPDATE job_queue SET payload = jsonb_set(payload, '{company_name}', "
+            c.execute("UPDATE portalq.job_queue SET payload = jsonb_set(payload, '{company_name}', "
                       "'\"Other Telecom Inc.\"') WHERE id = %s", (job,))
         assert run_cli("jobs", "approve", str(job)).returncode == 0
         wait_until(lambda: _waiting_for_approval(job) and _approval(job).get("changed"), 90,
@@ -440,9 +440,9 @@ def test_jobs_spread_over_the_accounts_and_expiry_warnings_reach_the_admins(
     assert per_account == {USER: 1, "second-filer": 1}      # one job on each, at once
     assert all(queue.get_job(j)["attempts"] == 1 for j in jobs)
     with psycopg.connect(dsn) as c:
-        notices = c.execute("SELECT reason FROM portal_notices WHERE kind = "
+        notices = c.execute("SELECT reason FROM portalq.portal_notices WHERE kind = "
                             "'password_expiring'").fetchall()
-        expiry = dict(c.execute("SELECT name, password_expires_on FROM portal_accounts"))
+        expiry = dict(c.execute("SELECT name, password_expires_on FROM portalq.portal_accounts"))
     assert len(notices) == 2 and all(e is not None for e in expiry.values())
     assert any("a password expires" in str(m["Subject"]) for m in mails)
     assert PASSWORD not in " ".join(str(m) for m in mails) and WRONG not in str(mails)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from jobs.errors import PortalUnavailable
-from portals.flows.base import ConnectionLost, NoNextState, click_and_settle
-from scheduler.outcomes import is_outage_sign
+from portalq.jobs.errors import PortalUnavailable
+from portalq.portals.flows.base import ConnectionLost, NoNextState, click_and_settle
+from portalq.scheduler.outcomes import is_outage_sign
 
 pytestmark = pytest.mark.browser
 

@@ -18,9 +18,9 @@ from bckit import (
 )
 from flowkit import inflate_all
 
-from jobs.clock import FrozenClock, set_clock
-from jobs.errors import BusinessError, PortalClosed, RetryableError
-from portals.flows.bc import file_entity_bc, name_search
+from portalq.jobs.clock import FrozenClock, set_clock
+from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError
+from portalq.portals.flows.bc import file_entity_bc, name_search
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from bckit import BC, MONDAY_10_PT, NAME_SEARCH, build, entries
 
-from jobs.clock import FrozenClock, set_clock
-from jobs.errors import BusinessError, PortalClosed, RetryableError
-from portals.flows.bc import name_search
+from portalq.jobs.clock import FrozenClock, set_clock
+from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError
+from portalq.portals.flows.bc import name_search
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

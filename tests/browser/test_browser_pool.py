@@ -26,9 +26,9 @@ import psycopg
 import pytest
 from flowkit import free_port
 
-from jobs import queue
-from portals.flows.browser import BrowserUnavailable, BrowserVersionMismatch, load_config
-from portals.flows.pool import BrowserPool
+from portalq.jobs import queue
+from portalq.portals.flows.browser import BrowserUnavailable, BrowserVersionMismatch, load_config
+from portalq.portals.flows.pool import BrowserPool
 from tests.plugins import page_job  # noqa: F401 - registers page_job here too
 from tests.service_helpers import Service, add_local_portal, wait_until
 
@@ -144,7 +144,7 @@ def browser_config_file(tmp_path: Path) -> Path:
     """playwright.config naming this machine's Chromium: the run-servers launch it."""
     from playwright.sync_api import sync_playwright
 
-    from portals.flows.browser import resolve_executable
+    from portalq.portals.flows.browser import resolve_executable
 
     with sync_playwright() as p:
         executable = resolve_executable(p, load_config()) or p.chromium.executable_path
@@ -292,13 +292,13 @@ def test_a_mismatched_server_defers_the_job_without_spending_an_attempt(
     assert "runs Playwright 1.40, this node runs" in row["last_error"]
     assert site.hits == {}
     with psycopg.connect(dsn) as c:
-        streak = c.execute("SELECT outage_streak FROM portals WHERE code = 'gamma'").fetchone()
+        streak = c.execute("SELECT outage_streak FROM portalq.portals WHERE code = 'gamma'").fetchone()
     assert streak == (0,)   # not counted against the portal's circuit breaker
 
 
 def test_closed_contexts_leave_no_listener_on_the_shared_connection(servers,
                                                                     browser_config_file):
-    from portals.flows.browser import close_context
+    from portalq.portals.flows.browser import close_context
 
     config = load_config(browser_config_file)
     pool = BrowserPool(config, {"*": servers[0].url}, max_contexts=2, connect_timeout_s=20)

@@ -12,7 +12,7 @@ import time
 import psycopg
 import pytest
 
-from jobs import queue
+from portalq.jobs import queue
 from tests import payloads
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until
@@ -60,15 +60,15 @@ def test_ten_sigkills_lose_nothing_file_nothing_twice_fail_nothing(
         try:
             with psycopg.connect(dsn) as c:
                 wait_until(lambda: c.execute(
-                    "SELECT count(*) FROM job_queue WHERE status IN ('completed', 'failed')"
+                    "SELECT count(*) FROM portalq.job_queue WHERE status IN ('completed', 'failed')"
                 ).fetchone()[0] == JOBS, 180, "every job final")
         finally:
             final.stop()
         took = time.monotonic() - started
         with psycopg.connect(dsn) as c:
-            rows = c.execute("SELECT id, status, attempts, crashes, last_error FROM job_queue "
+            rows = c.execute("SELECT id, status, attempts, crashes, last_error FROM portalq.job_queue "
                              "ORDER BY id").fetchall()
-            escalations = c.execute("SELECT count(*) FROM escalations").fetchone()[0]
+            escalations = c.execute("SELECT count(*) FROM portalq.escalations").fetchone()[0]
     finally:
         mailbox.stop()
     ledger = portals.ledger("delaware_icis")

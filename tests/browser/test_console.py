@@ -22,7 +22,7 @@ from consolekit import (
 )
 from flowkit import SSN
 
-from jobs import clock
+from portalq.jobs import clock
 from tests import payloads
 from tests.checkpoints import state
 from tests.conftest import run_cli
@@ -77,14 +77,14 @@ def signin(env, browser, run):
 def job_row(dsn: str, job_id: int) -> dict[str, Any]:
     with psycopg.connect(dsn) as c:
         cur = c.execute("SELECT id, status, job_type, payload, checkpoint, result, secret_key_id, "
-                        "secret_dek, secret_data FROM job_queue "
+                        "secret_dek, secret_data FROM portalq.job_queue "
                         "WHERE id = %s", (job_id,))
         return dict(zip([d.name for d in cur.description], cur.fetchone(), strict=True))
 
 
 def audit_rows(dsn: str, action: str) -> list[tuple[str, str, str]]:
     with psycopg.connect(dsn) as c:
-        return c.execute("SELECT actor, target, reason FROM audit_log WHERE action = %s "
+        return c.execute("SELECT actor, target, reason FROM portalq.audit_log WHERE action = %s "
                          "ORDER BY id", (action,)).fetchall()
 
 
@@ -138,7 +138,7 @@ def test_wrong_password_is_refused_and_sign_ins_are_rate_limited(env, browser, r
     # five failures, then even the right password waits out the window
     assert statuses == [401] * 5 + [429] and "Too many" in text
     with psycopg.connect(env["dsn"], autocommit=True) as c:
-        c.execute("DELETE FROM console_login_failures")
+        c.execute("DELETE FROM portalq.console_login_failures")
 
 
 def test_viewer_write_is_refused(env, signin, run):
@@ -169,7 +169,7 @@ def test_write_without_csrf_token_is_refused(env, signin, run):
 def test_idle_session_is_signed_out(env, signin, run, monkeypatch):
     from playwright.async_api import expect
 
-    from scheduler.console import live
+    from portalq.scheduler.console import live
 
     moving = MovableClock()
     clock.set_clock(moving)
@@ -257,7 +257,7 @@ def test_every_action_is_audited(env, signin, run):
     assert "Queued again with the new payload" in run(page.locator("#done").inner_text())
     row = job_row(dsn, ids["ein"])
     assert row["payload"]["legal_name"] == "Widgets Two LLC"
-    from jobs.secrets_at_rest import reveal
+    from portalq.jobs.secrets_at_rest import reveal
 
     assert reveal(row)["responsible_party"]["ssn"] == SSN and row["status"] == "pending"
     assert state(row["checkpoint"], "ein_application") == "submitting"  # checkpoints kept
@@ -280,7 +280,7 @@ def test_every_action_is_audited(env, signin, run):
 
     # uncertain outcome: confirm filed
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("UPDATE job_queue SET status = 'failed' WHERE id = %s", (ids["ein"],))
+        c.execute("UPDATE portalq.job_queue SET status = 'failed' WHERE id = %s", (ids["ein"],))
     run(page.goto(f"/jobs/{ids['ein']}"))
     _submit(run, page, "form[action$=confirm_filed]", confirmation="EIN-77",
             reason="found it on the portal")
@@ -353,19 +353,19 @@ def test_a_person_answers_and_approves_from_the_job_page(env, signin, run):
     """Jobs waiting for a person (an e-mailed code, an approval before submitting): an
     operator answers and decides on the job page, audited; the answer is sealed and shown
     nowhere; a viewer sees the question but no form."""
-    from jobs import queue
+    from portalq.jobs import queue
 
     dsn, code = env["dsn"], "483920"
     now = clock.now()
     with psycopg.connect(dsn, autocommit=True) as c:
         asks = queue.enqueue("file_entity", "ORD-Q-1", payloads.FILE_ENTITY_BC, conn=c).id
         waits = queue.enqueue("file_entity", "ORD-A-1", payloads.FILE_ENTITY_BC, conn=c).id
-        c.execute("UPDATE job_queue SET status = 'running', attempts = 1 WHERE id = %s",
+        c.execute("UPDATE portalq.job_queue SET status = 'running', attempts = 1 WHERE id = %s",
                   (asks,))
-        c.execute("INSERT INTO job_questions (job_id, attempt, question, asked_at, deadline) "
+        c.execute("INSERT INTO portalq.job_questions (job_id, attempt, question, asked_at, deadline) "
                   "VALUES (%s, 1, 'the code e-mailed to ops@example.com', %s, %s)",
                   (asks, now, now + timedelta(minutes=10)))
-        c.execute("UPDATE job_queue SET status = 'deferred', run_at = %s, checkpoint = "
+        c.execute("UPDATE portalq.job_queue SET status = 'deferred', run_at = %s, checkpoint = "
                   "jsonb_build_object('approval', jsonb_build_object('state', 'pending', "
                   "'digest', 'abc')) WHERE id = %s", (now + timedelta(days=7), waits))
 
@@ -380,9 +380,9 @@ def test_a_person_answers_and_approves_from_the_job_page(env, signin, run):
     assert "Answer sent" in run(page.locator("#done").inner_text())
     assert code not in run(page.content())
     with psycopg.connect(dsn) as c:
-        by, sealed = c.execute("SELECT answered_by, answer FROM job_questions WHERE job_id = %s",
+        by, sealed = c.execute("SELECT answered_by, answer FROM portalq.job_questions WHERE job_id = %s",
                                (asks,)).fetchone()
-        audit_text = str(c.execute("SELECT * FROM audit_log WHERE target = %s",
+        audit_text = str(c.execute("SELECT * FROM portalq.audit_log WHERE target = %s",
                                    (f"job:{asks}",)).fetchall())
     assert by == "operator" and sealed is not None and code.encode() not in bytes(sealed)
     assert audit_rows(dsn, "job.answer")[-1] == ("operator", f"job:{asks}",

@@ -23,8 +23,8 @@ from consolekit import ConsoleServer, MovableClock
 from flowkit import free_port
 from joserfc.jwk import RSAKey
 
-from jobs import clock, console_users
-from jobs.errors import IllegalTransition
+from portalq.jobs import clock, console_users
+from portalq.jobs.errors import IllegalTransition
 from tests.oidc_provider import PASSWORD, OidcProvider, ProviderServer
 
 CLIENT_ID = "portalq-console"
@@ -65,7 +65,7 @@ def _fresh_provider(sso):
     sso["provider"].reset()
     yield
     with psycopg.connect(sso["dsn"], autocommit=True) as c:
-        c.execute("DELETE FROM console_login_failures")
+        c.execute("DELETE FROM portalq.console_login_failures")
 
 
 def one(dsn: str, query: str, *args: Any) -> Any:
@@ -126,14 +126,14 @@ def test_admin_group_signs_in_acts_under_their_name_and_is_refused_once_disabled
     resp = run(page.context.request.post("/portals/irs_ein/pause", form={
         "csrftoken": csrf(run, page), "reason": "maintenance window"}, max_redirects=0))
     assert resp.status == 303
-    assert one(dsn, "SELECT actor, role, source, target, reason FROM audit_log "
+    assert one(dsn, "SELECT actor, role, source, target, reason FROM portalq.audit_log "
                "WHERE action = 'portal.pause'") == [
         ("ada@example.com", "admin", "console", "portal:irs_ein", "maintenance window")]
-    assert one(dsn, "SELECT u.name, u.role, u.password_hash, i.issuer FROM console_users u "
-               "JOIN console_sso_identities i ON i.user_id = u.id "
+    assert one(dsn, "SELECT u.name, u.role, u.password_hash, i.issuer FROM portalq.console_users u "
+               "JOIN portalq.console_sso_identities i ON i.user_id = u.id "
                "WHERE u.name = 'ada@example.com'") == [
         ("ada@example.com", "admin", None, sso["provider"].issuer)]
-    assert one(dsn, "SELECT actor, source FROM audit_log WHERE action = 'user.add' "
+    assert one(dsn, "SELECT actor, source FROM portalq.audit_log WHERE action = 'user.add' "
                "AND target = 'user:ada@example.com'") == [("ada@example.com", "sso")]
     # no password sign-in for a sign-on user, whatever is typed, nor a password to set
     assert run(page.context.request.post("/login", form={
@@ -152,7 +152,7 @@ def test_admin_group_signs_in_acts_under_their_name_and_is_refused_once_disabled
     assert "user ada@example.com is disabled" in run(page.locator("#login-error").inner_text())
     run(page.goto("/"))
     assert "/login" in page.url  # not signed in
-    assert one(dsn, "SELECT actor, reason FROM audit_log WHERE action = "
+    assert one(dsn, "SELECT actor, reason FROM portalq.audit_log WHERE action = "
                "'user.sign_in_refused'") == [("ada@example.com",
                                              "user ada@example.com is disabled")]
     run(page.context.close())
@@ -168,22 +168,22 @@ def test_viewer_write_is_refused_role_follows_groups_and_unmapped_user_is_refuse
     resp = run(page.context.request.post("/portals/irs_ein/resume", form={
         "csrftoken": csrf(run, page), "reason": "viewer tries"}, max_redirects=0))
     assert resp.status == 403
-    assert one(dsn, "SELECT count(*) FROM audit_log WHERE action = 'portal.resume'") == [(0,)]
+    assert one(dsn, "SELECT count(*) FROM portalq.audit_log WHERE action = 'portal.resume'") == [(0,)]
 
     # the provider now puts vic in the operators' group: the next sign-in makes them one
     provider.users["vic"]["groups"] = ["staff", "portalq-operators"]
     run(_again(page, base))
     run(page.wait_for_url(base + "/"))
     assert run(page.locator("form.who em.role").inner_text()) == "operator"
-    assert one(dsn, "SELECT actor, before, after FROM audit_log WHERE action = 'user.role'") \
+    assert one(dsn, "SELECT actor, before, after FROM portalq.audit_log WHERE action = 'user.role'") \
         == [("vic@example.com", {"role": "viewer"}, {"role": "operator"})]
     run(page.context.close())
 
     page = browser_sign_on(run, browser, base, "nobody")
     assert "no console role" in run(page.locator("#login-error").inner_text())
     assert not [c for c in run(page.context.cookies()) if c["name"] == "portalq_session"]
-    assert one(dsn, "SELECT count(*) FROM console_users WHERE name LIKE 'nobody%%'") == [(0,)]
-    assert one(dsn, "SELECT actor, after->>'mapped_role' FROM audit_log "
+    assert one(dsn, "SELECT count(*) FROM portalq.console_users WHERE name LIKE 'nobody%%'") == [(0,)]
+    assert one(dsn, "SELECT actor, after->>'mapped_role' FROM portalq.audit_log "
                "WHERE action = 'user.sign_in_refused' AND actor LIKE 'nobody%%'") == [
         ("nobody@example.com", None)]
     run(page.context.close())
@@ -220,7 +220,7 @@ def test_bad_id_tokens_states_and_domains_are_refused(sso, caplog):
     caplog.set_level(logging.DEBUG)
     provider, dsn = sso["provider"], sso["dsn"]
     seen: list[str] = []
-    users_before = one(dsn, "SELECT count(*) FROM console_users")
+    users_before = one(dsn, "SELECT count(*) FROM portalq.console_users")
 
     def refused(user: str = "ada", status: int = 403, **kwargs: Any) -> str:
         resp, client = http_sign_on(sso, user, **kwargs)
@@ -252,8 +252,8 @@ def test_bad_id_tokens_states_and_domains_are_refused(sso, caplog):
     assert "not started here" in refused(status=400, state="someone-elses-state")
     assert "domain elsewhere.org may not sign in" in refused(user="eve")
     # none of these made a user, and each counts towards the sign-in throttle
-    assert one(dsn, "SELECT count(*) FROM console_users") == users_before
-    failures = one(dsn, "SELECT count(*) FROM console_login_failures")[0][0]
+    assert one(dsn, "SELECT count(*) FROM portalq.console_users") == users_before
+    failures = one(dsn, "SELECT count(*) FROM portalq.console_login_failures")[0][0]
     assert failures == len(CASES) + 6
     # the verifier and the secret reached the provider, and nothing else shows the secret
     assert all(r.get("code_verifier") for r in provider.token_requests)
@@ -269,7 +269,7 @@ def test_bad_id_tokens_states_and_domains_are_refused(sso, caplog):
 
     with psycopg.connect(dsn, autocommit=True) as c:
         for _ in range(20):  # the per-address limit (login_failures_per_ip)
-            c.execute("INSERT INTO console_login_failures (at, name, ip) "
+            c.execute("INSERT INTO portalq.console_login_failures (at, name, ip) "
                       "VALUES (%s, 'x', '127.0.0.1')", (clock.now(),))
     client = httpx2.Client(follow_redirects=False, timeout=10)
     client.get(sso["base"] + "/login")

@@ -9,8 +9,8 @@ import pytest
 from bckit import CRTC, CRTC_PAYLOAD, build, crash_after_checkpoint
 from flowkit import inflate_all
 
-from jobs.errors import BusinessError, PortalClosed, RetryableError
-from portals.flows.crtc import process_crtc
+from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError
+from portalq.portals.flows.crtc import process_crtc
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from jobs import clock, queue
+from portalq.jobs import clock, queue
 from tests import payloads
 from tests.browser.flowkit import artifact_blobs, secret_forms
 from tests.checkpoints import state

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from flowkit import inflate_all
 
-from jobs.errors import BusinessError, PortalClosed, RetryableError
-from portals.flows.delaware import file_entity_de
+from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError
+from portalq.portals.flows.delaware import file_entity_de
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

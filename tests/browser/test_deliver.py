@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from flowkit import free_port
 
-from jobs.errors import BusinessError, RetryableError
-from portals.flows.delaware import file_entity_de
-from portals.flows.deliver import deliver
+from portalq.jobs.errors import BusinessError, RetryableError
+from portalq.portals.flows.delaware import file_entity_de
+from portalq.portals.flows.deliver import deliver
 
 PDF = b"%PDF-1.4\n% test document\n"
 

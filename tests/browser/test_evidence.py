@@ -10,9 +10,9 @@ import zipfile
 
 import pytest
 
-from portals.flows.base import Evidence
-from portals.flows.browser import MISSING_EVIDENCE, close_context, new_context, untraced
-from portals.flows.irs import obtain_ein
+from portalq.portals.flows.base import Evidence
+from portalq.portals.flows.browser import MISSING_EVIDENCE, close_context, new_context, untraced
+from portalq.portals.flows.irs import obtain_ein
 
 pytestmark = pytest.mark.browser
 

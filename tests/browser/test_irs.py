@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from flowkit import SSN, assert_no_secret, inflate_all
 
-from jobs.clock import FrozenClock, set_clock
-from jobs.errors import (
+from portalq.jobs.clock import FrozenClock, set_clock
+from portalq.jobs.errors import (
     BusinessError,
     DeferUntil,
     PortalClosed,
@@ -21,9 +21,9 @@ from jobs.errors import (
     RetryableError,
     UncertainOutcome,
 )
-from portals.flows.irs import obtain_ein
-from portals.flows.irs_review import ReviewChanged
-from scheduler.outcomes import Policy, PortalState, decide, is_outage_sign
+from portalq.portals.flows.irs import obtain_ein
+from portalq.portals.flows.irs_review import ReviewChanged
+from portalq.scheduler.outcomes import Policy, PortalState, decide, is_outage_sign
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

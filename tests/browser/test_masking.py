@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from portals.flows.base import MASK_ATTR, mark_secrets, masked_screenshot, unmark_secrets
+from portalq.portals.flows.base import MASK_ATTR, mark_secrets, masked_screenshot, unmark_secrets
 
 pytestmark = pytest.mark.browser
 

@@ -28,9 +28,9 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from jobs.embedded import EmbeddedPostgres
-from jobs.migrate import upgrade
-from portals.standin.app import StandinServer
+from portalq.jobs.embedded import EmbeddedPostgres
+from portalq.jobs.migrate import upgrade
+from portalq.portals.standin.app import StandinServer
 from tests import netns, payloads
 from tests.replica import free_port
 from tests.service_helpers import (
@@ -115,11 +115,11 @@ def test_a_partitioned_node_fences_itself_and_nothing_is_filed_twice(tmp_path, m
 
 
 def _scenario(tmp_path, ns, url, tcp_url, dsn, base):
-    from jobs import queue
+    from portalq.jobs import queue
 
     _post(f"{base}/_control/delaware_icis", {"slow_ms": 400})   # long flows
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("UPDATE portals SET max_concurrent_sessions = NULL")
+        conn.execute("UPDATE portalq.portals SET max_concurrent_sessions = NULL")
     common = {"PORTALQ_STANDIN_URL": base, "PORTALQ_WORKERS": 3,
               "PORTALQ_STALE_AFTER_SECONDS": STALE, "PORTALQ_RETRY_BASE_SECONDS": 0.2}
     # b starts first: it is the leader (it rescues); "part" runs in the namespace
@@ -132,8 +132,8 @@ def _scenario(tmp_path, ns, url, tcp_url, dsn, base):
             for i in range(JOBS)]
         with psycopg.connect(dsn, autocommit=True) as conn:
             held = wait_until(lambda: [r[0] for r in conn.execute(
-                "SELECT id FROM job_queue WHERE status = 'running' AND lock_owner = 'part'")]
-                if conn.execute("SELECT count(*) FROM job_queue WHERE status = 'running' "
+                "SELECT id FROM portalq.job_queue WHERE status = 'running' AND lock_owner = 'part'")]
+                if conn.execute("SELECT count(*) FROM portalq.job_queue WHERE status = 'running' "
                                 "AND lock_owner = 'part'").fetchone()[0] >= 2 else None,
                 60, "the partitioned node runs flows")
             c = Service(url, tmp_path, "c", **common).start()
@@ -142,29 +142,29 @@ def _scenario(tmp_path, ns, url, tcp_url, dsn, base):
             ns.partition("db")                     # it still reaches the portals
             time.sleep(STALE * 2.5)                # longer than the stale time
             rescued_at = {r[0]: r[1] for r in conn.execute(
-                "SELECT job_id, min(at) FROM job_events WHERE detail->>'event' = 'rescued' "
+                "SELECT job_id, min(at) FROM portalq.job_events WHERE detail->>'event' = 'rescued' "
                 "AND job_id = ANY(%s) GROUP BY 1", (held,))}
             ns.heal("db")
             healed = time.monotonic()
             wait_until(lambda: conn.execute(
-                "SELECT count(*) FROM job_queue WHERE status IN ('completed', 'failed')"
+                "SELECT count(*) FROM portalq.job_queue WHERE status IN ('completed', 'failed')"
             ).fetchone()[0] == JOBS, 120, "every job final")
-            rows = conn.execute("SELECT id, status, lock_owner FROM job_queue ORDER BY id"
+            rows = conn.execute("SELECT id, status, lock_owner FROM portalq.job_queue ORDER BY id"
                                 ).fetchall()
             # what its rescued runs wrote after the rescue: an outcome written by "part"
             # after the rescue, with no new claim by "part" in between (it may rightly
             # claim and run the job again once it reaches the database)
             late = conn.execute("""
-                SELECT e.job_id, e.at, e.to_status FROM job_events e
-                JOIN LATERAL (SELECT min(r.at) AS at FROM job_events r WHERE r.job_id =
+                SELECT e.job_id, e.at, e.to_status FROM portalq.job_events e
+                JOIN LATERAL (SELECT min(r.at) AS at FROM portalq.job_events r WHERE r.job_id =
                               e.job_id AND r.detail->>'event' = 'rescued') r ON true
                 WHERE e.worker = 'part' AND e.job_id = ANY(%s) AND e.from_status = 'running'
                   AND e.at > r.at AND NOT EXISTS (
-                      SELECT 1 FROM job_events cl WHERE cl.job_id = e.job_id
+                      SELECT 1 FROM portalq.job_events cl WHERE cl.job_id = e.job_id
                         AND cl.worker = 'part' AND cl.to_status = 'running'
                         AND cl.at > r.at AND cl.at < e.at)""", (held,)).fetchall()
             finishers = dict(conn.execute(
-                "SELECT job_id, worker FROM job_events WHERE to_status = 'completed'"
+                "SELECT job_id, worker FROM portalq.job_events WHERE to_status = 'completed'"
             ).fetchall())
     finally:
         for svc in (part, b, c):
@@ -201,7 +201,7 @@ def test_the_leaders_duties_move_when_it_is_partitioned_and_come_back(tmp_path, 
 
 
 def _leader_scenario(tmp_path, ns, url, tcp_url, dsn):
-    from jobs import queue
+    from portalq.jobs import queue
 
     common = {"PORTALQ_WORKERS": 2, "PORTALQ_STALE_AFTER_SECONDS": STALE}
     part_ip, b_port = ns.ns_ip("db"), free_port()
@@ -220,7 +220,7 @@ def _leader_scenario(tmp_path, ns, url, tcp_url, dsn):
             ids = [queue.enqueue("ledger_job", f"ORD-L{i}", {"sleep_ms": 3000}).id
                    for i in range(2)]
             wait_until(lambda: conn.execute(
-                "SELECT count(*) FROM job_queue WHERE status = 'running' AND lock_owner = "
+                "SELECT count(*) FROM portalq.job_queue WHERE status = 'running' AND lock_owner = "
                 "'part'").fetchone()[0] == 2, 30, "part runs both jobs")
             cut = time.monotonic()
             cut_at = datetime.now().astimezone()
@@ -229,12 +229,12 @@ def _leader_scenario(tmp_path, ns, url, tcp_url, dsn):
             wait_until(lambda: leader() == [None], 30, "b leads")
             moved_s = time.monotonic() - cut
             wait_until(lambda: conn.execute(
-                "SELECT count(DISTINCT job_id) FROM job_events WHERE detail->>'event' = "
+                "SELECT count(DISTINCT job_id) FROM portalq.job_events WHERE detail->>'event' = "
                 "'rescued' AND job_id = ANY(%s)", (ids,)).fetchone()[0] == 2, 30,
                 "part's jobs rescued")
             rescued_s = time.monotonic() - cut
             rescuers = {r[0] for r in conn.execute(
-                "SELECT worker FROM job_events WHERE detail->>'event' = 'rescued' "
+                "SELECT worker FROM portalq.job_events WHERE detail->>'event' = 'rescued' "
                 "AND job_id = ANY(%s)", (ids,))}
             ns.heal("db")
             healed_at = time.time()
@@ -245,10 +245,10 @@ def _leader_scenario(tmp_path, ns, url, tcp_url, dsn):
             kept = leader()
             b_duties = health(b_port)["last_tick_summary"]
             wait_until(lambda: conn.execute(
-                "SELECT count(*) FROM job_queue WHERE status = 'completed' AND id = ANY(%s)",
+                "SELECT count(*) FROM portalq.job_queue WHERE status = 'completed' AND id = ANY(%s)",
                 (ids,)).fetchone()[0] == 2, 60, "part ran its jobs again")
             finishers = {r[0] for r in conn.execute(
-                "SELECT worker FROM job_events WHERE to_status = 'completed'")}
+                "SELECT worker FROM portalq.job_events WHERE to_status = 'completed'")}
             b.stop()                               # its session ends: the lock is free
             gone = time.monotonic()
             wait_until(lambda: leader() == [part_ip], 30, "part leads again")

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import pytest
 from flowkit import assert_no_secret
 
-from portals.flows.browser import launch, load_config, resolve_executable
-from portals.flows.irs import obtain_ein
+from portalq.portals.flows.browser import launch, load_config, resolve_executable
+from portalq.portals.flows.irs import obtain_ein
 
 pytestmark = pytest.mark.browser
 

@@ -7,8 +7,8 @@ import re
 import psycopg
 import pytest
 
-from jobs import queue
-from jobs.checkpoints import past_point_of_no_return
+from portalq.jobs import queue
+from portalq.jobs.checkpoints import past_point_of_no_return
 from tests import payloads
 from tests.browser import bckit
 from tests.checkpoints import state
@@ -27,10 +27,10 @@ def _service(db, tmp_path, standin_server, mailbox, **env):
 
 def _documents(dsn, job_id):
     """The job's stored documents, opened (they are sealed at rest)."""
-    from jobs import crypto
+    from portalq.jobs import crypto
 
     with psycopg.connect(dsn) as c:
-        rows = c.execute("SELECT name, data, key_id FROM job_documents WHERE job_id = %s",
+        rows = c.execute("SELECT name, data, key_id FROM portalq.job_documents WHERE job_id = %s",
                          (job_id,)).fetchall()
     assert all(k is not None and not bytes(d).startswith(b"%PDF") for _n, d, k in rows)
     return {n: crypto.open_blob(k, d) for n, d, k in rows}
@@ -234,7 +234,7 @@ def test_portal_in_maintenance_pauses_then_resumes_with_two_notices(
             bckit.CRTC_PAYLOAD, company_name=f"Cedar Harbour Telecom {i} Ltd.")).id
             for i in range(5)]
         with psycopg.connect(dsn) as c:
-            wait_until(lambda: c.execute("SELECT paused_by FROM portals WHERE code = 'crtc'"
+            wait_until(lambda: c.execute("SELECT paused_by FROM portalq.portals WHERE code = 'crtc'"
                                          ).fetchone()[0] == "breaker", 60, "the breaker")
         [paused] = mailbox.wait_for(1, 30)
         assert paused["Subject"] == "[portalq] portal crtc paused"
@@ -290,9 +290,9 @@ def test_no_ssn_in_any_artifact_log_email_or_error_of_a_service_run(
     with psycopg.connect(dsn) as c:
         texts = c.execute("""
             SELECT coalesce(last_error, '') || coalesce(result::text, '') ||
-                   coalesce(checkpoint::text, '') || coalesce(rate_key, '') FROM job_queue
-            UNION ALL SELECT coalesce(error, '') || coalesce(detail::text, '') FROM job_events
-            UNION ALL SELECT reason FROM escalations""").fetchall()
+                   coalesce(checkpoint::text, '') || coalesce(rate_key, '') FROM portalq.job_queue
+            UNION ALL SELECT coalesce(error, '') || coalesce(detail::text, '') FROM portalq.job_events
+            UNION ALL SELECT reason FROM portalq.escalations""").fetchall()
     for (text,) in texts:
         assert not any(f.decode() in text for f in forms), text
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from bckit import CRTC_PAYLOAD, build
 
-from jobs.errors import RetryableError
-from portals.flows.browser import close_context
-from portals.flows.signin import Credentials, sign_in
+from portalq.jobs.errors import RetryableError
+from portalq.portals.flows.browser import close_context
+from portalq.portals.flows.signin import Credentials, sign_in
 
 pytestmark = pytest.mark.browser
 

@@ -15,10 +15,16 @@ import pytest
 from bckit import CRTC, CRTC_PAYLOAD, build
 from flowkit import artifact_blobs
 
-from jobs import clock
-from jobs.errors import AccountLocked, AccountRejected, PasswordChangeRequired
-from portals.flows.browser import close_context
-from portals.flows.signin import Credentials, SessionLost, check_session, session_lost, sign_in
+from portalq.jobs import clock
+from portalq.jobs.errors import AccountLocked, AccountRejected, PasswordChangeRequired
+from portalq.portals.flows.browser import close_context
+from portalq.portals.flows.signin import (
+    Credentials,
+    SessionLost,
+    check_session,
+    session_lost,
+    sign_in,
+)
 from tests.mailbox import Mailbox
 
 pytestmark = pytest.mark.browser

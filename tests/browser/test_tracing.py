@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from flowkit import SSN, artifact_blobs, assert_no_secret
 
-from jobs.errors import UncertainOutcome
-from portals.flows import browser as browser_mod
-from portals.flows.browser import (
+from portalq.jobs.errors import UncertainOutcome
+from portalq.portals.flows import browser as browser_mod
+from portalq.portals.flows.browser import (
     BrowserConfig,
     close_context,
     is_tracing,
@@ -19,7 +19,7 @@ from portals.flows.browser import (
     parse_config,
     untraced,
 )
-from portals.flows.irs import obtain_ein
+from portalq.portals.flows.irs import obtain_ein
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "playwright.config"
 

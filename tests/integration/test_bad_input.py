@@ -11,15 +11,15 @@ from datetime import UTC, datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from jobs import limits, queue
-from jobs.errors import BatchInputError, InputError
+from portalq.jobs import limits, queue
+from portalq.jobs.errors import BatchInputError, InputError
 from tests import payloads
 
 SSN = payloads.OBTAIN_EIN["responsible_party"]["ssn"]
 
 
 def count_jobs(conn: psycopg.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM job_queue").fetchone()[0]
+    return conn.execute("SELECT count(*) FROM portalq.job_queue").fetchone()[0]
 
 
 def changed(base: dict, path: str, value: object) -> dict:
@@ -132,7 +132,7 @@ def test_bad_input_in_a_large_batch_leaves_a_transaction_block_usable(dsn):
                 queue.enqueue_many(batch, conn=c)
             queue.enqueue(NS, "ORD-1", payloads.NAME_SEARCH, conn=c)   # nothing was aborted
         assert c.execute("SELECT count(*) FROM orders").fetchone()[0] == 1
-        assert c.execute("SELECT count(*) FROM job_queue").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM portalq.job_queue").fetchone()[0] == 1
 
 
 def test_payload_strings_that_only_look_odd_in_json_are_kept(conn, db):
@@ -150,7 +150,7 @@ def test_bad_input_leaves_the_callers_transaction_usable(dsn):
             queue.enqueue(NS, "ORD-1", changed(payloads.NAME_SEARCH, "names", ["A\0"]), conn=c)
         queue.enqueue(NS, "ORD-1", payloads.NAME_SEARCH, conn=c)  # nothing was aborted
         c.commit()
-        assert c.execute("SELECT count(*) FROM job_queue").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM portalq.job_queue").fetchone()[0] == 1
 
 
 def test_payload_limit_from_the_environment(conn, db, monkeypatch):
@@ -183,7 +183,7 @@ def test_idempotency_keys_belong_to_one_job_type(conn, db):
 def test_admin_functions_refuse_bad_input(conn, db):
     job = queue.enqueue(EIN, "O", payloads.OBTAIN_EIN)
     queue.cancel(job.id)
-    before = conn.execute("SELECT count(*) FROM job_events").fetchone()[0]
+    before = conn.execute("SELECT count(*) FROM portalq.job_events").fetchone()[0]
     for call, message in [
         (lambda: queue.list_jobs(limit=-1), "limit must be 1..100000"),
         (lambda: queue.list_jobs(limit="10"), "limit must be an integer"),
@@ -205,9 +205,9 @@ def test_admin_functions_refuse_bad_input(conn, db):
     ]:
         with pytest.raises(InputError, match=message):
             call()
-    assert conn.execute("SELECT count(*) FROM job_events").fetchone()[0] == before
+    assert conn.execute("SELECT count(*) FROM portalq.job_events").fetchone()[0] == before
     assert queue.get_job(job.id)["status"] == "cancelled"
-    assert conn.execute("SELECT count(*) FROM portals WHERE paused_at IS NOT NULL"
+    assert conn.execute("SELECT count(*) FROM portalq.portals WHERE paused_at IS NOT NULL"
                         ).fetchone()[0] == 0
 
 

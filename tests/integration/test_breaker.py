@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, add_local_portal, wait_until
 
@@ -24,22 +24,22 @@ def test_maintenance_pauses_portal_then_resumes_and_everything_completes(db, dsn
             queue.NewJob("ledger_job", f"O{i}", {"portal": "flaky", "honour_maintenance": True})
             for i in range(n)])]
         with psycopg.connect(dsn, autocommit=True) as c:
-            wait_until(lambda: c.execute("SELECT paused_by FROM portals WHERE code='flaky'"
+            wait_until(lambda: c.execute("SELECT paused_by FROM portalq.portals WHERE code='flaky'"
                                          ).fetchone()[0] == "breaker", 30, "breaker trips")
             [paused_mail] = mailbox.wait_for(1, 30)
             assert "flaky paused" in paused_mail["Subject"]
             # while paused: only probes reach the portal, one at a time, no attempts spent
             wait_until(lambda: c.execute("SELECT count(*) FROM ledger").fetchone()[0] >= 6,
                        30, "a few probes")
-            assert c.execute("SELECT max(attempts) FROM job_queue").fetchone()[0] <= 1
+            assert c.execute("SELECT max(attempts) FROM portalq.job_queue").fetchone()[0] <= 1
             c.execute("DELETE FROM flags")  # the portal recovers
             wait_until(lambda: len(queue.list_jobs(status="completed", limit=n + 1)) == n,
                        60, "all jobs complete after recovery")
             mails = mailbox.wait_for(2, 30)
-            assert c.execute("SELECT paused_at FROM portals WHERE code='flaky'").fetchone()[0] is None
+            assert c.execute("SELECT paused_at FROM portalq.portals WHERE code='flaky'").fetchone()[0] is None
             statuses = {queue.get_job(i)["status"] for i in ids}
             attempts = [queue.get_job(i)["attempts"] for i in ids]
-            events = c.execute("SELECT count(*) FROM job_events WHERE to_status='failed'"
+            events = c.execute("SELECT count(*) FROM portalq.job_events WHERE to_status='failed'"
                                ).fetchone()[0]
     finally:
         svc.stop()

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from jobs import clock, queue, retry, worker_api
-from jobs.errors import IllegalTransition, JobNotFound
-from jobs.worker_api import Capacity
+from portalq.jobs import clock, queue, retry, worker_api
+from portalq.jobs.errors import IllegalTransition, JobNotFound
+from portalq.jobs.worker_api import Capacity
 from tests import checkpoints, payloads
 
 T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)  # a Tuesday: every seeded portal open
@@ -81,7 +81,7 @@ def test_portal_limit_holds_across_claimers(dsn, frozen, conn):
     got = [claim(dsn, worker=f"w{i}", portals=("irs_ein",), caps={"irs_ein": 2})
            for i in range(3)]
     assert [len(g) for g in got] == [2, 0, 0]
-    running = conn.execute("SELECT count(*) FROM job_queue WHERE status='running'").fetchone()[0]
+    running = conn.execute("SELECT count(*) FROM portalq.job_queue WHERE status='running'").fetchone()[0]
     assert running == 2
 
 
@@ -142,7 +142,7 @@ def test_five_attempts_then_failed_with_one_escalation(dsn, frozen, conn):
             assert row["status"] == "pending" and row["run_at"] == decision.run_at
             frozen.set(decision.run_at)
     assert queue.get_job(job.id)["status"] == "failed"
-    assert conn.execute("SELECT job_id, attempt, kind FROM escalations").fetchall() == [
+    assert conn.execute("SELECT job_id, attempt, kind FROM portalq.escalations").fetchall() == [
         (job.id, 5, "attempts")]
     assert claim(dsn) == []
 
@@ -152,7 +152,7 @@ def test_permanent_error_fails_at_once(dsn, frozen, conn):
     _fail_once(dsn, frozen, job.id, kind="permanent")
     row = queue.get_job(job.id)
     assert (row["status"], row["attempts"]) == ("failed", 1)
-    assert conn.execute("SELECT count(*) FROM escalations").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM portalq.escalations").fetchone()[0] == 1
 
 
 def test_escalation_written_once_per_failure(dsn, frozen, conn):
@@ -162,7 +162,7 @@ def test_escalation_written_once_per_failure(dsn, frozen, conn):
     assert queue.escalate(c, job.id, 1, "business", "again") is None  # same failure: no 2nd
     queue.retry(job.id)
     _fail_once(dsn, frozen, job.id, kind="permanent")  # a new failure after admin retry
-    assert conn.execute("SELECT attempt FROM escalations ORDER BY id").fetchall() == [(1,), (2,)]
+    assert conn.execute("SELECT attempt FROM portalq.escalations ORDER BY id").fetchall() == [(1,), (2,)]
 
 
 def test_defer_refunds_the_attempt(dsn, frozen):
@@ -209,7 +209,7 @@ def test_heartbeat_checkpoint_and_rescue(dsn, frozen, conn):
     # c: heart-beating, left alone
     assert rescued == {a.id: "pending", b.id: "failed"}
     assert queue.get_job(c_.id)["status"] == "running"
-    assert conn.execute("SELECT job_id, kind FROM escalations").fetchall() == [(b.id, "uncertain")]
+    assert conn.execute("SELECT job_id, kind FROM portalq.escalations").fetchall() == [(b.id, "uncertain")]
 
     async def late():
         async with await _aconn(dsn) as c:
@@ -241,7 +241,7 @@ def test_admin_retry_keeps_checkpoints_and_validates_patch(dsn, frozen):
                                                  error="name rejected",
                                                  escalation=("business", "rejected"))
     run(go())
-    from jobs.errors import InputError
+    from portalq.jobs.errors import InputError
     with pytest.raises(InputError):
         queue.retry(job.id, payload_patch={"names": []})
     assert queue.get_job(job.id)["status"] == "failed"
@@ -285,13 +285,13 @@ def test_prune_deletes_old_finished_jobs_with_their_events_documents_and_artifac
         async with await _aconn(dsn) as c:
             return await worker_api.prune_finished(c, older_than=timedelta(days=30))
     assert run(prune()) == 2
-    left = {r[0] for r in conn.execute("SELECT id FROM job_queue")}
+    left = {r[0] for r in conn.execute("SELECT id FROM portalq.job_queue")}
     assert left == {recent_done.id, waiting.id}
     for table in ("job_events", "job_documents", "job_artifacts"):
         orphans = conn.execute(f"SELECT count(*) FROM {table} WHERE job_id = ANY(%s)",
                                ([old_done.id, old_cancelled.id],)).fetchone()[0]
         assert orphans == 0, table
-    assert conn.execute("SELECT count(*) FROM job_events WHERE job_id = %s",
+    assert conn.execute("SELECT count(*) FROM portalq.job_events WHERE job_id = %s",
                         (recent_done.id,)).fetchone()[0] == 2    # running, completed
     assert run(prune()) == 0
 
@@ -301,7 +301,7 @@ def test_claim_cancelled_during_rate_checks_puts_its_jobs_back(dsn, conn, frozen
     short (here: a shutdown cancels it while another node holds the key's lock), the
     claimed jobs go back to the queue, not started and the attempt refunded."""
     job = queue.enqueue("obtain_ein", "E1", payloads.OBTAIN_EIN)
-    key = conn.execute("SELECT rate_key FROM job_queue WHERE id = %s", (job.id,)).fetchone()[0]
+    key = conn.execute("SELECT rate_key FROM portalq.job_queue WHERE id = %s", (job.id,)).fetchone()[0]
     day = (T0 - timedelta(hours=12), T0 + timedelta(hours=12))
 
     async def go():
@@ -313,14 +313,14 @@ def test_claim_cancelled_during_rate_checks_puts_its_jobs_back(dsn, conn, frozen
                     c, worker="w1", limit=5, capacities=[Capacity("irs_ein", None, day)]))
                 while True:   # the claim committed; its rate check now waits for the lock
                     await asyncio.sleep(0.01)
-                    if conn.execute("SELECT status FROM job_queue WHERE id = %s",
+                    if conn.execute("SELECT status FROM portalq.job_queue WHERE id = %s",
                                     (job.id,)).fetchone()[0] == "running":
                         break
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await task
     run(go())
-    row = conn.execute("SELECT status, attempts, started_at, lock_owner FROM job_queue "
+    row = conn.execute("SELECT status, attempts, started_at, lock_owner FROM portalq.job_queue "
                        "WHERE id = %s", (job.id,)).fetchone()
     assert row == ("pending", 0, None, None)
     events = [e["detail"] for e in queue.show_job(job.id)["events"]]
@@ -334,7 +334,7 @@ def test_claim_cancelled_while_its_answer_is_in_flight_puts_its_jobs_back(
     before its rows reached the node (found beside a CPU hog: the job stayed 'running' under
     a node that never got it, until the stale-heartbeat rescue). Here the answer is held at
     a gate after the real statement ran; the cancel comes meanwhile."""
-    from jobs import sql
+    from portalq.jobs import sql
 
     job = queue.enqueue("name_search", "C1", payloads.NAME_SEARCH)
     real = sql.afetch
@@ -353,7 +353,7 @@ def test_claim_cancelled_while_its_answer_is_in_flight_puts_its_jobs_back(
             task = asyncio.create_task(worker_api.claim(
                 c, worker="w1", limit=5, capacities=[Capacity("bc_corporate_online", None)]))
             await committed.wait()
-            assert conn.execute("SELECT status FROM job_queue WHERE id = %s",
+            assert conn.execute("SELECT status FROM portalq.job_queue WHERE id = %s",
                                 (job.id,)).fetchone()[0] == "running"
             task.cancel()
             await asyncio.sleep(0)   # the cancel is delivered while the answer is held
@@ -362,7 +362,7 @@ def test_claim_cancelled_while_its_answer_is_in_flight_puts_its_jobs_back(
                 await task
     run(go())
     monkeypatch.setattr(sql, "afetch", real)
-    row = conn.execute("SELECT status, attempts, started_at, lock_owner FROM job_queue "
+    row = conn.execute("SELECT status, attempts, started_at, lock_owner FROM portalq.job_queue "
                        "WHERE id = %s", (job.id,)).fetchone()
     assert row == ("pending", 0, None, None)
     assert [j["id"] for j in claim(dsn)] == [job.id]   # claimable again
@@ -372,7 +372,7 @@ def test_the_ticks_prune_goes_on_while_batches_come_back_full(dsn, conn, frozen)
     """One batch per tick capped retention at 10,000 jobs a tick (~167 finished jobs/s at
     the default 60 s tick: above that the table grew for good); the tick's prune takes batch
     after batch within its time budget."""
-    conn.execute("""INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+    conn.execute("""INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                                            created_at, updated_at, finished_at)
                     SELECT 'name_search', 'P' || g, 'bc_corporate_online', '{}', 'completed',
                            now(), now(), now(), %s
@@ -384,7 +384,7 @@ def test_the_ticks_prune_goes_on_while_batches_come_back_full(dsn, conn, frozen)
                                                  budget_seconds=budget)
     assert run(prune(0)) == 10          # no time left: one batch, as before
     assert run(prune(60)) == 15         # batches of 10 until one comes back short
-    assert conn.execute("SELECT count(*) FROM job_queue").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM portalq.job_queue").fetchone()[0] == 0
 
 
 def test_outbox_is_notified_only_when_an_outbox_row_is_written(dsn, frozen):

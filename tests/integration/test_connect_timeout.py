@@ -14,10 +14,10 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from jobs import queue
-from jobs.database import database_url, libpq_dsn
-from scheduler.config import Settings
-from scheduler.worker import make_pool
+from portalq.jobs import queue
+from portalq.jobs.database import database_url, libpq_dsn
+from portalq.scheduler.config import Settings
+from portalq.scheduler.worker import make_pool
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from jobs import audit, console_actions, console_repo, queue
-from jobs.audit import Actor
-from jobs.console_repo import JobFilter
-from jobs.errors import IllegalTransition, InputError
-from jobs.sql import query
+from portalq.jobs import audit, console_actions, console_repo, queue
+from portalq.jobs.audit import Actor
+from portalq.jobs.console_repo import JobFilter
+from portalq.jobs.errors import IllegalTransition, InputError
+from portalq.jobs.sql import query
 from tests import payloads
 from tests.checkpoints import in_doubt, state
 
@@ -26,7 +26,7 @@ def _fill(c, n: int, status: str = "completed", job_type: str = "name_search",
           start: datetime = T0) -> None:
     """n jobs, one a minute from ``start``, ids rising with created_at."""
     c.execute("""
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at, created_at,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at, created_at,
                                updated_at, finished_at)
         SELECT %(t)s, 'O-' || g, 'bc_corporate_online',
                jsonb_build_object('names', jsonb_build_array('Name ' || g),
@@ -54,7 +54,7 @@ def test_keyset_pages_walk_every_job_once_newest_first(conn):
 def test_a_window_with_too_few_matches_says_where_it_stopped(conn):
     _fill(conn, 300)
     _fill(conn, 3, job_type="name_search", status="failed")
-    conn.execute("UPDATE job_queue SET order_id = 'RARE' WHERE id IN (5, 250)")
+    conn.execute("UPDATE portalq.job_queue SET order_id = 'RARE' WHERE id IN (5, 250)")
     page = console_repo.jobs_page(conn, JobFilter(field="legal_name", value="co 5"),
                                   window=100, limit=50)
     # ids 303..204 read: none of "Co 5", "Co 50".."Co 59" is among them
@@ -69,7 +69,7 @@ def test_a_window_with_too_few_matches_says_where_it_stopped(conn):
 def test_filters_status_type_order_and_time_range(conn):
     _fill(conn, 100)                                   # ids 1..100, T0+1..100 min
     _fill(conn, 5, status="failed", job_type="name_search", start=T0 + timedelta(hours=3))
-    conn.execute("UPDATE job_queue SET order_id = 'ORD-X' WHERE id IN (3, 4)")
+    conn.execute("UPDATE portalq.job_queue SET order_id = 'ORD-X' WHERE id IN (3, 4)")
     assert [r["id"] for r in console_repo.jobs_page(conn, JobFilter(status="failed")).rows] \
         == [105, 104, 103, 102, 101]
     assert [r["id"] for r in console_repo.jobs_page(conn, JobFilter(order_id="ORD-X")).rows] \
@@ -95,7 +95,7 @@ def test_list_and_overview_read_indexes_not_the_finished_bulk(conn):
     _fill(conn, 50_000)
     _fill(conn, 20, status="failed")
     _fill(conn, 20, status="pending")
-    conn.execute("ANALYZE job_queue")
+    conn.execute("ANALYZE portalq.job_queue")
     base = {**JobFilter().params(), "before_id": 2**62, "floor_id": 0, "window": 20000,
             "limit": 50}
     assert "job_queue_failed_id" in _plan(conn, "console_jobs_page",
@@ -114,7 +114,7 @@ def test_list_and_overview_read_indexes_not_the_finished_bulk(conn):
 def _failed_ein(conn, doubt: bool = True) -> int:
     job_id = queue.enqueue("obtain_ein", "ORD-1", payloads.OBTAIN_EIN, conn=conn).id
     cp = {**(in_doubt("ein_application") if doubt else {}), "identity": "done"}
-    conn.execute("UPDATE job_queue SET status = 'failed', attempts = 1, checkpoint = %s "
+    conn.execute("UPDATE portalq.job_queue SET status = 'failed', attempts = 1, checkpoint = %s "
                  "WHERE id = %s", (json.dumps(cp), job_id))
     return job_id
 
@@ -180,7 +180,7 @@ def test_portal_pause_resume_closure_audited(conn):
 
 
 def test_sessions_end_when_idle_or_when_the_user_is_disabled(conn):
-    from jobs import clock, console_users
+    from portalq.jobs import clock, console_users
 
     frozen = clock.FrozenClock(T0)
     clock.set_clock(frozen)
@@ -200,20 +200,20 @@ def test_sessions_end_when_idle_or_when_the_user_is_disabled(conn):
     assert console_users.session_user(conn, token, idle) is None
     assert console_users.authenticate(conn, "ada", "a long enough password") is None
     with psycopg.connect(conn.info.dsn) as other:  # stored as Argon2id, never the password
-        digest = other.execute("SELECT password_hash FROM console_users").fetchone()[0]
+        digest = other.execute("SELECT password_hash FROM portalq.console_users").fetchone()[0]
     assert digest.startswith("$argon2id$") and "long enough" not in digest
 
 
 def test_closure_removed_and_hours_set_audited(conn):
     from datetime import time as dtime
 
-    from jobs import sql
+    from portalq.jobs import sql
 
     closure = console_actions.add_closure(conn, OPS, "crtc", T0, T0 + timedelta(hours=2), "x")
     with pytest.raises(InputError):
         console_actions.remove_closure(conn, OPS, "irs_ein", closure, "wrong portal")
     console_actions.remove_closure(conn, OPS, "crtc", closure, "maintenance called off")
-    assert conn.execute("SELECT count(*) FROM portal_closures").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM portalq.portal_closures").fetchone()[0] == 0
     console_actions.set_hours(conn, OPS, "crtc", [(0, dtime(8), dtime(18))], "winter hours")
     assert [(r["weekday"], r["opens"], r["closes"]) for r in sql.fetch(conn, "portal_hours")
             if r["portal"] == "crtc"] == [(0, dtime(8), dtime(18))]

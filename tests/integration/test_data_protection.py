@@ -11,8 +11,8 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from jobs import clock, crypto, key_providers, keys, queue, secrets_at_rest, worker_api
-from jobs.errors import InputError
+from portalq.jobs import clock, crypto, key_providers, keys, queue, secrets_at_rest, worker_api
+from portalq.jobs.errors import InputError
 from tests import payloads
 from tests.plugins import ledger  # noqa: F401 - registers ledger_secret
 
@@ -26,7 +26,7 @@ def _ein(ssn: str, name: str = "Widgets LLC") -> dict:
 
 
 def _row_text(conn, job_id: int) -> str:
-    return conn.execute("SELECT q::text FROM job_queue q WHERE id = %s", (job_id,)).fetchone()[0]
+    return conn.execute("SELECT q::text FROM portalq.job_queue q WHERE id = %s", (job_id,)).fetchone()[0]
 
 
 def _run(coro):
@@ -67,7 +67,7 @@ def test_sealed_values_open_only_with_their_key(conn, db, tmp_path):
 
 def test_rate_key_is_an_hmac_not_a_bare_hash(conn, db):
     job = queue.enqueue("obtain_ein", "O-1", payloads.OBTAIN_EIN)
-    key = conn.execute("SELECT rate_key FROM job_queue WHERE id = %s", (job.id,)).fetchone()[0]
+    key = conn.execute("SELECT rate_key FROM portalq.job_queue WHERE id = %s", (job.id,)).fetchone()[0]
     bare = hashlib.sha256(f"obtain_ein:{SSN}".encode()).hexdigest()[:32]
     assert key != bare and key == crypto.keyed_hash(f"obtain_ein:{SSN}")
     other = crypto.EnvKeys("x:" + key_providers._b64(b"\x01" * 32),
@@ -164,7 +164,7 @@ def test_documents_are_stored_sealed(conn, dsn, db):
                                             content_type="application/pdf", data=letter)
             return await worker_api.documents_of(c, job.id)
     assert _run(store_and_read()) == [("CP575.pdf", "application/pdf", letter)]
-    raw, key_id = conn.execute("SELECT data, key_id FROM job_documents").fetchone()
+    raw, key_id = conn.execute("SELECT data, key_id FROM portalq.job_documents").fetchone()
     assert b"Lovelace" not in raw and SSN.encode() not in raw
     assert key_id == crypto.provider().current_id()
 
@@ -182,7 +182,7 @@ def test_rotation_rewraps_everything_and_the_old_key_can_go(conn, dsn, db, tmp_p
                 await worker_api.store_document(c, job_id=ids[0], name="a.pdf",
                                                 content_type="application/pdf", data=b"%PDF-x")
         _run(store())
-        before = conn.execute("SELECT secret_data FROM job_queue WHERE id = %s",
+        before = conn.execute("SELECT secret_data FROM portalq.job_queue WHERE id = %s",
                               (ids[0],)).fetchone()[0]
         new = ring.add_current()
 
@@ -199,7 +199,7 @@ def test_rotation_rewraps_everything_and_the_old_key_can_go(conn, dsn, db, tmp_p
             row = queue.get_job(job_id, conn)
             assert secrets_at_rest.reveal(row)["responsible_party"]["ssn"] == f"123-45-{i:04d}"
         # only the wrapping changed, never the sealed data itself
-        assert conn.execute("SELECT secret_data FROM job_queue WHERE id = %s",
+        assert conn.execute("SELECT secret_data FROM portalq.job_queue WHERE id = %s",
                             (ids[0],)).fetchone()[0] == before
         with pytest.raises(crypto.KeyError_, match="current key"):
             ring.remove(new)
@@ -211,7 +211,7 @@ def test_jobs_enqueued_before_sealing_are_sealed_by_rotate(conn, dsn, db):
     """A job of an older portalq (plaintext secret field in the payload) is sealed by
     `portalq keys rotate`; the marker replaces the value."""
     job = queue.enqueue("obtain_ein", "O-1", payloads.OBTAIN_EIN)
-    conn.execute("UPDATE job_queue SET payload = jsonb_set(payload, '{responsible_party,ssn}',"
+    conn.execute("UPDATE portalq.job_queue SET payload = jsonb_set(payload, '{responsible_party,ssn}',"
                  " to_jsonb(%s::text)), secret_key_id = NULL, secret_dek = NULL, "
                  "secret_data = NULL WHERE id = %s", (SSN, job.id))
     report = keys.rewrap_all(queue.connect)

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from jobs import clock, queue, worker_api
-from jobs.worker_api import Capacity
-from scheduler import calendars
+from portalq.jobs import clock, queue, worker_api
+from portalq.jobs.worker_api import Capacity
+from portalq.scheduler import calendars
 from tests import payloads
 from tests.service_helpers import Service, add_local_portal, wait_until
 
@@ -29,12 +29,12 @@ async def _load(dsn):
 def test_bulk_deferral_of_100k_due_jobs(dsn, conn):
     clock.set_clock(clock.FrozenClock(SAT))
     conn.execute("""
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                                created_at, updated_at)
         SELECT 'obtain_ein', 'O' || g, 'irs_ein', '{}', 'pending',
                %s - (g || ' seconds')::interval, %s, %s
         FROM generate_series(1, 100000) g""", (SAT, SAT, SAT))
-    conn.execute("ANALYZE job_queue")
+    conn.execute("ANALYZE portalq.job_queue")
     portals = asyncio.run(_load(dsn))
     irs = portals["irs_ein"]
     assert not calendars.startable(irs, SAT)
@@ -46,10 +46,10 @@ def test_bulk_deferral_of_100k_due_jobs(dsn, conn):
             return await worker_api.defer_portal(c, portal="irs_ein", next_open=when,
                                                  reason="closed")
     assert asyncio.run(defer()) == 100_000
-    rows = conn.execute("SELECT status, run_at, max(attempts), count(*) FROM job_queue "
+    rows = conn.execute("SELECT status, run_at, max(attempts), count(*) FROM portalq.job_queue "
                         "GROUP BY 1, 2").fetchall()
     assert rows == [("deferred", MON_OPEN, 0, 100_000)]
-    assert conn.execute("SELECT count(*) FROM job_events WHERE to_status = 'deferred'"
+    assert conn.execute("SELECT count(*) FROM portalq.job_events WHERE to_status = 'deferred'"
                         ).fetchone()[0] == 100_000
     # a second tick finds nothing to do
     assert asyncio.run(defer()) == 0
@@ -58,7 +58,7 @@ def test_bulk_deferral_of_100k_due_jobs(dsn, conn):
 def _due_jobs(conn, n: int) -> list[int]:
     """``n`` due pending jobs of the (closed on Saturday) IRS portal, over three priorities."""
     return [r[0] for r in conn.execute("""
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, priority, run_at,
                                created_at, updated_at)
         SELECT 'obtain_ein', 'O' || g, 'irs_ein', '{}', 'pending', g %% 3,
                %s - (g || ' seconds')::interval, %s, %s
@@ -75,7 +75,7 @@ def _defer(dsn, **kw):
 
 def _deferral_events(conn) -> list[tuple[int, int]]:
     """(job, transaction) of every deferral event."""
-    return conn.execute("SELECT job_id, xmin::text::bigint FROM job_events "
+    return conn.execute("SELECT job_id, xmin::text::bigint FROM portalq.job_events "
                         "WHERE to_status = 'deferred'").fetchall()
 
 
@@ -87,7 +87,7 @@ def test_bulk_deferral_runs_in_bounded_batches_each_job_once(conn, dsn):
     assert sorted(j for j, _ in events) == sorted(ids)          # each job exactly once
     per_tx = Counter(tx for _, tx in events)
     assert sorted(per_tx.values()) == [500, 1_000, 1_000]       # three bounded transactions
-    assert conn.execute("SELECT status, run_at, max(attempts), count(*) FROM job_queue "
+    assert conn.execute("SELECT status, run_at, max(attempts), count(*) FROM portalq.job_queue "
                         "GROUP BY 1, 2").fetchall() == [("deferred", MON_OPEN, 0, 2_500)]
 
 
@@ -104,27 +104,27 @@ def test_a_refused_row_is_left_out_and_every_other_job_deferred_once(conn, dsn):
     clock.set_clock(clock.FrozenClock(SAT))
     ids = _due_jobs(conn, 2_500)
     poison = ids[1_234]
-    conn.execute(f"ALTER TABLE job_queue ADD CONSTRAINT poison CHECK "
+    conn.execute(f"ALTER TABLE portalq.job_queue ADD CONSTRAINT poison CHECK "
                  f"(id <> {poison} OR status <> 'deferred') NOT VALID")
     with pytest.raises(worker_api.DeferIncomplete) as err:
         _defer(dsn, batch=1_000)
     assert err.value.deferred == 2_499 and err.value.stuck == [poison]
     assert str(poison) in str(err.value)
     assert sorted(j for j, _ in _deferral_events(conn)) == sorted(set(ids) - {poison})
-    assert conn.execute("SELECT status FROM job_queue WHERE id = %s", (poison,)
+    assert conn.execute("SELECT status FROM portalq.job_queue WHERE id = %s", (poison,)
                         ).fetchone()[0] == "pending"
-    assert conn.execute("SELECT count(*) FROM job_queue WHERE status = 'deferred' "
+    assert conn.execute("SELECT count(*) FROM portalq.job_queue WHERE status = 'deferred' "
                         "AND run_at = %s", (MON_OPEN,)).fetchone()[0] == 2_499
 
 
 def test_a_portal_whose_every_row_is_refused_gives_up_after_max_stuck(conn, dsn):
     """A constraint refusing all of a portal's deferrals costs a bounded number of
     statements per tick (not two per job): it stops past MAX_STUCK refused rows."""
-    from jobs import deferral
+    from portalq.jobs import deferral
 
     clock.set_clock(clock.FrozenClock(SAT))
     _due_jobs(conn, 2_500)
-    conn.execute("ALTER TABLE job_queue ADD CONSTRAINT poison CHECK "
+    conn.execute("ALTER TABLE portalq.job_queue ADD CONSTRAINT poison CHECK "
                  "(portal <> 'irs_ein' OR status <> 'deferred') NOT VALID")
     before = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
                           "WHERE datname = current_database()").fetchone()[0]
@@ -143,13 +143,13 @@ def test_deferral_covers_every_priority_and_leaves_later_jobs_alone(dsn, conn):
     clock.set_clock(clock.FrozenClock(SAT))
     later = MON_OPEN + timedelta(days=3)
     conn.execute("""
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, priority, run_at,
                                created_at, updated_at)
         SELECT 'obtain_ein', 'O' || g, 'irs_ein', '{}', 'pending', p, %s, %s, %s
         FROM generate_series(1, 10) g, unnest(ARRAY[-100, -5, 0, 7, 100]) p""",
                  (SAT - timedelta(minutes=1), SAT, SAT))
     conn.execute("""
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, priority, run_at,
                                created_at, updated_at)
         SELECT 'obtain_ein', 'L' || g, 'irs_ein', '{}', 'deferred', 3, %s, %s, %s
         FROM generate_series(1, 10) g""", (later, SAT, SAT))
@@ -159,7 +159,7 @@ def test_deferral_covers_every_priority_and_leaves_later_jobs_alone(dsn, conn):
             return await worker_api.defer_portal(c, portal="irs_ein", next_open=MON_OPEN,
                                                  reason="closed")
     assert asyncio.run(defer()) == 50
-    rows = conn.execute("SELECT status, run_at, count(*) FROM job_queue GROUP BY 1, 2 "
+    rows = conn.execute("SELECT status, run_at, count(*) FROM portalq.job_queue GROUP BY 1, 2 "
                         "ORDER BY 2").fetchall()
     assert rows == [("deferred", MON_OPEN, 50), ("deferred", later, 10)]
 

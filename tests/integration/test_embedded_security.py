@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from jobs import embedded
+from portalq.jobs import embedded
 from tests.conftest import TEST_HOME, run_cli
 from tests.service_helpers import files_under
 
@@ -55,7 +55,7 @@ def test_no_connection_without_the_password_even_through_the_socket(pg):
 
 
 def test_portalq_runs_as_a_role_without_superuser_rights(pg, db, monkeypatch):
-    from jobs.database import database_url
+    from portalq.jobs.database import database_url
 
     monkeypatch.delenv("PORTALQ_DATABASE_URL")
     monkeypatch.setenv("PORTALQ_HOME", str(TEST_HOME))
@@ -66,11 +66,11 @@ def test_portalq_runs_as_a_role_without_superuser_rights(pg, db, monkeypatch):
     with psycopg.connect(pg.dsn(name, role=embedded.APP_ROLE), autocommit=True) as c:
         assert c.execute("SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles "
                          "WHERE rolname = current_user").fetchone() == (False, False, False)
-        assert c.execute("SELECT count(*) FROM job_queue").fetchone() == (0,)
+        assert c.execute("SELECT count(*) FROM portalq.job_queue").fetchone() == (0,)
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             c.execute("COPY (SELECT 1) TO PROGRAM 'id'")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            c.execute("DROP TABLE job_queue")
+            c.execute("DROP TABLE portalq.job_queue")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             c.execute("CREATE TABLE stolen (x text)")
 

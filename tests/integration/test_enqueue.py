@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
-from jobs import queue, types
-from jobs.errors import InputError
-from portals.payloads import NameSearchPayload
+from portalq.jobs import queue, types
+from portalq.jobs.errors import InputError
+from portalq.portals.payloads import NameSearchPayload
 from tests import payloads
 
 # name_search that may also be sent to the portals these tests name, so what answers an
@@ -22,7 +22,7 @@ ANYWHERE = types.register(types.JobType("name_search_anywhere", NameSearchPayloa
 
 
 def count_jobs(conn: psycopg.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM job_queue").fetchone()[0]
+    return conn.execute("SELECT count(*) FROM portalq.job_queue").fetchone()[0]
 
 
 def test_enqueue_in_rolled_back_session_leaves_no_job(db, conn):
@@ -33,12 +33,12 @@ def test_enqueue_in_rolled_back_session_leaves_no_job(db, conn):
         session.execute(text("INSERT INTO orders VALUES ('ORD-1')"))
         queue.enqueue("name_search", "ORD-1", payloads.NAME_SEARCH, conn=session)
         # visible inside the caller's transaction ...
-        assert session.execute(text("SELECT count(*) FROM job_queue")).scalar() == 1
+        assert session.execute(text("SELECT count(*) FROM portalq.job_queue")).scalar() == 1
         session.rollback()
     # ... gone with it, together with the business write
     assert count_jobs(conn) == 0
     assert conn.execute("SELECT count(*) FROM orders").fetchone()[0] == 0
-    assert conn.execute("SELECT count(*) FROM job_events").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM portalq.job_events").fetchone()[0] == 0
     engine.dispose()
 
 
@@ -50,10 +50,10 @@ def test_enqueue_in_committed_connection_creates_exactly_one(db, conn):
         c.execute(text("INSERT INTO orders VALUES ('ORD-2')"))
         job = queue.enqueue("name_search", "ORD-2", payloads.NAME_SEARCH, conn=c)
     row = conn.execute("SELECT id, status, order_id, portal, attempts, max_attempts "
-                       "FROM job_queue").fetchall()
+                       "FROM portalq.job_queue").fetchall()
     assert row == [(job.id, "pending", "ORD-2", "bc_corporate_online", 0, 5)]
     # the job row is its own creation record: the history shows it, no event row is written
-    assert conn.execute("SELECT count(*) FROM job_events").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM portalq.job_events").fetchone()[0] == 0
     history = queue.show_job(job.id)["events"]
     assert [(e["from_status"], e["to_status"], e["detail"]) for e in history] == [
         (None, "pending", {"event": "enqueued"})]
@@ -110,7 +110,7 @@ def test_batch_enqueue_keeps_order_and_dedupes(conn, db):
     assert len(out) == 10
     assert out[3] == queue.Enqueued(existing.id, False)
     assert all(o.created for i, o in enumerate(out) if i != 3)
-    orders = dict(conn.execute("SELECT id, order_id FROM job_queue").fetchall())
+    orders = dict(conn.execute("SELECT id, order_id FROM portalq.job_queue").fetchall())
     assert [orders[o.id] for i, o in enumerate(out) if i != 3] == [
         f"ORD-{i}" for i in range(10) if i != 3]
 
@@ -185,7 +185,7 @@ def test_large_batch_is_copied_with_every_field_and_ids_in_order(conn, db, dsn):
     assert [o.id for o in out] == sorted(o.id for o in out)
     rows = {r[0]: r[1:] for r in conn.execute(
         "SELECT id, job_type, order_id, portal, status, priority, max_attempts, run_at, "
-        "payload, rate_key IS NOT NULL, created_at = updated_at FROM job_queue")}
+        "payload, rate_key IS NOT NULL, created_at = updated_at FROM portalq.job_queue")}
     assert len(rows) == len(jobs)
     for o, j in zip(out, jobs, strict=True):
         job_type, order_id, portal, status, prio, attempts, run_at, payload, keyed, same = rows[o.id]
@@ -213,7 +213,7 @@ def test_a_portal_first_named_late_in_a_large_batch_is_checked_and_written(conn,
         out = queue.enqueue_many(jobs, conn=c)
         c.commit()
     assert [o.id for o in out] == sorted(o.id for o in out) and all(o.created for o in out)
-    portals = dict(conn.execute("SELECT id, portal FROM job_queue").fetchall())
+    portals = dict(conn.execute("SELECT id, portal FROM portalq.job_queue").fetchall())
     assert [portals[o.id] for o in out] == ["bc_corporate_online"] * (n - 3) + ["irs_ein"] * 3
 
 
@@ -222,7 +222,7 @@ def test_a_portal_seen_in_a_rolled_back_transaction_block_is_checked_again(conn,
     transaction block: one created inside a block that rolls back does not exist."""
     with psycopg.connect(dsn, autocommit=True) as c:
         with pytest.raises(RuntimeError), c.transaction():
-            c.execute("INSERT INTO portals (code, name, timezone) VALUES ('moon', 'Moon', 'UTC')")
+            c.execute("INSERT INTO portalq.portals (code, name, timezone) VALUES ('moon', 'Moon', 'UTC')")
             queue.enqueue("name_search_anywhere", "O", payloads.NAME_SEARCH, portal="moon",
                           conn=c)
             raise RuntimeError("the business's own write failed")
@@ -238,8 +238,8 @@ def test_the_batch_copy_stores_each_row_as_it_arrives(conn, dsn):
     work and the server's never overlapped. Seen from another session: the first row's id
     is in the primary key while the COPY is still being written (a row with the same id
     waits for the COPY's transaction), not only once the COPY ends."""
-    from jobs import sql
-    from jobs.enqueue import _COPY_TYPES
+    from portalq.jobs import sql
+    from portalq.jobs.enqueue import _COPY_TYPES
 
     now = datetime(2026, 12, 1, 15, tzinfo=UTC)
 
@@ -288,7 +288,7 @@ def test_a_large_batch_reaches_the_server_in_small_blocks(conn, dsn):
     ``sql.COPY_BLOCK`` bytes and a row."""
     import tempfile
 
-    from jobs import sql
+    from portalq.jobs import sql
 
     with psycopg.connect(dsn, autocommit=True) as c, tempfile.TemporaryFile("w+") as f:
         c.pgconn.trace(f.fileno())
@@ -310,7 +310,7 @@ def test_large_batch_in_a_rolled_back_transaction_leaves_nothing(conn, dsn):
     with psycopg.connect(dsn) as c:
         queue.enqueue_many([queue.NewJob("name_search", f"ORD-{i}", payloads.NAME_SEARCH)
                             for i in range(queue.COPY_MIN)], conn=c)
-        assert c.execute("SELECT count(*) FROM job_queue").fetchone()[0] == queue.COPY_MIN
+        assert c.execute("SELECT count(*) FROM portalq.job_queue").fetchone()[0] == queue.COPY_MIN
         c.rollback()
     assert count_jobs(conn) == 0
 
@@ -329,26 +329,26 @@ def test_every_builtin_type_routes_to_its_portal(conn, db):
 def test_rate_key_is_hashed_not_the_ssn(conn, db):
     job = queue.enqueue("obtain_ein", "ORD-E", payloads.OBTAIN_EIN,
                         run_at=datetime(2026, 12, 1, tzinfo=UTC))
-    key = conn.execute("SELECT rate_key FROM job_queue WHERE id = %s", (job.id,)).fetchone()[0]
+    key = conn.execute("SELECT rate_key FROM portalq.job_queue WHERE id = %s", (job.id,)).fetchone()[0]
     assert key and "6789" not in key
 
 
 def test_portals_are_never_deleted_or_renamed(conn, db):
     """Jobs name their portal by code; a retired portal is disabled instead."""
-    for sql in ("DELETE FROM portals WHERE code = 'crtc'",
-                "UPDATE portals SET code = 'crtc2' WHERE code = 'crtc'",
-                "TRUNCATE portals CASCADE"):
+    for sql in ("DELETE FROM portalq.portals WHERE code = 'crtc'",
+                "UPDATE portalq.portals SET code = 'crtc2' WHERE code = 'crtc'",
+                "TRUNCATE portalq.portals CASCADE"):
         with pytest.raises(psycopg.errors.RestrictViolation, match="never deleted or renamed"):
             conn.execute(sql)
         conn.rollback()
-    conn.execute("UPDATE portals SET enabled = false WHERE code = 'crtc'")
+    conn.execute("UPDATE portalq.portals SET enabled = false WHERE code = 'crtc'")
 
 
 def test_a_portal_created_in_a_rolled_back_transaction_stays_unknown(dsn, conn):
     """An autocommit connection remembers the portals it saw exist (they never go away);
     one inside a transaction does not: the portal may be that transaction's own."""
     with psycopg.connect(dsn) as c:
-        c.execute("INSERT INTO portals (code, name, timezone) VALUES ('tmp', 'tmp', 'UTC')")
+        c.execute("INSERT INTO portalq.portals (code, name, timezone) VALUES ('tmp', 'tmp', 'UTC')")
         queue.enqueue("name_search_anywhere", "O-1", payloads.NAME_SEARCH, portal="tmp", conn=c)
         c.rollback()
         with pytest.raises(InputError, match="unknown portal 'tmp'"):

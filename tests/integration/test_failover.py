@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from jobs import queue
-from jobs.database import libpq_dsn
-from jobs.migrate import upgrade
+from portalq.jobs import queue
+from portalq.jobs.database import libpq_dsn
+from portalq.jobs.migrate import upgrade
 from tests.conftest import run_cli
 from tests.plugins.ledger import secret_ssn
 from tests.replica import Pair, free_port
@@ -60,7 +60,7 @@ def _scenario(pair, tmp_path, monkeypatch):
         with psycopg.connect(dsn, autocommit=True) as conn:
             wait_until(lambda: conn.execute(
                 "SELECT count(*) FILTER (WHERE status = 'completed') >= 6 AND "
-                "count(*) FILTER (WHERE status = 'running') > 0 FROM job_queue").fetchone()[0],
+                "count(*) FILTER (WHERE status = 'running') > 0 FROM portalq.job_queue").fetchone()[0],
                 30, "jobs running on the primary")
         stop_at = datetime.now(UTC)
         pair.stop_primary()
@@ -80,23 +80,23 @@ def _scenario(pair, tmp_path, monkeypatch):
             assert conn.execute("SELECT pg_is_in_recovery()").fetchone()[0] is False
             assert conn.execute("SELECT inet_server_port()").fetchone()[0] == pair.replica.port
             wait_until(lambda: conn.execute(
-                "SELECT count(*) FROM job_queue WHERE status = 'completed'").fetchone()[0]
+                "SELECT count(*) FROM portalq.job_queue WHERE status = 'completed'").fetchone()[0]
                 == total, 60, "every job completed")
-            rows = conn.execute("SELECT status, count(*) FROM job_queue GROUP BY 1").fetchall()
+            rows = conn.execute("SELECT status, count(*) FROM portalq.job_queue GROUP BY 1").fetchall()
             completions = conn.execute(
-                "SELECT job_id, count(*) FROM job_events WHERE to_status = 'completed' "
+                "SELECT job_id, count(*) FROM portalq.job_events WHERE to_status = 'completed' "
                 "GROUP BY 1").fetchall()
             first_claim, claimers = conn.execute(
-                "SELECT min(at), array_agg(DISTINCT worker) FROM job_events "
+                "SELECT min(at), array_agg(DISTINCT worker) FROM portalq.job_events "
                 "WHERE to_status = 'running' AND at > %s", (promoted_at,)).fetchone()
             runs = conn.execute(
                 "SELECT job_id, array_agg(started ORDER BY started) FROM ledger GROUP BY 1"
             ).fetchall()
             history = conn.execute(
                 "SELECT job_id, at, attempt, from_status, to_status, worker, error, detail "
-                "FROM job_events WHERE job_id IN (SELECT job_id FROM ledger GROUP BY 1 "
+                "FROM portalq.job_events WHERE job_id IN (SELECT job_id FROM ledger GROUP BY 1 "
                 "HAVING count(*) > 1) ORDER BY job_id, at").fetchall()
-            rescued = conn.execute("SELECT count(*) FROM job_events "
+            rescued = conn.execute("SELECT count(*) FROM portalq.job_events "
                                    "WHERE detail->>'event' = 'rescued'").fetchone()[0]
         # and so does the CLI
         listed = run_cli("jobs", "list", "--status", "completed", "--limit", "1000", "--json",
@@ -174,12 +174,12 @@ def _async_scenario(pair, tmp_path, monkeypatch):
                             {"n": 1, "ssn": secret_ssn(1), "sleep_ms": 1500}).id
         with psycopg.connect(pair.replica.dsn(), autocommit=True) as standby:
             wait_until(lambda: standby.execute(
-                "SELECT status FROM job_queue WHERE id = %s", (job,)).fetchone() == ("running",),
+                "SELECT status FROM portalq.job_queue WHERE id = %s", (job,)).fetchone() == ("running",),
                 30, "the claim on the replica")
         pair.cut_replication()
         with psycopg.connect(pair.primary.dsn(), autocommit=True) as primary:
             wait_until(lambda: primary.execute(
-                "SELECT status FROM job_queue WHERE id = %s", (job,)).fetchone()
+                "SELECT status FROM portalq.job_queue WHERE id = %s", (job,)).fetchone()
                 == ("completed",), 30, "the job completed on the primary")
         assert queue.enqueue("ledger_job", "ORD-LOST-ENQ", {}, idempotency_key=key).created
         pair.stop_primary()
@@ -187,21 +187,21 @@ def _async_scenario(pair, tmp_path, monkeypatch):
         with psycopg.connect(libpq_dsn(two_hosts), autocommit=True) as conn:
             assert conn.execute("SELECT inet_server_port()").fetchone()[0] == pair.replica.port
             # the enqueue that committed on the old primary only is gone
-            assert conn.execute("SELECT count(*) FROM job_queue WHERE order_id = "
+            assert conn.execute("SELECT count(*) FROM portalq.job_queue WHERE order_id = "
                                 "'ORD-LOST-ENQ'").fetchone()[0] == 0
-            wait_until(lambda: conn.execute("SELECT status FROM job_queue WHERE id = %s",
+            wait_until(lambda: conn.execute("SELECT status FROM portalq.job_queue WHERE id = %s",
                                             (job,)).fetchone() == ("completed",),
                        30, "the job whose completion was lost completed again")
             history = conn.execute(
-                "SELECT to_status, worker, detail->>'event', detail->>'crash' FROM job_events "
+                "SELECT to_status, worker, detail->>'event', detail->>'crash' FROM portalq.job_events "
                 "WHERE job_id = %s ORDER BY at, id", (job,)).fetchall()
-            attempts = conn.execute("SELECT attempts FROM job_queue WHERE id = %s",
+            attempts = conn.execute("SELECT attempts FROM portalq.job_queue WHERE id = %s",
                                     (job,)).fetchone()[0]
             # enqueued again from the caller's records: the key is free on the new primary
             again = queue.enqueue("ledger_job", "ORD-LOST-ENQ", {}, idempotency_key=key)
             assert again.created
             wait_until(lambda: conn.execute(
-                "SELECT status FROM job_queue WHERE idempotency_key = %s", (key,)).fetchone()
+                "SELECT status FROM portalq.job_queue WHERE idempotency_key = %s", (key,)).fetchone()
                 == ("completed",), 30, "the re-enqueued job completed")
     finally:
         node.stop()

@@ -15,18 +15,18 @@ import psycopg
 import pytest
 from aiosmtpd.controller import Controller
 
-from jobs import clock, queue, worker_api
-from jobs.worker_api import Capacity
-from scheduler import mailer
-from scheduler.config import Settings
-from scheduler.worker import Backoff, Worker, make_pool
+from portalq.jobs import clock, queue, worker_api
+from portalq.jobs.worker_api import Capacity
+from portalq.scheduler import mailer
+from portalq.scheduler.config import Settings
+from portalq.scheduler.worker import Backoff, Worker, make_pool
 from tests import checkpoints
 from tests.mailbox import Mailbox, free_port
 from tests.service_helpers import Service, add_local_portal, health, wait_until
 
 
 def statuses(conn, ids):
-    return [conn.execute("SELECT status FROM job_queue WHERE id = %s", (i,)).fetchone()[0]
+    return [conn.execute("SELECT status FROM portalq.job_queue WHERE id = %s", (i,)).fetchone()[0]
             for i in ids]
 
 
@@ -49,10 +49,10 @@ def test_two_jobs_failing_alternately_never_pause_a_healthy_portal(db, dsn, tmp_
                        "the broken jobs spend their attempts")
             wait_until(lambda: set(statuses(c, healthy)) == {"completed"}, 30,
                        "the healthy jobs run")
-            paused = c.execute("SELECT count(*) FROM job_events e JOIN job_queue j "
+            paused = c.execute("SELECT count(*) FROM portalq.job_events e JOIN portalq.job_queue j "
                                "ON j.id = e.job_id WHERE e.detail->>'outage' = 'true'"
                                ).fetchone()[0]
-            kinds = [r[0] for r in c.execute("SELECT kind FROM escalations ORDER BY job_id")]
+            kinds = [r[0] for r in c.execute("SELECT kind FROM portalq.escalations ORDER BY job_id")]
     finally:
         svc.stop()
     assert paused == 0   # never deferred by a breaker pause
@@ -72,19 +72,19 @@ def test_probes_rotate_so_a_broken_job_cannot_keep_a_healthy_portal_paused(db, d
         with psycopg.connect(dsn, autocommit=True) as c:
             healthy = [queue.enqueue("ledger_job", f"H{i}", {
                 "portal": "flaky", "honour_maintenance": True}, conn=c).id for i in range(5)]
-            wait_until(lambda: c.execute("SELECT paused_by FROM portals WHERE code='flaky'"
+            wait_until(lambda: c.execute("SELECT paused_by FROM portalq.portals WHERE code='flaky'"
                                          ).fetchone()[0] == "breaker", 30, "breaker trips")
             # a broken job of the highest priority arrives; the portal itself recovers
             broken = queue.enqueue("ledger_job", "BROKEN", {
                 "portal": "flaky", "fail_times": 99, "outage": True}, priority=9, conn=c).id
-            c.execute("UPDATE job_queue SET status = 'deferred', run_at = "
-                      "(SELECT probe_at FROM portals WHERE code = 'flaky') WHERE id = %s",
+            c.execute("UPDATE portalq.job_queue SET status = 'deferred', run_at = "
+                      "(SELECT probe_at FROM portalq.portals WHERE code = 'flaky') WHERE id = %s",
                       (broken,))
             c.execute("DELETE FROM flags")
             wait_until(lambda: set(statuses(c, healthy)) == {"completed"}, 30,
                        "a healthy probe resumes the portal and the rest run")
             wait_until(lambda: statuses(c, [broken]) == ["failed"], 30, "the broken job ends")
-            probes = c.execute("SELECT probe_failures FROM job_queue WHERE id = %s",
+            probes = c.execute("SELECT probe_failures FROM portalq.job_queue WHERE id = %s",
                                (broken,)).fetchone()[0]
     finally:
         svc.stop()
@@ -114,7 +114,7 @@ def test_a_slot_is_freed_when_the_job_is_taken_while_its_failure_is_written(db, 
                 [claimed] = await worker_api.claim(c, worker="w1", limit=1,
                                                    capacities=[Capacity("local", None)])
             blocker = await psycopg.AsyncConnection.connect(dsn)
-            await blocker.execute("SELECT 1 FROM job_queue WHERE id = %s FOR UPDATE",
+            await blocker.execute("SELECT 1 FROM portalq.job_queue WHERE id = %s FOR UPDATE",
                                   (job.id,))
             task = asyncio.create_task(worker._execute(claimed))
             worker.running[job.id] = task
@@ -123,7 +123,7 @@ def test_a_slot_is_freed_when_the_job_is_taken_while_its_failure_is_written(db, 
                     row = await (await watch.execute(
                         "SELECT count(*) FROM pg_stat_activity WHERE datname = "
                         "current_database() AND wait_event_type = 'Lock' AND (query LIKE "
-                        "'%%finish_unsuccessful%%' OR query LIKE '%%UPDATE job_queue q%%')")
+                        "'%%finish_unsuccessful%%' OR query LIKE '%%UPDATE portalq.job_queue q%%')")
                         ).fetchone()
                     if row[0]:
                         break
@@ -131,7 +131,7 @@ def test_a_slot_is_freed_when_the_job_is_taken_while_its_failure_is_written(db, 
                 else:
                     raise AssertionError("the failure was never written")
             # meanwhile the job is rescued elsewhere, and the heartbeat finds it gone
-            await blocker.execute("UPDATE job_queue SET status = 'pending', lock_owner = NULL "
+            await blocker.execute("UPDATE portalq.job_queue SET status = 'pending', lock_owner = NULL "
                                   "WHERE id = %s", (job.id,))
             worker.taken_away(job.id)
             await blocker.commit()
@@ -172,9 +172,9 @@ class _HoldThird:
 
 def _failed_jobs_with_escalations(conn, n: int) -> list[int]:
     ids = [queue.enqueue("ledger_job", f"O{i}", {}, conn=conn).id for i in range(n)]
-    conn.execute("UPDATE job_queue SET status = 'failed', attempts = 5, finished_at = now()")
+    conn.execute("UPDATE portalq.job_queue SET status = 'failed', attempts = 5, finished_at = now()")
     for i in ids:
-        conn.execute("INSERT INTO escalations (job_id, attempt, kind, reason, created_at, "
+        conn.execute("INSERT INTO portalq.escalations (job_id, attempt, kind, reason, created_at, "
                      "next_try_at) VALUES (%s, 5, 'attempts', 'x', now(), now())", (i,))
     return ids
 
@@ -201,7 +201,7 @@ def test_a_crash_mid_batch_resends_at_most_the_message_in_flight(db, dsn, conn):
             await task
         await sender.close()
         after_crash = [r[0] is not None for r in conn.execute(
-            "SELECT sent_at FROM escalations ORDER BY id")]
+            "SELECT sent_at FROM portalq.escalations ORDER BY id")]
         assert after_crash == [True, True, False]
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as again:
             assert (await mailer.send_due_escalations(settings, again)).sent == 1
@@ -212,7 +212,7 @@ def test_a_crash_mid_batch_resends_at_most_the_message_in_flight(db, dsn, conn):
         controller.stop()
     # four mails for three escalations: only the one in flight at the crash went twice
     assert len(handler.ids) == 4 and len(set(handler.ids)) == 3
-    assert conn.execute("SELECT count(*) FROM escalations WHERE sent_at IS NULL"
+    assert conn.execute("SELECT count(*) FROM portalq.escalations WHERE sent_at IS NULL"
                         ).fetchone()[0] == 0
 
 
@@ -247,7 +247,7 @@ def test_after_a_mail_server_outage_the_mail_leaves_within_seconds(db, dsn, tmp_
     try:
         queue.enqueue("ledger_job", "ORD-10", {"permanent": True})
         with psycopg.connect(dsn, autocommit=True) as c:
-            wait_until(lambda: (c.execute("SELECT max(send_attempts) FROM escalations"
+            wait_until(lambda: (c.execute("SELECT max(send_attempts) FROM portalq.escalations"
                                           ).fetchone()[0] or 0) >= 1, 30, "a failed send")
         mailbox = Mailbox(port).start()
         t0 = time.monotonic()
@@ -267,7 +267,7 @@ def test_after_a_mail_server_outage_the_mail_leaves_within_seconds(db, dsn, tmp_
 # --- crashes -----------------------------------------------------------------------------
 
 def _stale(conn, ids, when):
-    conn.execute("UPDATE job_queue SET status = 'running', lock_owner = 'dead', "
+    conn.execute("UPDATE portalq.job_queue SET status = 'running', lock_owner = 'dead', "
                  "attempts = attempts + 1, heartbeat_at = %s WHERE id = ANY(%s)", (when, ids))
 
 
@@ -298,9 +298,9 @@ def test_crashes_refund_attempts_up_to_the_crash_limit_then_escalate(db, dsn, co
         assert (row["attempts"], row["crashes"]) == (0, crash)   # no attempt spent
     _stale(conn, [job.id], clock.now() - timedelta(seconds=61))
     assert _rescue(dsn) == {job.id: "failed"}
-    assert conn.execute("SELECT kind FROM escalations").fetchall() == [("crashing",)]
+    assert conn.execute("SELECT kind FROM portalq.escalations").fetchall() == [("crashing",)]
     crashes = [r[0] for r in conn.execute(
-        "SELECT detail->>'crash' FROM job_events WHERE job_id = %s AND "
+        "SELECT detail->>'crash' FROM portalq.job_events WHERE job_id = %s AND "
         "detail->>'event' = 'rescued' ORDER BY id", (job.id,))]
     assert crashes == ["1", "2", "3", "4"]    # the history says which runs were crashes
 
@@ -313,13 +313,13 @@ def test_a_filing_rescued_past_submission_with_its_attempts_spent_is_reconciled(
 
     de = queue.enqueue("file_entity", "ORD-DE", dict(payloads.FILE_ENTITY_DE), max_attempts=2)
     irs = queue.enqueue("obtain_ein", "ORD-EIN", dict(payloads.OBTAIN_EIN))
-    conn.execute("UPDATE job_queue SET checkpoint = %s, attempts = 1",
+    conn.execute("UPDATE portalq.job_queue SET checkpoint = %s, attempts = 1",
                  (json.dumps(checkpoints.in_doubt()),))
     frozen = clock.FrozenClock(_after_server_start())
     clock.set_clock(frozen)
     _stale(conn, [de.id, irs.id], clock.now() - timedelta(seconds=61))
     assert _rescue(dsn) == {de.id: "pending", irs.id: "failed"}
-    assert conn.execute("SELECT job_id, kind FROM escalations").fetchall() == \
+    assert conn.execute("SELECT job_id, kind FROM portalq.escalations").fetchall() == \
         [(irs.id, "uncertain")]
 
 

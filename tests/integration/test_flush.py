@@ -11,10 +11,10 @@ import psycopg
 import pytest
 from pydantic import BaseModel
 
-from jobs import queue, types
-from scheduler import worker as worker_module
-from scheduler.config import Settings
-from scheduler.handlers import register_handler
+from portalq.jobs import queue, types
+from portalq.scheduler import worker as worker_module
+from portalq.scheduler.config import Settings
+from portalq.scheduler.handlers import register_handler
 from tests.service_helpers import add_local_portal, worker_in_process
 
 JOB_TYPE = "flush_probe"
@@ -64,7 +64,7 @@ def _run(db: str, dsn: str, until, *, deadline: float, stop_early: bool = False)
 
 def _completed(dsn: str) -> int:
     with psycopg.connect(dsn) as c:
-        return c.execute("SELECT count(*) FROM job_queue WHERE status = 'completed'"
+        return c.execute("SELECT count(*) FROM portalq.job_queue WHERE status = 'completed'"
                          ).fetchone()[0]
 
 
@@ -72,7 +72,7 @@ def test_a_busy_queue_writes_several_claims_completions_together(db, dsn, probes
     ids = probes(120)
     _run(db, dsn, lambda: _completed(dsn) == len(ids), deadline=20)
     with psycopg.connect(dsn) as c:
-        writes = c.execute("SELECT count(DISTINCT at) FROM job_events "
+        writes = c.execute("SELECT count(DISTINCT at) FROM portalq.job_events "
                            "WHERE to_status = 'completed'").fetchone()[0]
     # claims of 10 (the slots); completions gather to a claim's worth (50) while the claims
     # keep coming back full, and the rest go when the last claim finds fewer: 50, 50, 20.
@@ -90,7 +90,7 @@ def test_a_stopping_worker_writes_the_completions_it_holds(db, dsn, probes):
     probes(400)
     _run(db, dsn, lambda: len(ran) >= 25, deadline=20, stop_early=True)
     with psycopg.connect(dsn) as c:
-        rows = dict(c.execute("SELECT status, array_agg(id) FROM job_queue GROUP BY status"
+        rows = dict(c.execute("SELECT status, array_agg(id) FROM portalq.job_queue GROUP BY status"
                               ).fetchall())
     assert "running" not in rows
     assert sorted(rows["completed"]) == sorted(ran)   # every handler that ran, written

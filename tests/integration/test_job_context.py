@@ -11,11 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from jobs import queue, worker_api
-from jobs.worker_api import Capacity
-from scheduler.config import Settings
-from scheduler.context import JobContext, LostJob
-from scheduler.dbpool import make_pool
+from portalq.jobs import queue, worker_api
+from portalq.jobs.worker_api import Capacity
+from portalq.scheduler.config import Settings
+from portalq.scheduler.context import JobContext, LostJob
+from portalq.scheduler.dbpool import make_pool
 from tests.service_helpers import add_local_portal
 
 
@@ -49,7 +49,7 @@ def test_a_context_without_a_worker_guards_its_checkpoints(db, dsn, tmp_path):
                 await ctx.save_checkpoint(stage="confirmed")
             fresh["ok"] = True
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
-                await c.execute("UPDATE job_queue SET lock_owner = 'w2' WHERE id = %s",
+                await c.execute("UPDATE portalq.job_queue SET lock_owner = 'w2' WHERE id = %s",
                                 (job.id,))   # rescued and handed to another node
             with pytest.raises(LostJob, match="no longer held"):
                 await ctx.save_checkpoint(stage="confirmed")
@@ -71,7 +71,7 @@ def test_a_job_claimed_again_while_its_earlier_run_here_is_still_ending_is_given
     lose its slot and lease to the old run's end and could file a second time unfenced.
     It is given back instead (attempt refunded) until the old run has ended."""
     import tests.plugins.ledger  # noqa: F401 - registers ledger_job
-    from scheduler.worker import Worker
+    from portalq.scheduler.worker import Worker
 
     add_local_portal(dsn)
     job = queue.enqueue("ledger_job", "O1", {})
@@ -104,16 +104,16 @@ def test_a_fourth_question_after_three_unanswered_goes_to_a_human(db, dsn):
     again: the job goes to a human (a business error) instead of waiting forever."""
     from datetime import timedelta
 
-    from jobs import clock
-    from jobs.errors import BusinessError
-    from scheduler.people import Asker
+    from portalq.jobs import clock
+    from portalq.jobs.errors import BusinessError
+    from portalq.scheduler.people import Asker
 
     add_local_portal(dsn)
     job = queue.enqueue("ledger_job", "O1", {})
     past = clock.now() - timedelta(hours=1)
     with psycopg.connect(dsn, autocommit=True) as c:
         for attempt in (1, 2, 3):
-            c.execute("INSERT INTO job_questions (job_id, attempt, question, asked_at, deadline)"
+            c.execute("INSERT INTO portalq.job_questions (job_id, attempt, question, asked_at, deadline)"
                       " VALUES (%s, %s, 'the code?', %s, %s)", (job.id, attempt, past, past))
 
     async def go() -> None:
@@ -128,4 +128,4 @@ def test_a_fourth_question_after_three_unanswered_goes_to_a_human(db, dsn):
 
     asyncio.run(go())
     with psycopg.connect(dsn) as c:   # no fourth question was asked
-        assert c.execute("SELECT count(*) FROM job_questions").fetchone()[0] == 3
+        assert c.execute("SELECT count(*) FROM portalq.job_questions").fetchone()[0] == 3

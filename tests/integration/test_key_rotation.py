@@ -8,7 +8,7 @@ import re
 import psycopg
 import pytest
 
-from jobs import crypto, queue
+from portalq.jobs import crypto, queue
 from tests.conftest import run_cli
 from tests.plugins.ledger import secret_ssn
 from tests.service_helpers import Service, add_local_portal, wait_until
@@ -47,7 +47,7 @@ def test_rotation_and_retirement_while_the_service_runs(db, dsn, tmp_path):
         finally:
             svc.stop()
         with psycopg.connect(dsn) as c:
-            rows = c.execute("SELECT status, result, attempts FROM job_queue").fetchall()
+            rows = c.execute("SELECT status, result, attempts FROM portalq.job_queue").fetchall()
         assert {r[0] for r in rows} == {"completed"}
         assert all(r[1]["checked"] for r in rows)   # every secret opened to its value
         retried = sum(r[2] > 1 for r in rows)

@@ -10,9 +10,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine
 
-from jobs import migrate
-from jobs.models import metadata
-from jobs.sql import statement
+from portalq.jobs import migrate
+from portalq.jobs.models import metadata
+from portalq.jobs.sql import statement
 
 
 def test_migrated_schema_matches_models(db):
@@ -32,7 +32,7 @@ def test_upgrade_is_idempotent_and_at_head(db):
 def test_0004_moves_enqueued_events_into_the_job_row_and_back(db, dsn):
     """0004 deletes the old ``enqueued`` event rows (the history derives them from the job
     row); its downgrade writes them back."""
-    from jobs import queue
+    from portalq.jobs import queue
 
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("DROP SCHEMA public CASCADE")
@@ -130,8 +130,8 @@ def test_0014_keeps_a_submission_in_doubt_in_doubt_and_back(db, dsn):
     downgrade must give the old code its "stage" back)."""
     from alembic import command
 
-    from jobs import submission
-    from jobs.checkpoints import past_point_of_no_return
+    from portalq.jobs import submission
+    from portalq.jobs.checkpoints import past_point_of_no_return
 
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("DROP SCHEMA public CASCADE")

@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.conftest import run_cli
 from tests.pgbouncer import PgBouncer
 from tests.service_helpers import Service, add_local_portal, wait_until
@@ -88,7 +88,7 @@ def test_enqueue_in_callers_transaction_through_pgbouncer(pooled, dsn):
     finally:
         engine.dispose()
     with psycopg.connect(dsn) as c:
-        orders = {r[0] for r in c.execute("SELECT order_id FROM job_queue").fetchall()}
+        orders = {r[0] for r in c.execute("SELECT order_id FROM portalq.job_queue").fetchall()}
         kept = {r[0] for r in c.execute("SELECT id FROM orders").fetchall()}
     assert orders == kept == {f"K{i}" for i in range(8)}
 
@@ -122,7 +122,7 @@ def test_instant_pickup_through_pgbouncer(db, dsn, pooled, tmp_path):
 
 
 def queue_dsn(url: str) -> str:
-    from jobs.database import libpq_dsn
+    from portalq.jobs.database import libpq_dsn
 
     return libpq_dsn(url)
 
@@ -200,4 +200,4 @@ def test_portal_limit_holds_through_pgbouncer(db, dsn, pooled, tmp_path):
 
 def _status_counts(dsn: str) -> dict[str, int]:
     with psycopg.connect(dsn) as c:
-        return dict(c.execute("SELECT status, count(*) FROM job_queue GROUP BY 1").fetchall())
+        return dict(c.execute("SELECT status, count(*) FROM portalq.job_queue GROUP BY 1").fetchall())

@@ -14,33 +14,33 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from jobs import clock, sql, worker_api
+from portalq.jobs import clock, sql, worker_api
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 
 
 @pytest.fixture
 def deep(conn):
-    conn.execute("INSERT INTO portals (code, name, timezone) VALUES ('p2', 'p2', 'UTC')")
+    conn.execute("INSERT INTO portalq.portals (code, name, timezone) VALUES ('p2', 'p2', 'UTC')")
     conn.execute("""
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, priority, run_at,
                                created_at, updated_at)
         SELECT 'obtain_ein', 'O' || g, CASE WHEN g %% 3 = 0 THEN 'p2' ELSE 'irs_ein' END, '{}',
                CASE WHEN g %% 2 = 0 THEN 'deferred' ELSE 'pending' END, (g %% 3) - 1,
                %(now)s + (g %% 10000 || ' minutes')::interval, %(now)s, %(now)s
         FROM generate_series(1, 300000) g""", {"now": NOW})
     conn.execute("""
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at, attempts,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at, attempts,
                                created_at, updated_at, finished_at)
         SELECT 'obtain_ein', 'F' || g, 'irs_ein', '{}', 'completed', %(now)s, 1, %(now)s,
                %(now)s, %(now)s - (g || ' seconds')::interval
         FROM generate_series(1, 100000) g""", {"now": NOW})
     conn.execute("""
-        INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at, attempts,
+        INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at, attempts,
                                lock_owner, heartbeat_at, created_at, updated_at)
         SELECT 'obtain_ein', 'R' || g, 'irs_ein', '{}', 'running', %(now)s, 1, 'w',
                %(now)s, %(now)s, %(now)s FROM generate_series(1, 20) g""", {"now": NOW})
-    conn.execute("ANALYZE job_queue")
+    conn.execute("ANALYZE portalq.job_queue")
     return conn
 
 

@@ -8,7 +8,7 @@ import time
 import psycopg
 import pytest
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.service_helpers import Service, add_local_portal, wait_until
 
 
@@ -20,7 +20,7 @@ def ledger_stats(dsn: str) -> tuple[int, int, int]:
 
 def status_counts(dsn: str) -> dict[str, int]:
     with psycopg.connect(dsn) as c:
-        return dict(c.execute("SELECT status, count(*) FROM job_queue GROUP BY 1").fetchall())
+        return dict(c.execute("SELECT status, count(*) FROM portalq.job_queue GROUP BY 1").fetchall())
 
 
 @pytest.mark.slow
@@ -42,7 +42,7 @@ def test_two_processes_drain_10000_jobs_exactly_once(db, dsn, tmp_path):
     with psycopg.connect(dsn) as c:
         per_node = dict(c.execute("SELECT node, count(*) FROM ledger GROUP BY 1").fetchall())
         assert set(per_node) == {"n0", "n1"}, per_node  # both processes took part
-        events = c.execute("SELECT count(*) FROM job_events WHERE to_status='completed'"
+        events = c.execute("SELECT count(*) FROM portalq.job_events WHERE to_status='completed'"
                            ).fetchone()[0]
         assert events == n
 
@@ -58,7 +58,7 @@ def test_sigkilled_worker_job_is_rescued_and_completes(db, dsn, tmp_path):
     assert queue.get_job(job.id)["status"] == "running"  # held by a dead worker
     # the job must now complete elsewhere (a rescuer + another node); shorten its work
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("UPDATE job_queue SET payload = '{\"sleep_ms\": 0}' WHERE id = %s", (job.id,))
+        c.execute("UPDATE portalq.job_queue SET payload = '{\"sleep_ms\": 0}' WHERE id = %s", (job.id,))
     other = Service(db, tmp_path, "other", PORTALQ_STALE_AFTER_SECONDS=3).start()
     try:
         wait_until(lambda: queue.get_job(job.id)["status"] == "completed", 60, "rescue")

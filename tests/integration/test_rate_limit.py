@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from jobs import clock, queue, worker_api
-from jobs.worker_api import Capacity
+from portalq.jobs import clock, queue, worker_api
+from portalq.jobs.worker_api import Capacity
 from tests import payloads
 from tests.service_helpers import Service, add_local_portal, wait_until
 
@@ -68,7 +68,7 @@ def _claim(dsn: str, worker: str, limit: int = 10) -> list[int]:
 
 
 def _status(conn, job_id: int) -> tuple:
-    return conn.execute("SELECT status, attempts, run_at, started_at FROM job_queue "
+    return conn.execute("SELECT status, attempts, run_at, started_at FROM portalq.job_queue "
                         "WHERE id = %s", (job_id,)).fetchone()
 
 
@@ -121,7 +121,7 @@ def test_two_nodes_checking_the_same_parties_in_opposite_orders_start_one_job_ea
         return [j["id"] for batch in got for j in batch]
 
     started = asyncio.run(go())
-    rows = conn.execute("SELECT rate_key, status FROM job_queue ORDER BY id").fetchall()
+    rows = conn.execute("SELECT rate_key, status FROM portalq.job_queue ORDER BY id").fetchall()
     by_key: dict[str, list[str]] = {}
     for key, status in rows:
         by_key.setdefault(key, []).append(status)

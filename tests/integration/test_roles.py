@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from jobs import clock, queue, worker_api
-from jobs.worker_api import Capacity
-from scheduler.roles import Role
+from portalq.jobs import clock, queue, worker_api
+from portalq.jobs.worker_api import Capacity
+from portalq.scheduler.roles import Role
 from tests import payloads
 from tests.conftest import run_cli
 from tests.service_helpers import Service, add_local_portal, wait_until
@@ -64,7 +64,7 @@ def test_two_nodes_with_portal_roles_split_the_work(db, dsn, tmp_path):
     with psycopg.connect(dsn) as c:
         pairs = dict(c.execute(
             "SELECT q.portal, array_agg(DISTINCT l.node) FROM ledger l "
-            "JOIN job_queue q ON q.id = l.job_id GROUP BY 1").fetchall())
+            "JOIN portalq.job_queue q ON q.id = l.job_id GROUP BY 1").fetchall())
         runs = c.execute("SELECT count(*), count(DISTINCT job_id) FROM ledger").fetchone()
     assert pairs == {"alpha": ["a-node"], "beta": ["b-node"]}
     assert runs == (2 * n, 2 * n)
@@ -80,7 +80,7 @@ def test_a_node_for_other_job_types_leaves_the_jobs_alone(db, dsn, tmp_path):
         wait_until(lambda: "portalq running" in svc.log(), 30, "the node to run")
         with psycopg.connect(dsn, autocommit=True) as c:
             deliver = queue.enqueue("deliver", "D1", payloads.DELIVER, conn=c)
-            c.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) SELECT "
+            c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) SELECT "
                       "'email', d, '00:00', '00:00' FROM generate_series(0, 6) d "
                       "ON CONFLICT DO NOTHING")
         # ...it takes the delivery (its type), never the ledger job

@@ -13,10 +13,10 @@ import time
 import psycopg
 import pytest
 
-from jobs import queue
-from scheduler.config import Settings
-from scheduler.handlers import register_handler
-from scheduler.worker import Worker, make_pool
+from portalq.jobs import queue
+from portalq.scheduler.config import Settings
+from portalq.scheduler.handlers import register_handler
+from portalq.scheduler.worker import Worker, make_pool
 from tests.service_helpers import Service, add_local_portal, wait_until
 
 RATE = 25          # jobs enqueued per second, until both nodes were replaced
@@ -74,8 +74,8 @@ def test_rolling_restart_loses_nothing_and_runs_nothing_twice(db, dsn, tmp_path)
         per_node = dict(c.execute("SELECT node, count(*) FROM ledger GROUP BY 1").fetchall())
         waits = [float(r[0]) for r in c.execute(
             "SELECT extract(epoch FROM l.started - q.created_at) FROM ledger l "
-            "JOIN job_queue q ON q.id = l.job_id").fetchall()]
-        released = c.execute("SELECT count(*) FROM job_events WHERE from_status = 'running' "
+            "JOIN portalq.job_queue q ON q.id = l.job_id").fetchall()]
+        released = c.execute("SELECT count(*) FROM portalq.job_events WHERE from_status = 'running' "
                              "AND to_status = 'pending'").fetchone()[0]
     longest = max(waits)
     print(f"rolling restart: {n} jobs, per node {per_node}; wait enqueue->start "
@@ -99,7 +99,7 @@ def _started(dsn: str) -> int:
 
 def _count(dsn: str, status: str) -> int:
     with psycopg.connect(dsn) as c:
-        return c.execute("SELECT count(*) FROM job_queue WHERE status = %s",
+        return c.execute("SELECT count(*) FROM portalq.job_queue WHERE status = %s",
                          (status,)).fetchone()[0]
 
 
@@ -108,10 +108,10 @@ def _dup(dsn: str) -> dict:
     with psycopg.connect(dsn) as c:
         j = c.execute("SELECT job_id FROM ledger GROUP BY 1 HAVING count(*) > 1").fetchone()[0]
         return {"ledger": c.execute("SELECT * FROM ledger WHERE job_id = %s", (j,)).fetchall(),
-                "events": c.execute("SELECT * FROM job_events WHERE job_id = %s ORDER BY at",
+                "events": c.execute("SELECT * FROM portalq.job_events WHERE job_id = %s ORDER BY at",
                                     (j,)).fetchall(),
                 "job": c.execute("SELECT id, status, attempts, created_at, started_at, "
-                                 "finished_at, lock_owner FROM job_queue WHERE id = %s",
+                                 "finished_at, lock_owner FROM portalq.job_queue WHERE id = %s",
                                  (j,)).fetchall()}
 
 
@@ -132,13 +132,13 @@ def test_drain_gives_a_claim_in_flight_at_sigterm_its_grace_too(db, dsn, monkeyp
         finished.append(ctx.order_id)
         return {}
 
-    from jobs import types
+    from portalq.jobs import types
     from tests.plugins.ledger import LedgerPayload
 
     types.register(types.JobType("drain_probe", LedgerPayload, lambda p: p.portal))
     register_handler("drain_probe", handler)
 
-    from jobs import worker_api
+    from portalq.jobs import worker_api
 
     real_claim = worker_api.claim
     gate = asyncio.Event()          # opened by the test once the drain has begun

@@ -9,9 +9,9 @@ from typing import get_args
 
 import psycopg
 
-from jobs import clock, outbox, portals_repo, queue, rows, worker_api
-from jobs.kinds import EscalationKindName, JobStatusName, NoticeKindName
-from jobs.worker_api import Capacity
+from portalq.jobs import clock, outbox, portals_repo, queue, rows, worker_api
+from portalq.jobs.kinds import EscalationKindName, JobStatusName, NoticeKindName
+from portalq.jobs.worker_api import Capacity
 from tests import payloads
 
 T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)  # a Tuesday: every seeded portal open
@@ -50,9 +50,9 @@ def test_outbox_rows_have_their_declared_keys(dsn, conn):
     clock.set_clock(clock.FrozenClock(T0))
     job = queue.enqueue("name_search", "ROW-2", payloads.NAME_SEARCH, run_at=T0)
     due = T0 - timedelta(minutes=1)
-    conn.execute("INSERT INTO escalations (job_id, attempt, kind, reason, created_at, "
+    conn.execute("INSERT INTO portalq.escalations (job_id, attempt, kind, reason, created_at, "
                  "next_try_at) VALUES (%s, 1, 'uncertain', 'x', %s, %s)", (job.id, due, due))
-    conn.execute("INSERT INTO portal_notices (portal, kind, reason, created_at, next_try_at) "
+    conn.execute("INSERT INTO portalq.portal_notices (portal, kind, reason, created_at, next_try_at) "
                  "VALUES ('bc_corporate_online', 'paused', 'x', %s, %s)", (due, due))
     conn.commit()
 

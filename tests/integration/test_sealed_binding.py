@@ -12,15 +12,15 @@ import os
 import psycopg
 import pytest
 
-from jobs import crypto, id_blocks, keys, queue, secrets_at_rest
-from scheduler.config import Settings
+from portalq.jobs import crypto, id_blocks, keys, queue, secrets_at_rest
+from portalq.scheduler.config import Settings
 from tests.plugins import ledger
 from tests.service_helpers import add_local_portal, worker_in_process
 
 COPY_SECRETS = """
-UPDATE job_queue b SET secret_key_id = a.secret_key_id, secret_dek = a.secret_dek,
+UPDATE portalq.job_queue b SET secret_key_id = a.secret_key_id, secret_dek = a.secret_dek,
                        secret_data = a.secret_data
-FROM job_queue a WHERE a.id = %s AND b.id = %s"""
+FROM portalq.job_queue a WHERE a.id = %s AND b.id = %s"""
 
 
 def _secret_job(n: int, conn=None) -> int:
@@ -61,9 +61,9 @@ def test_swapped_values_and_another_field_do_not_open(conn, db, dsn):
     add_local_portal(dsn)
     a, b = _secret_job(1, conn), _secret_job(2, conn)
     conn.execute("""
-        UPDATE job_queue q SET secret_key_id = o.secret_key_id, secret_dek = o.secret_dek,
+        UPDATE portalq.job_queue q SET secret_key_id = o.secret_key_id, secret_dek = o.secret_dek,
                                secret_data = o.secret_data
-        FROM job_queue o WHERE (q.id, o.id) IN ((%s, %s), (%s, %s))""", (a, b, b, a))
+        FROM portalq.job_queue o WHERE (q.id, o.id) IN ((%s, %s), (%s, %s))""", (a, b, b, a))
     for job_id in (a, b):
         with pytest.raises(secrets_at_rest.SecretsNotTheirs, match="do not open for this job"):
             secrets_at_rest.reveal(queue.get_job(job_id, conn))
@@ -118,7 +118,7 @@ def test_older_unbound_values_still_open_and_rotate_binds_them(conn, db, dsn):
     add_local_portal(dsn)
     job_id = _secret_job(5, conn)
     old = crypto.seal(json.dumps({"ssn": ledger.secret_ssn(5)}).encode())  # format 1
-    conn.execute("UPDATE job_queue SET secret_key_id = %s, secret_dek = %s, secret_data = %s "
+    conn.execute("UPDATE portalq.job_queue SET secret_key_id = %s, secret_dek = %s, secret_data = %s "
                  "WHERE id = %s", (old.key_id, old.wrapped_dek, old.data, job_id))
     assert secrets_at_rest.reveal(queue.get_job(job_id, conn))["ssn"] == ledger.secret_ssn(5)
     report = keys.rewrap_all(queue.connect)

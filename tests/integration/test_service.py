@@ -9,7 +9,7 @@ import time
 import psycopg
 import pytest
 
-from jobs import queue
+from portalq.jobs import queue
 from tests.mailbox import Mailbox, free_port
 from tests.service_helpers import Service, add_local_portal, wait_for_ticks, wait_until
 
@@ -77,7 +77,7 @@ def test_escalation_after_five_failures_exactly_one_mail_with_screenshot(db, dsn
         [mail] = mailbox.wait_for(1, 60)
         # a few more ticks: still exactly one
         with psycopg.connect(dsn) as c:
-            wait_until(lambda: c.execute("SELECT sent_at IS NOT NULL FROM escalations"
+            wait_until(lambda: c.execute("SELECT sent_at IS NOT NULL FROM portalq.escalations"
                                          ).fetchone()[0], 10, "escalation marked sent")
         wait_for_ticks(port, 2)  # two more ticks must not send it again
     finally:
@@ -106,11 +106,11 @@ def test_escalation_waits_for_mail_server_then_sent_once(db, dsn, tmp_path):
     try:
         queue.enqueue("ledger_job", "ORD-2", {"permanent": True})
         with psycopg.connect(dsn, autocommit=True) as c:
-            wait_until(lambda: (c.execute("SELECT max(send_attempts) FROM escalations"
+            wait_until(lambda: (c.execute("SELECT max(send_attempts) FROM portalq.escalations"
                                           ).fetchone()[0] or 0) >= 2, 30, "failed sends")
             mailbox = Mailbox(port).start()  # the mail server comes back
             mailbox.wait_for(1, 30)
-            wait_until(lambda: c.execute("SELECT sent_at IS NOT NULL FROM escalations"
+            wait_until(lambda: c.execute("SELECT sent_at IS NOT NULL FROM portalq.escalations"
                                          ).fetchone()[0], 10, "marked sent")
         wait_for_ticks(metrics_port, 2)  # later ticks must not send it again
     finally:
@@ -126,8 +126,8 @@ def test_service_survives_postgres_restart_and_drains_everything(tmp_path, serve
                                                                  monkeypatch):
     """On a server of its own (embedded, fsync off), which it stops and starts under load,
     whatever server the other tests use."""
-    from jobs.embedded import EmbeddedPostgres
-    from jobs.migrate import upgrade
+    from portalq.jobs.embedded import EmbeddedPostgres
+    from portalq.jobs.migrate import upgrade
 
     pg = EmbeddedPostgres(server_home, settings={"fsync": "off"})
     db, dsn = pg.ensure_running(), pg.dsn()
@@ -161,9 +161,9 @@ def test_service_survives_postgres_restart_and_drains_everything(tmp_path, serve
         assert svc.proc.returncode == 0
         assert "reconnecting" in svc.log() or "retrying" in svc.log()
         with psycopg.connect(dsn) as c:
-            statuses = dict(c.execute("SELECT status, count(*) FROM job_queue GROUP BY 1"
+            statuses = dict(c.execute("SELECT status, count(*) FROM portalq.job_queue GROUP BY 1"
                                       ).fetchall())
-            rescued = c.execute("SELECT count(*) FROM job_events "
+            rescued = c.execute("SELECT count(*) FROM portalq.job_events "
                                 "WHERE detail->>'event' = 'rescued'").fetchone()[0]
         assert statuses == {"completed": n}
         print(f"work resumed {resumed:.2f}s after PostgreSQL was back")

@@ -12,9 +12,9 @@ from datetime import UTC, date, datetime
 
 import psycopg
 
-from jobs import clock
-from portals import calendar as cal
-from scheduler import calendars
+from portalq.jobs import clock
+from portalq.portals import calendar as cal
+from portalq.scheduler import calendars
 from tests.conftest import ROOT, run_cli
 from tests.service_helpers import Service, wait_until
 
@@ -28,7 +28,7 @@ async def _load(dsn):
 
 
 def _stored(conn, code):
-    return conn.execute("SELECT holidays_region, holidays_from, holidays_to FROM portals "
+    return conn.execute("SELECT holidays_region, holidays_from, holidays_to FROM portalq.portals "
                         "WHERE code = %s", (code,)).fetchone()
 
 
@@ -53,7 +53,7 @@ def test_stored_holidays_are_the_ones_the_package_gives(conn, dsn):
         assert [y for y, _ in p.known_holidays] == list(range(year - 1, year + 6))
         for y, days in p.known_holidays:
             assert days == frozenset(d for d, _ in cal.holiday_names(country, subdiv, [y]))
-    names = dict(conn.execute("SELECT day, name FROM portal_holidays "
+    names = dict(conn.execute("SELECT day, name FROM portalq.portal_holidays "
                               "WHERE portal = 'delaware_icis'").fetchall())
     assert "Independence Day" in names[date(year, 7, 4)]
 
@@ -65,8 +65,8 @@ def test_a_worker_process_loads_calendars_without_importing_the_holidays_package
 import asyncio, sys, json
 from datetime import datetime, UTC
 import psycopg
-from scheduler import calendars
-from portals import calendar as cal
+from portalq.scheduler import calendars
+from portalq.portals import calendar as cal
 async def main():
     async with await psycopg.AsyncConnection.connect({dsn!r}) as c:
         portals = await calendars.load(c)
@@ -93,7 +93,7 @@ asyncio.run(main())
 
 def test_region_change_uses_the_package_until_the_new_region_is_stored(conn, dsn):
     year = clock.now().year
-    conn.execute("UPDATE portals SET holiday_subdiv = 'ON' WHERE code = 'bc_corporate_online'")
+    conn.execute("UPDATE portalq.portals SET holiday_subdiv = 'ON' WHERE code = 'bc_corporate_online'")
     bc = asyncio.run(_load(dsn))["bc_corporate_online"].calendar
     assert bc.known_holidays == ()           # stored BC days no longer apply
     ontario = frozenset(d for d, _ in cal.holiday_names("CA", "ON", [year]))
@@ -122,8 +122,8 @@ def test_years_not_stored_come_from_the_package(conn, dsn):
 def test_tick_extends_holidays_that_run_out(db, dsn, conn, tmp_path):
     """A service running into a new year stores the years ahead by itself."""
     year = clock.now().year
-    conn.execute("UPDATE portals SET holidays_to = %s", (year,))   # next year not covered
-    conn.execute("DELETE FROM portal_holidays WHERE day >= %s", (date(year + 1, 1, 1),))
+    conn.execute("UPDATE portalq.portals SET holidays_to = %s", (year,))   # next year not covered
+    conn.execute("DELETE FROM portalq.portal_holidays WHERE day >= %s", (date(year + 1, 1, 1),))
     svc = Service(db, tmp_path, "hol").start()
     try:
         wait_until(lambda: all(_stored(conn, c)[2] == year + 5 for c in SEEDED), 30,
@@ -131,18 +131,18 @@ def test_tick_extends_holidays_that_run_out(db, dsn, conn, tmp_path):
     finally:
         svc.stop()
     assert "stored holidays of bc_corporate_online, delaware_icis, irs_ein" in svc.log()
-    n = conn.execute("SELECT count(*) FROM portal_holidays WHERE portal = 'irs_ein' "
+    n = conn.execute("SELECT count(*) FROM portalq.portal_holidays WHERE portal = 'irs_ein' "
                      "AND day >= %s", (date(year + 1, 1, 1),)).fetchone()[0]
     assert n == len(cal.holiday_names("US", None, range(year + 1, year + 6)))
 
 
 def test_cli_refresh_holidays_recomputes_every_portal(db, conn):
-    conn.execute("DELETE FROM portal_holidays WHERE portal = 'irs_ein'")
+    conn.execute("DELETE FROM portalq.portal_holidays WHERE portal = 'irs_ein'")
     out = run_cli("portals", "refresh-holidays")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ("holidays stored for 3 portal(s): "
                                   "bc_corporate_online, delaware_icis, irs_ein")
     year = datetime.now(UTC).year
-    assert conn.execute("SELECT count(*) FROM portal_holidays WHERE portal = 'irs_ein'"
+    assert conn.execute("SELECT count(*) FROM portalq.portal_holidays WHERE portal = 'irs_ein'"
                         ).fetchone()[0] == len(cal.holiday_names("US", None,
                                                                  range(year - 1, year + 6)))

@@ -16,10 +16,10 @@ from typing import Any
 import psycopg
 from aiosmtpd.controller import Controller
 
-from jobs import clock
-from scheduler.config import Settings
-from scheduler.tick import Tick
-from scheduler.worker import Worker, make_pool
+from portalq.jobs import clock
+from portalq.scheduler.config import Settings
+from portalq.scheduler.tick import Tick
+from portalq.scheduler.worker import Worker, make_pool
 from tests.mailbox import free_port
 from tests.service_helpers import add_local_portal, weekday_after_server_start
 
@@ -40,7 +40,7 @@ def _job(c, order_id, portal, status="pending", **cols):
     names = ", ".join(cols)
     values = "".join(f", %({k})s" for k in cols)
     return c.execute(
-        f"INSERT INTO job_queue (job_type, order_id, portal, payload, status, run_at, "
+        f"INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at, "
         f"created_at, updated_at{', ' + names if cols else ''}) VALUES ('ledger_job', "
         f"%(o)s, %(p)s, '{{}}', %(s)s, %(t)s, %(t)s, %(t)s{values}) RETURNING id",
         {"o": order_id, "p": portal, "s": status, "t": clock.now() - timedelta(hours=1), **cols}
@@ -52,14 +52,14 @@ def test_a_poison_row_in_every_duty_leaves_the_other_rows_done(db, dsn, conn, tm
     clock.set_clock(clock.FrozenClock(tuesday))
     add_local_portal(dsn, "open24")
     for code in ("closed_a", "closed_b"):   # open Mondays 09:00-10:00 UTC only
-        conn.execute("INSERT INTO portals (code, name, timezone) VALUES (%s, %s, 'UTC')",
+        conn.execute("INSERT INTO portalq.portals (code, name, timezone) VALUES (%s, %s, 'UTC')",
                      (code, code))
-        conn.execute("INSERT INTO portal_hours (portal, weekday, opens, closes) "
+        conn.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
                      "VALUES (%s, 0, '09:00', '10:00')", (code,))
     # deferral: closed_a's jobs cannot be deferred
     poison_defer = _job(conn, "D-POISON", "closed_a")
     good_defer = _job(conn, "D-GOOD", "closed_b")
-    conn.execute("ALTER TABLE job_queue ADD CONSTRAINT poison_defer CHECK "
+    conn.execute("ALTER TABLE portalq.job_queue ADD CONSTRAINT poison_defer CHECK "
                  "(portal <> 'closed_a' OR status <> 'deferred') NOT VALID")
     # rescue: one stale job cannot be put back
     stale = tuesday - timedelta(minutes=5)
@@ -67,20 +67,20 @@ def test_a_poison_row_in_every_duty_leaves_the_other_rows_done(db, dsn, conn, tm
                          heartbeat_at=stale, attempts=1)
     good_rescue = _job(conn, "R-GOOD", "open24", "running", lock_owner="dead",
                        heartbeat_at=stale, attempts=1)
-    conn.execute("ALTER TABLE job_queue ADD CONSTRAINT poison_rescue CHECK "
+    conn.execute("ALTER TABLE portalq.job_queue ADD CONSTRAINT poison_rescue CHECK "
                  "(order_id <> 'R-POISON' OR status <> 'pending') NOT VALID")
     # outbox: one mail is refused for good; one order id has a line break (stored before
     # they were refused): it must not break its mail
     for order_id in ("M-POISON-M", "M-GOOD", "M-LINE\nBREAK"):
         jid = _job(conn, order_id, "open24", "failed", attempts=5)
-        conn.execute("INSERT INTO escalations (job_id, attempt, kind, reason, created_at, "
+        conn.execute("INSERT INTO portalq.escalations (job_id, attempt, kind, reason, created_at, "
                      "next_try_at) VALUES (%s, 5, 'attempts', 'x', %s, %s)",
                      (jid, stale, stale))
     # prune: one finished job is still referred to by another table
     old = tuesday - timedelta(days=60)
     poison_prune = _job(conn, "P-POISON", "open24", "completed", finished_at=old)
     good_prune = _job(conn, "P-GOOD", "open24", "completed", finished_at=old)
-    conn.execute("CREATE TABLE invoices (job_id bigint REFERENCES job_queue (id))")
+    conn.execute("CREATE TABLE invoices (job_id bigint REFERENCES portalq.job_queue (id))")
     conn.execute("INSERT INTO invoices VALUES (%s)", (poison_prune,))
 
     handler = _RefusePoison()
@@ -107,7 +107,7 @@ def test_a_poison_row_in_every_duty_leaves_the_other_rows_done(db, dsn, conn, tm
         smtp.stop()
 
     def status(job_id: int) -> str:
-        return conn.execute("SELECT status FROM job_queue WHERE id = %s", (job_id,)).fetchone()[0]
+        return conn.execute("SELECT status FROM portalq.job_queue WHERE id = %s", (job_id,)).fetchone()[0]
 
     # the good rows' work was done in this one tick
     assert status(good_defer) == "deferred" and status(poison_defer) == "pending"
@@ -115,18 +115,18 @@ def test_a_poison_row_in_every_duty_leaves_the_other_rows_done(db, dsn, conn, tm
     assert sorted(handler.subjects) == sorted(
         [s for s in handler.subjects if "M-GOOD" in s or "M-LINE BREAK" in s])
     assert len(handler.subjects) == 2
-    pruned = conn.execute("SELECT id FROM job_queue WHERE order_id LIKE 'P-%'").fetchall()
+    pruned = conn.execute("SELECT id FROM portalq.job_queue WHERE order_id LIKE 'P-%'").fetchall()
     assert pruned == [(poison_prune,)]
     assert good_prune not in [r[0] for r in pruned]
     # the bad rows are marked or reported
     refused = conn.execute(
-        "SELECT e.sent_at, e.last_send_error, e.next_try_at FROM escalations e "
-        "JOIN job_queue j ON j.id = e.job_id WHERE j.order_id = 'M-POISON-M'").fetchone()
+        "SELECT e.sent_at, e.last_send_error, e.next_try_at FROM portalq.escalations e "
+        "JOIN portalq.job_queue j ON j.id = e.job_id WHERE j.order_id = 'M-POISON-M'").fetchone()
     assert refused[0] is None and "554" in refused[1] and refused[2] > tuesday
     assert "rescue failed" in conn.execute(
-        "SELECT last_error FROM job_queue WHERE id = %s", (poison_rescue,)).fetchone()[0]
+        "SELECT last_error FROM portalq.job_queue WHERE id = %s", (poison_rescue,)).fetchone()[0]
     assert summary["deferred"] == 1 and summary["rescued"] == 1
     assert summary["escalations_sent"] == 2 and summary["pruned"] == 1
     with psycopg.connect(dsn) as c:   # a later tick does not re-send what went out
-        assert c.execute("SELECT count(*) FROM escalations WHERE sent_at IS NOT NULL"
+        assert c.execute("SELECT count(*) FROM portalq.escalations WHERE sent_at IS NOT NULL"
                          ).fetchone()[0] == 2

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobs import crypto, keys, queue, secrets_at_rest
-from jobs.vault_transit import VaultTransit
+from portalq.jobs import crypto, keys, queue, secrets_at_rest
+from portalq.jobs.vault_transit import VaultTransit
 from tests.conftest import run_cli
 from tests.mailbox import free_port
 from tests.plugins import ledger

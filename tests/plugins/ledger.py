@@ -14,9 +14,9 @@ from typing import Any
 import psycopg
 from pydantic import BaseModel
 
-from jobs import types
-from jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
-from scheduler.handlers import register_handler
+from portalq.jobs import types
+from portalq.jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
+from portalq.scheduler.handlers import register_handler
 
 LEDGER_DDL = """
 CREATE TABLE IF NOT EXISTS flags (name text PRIMARY KEY);
@@ -47,7 +47,7 @@ _lock = asyncio.Lock()
 async def _db() -> psycopg.AsyncConnection[Any]:
     global _conn
     if _conn is None or _conn.closed:
-        from jobs.database import connect_options, database_url, libpq_dsn
+        from portalq.jobs.database import connect_options, database_url, libpq_dsn
 
         # connect_options: no prepared statements behind PgBouncer (test_pgbouncer.py)
         _conn = await psycopg.AsyncConnection.connect(libpq_dsn(database_url()), autocommit=True,

@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from jobs import types
-from portals.flows.browser import close_context
-from scheduler.handlers import register_handler
+from portalq.jobs import types
+from portalq.portals.flows.browser import close_context
+from portalq.scheduler.handlers import register_handler
 
 
 class PagePayload(BaseModel):

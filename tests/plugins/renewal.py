@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from jobs.types import JobType, register
+from portalq.jobs.types import JobType, register
 
 
 class RenewalPayload(BaseModel):

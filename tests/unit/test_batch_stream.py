@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli_batch import chunks
+from portalq.scheduler.cli_batch import chunks
 
 
 def _line(i: int) -> bytes:

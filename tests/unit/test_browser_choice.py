@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from portals.flows.browser import system_chromium
+from portalq.portals.flows.browser import system_chromium
 
 
 def _executable(folder: Path, name: str) -> Path:

@@ -12,7 +12,7 @@ import tzdata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from portals.calendar import (
+from portalq.portals.calendar import (
     Closure,
     PortalCalendar,
     Window,
@@ -28,7 +28,7 @@ from portals.calendar import (
     tzdata_resource,
     zone,
 )
-from portals.presets import HOURS_PRESETS, PRESETS, calendar_from_preset
+from portalq.portals.presets import HOURS_PRESETS, PRESETS, calendar_from_preset
 
 BC = calendar_from_preset("bc_corporate_online")
 IRS = calendar_from_preset("irs_ein")

@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo
 import holidays
 import pytest
 
-from portals.calendar import (
+from portalq.portals.calendar import (
     Closure,
     PortalCalendar,
     Window,
@@ -38,7 +38,7 @@ from portals.calendar import (
     next_open,
     next_start,
 )
-from portals.presets import calendar_from_preset
+from portalq.portals.presets import calendar_from_preset
 
 MINUTE = timedelta(minutes=1)
 DAY = timedelta(days=1)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.errors import InputError
-from scheduler.config import Settings
-from scheduler.console.config import ConsoleSettings
-from scheduler.console.oidc import Config, domain_refusal, map_role, user_name
+from portalq.jobs.errors import InputError
+from portalq.scheduler.config import Settings
+from portalq.scheduler.console.config import ConsoleSettings
+from portalq.scheduler.console.oidc import Config, domain_refusal, map_role, user_name
 
 SECRET = "the-client-secret-value"
 BASE = {"oidc_issuer": "https://id.example.com/realms/corp", "oidc_client_id": "portalq",

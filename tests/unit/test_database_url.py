@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import make_url
 
-from jobs.database import database_url, libpq_dsn, parse_url
-from jobs.errors import InputError
+from portalq.jobs.database import database_url, libpq_dsn, parse_url
+from portalq.jobs.errors import InputError
 
 
 @given(st.text(min_size=1, max_size=40).filter(lambda p: "\0" not in p))

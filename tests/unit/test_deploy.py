@@ -19,7 +19,7 @@ import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
 
-from scheduler.config import Settings
+from portalq.scheduler.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -55,7 +55,7 @@ def _kind(kind: str, name: str) -> dict[str, Any]:
 def _setting_names() -> set[str]:
     names = {f"PORTALQ_{name.upper()}" for name in Settings.model_fields}
     # per-portal families, for the seeded portals
-    from portals.catalogue import STANDIN_PATHS
+    from portalq.portals.catalogue import STANDIN_PATHS
 
     names |= {f"{family}{code.upper()}" for code in STANDIN_PATHS
               for family in ("PORTALQ_BROWSER_WS_", "PORTALQ_PORTAL_URL_")}
@@ -256,7 +256,7 @@ def test_settings_read_secret_files(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("PORTALQ_SMTP_URL", raising=False)
     settings = Settings()
     assert settings.smtp_url == "smtp://mailer:s3cret@smtp.example:587"
-    from jobs.database import database_url
+    from portalq.jobs.database import database_url
 
     assert database_url().split("?")[0] == "postgresql+psycopg://u:pw@db/portalq"
     monkeypatch.setenv("PORTALQ_SMTP_URL", "smtp://env:25")   # the environment wins

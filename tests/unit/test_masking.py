@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from jobs import masking
+from portalq.jobs import masking
 from tests import payloads
 
 SSN = "123-45-6789"
@@ -49,7 +49,7 @@ def test_an_edit_leaving_the_mask_keeps_the_stored_secret_and_a_new_value_replac
 
 
 def test_merge_patch_round_trips_through_the_queue_merge():
-    from jobs.queue import _merge
+    from portalq.jobs.queue import _merge
 
     old = {"a": 1, "b": {"c": 2, "d": 3}, "e": [1]}
     new = {"a": 1, "b": {"c": 5}, "e": [2], "f": "x"}

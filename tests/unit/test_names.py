@@ -7,12 +7,12 @@ import re
 from importlib import resources
 from pathlib import Path
 
-import jobs
-import migrations
-from jobs.kinds import FINAL, Channel, JobStatus, LockKey
+import portalq.jobs as jobs
+import portalq.migrations as migrations
+from portalq.jobs.kinds import FINAL, Channel, JobStatus, LockKey
 
 ROOT = Path(jobs.__file__).parent.parent
-QUERIES = resources.files("jobs.sql").joinpath("queries.sql").read_text()
+QUERIES = resources.files("portalq.jobs.sql").joinpath("queries.sql").read_text()
 
 
 def test_job_statuses_are_exactly_those_the_schema_allows():
@@ -48,7 +48,7 @@ def test_every_channel_sql_notifies_on_is_named():
 
 
 def test_every_event_label_the_sql_writes_is_named():
-    from jobs.kinds import EventKind
+    from portalq.jobs.kinds import EventKind
 
     written = set(re.findall(r"""'\{"event": "([^"]+)"\}'""", QUERIES))
     written |= set(re.findall(r"jsonb_build_object\('event', '([^']+)'", QUERIES))

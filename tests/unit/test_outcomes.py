@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.checkpoints import rescue_decision
-from jobs.errors import (
+from portalq.jobs.checkpoints import rescue_decision
+from portalq.jobs.errors import (
     BusinessError,
     DeferUntil,
     PortalClosed,
@@ -15,7 +15,7 @@ from jobs.errors import (
     RetryableError,
     UncertainOutcome,
 )
-from scheduler.outcomes import Policy, PortalState, decide, is_outage_sign
+from portalq.scheduler.outcomes import Policy, PortalState, decide, is_outage_sign
 from tests import checkpoints
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
@@ -184,9 +184,9 @@ def test_the_checkpoint_the_run_left_decides_over_the_claimed_row():
 
 
 def test_policy_from_settings_and_breaker_reason():
-    from scheduler.config import Settings
-    from scheduler.failures import policy_of
-    from scheduler.outcomes import breaker_reason
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.failures import policy_of
+    from portalq.scheduler.outcomes import breaker_reason
 
     p = policy_of(Settings(retry_base_seconds=7, breaker_probe_limit=0))
     assert (p.retry_base_seconds, p.probe_limit) == (7, 0)

@@ -1,4 +1,4 @@
-"""jobs.limits.check_payload_strings decides by a look at the payload's JSON when it can:
+"""portalq.jobs.limits.check_payload_strings decides by a look at the payload's JSON when it can:
 it must refuse exactly what the walk of every key and string refuses (and name the path)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs import limits
-from jobs.errors import InputError
+from portalq.jobs import limits
+from portalq.jobs.errors import InputError
 
 # the characters on either side of each line the checks draw, and a few ordinary ones
 EDGES = "\x00\x01\x08\t\n\x0b\x0c\r\x1f \"\\/\x7f\x80\x85\x9f\xa0é\u2027\u2028\u2029\u202a" \

@@ -7,7 +7,7 @@ import importlib.metadata
 
 import pytest
 
-from jobs import plugins, types
+from portalq.jobs import plugins, types
 
 
 def test_lookups_after_the_first_do_not_scan_package_metadata(monkeypatch: pytest.MonkeyPatch):

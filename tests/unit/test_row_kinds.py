@@ -6,7 +6,7 @@ from typing import get_args
 
 import pytest
 
-from jobs import kinds
+from portalq.jobs import kinds
 
 
 @pytest.mark.parametrize("literal, enum", [

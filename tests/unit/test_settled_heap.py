@@ -9,8 +9,8 @@ import sys
 
 PROBE = """
 import gc
-import scheduler.service as service
-import scheduler.worker, portals.flows.browser   # what `portalq run` has imported by then
+import portalq.scheduler.service as service
+import portalq.scheduler.worker, portalq.portals.flows.browser   # what `portalq run` has imported by then
 service.settle_heap()
 print(gc.get_freeze_count(), len(gc.get_objects(generation=2)))
 """

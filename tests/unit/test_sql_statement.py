@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs import sql
+from portalq.jobs import sql
 
 
 def test_the_claims_limit_and_portal_count_are_written_in_and_nothing_else_changes():
@@ -17,7 +17,7 @@ def test_the_claims_limit_and_portal_count_are_written_in_and_nothing_else_chang
     assert sql.statement("heartbeat", {"ids": [1]}) == sql.query("heartbeat")
 
 
-@pytest.mark.parametrize("value", ["10; DROP TABLE job_queue", 10.0, True, None])
+@pytest.mark.parametrize("value", ["10; DROP TABLE portalq.job_queue", 10.0, True, None])
 def test_only_an_int_is_ever_written_into_a_statement(value):
     with pytest.raises(TypeError, match="must be an int"):
         sql.statement("claim", {"limit": value, "portal_count": 1})

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs import clock
-from portals.standin.kit.accounts import Accounts
-from portals.standin.kit.state import PortalState
+from portalq.jobs import clock
+from portalq.portals.standin.kit.accounts import Accounts
+from portalq.portals.standin.kit.state import PortalState
 
 
 @pytest.fixture

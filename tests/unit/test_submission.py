@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs import submission
-from jobs.checkpoints import past_point_of_no_return
-from jobs.submission import State, Submission
+from portalq.jobs import submission
+from portalq.jobs.checkpoints import past_point_of_no_return
+from portalq.jobs.submission import State, Submission
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 

@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from portals.calendar import zone
-from scheduler import cli, zonedata
+from portalq.portals.calendar import zone
+from portalq.scheduler import cli, zonedata
 from tests.conftest import ROOT
 
 

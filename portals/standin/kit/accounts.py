@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from typing import Any
 
-from jobs import clock
+from portalq.jobs import clock
 
 CODE_LIFETIME = timedelta(minutes=5)
 

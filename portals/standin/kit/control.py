@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from portals.standin.kit.pages import esc
-from portals.standin.kit.state import PortalState
+from portalq.portals.standin.kit.pages import esc
+from portalq.portals.standin.kit.state import PortalState
 
 # ---- Canadian registries: labelled fields and a submit button ---------------------------
 

@@ -22,7 +22,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from portals.standin.kit.state import PortalState
+from portalq.portals.standin.kit.state import PortalState
 
 Handler = Callable[[Request], Awaitable[Response]]
 Gate = Callable[[], Response | None]

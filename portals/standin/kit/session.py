@@ -15,8 +15,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from jobs import clock
-from portals.standin.kit.state import PortalState
+from portalq.jobs import clock
+from portalq.portals.standin.kit.state import PortalState
 
 
 class Sessions:

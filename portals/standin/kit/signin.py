@@ -31,9 +31,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from jobs import clock
-from portals.standin.kit.accounts import CODE_LIFETIME, Accounts
-from portals.standin.kit.pages import esc, root
+from portalq.jobs import clock
+from portalq.portals.standin.kit.accounts import CODE_LIFETIME, Accounts
+from portalq.portals.standin.kit.pages import esc, root
 
 #: how a portal draws a sign-in page: (title, body, status) -> response
 Look = Callable[[str, str, int], Response]

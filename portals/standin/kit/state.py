@@ -29,8 +29,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from jobs import clock
-from portals.standin.kit.accounts import Accounts
+from portalq.jobs import clock
+from portalq.portals.standin.kit.accounts import Accounts
 
 
 def drop_connection(request: Request) -> Response:
@@ -95,8 +95,8 @@ class PortalState:
             return True
         if mode == "closed":
             return False
-        from portals.calendar import is_open
-        from portals.presets import calendar_from_preset
+        from portalq.portals.calendar import is_open
+        from portalq.portals.presets import calendar_from_preset
 
         return is_open(calendar_from_preset(self.code), clock.now())
 

@@ -1,0 +1,82 @@
+"""portalq: a durable Postgres job queue that drives government portals in their hours.
+
+The public API, for the business's own application and for plugin authors::
+
+    from portalq import enqueue, enqueue_many, NewJob        # in your transaction or not
+    from portalq import JobType, register, RetryableError    # a plugin's job type
+
+The repository keeps the design card's layout (``jobs/``, ``scheduler/``, ``portals/``,
+``migrations/`` at the top); installed, they are ``portalq.jobs``, ``portalq.scheduler``,
+``portalq.portals`` and ``portalq.migrations`` and nothing else enters site-packages. Names
+here load on first use (PEP 562), so ``import portalq.jobs.clock`` does not pull in the
+database driver, the CLI or Playwright.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> the module that defines it
+_EXPORTS = {
+    # the queue: enqueue inside the caller's transaction (psycopg or SQLAlchemy) or alone
+    "enqueue": "portalq.jobs.queue", "enqueue_many": "portalq.jobs.queue",
+    "NewJob": "portalq.jobs.queue", "Enqueued": "portalq.jobs.queue",
+    "connect": "portalq.jobs.queue", "get_job": "portalq.jobs.queue",
+    "show_job": "portalq.jobs.queue", "list_jobs": "portalq.jobs.queue",
+    "cancel": "portalq.jobs.queue", "retry": "portalq.jobs.queue",
+    # job types, for plugins
+    "JobType": "portalq.jobs.types", "RateLimit": "portalq.jobs.types",
+    "register": "portalq.jobs.types",
+    # what a flow raises
+    "InputError": "portalq.jobs.errors", "RetryableError": "portalq.jobs.errors",
+    "PortalUnavailable": "portalq.jobs.errors", "BusinessError": "portalq.jobs.errors",
+    "UncertainOutcome": "portalq.jobs.errors", "DeferUntil": "portalq.jobs.errors",
+    # what a flow receives
+    "FlowContext": "portalq.portals.flows.context",
+}
+
+# spelled out for linters and `import *`; tests/unit/test_namespace.py keeps it equal to _EXPORTS
+__all__ = [
+    "BusinessError", "DeferUntil", "Enqueued", "FlowContext", "InputError", "JobType", "NewJob",
+    "PortalUnavailable", "RateLimit", "RetryableError", "UncertainOutcome", "cancel", "connect",
+    "enqueue", "enqueue_many", "get_job", "list_jobs", "register", "retry", "show_job",
+]
+
+if TYPE_CHECKING:
+    from portalq.jobs.errors import (
+        BusinessError,
+        DeferUntil,
+        InputError,
+        PortalUnavailable,
+        RetryableError,
+        UncertainOutcome,
+    )
+    from portalq.jobs.queue import (
+        Enqueued,
+        NewJob,
+        cancel,
+        connect,
+        enqueue,
+        enqueue_many,
+        get_job,
+        list_jobs,
+        retry,
+        show_job,
+    )
+    from portalq.jobs.types import JobType, RateLimit, register
+    from portalq.portals.flows.context import FlowContext
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'portalq' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -1,0 +1,5 @@
+"""``python -m portalq``: the ``portalq`` command."""
+
+from portalq.scheduler.cli import main
+
+main()
