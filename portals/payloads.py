@@ -79,6 +79,16 @@ class FileEntityPayload(_Model):
         return self
 
 
+class ThirdPartyDesignee(_Model):
+    """Who applies for the responsible party (e.g. the formation firm): the IRS's
+    third-party designee, with its own details on the application."""
+
+    name: str = Field(min_length=1)
+    address: Address
+    phone: str = Field(pattern=r"^\+?[\d\s().-]{7,20}$")
+    fax: str | None = Field(default=None, pattern=r"^\+?[\d\s().-]{7,20}$")
+
+
 class ObtainEinPayload(_Model):
     legal_structure: Literal["LLC", "CORPORATION", "PARTNERSHIP", "SOLE_PROPRIETOR"]
     members: int = Field(default=1, ge=1)
@@ -94,6 +104,11 @@ class ObtainEinPayload(_Model):
     closing_month: int = Field(default=12, ge=1, le=12)
     expected_employees: int = Field(default=0, ge=0)
     principal_activity: str = Field(min_length=1)
+    #: the firm applying for its client says so (the IRS's third-party designee path);
+    #: None: the responsible party applies in person
+    third_party_designee: ThirdPartyDesignee | None = None
+    #: the CP 575 letter: in the page (captured by the flow) or by mail
+    letter: Literal["digital", "mail"] = "digital"
 
 
 class Applicant(_Model):

@@ -207,3 +207,136 @@ def next_midnight(tz: str, now: datetime | None = None) -> datetime:
     tzinfo = zone(tz)
     local = (now or clock.now()).astimezone(tzinfo)
     return datetime.combine(local.date() + timedelta(days=1), time(0), tzinfo=tzinfo)
+
+
+# ---- single-page apps: a step ends when the app shows its next state -------------------------
+
+#: installed before a click: counts inline answers (an ``<h2>`` added inside
+#: ``[aria-live=polite]``) and dialogs (``[role=dialog]``) the app adds from then on
+_ARM_JS = """() => {
+  const w = window, inLive = (n) => n.closest && n.closest('[aria-live=polite]');
+  w.__portalq = {answer: 0, dialog: 0};
+  if (w.__portalqObserver) w.__portalqObserver.disconnect();
+  w.__portalqObserver = new MutationObserver((muts) => { for (const m of muts) {
+    for (const n of m.addedNodes) {
+      if (n.nodeType !== 1) continue;
+      if (inLive(n) && (n.tagName === 'H2' || n.querySelector('h2'))) w.__portalq.answer++;
+      if (n.matches('[role=dialog]') || n.querySelector('[role=dialog]')) w.__portalq.dialog++;
+    }
+    if (m.target.nodeType === 1 && inLive(m.target) && m.target.querySelector('h2'))
+      w.__portalq.answer++;
+  } });
+  w.__portalqObserver.observe(document.body, {childList: true, subtree: true});
+  const h = document.querySelector('h2.stepIndicator-heading');
+  return {url: location.href, step: h ? h.innerText : null};
+}"""
+#: true (the kind of the new state) once the app shows something new
+_NEXT_JS = """(before) => {
+  const s = window.__portalq;
+  if (!s) return 'document';
+  if (location.href !== before.url) return 'route';
+  const h = document.querySelector('h2.stepIndicator-heading');
+  if ((h ? h.innerText : null) !== before.step) return 'step';
+  if (s.answer) return 'answer';
+  if (s.dialog) { s.dialog = 0; return 'dialog'; }
+  return false;
+}"""
+
+
+class NoNextState(RetryableError):
+    """The portal answered every request, yet the app showed nothing the flow knows: the
+    app changed (not an outage sign)."""
+
+
+class AppWatch:
+    """Watches one tab across a click: :meth:`next_state` returns when the app shows its next
+    state — a route change (``route``), the step indicator (``step``), an inline answer
+    (``answer``), a dialog (``dialog``), a download (``download``) or a new document
+    (``document``) — whichever comes first. A wait that ends with nothing is an outage sign
+    (:class:`PortalUnavailable`) only if the portal failed: a request still unanswered, a
+    connection error, a 5xx; otherwise :class:`NoNextState`."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.pending: set[Any] = set()
+        self.failures: list[str] = []
+        self.downloads: list[Any] = []
+        self._event = asyncio.Event()
+        self._before: dict[str, Any] = {}
+
+    def _on_request(self, request: Any) -> None:
+        self.pending.add(request)
+
+    def _on_done(self, request: Any) -> None:
+        self.pending.discard(request)
+
+    def _on_failed(self, request: Any) -> None:
+        self.pending.discard(request)
+        self.failures.append(f"{request.method} {request.resource_type}: "
+                             f"{request.failure or 'failed'}")
+        if request.is_navigation_request() and request.frame == self.page.main_frame:
+            self._event.set()
+
+    def _on_response(self, response: Any) -> None:
+        if response.status >= 500:
+            self.failures.append(f"HTTP {response.status}")
+
+    def _on_download(self, download: Any) -> None:
+        self.downloads.append(download)
+        self._event.set()
+
+    async def __aenter__(self) -> AppWatch:
+        page = self.page
+        page.on("request", self._on_request)
+        page.on("requestfinished", self._on_done)
+        page.on("requestfailed", self._on_failed)
+        page.on("response", self._on_response)
+        page.on("download", self._on_download)
+        self._before = await page.evaluate(_ARM_JS)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        page = self.page
+        page.remove_listener("request", self._on_request)
+        page.remove_listener("requestfinished", self._on_done)
+        page.remove_listener("requestfailed", self._on_failed)
+        page.remove_listener("response", self._on_response)
+        page.remove_listener("download", self._on_download)
+
+    async def next_state(self, timeout_ms: float, where: str) -> str:
+        """The kind of the next state, waiting at most ``timeout_ms``."""
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+        shown = asyncio.ensure_future(self.page.wait_for_function(
+            _NEXT_JS, arg=self._before, timeout=timeout_ms, polling=100))
+        event = asyncio.ensure_future(self._event.wait())
+        try:
+            await asyncio.wait({shown, event}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            event.cancel()
+        if not shown.done():
+            shown.cancel()
+            with suppress(BaseException):
+                await shown
+            if self.downloads:
+                return "download"
+            raise ConnectionLost(f"connection lost: {self.failures[-1]}")
+        try:
+            kind = await (await shown).json_value()
+        except PlaywrightTimeout:
+            if self.pending or self.failures:
+                what = self.failures[-1] if self.failures else "a request still unanswered"
+                raise PortalUnavailable(f"no answer from the portal at {where} ({what})") from None
+            raise NoNextState(f"nothing new on the page after {where} — portal changed?") from None
+        if kind == "document":
+            with suppress(Exception):
+                await self.page.wait_for_load_state("load", timeout=timeout_ms)
+        return str(kind)
+
+
+async def click_and_settle(page: Page, target: Any, where: str, *,
+                           timeout_ms: float = 30_000) -> str:
+    """Click ``target`` and return the kind of the app's next state (:class:`AppWatch`)."""
+    async with AppWatch(page) as watch:
+        await target.click()
+        return await watch.next_state(timeout_ms, where)

@@ -283,3 +283,79 @@ class WordedPage(PortalPage):
             maintenance=any(p in text for p in self.maintenance_phrases),
             expired=next((words for p, words in self.expired_phrases if p in text), None),
             refused=raw["alert"])
+
+
+# ---- single-page apps ------------------------------------------------------------------------
+
+#: what :class:`AppPage` reads of a single-page app's current state, in one round trip
+_APP_JS = """() => {
+  const t = (n) => (n ? n.innerText : null);
+  const active = [...document.querySelectorAll('li.stepIndicator-item .sr-only')]
+    .map((n) => n.textContent.trim())
+    .find((s) => s.endsWith(' active') && !s.endsWith(' not active'));
+  const live = [...document.querySelectorAll('[aria-live=polite]')]
+    .find((n) => n.querySelector('h2'));
+  const dialog = [...document.querySelectorAll('[role=dialog]')]
+    .find((n) => n.getClientRects().length);
+  return {route: location.pathname, step: active ? active.slice(0, -' active'.length) : null,
+          stepHeading: t(document.querySelector('h2.stepIndicator-heading')),
+          answer: live ? t(live.querySelector('h2')) : null, answerText: t(live),
+          dialog: t(dialog), heading: t(document.querySelector('h1')), title: document.title,
+          text: document.body ? document.body.innerText : ''};
+}"""
+
+
+@dataclass(frozen=True)
+class AppState:
+    """What a single-page app shows now (texts whitespace-normalised)."""
+
+    route: str                      #: the last part of the path ("" for the app's root)
+    step: str | None = None         #: the step indicator's active label
+    step_heading: str | None = None
+    answer: str | None = None       #: an inline answer's heading (``[aria-live=polite] h2``)
+    answer_text: str = ""           #: the whole inline answer
+    dialog: str | None = None       #: a visible ``role=dialog``'s text
+    heading: str | None = None
+    title: str = ""
+    text: str = ""
+
+
+class AppPage(PortalPage):
+    """One tab on a single-page app: a step ends when the app shows its next state
+    (:func:`portals.flows.base.click_and_settle`), and the page is read as an
+    :class:`AppState`. The flow says what each state means."""
+
+    #: how long one step may take before the wait is judged (ms)
+    step_timeout_ms: float = 30_000
+
+    async def state(self) -> AppState:
+        raw = await self.page.evaluate(_APP_JS)
+        norm = {k: _norm(v) if isinstance(v, str) else v for k, v in raw.items()}
+        return AppState(route=raw["route"].rstrip("/").rsplit("/", 1)[-1], step=norm["step"],
+                        step_heading=norm["stepHeading"], answer=norm["answer"],
+                        answer_text=norm["answerText"] or "", dialog=norm["dialog"],
+                        heading=norm["heading"], title=norm["title"] or "",
+                        text=norm["text"] or "")
+
+    async def advance(self, control: Locator, where: str, *,
+                      timeout_ms: float | None = None) -> str:
+        """Click ``control``; the kind of the app's next state (a dialog the flow answers
+        through :meth:`answer_dialog` does not end the wait)."""
+        from portalq.portals.flows.base import AppWatch
+
+        limit = timeout_ms or self.step_timeout_ms
+        async with AppWatch(self.page) as watch:
+            await control.click()
+            while True:
+                kind = await watch.next_state(limit, where)
+                if kind != "dialog" or not await self.answer_dialog():
+                    return kind
+
+    async def answer_dialog(self) -> bool:
+        """Answer a dialog the app raised (e.g. an idle warning); False if it is not one the
+        flow knows (then it is the next state)."""
+        return False
+
+    async def button(self, name: str, where: str) -> Locator:
+        """A button or link-button named ``name`` (an ``<a role=button>`` counts)."""
+        return await self.control(name, where)

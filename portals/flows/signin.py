@@ -50,6 +50,8 @@ Ask = Callable[[str], Awaitable[str]]
 _MARKERS = ("account-locked", "signin-error", "password-change", "password-expiry",
             "mfa-error", "mfa-form", "captcha", "signin-form", "signed-out")
 _MARKER_JS = """ids => ids.find(id => document.getElementById(id)) ?? null"""
+#: a page asking for a password is never a signed-in page, whatever else it shows
+_ASKS_PASSWORD_JS = """() => !!document.querySelector('input[type=password]')"""
 MAX_STEPS = 10
 MAX_ASKS = 3
 
@@ -145,7 +147,7 @@ async def sign_in_with_account(ctx: FlowContext, page: Page, *, start: str = "/s
         async with untraced(page.context, secrets=held.credentials.secrets()):
             await page.context.add_cookies(kept["cookies"])
             await page.goto(f"{base}{home}")
-            if await session_lost(page) is None:
+            if await signed_in_page(page):  # confirmed, never assumed
                 return SignedIn(reused=True)
         await held.drop_session()
         await page.context.clear_cookies()
@@ -221,9 +223,23 @@ async def _steps(ctx: FlowContext, page: Page, creds: Credentials, portal: str, 
         elif marker == "signed-out":
             raise SessionLost(await page.locator("#signed-out").get_attribute("data-reason")
                               or "signed_out")
-        else:
+        elif password_sent and await signed_in_page(page):
             return SignedIn(password_expires_in=days, asked=asked)
+        else:  # never assumed: a page the flow does not know is not "signed in"
+            raise RetryableError(f"sign-in: {who}: the portal shows a page that is neither a "
+                                 "known sign-in step nor a signed-in page — portal changed?")
     raise RetryableError(f"sign-in: {who}: still not signed in after {MAX_STEPS} pages")
+
+
+async def signed_in_page(page: Page) -> bool:
+    """Does the page read as signed in: none of the sign-in marks, no password asked for,
+    and not the sign-in address?"""
+    from urllib.parse import urlsplit
+
+    if await _marker(page) is not None or await page.evaluate(_ASKS_PASSWORD_JS):
+        return False
+    path = urlsplit(page.url).path.rstrip("/")
+    return not (path.endswith("/signin") or "/signin/" in path)
 
 
 async def session_lost(page: Page) -> str | None:

@@ -1,19 +1,34 @@
-"""IRS EIN Assistant stand-in (see shared/portal-facts.md, "IRS EIN Assistant").
+"""IRS EIN application stand-in: a single-page app at ``/applyein/``.
 
-    GET  /                       landing ("Begin Application"), closed notice, maintenance
-    POST /begin                  new server-side session (15 min idle timeout, jobs clock)
-    GET  /apply/<step>           a step; jumping ahead redirects to the earliest incomplete one
-    POST /apply/<step>           validate + store; on "review" this is the submission
-    GET  /letters/<token>/CP575_<epoch-ms>.pdf
+Follows ``shared/portal-facts.md`` ("IRS — EIN application") and its extract
+``portals/irs-applyein.txt`` (copy: ``tests/facts/irs-applyein.txt``, checked by
+``tests/browser/test_irs_standin.py``). The texts are :mod:`portals.standin.irs_texts`, the
+client :mod:`portals.standin.irs_spa`.
 
-Radios only register through their <label> (the inputs are visually hidden, take no pointer
-events and carry no name; a label click handler fills the hidden form value). Every accepted
-submission is recorded in the ledger with a SHA-256 of the SSN/ITIN, never the number itself.
+    GET  /applyein/<route>         the app (one document for every route; steps change by
+                                   history.pushState, answers render inline)
+    POST /applyein/api/session     "Begin Application Now": a new session (15 min idle)
+    POST /applyein/api/eligibility Identity's Continue: the TIN check, the daily limit (114)
+    POST /applyein/api/application "Submit EIN Request": the EIN and its letter (base64 PDF)
+    POST /applyein/api/keepalive   the idle modal's answer
+
+Answers carry the real statuses and reference numbers (§4); the app maps them to its
+texts. Out of hours and in maintenance the API answers 503 and the app shows
+``serviceUnavailable`` (the real out-of-hours page is not known [?]). Faults: ``error_code``
+is ``[identity:|submit:]<status>/<ref>`` (e.g. ``identity:401/115``, ``429/101``), a bare
+reference number (its page and status as in §4), ``SameTinDeceased``/``SameTinProtected``,
+or a bare 5xx; ``processing_ms`` (the submission's answer time; may exceed
+``app_timeout_ms``, the app's own 90 s); ``idle_ms`` (the idle modal; the countdown is
+half of it, the real 10 + 5 min by default). Every accepted application is in the ledger
+with a SHA-256 of the SSN/ITIN, never the number.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import hashlib
+import json
 import random
 import re
 from datetime import timedelta
@@ -21,142 +36,62 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from portalq.jobs import clock
 from portalq.portals.calendar import zone
-from portalq.portals.standin.kit import pages
-from portalq.portals.standin.kit.control import SUBMIT_JS, continue_button, dialog_script
-from portalq.portals.standin.kit.pages import esc, layout, root
-from portalq.portals.standin.kit.pdf import make_pdf, pdf_response
+from portalq.portals.standin import irs_texts as tx
+from portalq.portals.standin.irs_spa import APP_JS
+from portalq.portals.standin.kit.control import dialog_script
+from portalq.portals.standin.kit.pages import delay, esc, layout, root
+from portalq.portals.standin.kit.pdf import make_pdf
 from portalq.portals.standin.kit.session import Sessions
 from portalq.portals.standin.kit.state import PortalState, drop_connection
 
-TITLE = "EIN Assistant"
+TITLE = "Apply For Ein"
 IRS_TZ = zone("America/New_York")
-CLOSED = ("The EIN Assistant is not available at this time. Hours of operation: Monday to "
-          "Friday, 7 a.m. to 10 p.m. Eastern Time.")
-STEPS = [("legal-structure", "Legal Structure"), ("identity", "Identity"),
-         ("addresses", "Addresses"), ("details", "Additional Details"),
-         ("review", "Review & Submit"), ("assignment", "EIN Assignment")]
-SLUGS = [s for s, _ in STEPS]
-STRUCTURES = {"LLC": "Limited Liability Company (LLC)", "CORPORATION": "Corporation",
-              "PARTNERSHIP": "Partnership", "SOLE_PROPRIETOR": "Sole Proprietor"}
-REASONS = {"NEW_BUSINESS": "Started a new business", "HIRED_EMPLOYEES": "Hired employees",
-           "BANKING_NEEDS": "Banking purposes", "CHANGING_LEGAL_STRUCTURE":
-           "Changed type of organization", "PURCHASED_BUSINESS": "Purchased active business"}
 STATES = ("AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE "
           "NV NH NJ NM NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY").split()
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December"]
+#: [?] the extract names no categories; these are form SS-4 line 16's
+CATEGORIES = ["Construction", "Rental & leasing", "Real estate", "Manufacturing",
+              "Transportation & warehousing", "Finance & insurance", "Health care & social "
+              "assistance", "Accommodation & food service", "Wholesale", "Retail", "Other"]
 EIN_PREFIXES = ["20", "26", "27", "45", "46", "47", "81", "82", "83", "84", "85", "86", "87",
                 "88", "92", "93", "98", "99"]
-DAILY_LIMIT_TEXT = ("Only one EIN may be issued per responsible party per day, and an EIN has "
-                    "already been issued today for this responsible party.")
-ERROR_TEXT = {
-    "101": "We are unable to provide you with an EIN.",
-    "102": "The information you entered does not match IRS records for the responsible party.",
-    "115": "Your application has been referred to an IRS representative.",
-}
-SYSTEM_ERROR = ("System error. We are unable to process your request. Please try again after "
-                "24 hours.")
+LETTER_TYPE = "CP575A"  # [?] the extract has the download name "{letterType}.pdf" only
+APP_TIMEOUT_MS = 90_000  # §4: the app's own request timeout
+IDLE_MS = 600_000        # §8: 10 min idle -> the modal, then 5 min -> sessionExpired
+IDENTITY_REFS = {"102", "105", "115", "SameTinDeceased", "SameTinProtected"}
+STATUS_OF = {"identity": {"101": 401, "102": 401, "105": 429, "112": 400, "114": 429,
+                          "115": 401, "SameTinDeceased": 400, "SameTinProtected": 400},
+             "submit": {"101": 429, "103": 401, "112": 401, "114": 429}}
 
-# required fields per step (radio groups included: they post through hidden inputs)
-REQUIRED = {
-    "legal-structure": ["legalStructure", "state", "reason"],
-    "identity": ["responsibleFirstName", "responsibleLastName", "responsibleSsn", "role"],
-    "addresses": ["address", "city", "addrState", "zip", "phone"],
-    "details": ["legalName", "startMonth", "startYear", "closingMonth", "expectedEmployees",
-                "principalActivity"],
-}
-OPTIONAL = {"legal-structure": ["members"], "identity": ["responsibleMiddleName",
-                                                          "responsibleSuffix"]}
-
-
-def _radios(name: str, options: dict[str, str]) -> str:
-    items = "".join(
-        f'<input type=radio id="{name}-{v}" value="{v}" class=vh tabindex=-1 aria-hidden=true>'
-        f'<label for="{name}-{v}" data-value="{v}">{esc(t)}</label>' for v, t in options.items())
-    hidden = f'<input type=hidden name="{name}">'
-    return f'<div class=radio-group data-field="{name}">{items}{hidden}</div>'
+_CSS = """body{font:15px sans-serif;margin:0;color:#1b1b1b}header{background:#0b2a4a;color:#fff;
+padding:8px 16px}main{padding:16px;max-width:780px}.sr-only{position:absolute;width:1px;height:1px;
+overflow:hidden;clip:rect(0 0 0 0)}ol.stepIndicator-flexWrap{display:flex;gap:12px;padding:0;
+list-style:none}.stepIndicator-title-active{font-weight:bold}.radio input{position:absolute;
+opacity:0;pointer-events:none}.radio label{display:inline-block;border:1px solid #888;
+padding:4px 8px;margin:2px;cursor:pointer}.radio input:checked+label{background:#cde}
+fieldset{border:0;padding:0;
+margin:8px 0}.field label{display:block;margin-top:6px}.sectionAlert--error{border-left:6px solid
+#b50909;padding:4px 12px}.btn{display:inline-block;background:#005ea2;color:#fff;padding:6px 16px;
+margin:12px 8px 0 0;text-decoration:none;border:0}[role=dialog]{position:fixed;top:30%;left:30%;
+background:#fff;border:2px solid #000;padding:16px}"""
 
 
-def _select(name: str, options: list[tuple[str, str]], label: str) -> str:
-    opts = "".join(f'<option value="{esc(v)}">{esc(t)}</option>' for v, t in options)
-    return (f'<label for="{name}">{esc(label)}</label><select id="{name}" name="{name}">'
-            f'<option value="">Select</option>{opts}</select>')
-
-
-def _text(name: str, label: str, extra: str = "") -> str:
-    return f'<label for="{name}">{esc(label)}</label><input id="{name}" name="{name}" {extra}>'
-
-
-_RADIO_JS = """document.querySelectorAll('.radio-group label').forEach(l =>
- l.addEventListener('click', () => {
-  const g = l.closest('.radio-group');
-  g.querySelector('input[type=hidden]').value = l.dataset.value;
-  g.querySelectorAll('label').forEach(x => x.classList.toggle('selected', x === l));
-  g.dispatchEvent(new CustomEvent('choice', {bubbles: true, detail: l.dataset.value})); }));
-"""
-_PROGRESSIVE_JS = """const show = id => document.getElementById(id).hidden = false;
-document.querySelector('[data-field=legalStructure]').addEventListener('choice', ev => {
-  document.getElementById('members-group').hidden = !['LLC', 'PARTNERSHIP'].includes(ev.detail);
-  show('state-group'); });
-document.getElementById('state').addEventListener('change', () => show('reason-group'));
-"""
-
-
-def _step_body(slug: str) -> str:
-    months = [(str(i + 1), m) for i, m in enumerate(MONTHS)]
-    states = [(s, s) for s in STATES]
-    if slug == "legal-structure":
-        return (f"<fieldset id=structure-group><legend>What type of legal structure is applying "
-                f"for an EIN?</legend>{_radios('legalStructure', STRUCTURES)}</fieldset>"
-                f"<fieldset id=members-group hidden>"
-                f"{_text('members', 'How many members?', 'type=number min=1')}</fieldset>"
-                f"<fieldset id=state-group hidden>{_select('state', states, 'State where located')}"
-                f"</fieldset><fieldset id=reason-group hidden><legend>Why is the entity "
-                f"requesting an EIN?</legend>{_radios('reason', REASONS)}</fieldset>")
-    if slug == "identity":
-        return (_text("responsibleFirstName", "First name")
-                + _text("responsibleMiddleName", "Middle name")
-                + _text("responsibleLastName", "Last name") + _text("responsibleSuffix", "Suffix")
-                + _text("responsibleSsn", "SSN/ITIN", "autocomplete=off maxlength=11 "
-                        "inputmode=numeric data-sensitive")
-                + "<fieldset><legend>Are you the responsible party?</legend>"
-                + _radios("role", {"YES": "Yes", "NO": "No"}) + "</fieldset>")
-    if slug == "addresses":
-        return (_text("address", "Street address") + _text("city", "City")
-                + _select("addrState", states, "State") + _text("zip", "ZIP code")
-                + _text("phone", "Phone number"))
-    return (_text("legalName", "Legal name of the entity")
-            + _select("startMonth", months, "Start month") + _text("startYear", "Start year")
-            + _select("closingMonth", months, "Closing month of accounting year")
-            + _text("expectedEmployees", "Expected number of employees", "type=number min=0")
-            + _text("principalActivity", "Principal activity"))
-
-
-def _validate(slug: str, data: dict[str, str]) -> str | None:
-    missing = [k for k in REQUIRED[slug] if not data.get(k, "").strip()]
-    if missing:
-        return "Please complete all required fields: " + ", ".join(missing)
-    if slug == "legal-structure":
-        if data["legalStructure"] not in STRUCTURES or data["reason"] not in REASONS:
-            return "Please select a valid option."
-        multi = data["legalStructure"] in ("LLC", "PARTNERSHIP")
-        if multi and not data.get("members", "").isdigit():
-            return "Please enter the number of members."
-    if slug == "identity":
-        digits = re.sub(r"[\s-]", "", data["responsibleSsn"])
-        if not re.fullmatch(r"\d{9}", digits) or digits[:3] in ("000", "666"):
-            return "The SSN/ITIN you entered is not valid."
-        data["responsibleSsn"] = digits
-    if slug == "addresses" and not re.fullmatch(r"\d{5}(-?\d{4})?", data["zip"]):
-        return "Please enter a valid ZIP code."
-    if slug == "details" and not data["startYear"].isdigit():
-        return "Please enter a valid start year."
-    return None
+def _texts() -> dict[str, Any]:
+    return {"routes": tx.ROUTES, "steps": tx.STEP_LABELS, "alerts": tx.ALERTS,
+            "structures": tx.STRUCTURES, "subTypes": tx.SUB_TYPES, "reasons": tx.REASONS,
+            "llcMembers": tx.LLC_MEMBERS, "confirmError": tx.CONFIRM_ERROR,
+            "letterDigital": tx.LETTER_DIGITAL, "letterMail": tx.LETTER_MAIL,
+            "letterRequired": tx.LETTER_REQUIRED, "submit": tx.SUBMIT,
+            "submitInstructions": tx.SUBMIT_INSTRUCTIONS, "cancelAria": tx.CANCEL_ARIA,
+            "congratulations": tx.CONGRATULATIONS, "savePrint": tx.SAVE_PRINT,
+            "digitalNote": tx.DIGITAL_NOTE, "mailNote": tx.MAIL_NOTE, "download": tx.DOWNLOAD,
+            "moreTime": tx.MORE_TIME, "expiresIn": tx.EXPIRES_IN}
 
 
 def signin_look(title: str, body: str, status: int = 200) -> Response:
@@ -164,173 +99,176 @@ def signin_look(title: str, body: str, status: int = 200) -> Response:
     return layout(TITLE, f"<h1>{esc(title)}</h1>{body}", status=status)
 
 
+def _fault(state: PortalState, place: str) -> tuple[int, str] | None:
+    """The injected answer due at ``place`` ("identity" | "submit"): (status, ref)."""
+    code = state.faults.error_code
+    if not code or state.faults.error_times == 0:
+        return None
+    where, _, spec = code.rpartition(":")
+    where = where or ("identity" if spec in IDENTITY_REFS else "submit")
+    if where != place or state.take_error() is None:
+        return None
+    if "/" in spec:
+        status, ref = spec.split("/", 1)
+        return int(status), ref
+    if spec.isdigit() and int(spec) >= 500:
+        return int(spec), ""
+    return STATUS_OF[place].get(spec, 401), spec
+
+
+def _answer(status: int, ref: str = "") -> JSONResponse:
+    return JSONResponse({"ref": ref} if ref else {}, status_code=status)
+
+
+def _name_control(legal_name: str) -> str:
+    return re.sub(r"[^A-Z0-9&-]", "", legal_name.upper().removeprefix("THE "))[:4]
+
+
+def _letter(entry: dict[str, Any]) -> str:
+    pdf = make_pdf(
+        ["Department of the Treasury", "Internal Revenue Service", "Notice CP 575"],
+        [f"Date of this notice: {entry['at'][:10]}", "", entry["legal_name"], *entry["address"],
+         "", "WE ASSIGNED YOU AN EMPLOYER IDENTIFICATION NUMBER",
+         f"Employer Identification Number: {entry['ein']}",
+         f"Name control: {entry['name_control']}",
+         "Thank you for applying for an Employer Identification Number (EIN). We assigned you "
+         "the EIN above. Please keep this notice in your permanent records.",
+         f"Responsible party: {entry['responsible_name']}"])
+    return base64.b64encode(pdf).decode()
+
+
 def create_app(state: PortalState) -> Starlette:
     sessions = Sessions(state, "irs_session", timedelta(minutes=15))
-    guard = pages.guard(state, pages.us_gate(state, TITLE, CLOSED))
-    documents_guard = pages.guard(state, pages.us_maintenance_gate(state, TITLE))
 
-    def progress(current: str) -> str:
-        idx = SLUGS.index(current)
-        items = "".join(
-            f'<li class=current aria-current=step>{esc(t)} <span class=vh>active</span></li>'
-            if i == idx else f"<li>{esc(t)}</li>" for i, (_, t) in enumerate(STEPS))
-        return f'<ol class=progress aria-label="Progress">{items}</ol>'
+    def down() -> bool:
+        return state.faults.maintenance or not state.is_open()
 
-    def expired() -> Response:
-        return layout(TITLE, "<h1>Session expired</h1><p>Your session has expired due to "
-                      "inactivity. You must start a new application; it cannot be saved.</p>")
+    async def shell(request: Request) -> Response:
+        await delay(state)
+        base = f"{root(request)}/applyein"
+        idle = state.faults.idle_ms or IDLE_MS
+        config = {"base": base, "texts": _texts(), "states": STATES, "months": MONTHS,
+                  "categories": CATEGORIES, "changedSelector": state.faults.changed_selector,
+                  "appTimeoutMs": state.faults.app_timeout_ms or APP_TIMEOUT_MS,
+                  "idleMs": idle, "countdownMs": idle // 2}
+        boot = json.dumps(config).replace("</", "<\\/")
+        doc = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{TITLE}</title>"
+               f"<style>{_CSS}</style></head><body><header>IRS</header><main id=root></main>"
+               f"<script>window.IRS = {boot};\n{dialog_script(state)}\n{APP_JS}</script>"
+               "</body></html>")
+        return HTMLResponse(doc)
 
-    def error_page(code: str, text: str, extra: str = "") -> Response:
-        return layout(TITLE, f"<h1>{esc(TITLE)}</h1><p class=error>{esc(text)}</p>{extra}"
-                      f"<p>Reference Number {esc(code)}</p>")
+    async def home(request: Request) -> Response:
+        return RedirectResponse(f"{root(request)}/applyein/", status_code=302)
 
-    def first_incomplete(session: dict[str, Any]) -> str:
-        if session.get("ein"):
-            return "assignment"
-        done = session["data"]
-        return next((s for s in SLUGS[:4] if s not in done), "review")
-
-    @guard
-    async def landing(request: Request) -> Response:
-        return layout(TITLE, f"<h1>{esc(TITLE)}</h1><p>Apply for an Employer Identification "
-                      f"Number. You must complete this application in one session; it cannot "
-                      f"be saved. Sessions expire after 15 minutes of inactivity.</p>"
-                      f'<form method=post action="{root(request)}/begin">'
-                      f"<button class=btn type=submit>Begin Application</button></form>")
-
-    @guard
     async def begin(request: Request) -> Response:
-        response = RedirectResponse(f"{root(request)}/apply/legal-structure", status_code=303)
-        sessions.new(response, path=root(request), data={})
+        await delay(state)
+        if down():
+            return _answer(503)
+        sid, _ = sessions.new(data={}, processing=False)
+        response = JSONResponse({"sessionId": sid})
+        sessions.attach(response, sid, f"{root(request)}/applyein")
         return response
 
-    @guard
-    async def step(request: Request) -> Response:
-        slug = request.path_params["step"]
-        if slug not in SLUGS:
-            return layout(TITLE, "<h1>Page not found</h1>", status=404)
+    async def keepalive(request: Request) -> Response:
         session = sessions.current(request)
         if session is None:
-            return expired()
-        earliest = first_incomplete(session)
-        submitted = slug != "assignment" and session.get("ein")
-        if SLUGS.index(slug) > SLUGS.index(earliest) or submitted:
-            return RedirectResponse(f"{root(request)}/apply/{earliest}", status_code=303)
-        if request.method == "POST":
-            form = {k: str(v) for k, v in (await request.form()).items()}
-            if slug == "review":
-                return await submit(request, session)
-            if slug == "assignment":
-                return RedirectResponse(str(request.url), status_code=303)
-            data = {k: form.get(k, "") for k in REQUIRED[slug] + OPTIONAL.get(slug, [])}
-            problem = _validate(slug, data)
-            if problem is None:
-                session["data"][slug] = data
-                session["steps"] += 1
-                nxt = SLUGS[SLUGS.index(slug) + 1]
-                return RedirectResponse(f"{root(request)}/apply/{nxt}", status_code=303)
-            return render(request, slug, session, problem)
-        return render(request, slug, session)
+            return _answer(401)
+        session["keepalives"] = session.get("keepalives", 0) + 1
+        return _answer(200)
 
-    def render(request: Request, slug: str, session: dict[str, Any],
-               problem: str | None = None) -> Response:
-        title = dict(STEPS)[slug]
-        head = f"{progress(slug)}<h1>{esc(title)}</h1>"
-        if problem:
-            head += f"<p class=error role=alert>{esc(problem)}</p>"
-        if slug == "assignment":
-            return layout(TITLE, head + assignment_body(session))
-        action = f"{root(request)}/apply/{slug}"
-        if slug == "review":
-            body, button = review_body(session), continue_button(state, "Submit")
-        else:
-            body, button = _step_body(slug), continue_button(state)
-        script = dialog_script(state) + _RADIO_JS + SUBMIT_JS
-        if slug == "legal-structure":
-            script += _PROGRESSIVE_JS
-        return layout(TITLE, f'{head}<form class=step method=post action="{action}">{body}'
-                      f"</form>{button}", script=script)
-
-    def review_body(session: dict[str, Any]) -> str:
-        d = {k: v for step_data in session["data"].values() for k, v in step_data.items()}
-        rows = [("Legal structure", STRUCTURES[d["legalStructure"]]),
-                ("Responsible party", " ".join(filter(None, [d["responsibleFirstName"],
-                 d["responsibleMiddleName"], d["responsibleLastName"], d["responsibleSuffix"]]))),
-                ("Address", f'{d["address"]}, {d["city"]}, {d["addrState"]} {d["zip"]}'),
-                ("Legal name", d["legalName"]), ("Principal activity", d["principalActivity"])]
-        dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows)
-        ssn = f"XXX-XX-{d['responsibleSsn'][-4:]}"
-        return (f"<dl>{dl}<dt>SSN/ITIN</dt><dd data-sensitive>{ssn}</dd></dl>"
-                "<p>By submitting, you certify the information is true and complete.</p>")
-
-    def assignment_body(session: dict[str, Any]) -> str:
-        return (f"<p>Congratulations! Your EIN has been successfully assigned.</p>"
-                f"<p>EIN: <strong id=ein>{session['ein']}</strong></p>"
-                f"<p>Legal name: {esc(session['legal_name'])}</p>"
-                f'<p><a id=cp575 href="{session["letter_url"]}">Download your EIN confirmation '
-                f"letter (CP 575)</a></p>")
-
-    async def submit(request: Request, session: dict[str, Any]) -> Response:
-        code = state.take_error()
-        if code and code in ERROR_TEXT:
-            return error_page(code, ERROR_TEXT[code])
-        if code:
-            return error_page(code, SYSTEM_ERROR)
-        d = {k: v for step_data in session["data"].values() for k, v in step_data.items()}
-        ssn_hash = hashlib.sha256(d["responsibleSsn"].encode()).hexdigest()
-        now = clock.now()
-        day = now.astimezone(IRS_TZ).date().isoformat()
-        name_key = re.sub(r"\W+", " ", d["legalName"]).strip().upper()
+    def same_party(ssn_hash: str) -> list[dict[str, Any]]:
         with state.lock:
-            earlier = [e for e in state.ledger if e["ssn_sha256"] == ssn_hash]
+            return [e for e in state.ledger if e["ssn_sha256"] == ssn_hash]
+
+    def irs_day() -> str:
+        return clock.now().astimezone(IRS_TZ).date().isoformat()
+
+    async def eligibility(request: Request) -> Response:
+        await delay(state)
+        if down():
+            return _answer(503)
+        session = sessions.current(request)
+        if session is None:
+            return _answer(401)
+        body = await request.json()
+        if (fault := _fault(state, "identity")) is not None:
+            return _answer(*fault)
+        ssn = re.sub(r"\D", "", str(body.get("ssn", "")))
+        if len(ssn) != 9 or ssn[:3] in ("000", "666"):  # the live TIN/name match fails
+            return _answer(401, "102")
+        ssn_hash = hashlib.sha256(ssn.encode()).hexdigest()
+        if any(e["irs_day"] == irs_day() for e in same_party(ssn_hash)):
+            return _answer(429, "114")
+        session.update(ssn=ssn, steps=session["steps"] + 1)
+        return JSONResponse({"eligibilityToken": hashlib.sha256(
+            f"{ssn_hash}{random.random()}".encode()).hexdigest()[:24]})
+
+    async def application(request: Request) -> Response:
+        await delay(state)
+        if down():
+            return _answer(503)
+        session = sessions.current(request)
+        if session is None or "ssn" not in session:
+            return _answer(401)
+        if session["processing"]:  # a second click while the first is being processed
+            return _answer(403, "101")
+        if (fault := _fault(state, "submit")) is not None:
+            return _answer(*fault)
+        d = (await request.json()).get("data", {})
+        ssn_hash = hashlib.sha256(session["ssn"].encode()).hexdigest()
+        name_key = re.sub(r"\W+", " ", d.get("legalNameInput", "")).strip().upper()
+        earlier = same_party(ssn_hash)
+        if any(e["irs_day"] == irs_day() for e in earlier):
+            return _answer(429, "114")
         if any(e["name_key"] == name_key for e in earlier):
-            return error_page("101", ERROR_TEXT["101"],
-                              "<p>Our records show an EIN was already assigned to this entity.</p>")
-        if any(e["irs_day"] == day for e in earlier):
-            return error_page("101", ERROR_TEXT["101"], f"<p>{esc(DAILY_LIMIT_TEXT)}</p>")
+            return _answer(429, "101")  # this party already has an EIN for this entity
         if state.faults.drop_before_submit:
             return drop_connection(request)
+        entry = record(d, ssn_hash, name_key)
+        session["processing"] = True
+        try:
+            await state.hang_if_asked()
+            if state.faults.processing_ms:
+                await asyncio.sleep(state.faults.processing_ms / 1000)
+        finally:
+            session["processing"] = False
+        if state.faults.drop_after_submit:
+            return drop_connection(request)
+        letter = None
+        if d.get("confirmationLetterRadioInput") == "DIGITAL":
+            letter = {"content": _letter(entry), "letterType": LETTER_TYPE}
+        return JSONResponse({"einResult": {
+            "ein": entry["ein"], "legalName": entry["legal_name"],
+            "nameControl": entry["name_control"], "confirmationLetter": letter}})
+
+    def record(d: dict[str, Any], ssn_hash: str, name_key: str) -> dict[str, Any]:
         with state.lock:
             seq = len(state.ledger) + 1
         ein = f"{random.choice(EIN_PREFIXES)}-{(1_234_567 + seq * 7_919) % 10_000_000:07d}"
-        token = hashlib.sha256(f"{ein}{now.isoformat()}{random.random()}".encode()).hexdigest()[:20]
-        letter = f"CP575_{int(now.timestamp() * 1000)}.pdf"
-        state.record({
-            "ein": ein, "legal_name": d["legalName"], "name_key": name_key,
-            "ssn_sha256": ssn_hash, "irs_day": day, "legal_structure": d["legalStructure"],
-            "responsible_name": f'{d["responsibleFirstName"]} {d["responsibleLastName"]}',
-            "address": [d["address"], f'{d["city"]}, {d["addrState"]} {d["zip"]}'],
-            "letter": letter, "token": token,
+        designee = d.get("designeeName") if d.get("entityRoleRadioInput") == "no" else None
+        return state.record({
+            "ein": ein, "legal_name": d.get("legalNameInput", ""), "name_key": name_key,
+            "name_control": _name_control(d.get("legalNameInput", "")),
+            "ssn_sha256": ssn_hash, "irs_day": irs_day(),
+            "legal_structure": d.get("legalStructureInput"),
+            "sub_type": d.get("corporationsSubType") or d.get("partnershipsSubType"),
+            "responsible_name": f'{d.get("responsibleFirstName")} {d.get("responsibleLastName")}',
+            "address": [d.get("physicalStreet", ""), f'{d.get("physicalCity")}, '
+                        f'{d.get("physicalState")} {d.get("physicalZipCode")}'],
+            "designee": designee and {
+                "name": designee, "address": f'{d.get("designeeStreet")}, '
+                f'{d.get("designeeCity")}, {d.get("designeeState")} {d.get("designeeZip")}',
+                "phone": d.get("designeePhone"), "fax": d.get("designeeFax") or None},
+            "letter": d.get("confirmationLetterRadioInput"),
         })
-        session.update(ein=ein, legal_name=d["legalName"],
-                       letter_url=f"{root(request)}/letters/{token}/{letter}")
-        await state.hang_if_asked()
-        if state.faults.drop_after_submit:
-            return drop_connection(request)
-        return RedirectResponse(f"{root(request)}/apply/assignment", status_code=303)
-
-    @documents_guard
-    async def letter(request: Request) -> Response:
-        token, name = request.path_params["token"], request.path_params["name"]
-        entry = state.find(token=token, letter=name)
-        if entry is None:
-            return layout(TITLE, "<h1>Document not found</h1>", status=404)
-        issued = entry["at"][:10]
-        pdf = make_pdf(
-            ["Department of the Treasury", "Internal Revenue Service", "Notice CP 575"],
-            [f"Date of this notice: {issued}", "", f"{entry['legal_name']}", *entry["address"],
-             "", "WE ASSIGNED YOU AN EMPLOYER IDENTIFICATION NUMBER",
-             f"Employer Identification Number: {entry['ein']}",
-             "Thank you for applying for an Employer Identification Number (EIN). We assigned "
-             "you the EIN above. This EIN will identify you, your business accounts, tax "
-             "returns, and documents, even if you have no employees. Please keep this notice "
-             "in your permanent records.",
-             f"Responsible party: {entry['responsible_name']}"])
-        return pdf_response(pdf, name)
 
     return Starlette(routes=[
-        Route("/", landing),
-        Route("/begin", begin, methods=["POST"]),
-        Route("/apply/{step}", step, methods=["GET", "POST"]),
-        Route("/letters/{token}/{name}", letter),
+        Route("/", home),
+        Route("/applyein/api/session", begin, methods=["POST"]),
+        Route("/applyein/api/eligibility", eligibility, methods=["POST"]),
+        Route("/applyein/api/application", application, methods=["POST"]),
+        Route("/applyein/api/keepalive", keepalive, methods=["POST"]),
+        Route("/applyein", shell),
+        Route("/applyein/{route:path}", shell),
     ])

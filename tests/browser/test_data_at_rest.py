@@ -64,8 +64,8 @@ def test_no_ssn_at_rest_after_completed_failed_and_cancelled_jobs(
                   PORTALQ_LOG_FORMAT="json", PORTALQ_PLAYWRIGHT_CONFIG=config).start()
     outputs: list[tuple[str, str]] = []
     try:
-        # fails after the identity step: the IRS answers the submission with error 102
-        portals.control("irs_ein", error_code="102", error_times=1)
+        # fails after the identity step: the IRS refuses the submission (401/103: Form SS-4)
+        portals.control("irs_ein", error_code="submit:401/103", error_times=1)
         fails = queue.enqueue("obtain_ein", "ORD-DP2", _ein(FAILS, "Failing Widgets LLC")).id
         wait_until(lambda: _final(fails), 90, "the refused application")
         done = queue.enqueue("obtain_ein", "ORD-DP1", _ein(DONE, "Done Widgets LLC")).id
@@ -92,7 +92,7 @@ def test_no_ssn_at_rest_after_completed_failed_and_cancelled_jobs(
     assert rows[done]["secret_data"] is None and rows[done]["secrets_erased_at"] is not None
     assert rows[cancelled]["secret_data"] is None
     assert rows[fails]["secret_data"] is not None
-    assert rows[done]["checkpoint"]["cp575_url"].startswith("pqsealed1:")   # the letter's link
+    assert rows[done]["checkpoint"]["documents"] == ["CP575A.pdf"]  # the letter, stored sealed
     # a retry of the cancelled job asks for the erased SSN again, in one line
     out = run_cli("jobs", "retry", str(cancelled))
     assert out.returncode == 2 and out.stderr.count("\n") == 1

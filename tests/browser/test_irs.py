@@ -1,9 +1,12 @@
-"""obtain_ein against the IRS EIN Assistant stand-in, in real Chromium."""
+"""obtain_ein against the IRS Apply for EIN stand-in (a single-page app), in real Chromium.
+
+Every answer of ``tests/facts/irs-applyein.txt`` §4-5 gives its outcome; refusals are
+business errors that are never outage signs; the success page is captured first."""
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,34 +17,47 @@ from portalq.jobs.errors import (
     BusinessError,
     DeferUntil,
     PortalClosed,
+    PortalUnavailable,
     RetryableError,
     UncertainOutcome,
 )
-from portalq.portals.flows.base import next_midnight
 from portalq.portals.flows.irs import obtain_ein
+from portalq.portals.flows.irs_review import ReviewChanged
+from portalq.scheduler.outcomes import Policy, PortalState, decide, is_outage_sign
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser
 
 PORTAL = "irs_ein"
-# a Tuesday, 10:00 in New York: the IRS day is 2026-03-10
+# a Tuesday, 10:00 in New York
 TUESDAY_10_ET = datetime(2026, 3, 10, 14, 0, tzinfo=UTC)
+# a Friday, 21:30 in New York (open until 22:00); the next business day opens Monday 07:00
+FRIDAY_2130_ET = datetime(2026, 3, 14, 1, 30, tzinfo=UTC)
+MONDAY_0700_ET = datetime(2026, 3, 16, 11, 0, tzinfo=UTC)
+DESIGNEE = {"name": "Formation Partners Inc", "phone": "302-555-0199", "fax": "302-555-0198",
+            "address": {"street": "9 Agent Way", "city": "Wilmington", "region": "DE",
+                        "postal_code": "19801"}}
 
 
 @pytest.fixture
 def irs_ctx(make_ctx, ein_payload):
-    """A context for obtain_ein, traced per playwright.config (retain-on-failure): every
-    failing attempt leaves a trace.zip that ``fails`` greps for the SSN."""
     def build(**overrides: Any):
         return make_ctx("obtain_ein", ein_payload(**overrides))
     return build
+
+
+def decided(exc, ctx):
+    """What the service does with ``exc`` (the job row as claimed on its first attempt)."""
+    job = {"id": ctx.job_id, "portal": PORTAL, "attempts": 1, "max_attempts": 5,
+           "checkpoint": dict(ctx.checkpoints), "probe_failures": 0}
+    return decide(exc, job, message=str(exc), now=datetime.now(UTC), policy=Policy(),
+                  portal=PortalState(), checkpoint=dict(ctx.checkpoints))
 
 
 def fails(run, ctx, exc_type):
     with pytest.raises(exc_type) as info:
         run(obtain_ein(ctx))
     assert SSN not in str(info.value) and SSN.replace("-", "") not in str(info.value)
-    assert (ctx.artifacts_dir / "trace.zip").exists() or ctx.contexts_opened == 0
     assert_no_secret(ctx.artifacts_root)
     return info.value
 
@@ -51,149 +67,238 @@ def test_obtain_ein_end_to_end(run, portals, make_ctx, ein_payload):
     result = run(obtain_ein(ctx))
 
     assert re.fullmatch(r"\d{2}-\d{7}", result["ein"])
+    assert result["legal_name"] == "Acme Widgets LLC" and result["name_control"] == "ACME"
     [name] = result["documents"]
-    assert re.fullmatch(r"CP575_\d{13}\.pdf", name)
     [(stored, content_type, pdf)] = ctx.documents.by_job[ctx.job_id]
     assert (stored, content_type) == (name, "application/pdf") and pdf.startswith(b"%PDF-")
     text = inflate_all(pdf)
     assert result["ein"].encode() in text and b"Acme Widgets LLC" in text
-    assert b"6789" not in text  # the letter carries no part of the SSN
+    assert b"6789" not in text
     assert state(ctx.checkpoints, "ein_application") == "confirmed"
-    assert record(ctx.checkpoints, "ein_application").confirmation["ein"] == result["ein"]
-
+    confirmation = record(ctx.checkpoints, "ein_application").confirmation
+    assert confirmation == {"ein": result["ein"], "legal_name": "Acme Widgets LLC",
+                            "name_control": "ACME"}
     [entry] = portals.ledger(PORTAL)
-    assert entry["ein"] == result["ein"] and entry["legal_name"] == "Acme Widgets LLC"
-    assert re.fullmatch(r"[0-9a-f]{64}", entry["ssn_sha256"])
+    assert entry["ein"] == result["ein"] and entry["designee"] is None
     assert "6789" not in str(entry)
     shots = sorted(p.name for p in ctx.artifacts_dir.glob("*.png"))
     assert shots == ["01-landing.png", "02-legal-structure.png", "03-identity.png",
-                     "04-addresses.png", "05-details.png", "06-review.png",
-                     "07-ein-assignment.png"]
-    assert (ctx.artifacts_dir / "trace.zip").exists()
+                     "04-addresses.png", "05-verify-addresses.png", "06-details.png",
+                     "07-activity.png", "08-review.png", "09-ein-assignment.png"]
     assert assert_no_secret(ctx.artifacts_root) > 10
 
 
-def test_closed_notice_defers(run, portals, irs_ctx):
-    portals.control(PORTAL, hours="closed")
-    exc = fails(run, irs_ctx(), PortalClosed)
-    assert not exc.outage and exc.reopen_at is None
+def test_third_party_designee_carries_the_designee(run, portals, irs_ctx):
+    result = run(obtain_ein(irs_ctx(third_party_designee=DESIGNEE)))
+    [entry] = portals.ledger(PORTAL)
+    assert entry["ein"] == result["ein"]
+    assert entry["designee"] == {"name": "Formation Partners Inc",
+                                 "address": "9 Agent Way, Wilmington, DE 19801",
+                                 "phone": "302-555-0199", "fax": "302-555-0198"}
+
+
+def test_corporation_takes_its_sub_type_and_mail_letter_has_no_document(run, portals, irs_ctx):
+    result = run(obtain_ein(irs_ctx(legal_structure="CORPORATION", letter="mail")))
+    assert result["documents"] == []
+    [entry] = portals.ledger(PORTAL)
+    assert (entry["legal_structure"], entry["sub_type"], entry["letter"]) == \
+        ("CORPORATIONS", "Corporation", "MAIL")
+
+
+# --- every answer of the facts (§4-5) ---------------------------------------------------
+
+REFUSALS = [  # fault, where it shows, what a person must do
+    ("identity:401/101", "reference number 101", "phone"),
+    ("identity:401/115", "reference number 115", "phone"),
+    ("identity:401/102", "Form SS-4", "ss4"),
+    ("identity:429/105", "Form SS-4", "ss4"),
+    ("identity:SameTinDeceased", "deceased person", "fix"),
+    ("identity:SameTinProtected", "protected person", "fix"),
+    ("submit:429/101", "reference number 101", "phone"),
+    ("submit:401/103", "Form SS-4", "ss4"),
+    ("submit:401/112", "Form SS-4", "ss4"),
+]
+
+
+@pytest.mark.parametrize("fault, said, act", REFUSALS)
+def test_refusals_are_business_errors_saying_what_a_person_must_do(run, portals, irs_ctx,
+                                                                   fault, said, act):
+    portals.control(PORTAL, error_code=fault, error_times=-1)
+    ctx = irs_ctx()
+    exc = fails(run, ctx, BusinessError)
+    assert said in str(exc) and not is_outage_sign(exc)
+    assert (decided(exc, ctx).status, decided(exc, ctx).outcome) == ("failed", "business")
+    if act == "phone":
+        assert "1-800-829-4933" in str(exc) and "not applied for again" in str(exc)
+    if act == "ss4":
+        assert "file Form SS-4 by fax or mail" in str(exc)
+    at_submit = fault.startswith("submit:")
+    assert (state(ctx.checkpoints, "ein_application") == "refused") == at_submit
     assert portals.ledger(PORTAL) == []
 
 
-def test_maintenance_is_an_outage(run, portals, irs_ctx):
-    portals.control(PORTAL, maintenance=True)
-    assert fails(run, irs_ctx(), PortalClosed).outage
-
-
-@pytest.mark.parametrize("code", ["109", "113"])
-def test_system_error_is_retryable_and_restart_is_safe(run, portals, irs_ctx, code):
-    portals.control(PORTAL, error_code=code, error_times=1)
+@pytest.mark.parametrize("fault", ["identity:400/112", "identity:500", "identity:401/999"])
+def test_technical_answers_before_submit_are_outage_signs(run, portals, irs_ctx, fault):
+    portals.control(PORTAL, error_code=fault, error_times=1)
     ctx = irs_ctx()
-    exc = fails(run, ctx, RetryableError)
-    assert code in str(exc) and "24 hours" in str(exc)
-    assert state(ctx.checkpoints, "ein_application") == "refused"
-    assert ctx.checkpoints["last_error"] == code
-    if code != "109":
-        return
+    exc = fails(run, ctx, PortalUnavailable)
+    assert is_outage_sign(exc) and "unavailable" in str(exc)
+    assert state(ctx.checkpoints, "ein_application") is None
+    assert run(obtain_ein(ctx.retry()))["ein"]  # the portal is back: nothing was submitted
+
+
+def test_service_unavailable_before_submit_is_an_outage_sign(run, portals, irs_ctx):
+    portals.control(PORTAL, error_code="identity:503", error_times=1)
+    exc = fails(run, irs_ctx(), PortalUnavailable)
+    assert is_outage_sign(exc) and "Service Unavailable" in str(exc)
+
+
+@pytest.mark.parametrize("fault", ["submit:400/112", "submit:500", "submit:403/101",
+                                   "submit:503"])
+def test_technical_and_in_flight_answers_after_submit_are_uncertain(run, portals, irs_ctx,
+                                                                    fault):
+    portals.control(PORTAL, error_code=fault, error_times=-1)
+    ctx = irs_ctx()
+    exc = fails(run, ctx, UncertainOutcome)
+    assert not is_outage_sign(exc)
+    assert state(ctx.checkpoints, "ein_application") == "submitting"
     retry = ctx.retry()
-    assert re.fullmatch(r"\d{2}-\d{7}", run(obtain_ein(retry))["ein"])
-    assert len(portals.ledger(PORTAL)) == 1
+    fails(run, retry, UncertainOutcome)
+    assert retry.contexts_opened == 0  # never submitted again, not even a browser
 
 
-def test_error_101_is_a_business_error(run, portals, irs_ctx):
-    portals.control(PORTAL, error_code="101", error_times=1)
-    assert "101" in str(fails(run, irs_ctx(), BusinessError))
-
-
-def test_second_ein_same_responsible_party_same_day_is_deferred(run, portals, irs_ctx):
-    clock = FrozenClock(TUESDAY_10_ET)
-    set_clock(clock)
-    run(obtain_ein(irs_ctx()))
-    second = irs_ctx(legal_name="Second Venture LLC")
-    exc = fails(run, second, DeferUntil)
-    assert exc.when == next_midnight("America/New_York", TUESDAY_10_ET)
-    assert exc.when == datetime(2026, 3, 11, 4, 0, tzinfo=UTC)  # midnight EDT
-    assert state(second.checkpoints, "ein_application") == "refused"
-    assert len(portals.ledger(PORTAL)) == 1
-    clock.set(exc.when + timedelta(hours=8))  # next IRS day, 08:00 ET
-    assert run(obtain_ein(second.retry()))["ein"]
-    assert len(portals.ledger(PORTAL)) == 2
-
-
-def test_duplicate_application_is_refused(run, portals, irs_ctx):
-    run(obtain_ein(irs_ctx()))
-    assert "101" in str(fails(run, irs_ctx(), BusinessError))
-    assert len(portals.ledger(PORTAL)) == 1
+def test_the_apps_own_timeout_after_submit_is_uncertain(run, portals, irs_ctx):
+    portals.control(PORTAL, processing_ms=3000, app_timeout_ms=1000)
+    ctx = irs_ctx()
+    assert "currently unavailable" in str(fails(run, ctx, UncertainOutcome))
+    assert len(portals.ledger(PORTAL)) == 1  # the IRS went on and issued it
+    assert state(ctx.checkpoints, "ein_application") == "submitting"
 
 
 def test_dropped_answer_is_uncertain_and_never_resubmitted(run, portals, irs_ctx):
     portals.control(PORTAL, drop_after_submit=True)
     ctx = irs_ctx()
     fails(run, ctx, UncertainOutcome)
-    assert state(ctx.checkpoints, "ein_application") == "submitting"
-    assert not record(ctx.checkpoints, "ein_application").confirmation
     assert len(portals.ledger(PORTAL)) == 1
-    portals.control(PORTAL, drop_after_submit=False)
     retry = ctx.retry()
     fails(run, retry, UncertainOutcome)
-    assert retry.contexts_opened == 0  # not even a browser
-    assert len(portals.ledger(PORTAL)) == 1
+    assert retry.contexts_opened == 0 and len(portals.ledger(PORTAL)) == 1
 
 
-def idle_before_each_page(ctx, gap: timedelta, from_page: int = 1) -> FrozenClock:
-    """The user "idles" ``gap`` before each page request (from the ``from_page``-th on):
-    the clock moves while the request is held by a route, so the portal sees the gap."""
-    clock = FrozenClock(TUESDAY_10_ET)
+@pytest.mark.parametrize("at", ["identity", "submit"])
+def test_daily_limit_114_on_friday_evening_defers_to_monday_opening(run, portals, irs_ctx,
+                                                                    at):
+    set_clock(FrozenClock(FRIDAY_2130_ET))
+    portals.control(PORTAL, error_code=f"{at}:429/114", error_times=1)
+    ctx = irs_ctx()
+    exc = fails(run, ctx, DeferUntil)
+    assert exc.when == MONDAY_0700_ET and not is_outage_sign(exc)
+    then = decided(exc, ctx)  # deferred to Monday's opening, the attempt given back
+    assert (then.status, then.run_at, then.refund_attempt) == ("deferred", MONDAY_0700_ET, True)
+    assert (state(ctx.checkpoints, "ein_application") == "refused") == (at == "submit")
+    assert portals.ledger(PORTAL) == []
+
+
+def test_second_ein_same_day_is_114_then_goes_through_next_business_day(run, portals,
+                                                                         irs_ctx):
+    clock = FrozenClock(FRIDAY_2130_ET)
     set_clock(clock)
-    seen = 0
-
-    async def hold(route):
-        nonlocal seen
-        if route.request.is_navigation_request():
-            seen += 1
-            if seen >= from_page:
-                clock.advance(seconds=gap.total_seconds())
-        await route.continue_()
-
-    async def on_context(context):
-        await context.route("**/*", hold)
-
-    ctx.context_hooks.append(on_context)
-    return clock
+    run(obtain_ein(irs_ctx()))
+    second = irs_ctx(legal_name="Second Venture LLC")
+    exc = fails(run, second, DeferUntil)
+    assert exc.when == MONDAY_0700_ET and len(portals.ledger(PORTAL)) == 1
+    clock.set(exc.when)
+    assert run(obtain_ein(second.retry()))["ein"]
+    assert len(portals.ledger(PORTAL)) == 2
 
 
-def test_idle_over_15_minutes_expires_the_session_mid_flow(run, portals, irs_ctx):
-    ctx = irs_ctx()
-    idle_before_each_page(ctx, timedelta(minutes=15, seconds=1), from_page=4)
-    exc = fails(run, ctx, RetryableError)
-    assert "session expired" in str(exc)
-    assert state(ctx.checkpoints, "ein_application") is None and portals.ledger(PORTAL) == []
+def test_out_of_hours_service_unavailable_defers(run, portals, irs_ctx):
+    set_clock(FrozenClock(datetime(2026, 3, 15, 7, 0, tzinfo=UTC)))  # Sunday 03:00 EDT
+    portals.control(PORTAL, hours="calendar")
+    exc = fails(run, irs_ctx(), PortalClosed)
+    assert exc.reopen_at == MONDAY_0700_ET and not exc.outage
 
 
-def test_idle_under_15_minutes_keeps_the_session(run, portals, irs_ctx):
-    ctx = irs_ctx()
-    idle_before_each_page(ctx, timedelta(minutes=14, seconds=59))
-    assert run(obtain_ein(ctx))["ein"]
+def test_input_the_app_refuses_is_a_business_error(run, portals, irs_ctx):
+    ctx = irs_ctx(address={"street": "1 Rue", "city": "Ottawa", "region": "DE",
+                           "postal_code": "K1A 0B1"})
+    exc = fails(run, ctx, BusinessError)
+    assert "ZIP code: Entry is invalid." in str(exc) and portals.ledger(PORTAL) == []
 
 
-def test_session_expiry_fault_then_retry(run, portals, irs_ctx):
-    portals.control(PORTAL, expire_session=True)
-    ctx = irs_ctx()
-    assert "session expired" in str(fails(run, ctx, RetryableError))
-    assert state(ctx.checkpoints, "ein_application") is None  # expired before the point of no return
-    assert run(obtain_ein(ctx.retry()))["ein"]
-
-
-def test_unexpected_dialogs_are_accepted_on_a_slow_portal(run, portals, irs_ctx):
-    # alert on load, confirm() before each Continue (dismissing it would stop the form)
-    portals.control(PORTAL, dialog=True, slow_ms=100)
-    assert run(obtain_ein(irs_ctx()))["ein"]
-
-
-def test_changed_selector_is_retryable_with_a_clear_message(run, portals, irs_ctx):
+def test_changed_continue_control_is_a_changed_portal(run, portals, irs_ctx):
     portals.control(PORTAL, changed_selector=True)
     exc = fails(run, irs_ctx(), RetryableError)
     assert str(exc) == "Continue control not found: portal changed?"
+
+
+def redesigned(ctx, old: str, new: str) -> None:
+    """The portal's app changes (as a redesign would): every copy of the app served to
+    ``ctx``'s browser has ``old`` replaced by ``new``."""
+    async def patch(route):
+        response = await route.fetch()
+        body = await response.text()
+        assert old in body
+        await route.fulfill(response=response, body=body.replace(old, new))
+
+    async def on_context(context):
+        await context.route("**/applyein/", patch)
+
+    ctx.context_hooks.append(on_context)
+
+
+@pytest.mark.parametrize("old, new, seen", [
+    ("['Principal activity', d.businessActivityInput]",  # a label renamed
+     "['Main activity', d.businessActivityInput]", "Main activity"),
+    ("radios('confirmationLetterRadioInput'",  # an extra required question
+     "yesNo('signatureInput', 'Signature') + radios('confirmationLetterRadioInput'",
+     "Signature"),
+    ("['Legal name', d.legalNameInput]",  # a value other than the one filled
+     "['Legal name', d.legalNameInput + ' Inc']", "Legal name"),
+], ids=["label", "extra-field", "value"])
+def test_review_page_that_differs_submits_nothing(run, portals, irs_ctx, old, new, seen):
+    ctx = irs_ctx()
+    redesigned(ctx, old, new)
+    exc = fails(run, ctx, ReviewChanged)
+    assert "nothing submitted" in str(exc) and seen in str(exc)
+    assert state(ctx.checkpoints, "ein_application") is None and portals.ledger(PORTAL) == []
+
+
+def test_idle_modal_is_answered(run, portals, irs_ctx):
+    # the modal appears after 1.5 s idle, while the application is being processed
+    portals.control(PORTAL, idle_ms=1500, processing_ms=2500)
+    ctx = irs_ctx()
+    assert run(obtain_ein(ctx))["ein"]
+    assert len(portals.ledger(PORTAL)) == 1
+    [session] = portals.server.state[PORTAL].sessions.values()
+    assert session.get("keepalives", 0) >= 1  # "Do you need more time?" was answered
+
+
+def test_success_captured_after_slow_processing(run, portals, irs_ctx, monkeypatch):
+    monkeypatch.setenv("PORTALQ_IRS_PROCESSING_TIMEOUT", "8")
+    portals.control(PORTAL, processing_ms=4000)
+    ctx = irs_ctx()
+    result = run(obtain_ein(ctx))
+    assert result["documents"] and state(ctx.checkpoints, "ein_application") == "confirmed"
+
+
+@pytest.mark.slow
+def test_success_captured_with_processing_at_100_seconds(run, portals, irs_ctx):
+    # the facts: "can take up to two minutes"; the app's own request limit is 90 s, so the
+    # stand-in's is raised for this case (the flow's default wait, 150 s, covers both)
+    portals.control(PORTAL, processing_ms=100_000, app_timeout_ms=120_000)
+    ctx = irs_ctx()
+    result = run(obtain_ein(ctx))
+    assert re.fullmatch(r"\d{2}-\d{7}", result["ein"]) and result["documents"]
+    assert record(ctx.checkpoints, "ein_application").confirmation["ein"] == result["ein"]
+
+
+def test_retry_after_ein_never_opens_the_portal(run, portals, irs_ctx):
+    ctx = irs_ctx()
+    ein = run(obtain_ein(ctx))["ein"]
+    again = ctx.retry()
+    assert run(obtain_ein(again))["ein"] == ein and again.contexts_opened == 0
+    assert len(portals.ledger(PORTAL)) == 1
 
 
 def test_itin_instead_of_ssn(run, portals, make_ctx, ein_payload):
@@ -202,77 +307,4 @@ def test_itin_instead_of_ssn(run, portals, make_ctx, ein_payload):
                                              "itin": itin})
     ctx = make_ctx("obtain_ein", payload, trace_policy="on")
     assert run(obtain_ein(ctx))["ein"]
-    assert (ctx.artifacts_dir / "trace.zip").exists()
     assert_no_secret(ctx.artifacts_root, itin)
-
-
-@pytest.mark.parametrize("overrides, message", [
-    ({"state": "ON"}, "no 'State where located' option 'ON'"),
-    ({"address": {"street": "1 Rue", "city": "Ottawa", "region": "DE",
-                  "postal_code": "K1A 0B1"}}, "IRS rejected Addresses: Please enter a valid ZIP"),
-])
-def test_input_the_irs_refuses_is_a_business_error(run, portals, irs_ctx, overrides, message):
-    assert message in str(fails(run, irs_ctx(**overrides), BusinessError))
-    assert portals.ledger(PORTAL) == []
-
-
-def test_retry_after_ein_only_fetches_the_letter(run, portals, irs_ctx):
-    ctx = irs_ctx()
-    ein = run(obtain_ein(ctx))["ein"]
-    retry = ctx.retry()
-    retry.documents.by_job.clear()  # the letter was lost, the EIN checkpoint was not
-    portals.control(PORTAL, hours="closed")  # the application pages are not needed
-    result = run(obtain_ein(retry))
-    assert result["ein"] == ein and retry.documents.by_job[ctx.job_id][0][2].startswith(b"%PDF-")
-    assert len(portals.ledger(PORTAL)) == 1
-    again = retry.retry()  # letter present too: nothing to do at all
-    assert run(obtain_ein(again))["ein"] == ein and again.contexts_opened == 0
-
-
-# --- fidelity of the stand-in itself ---------------------------------------------------
-
-@pytest.fixture
-def page(run, browser):
-    context = run(browser.new_context())
-    page = run(context.new_page())
-    page.set_default_timeout(5000)
-    yield page
-    run(context.close())
-
-
-def test_standin_closed_notice_has_no_form(run, portals, page):
-    portals.control(PORTAL, hours="closed")
-    response = run(page.goto(portals.url("irs") + "/"))
-    assert response.status == 200
-    assert "not available at this time" in run(page.inner_text("body"))
-    assert run(page.locator("form, input, button").count()) == 0
-
-
-def test_standin_radio_input_clicks_do_not_register(run, portals, page):
-    async def scenario():
-        await page.goto(portals.url("irs") + "/")
-        await page.get_by_role("button", name="Begin Application").click()
-        radio = page.get_by_label("Limited Liability Company (LLC)")  # the input itself
-        await radio.dispatch_event("click")  # a click on the input, not on its label
-        assert await radio.is_checked()  # the browser checked it ...
-        assert not await page.locator("#members-group").is_visible()  # ... the app did not
-        async with page.expect_navigation():
-            await page.get_by_role("button", name="Continue").click()
-        step = await page.locator("li[aria-current=step]").text_content()
-        assert " ".join(step.split()) == "Legal Structure active"
-        return await page.get_by_role("alert").inner_text()
-
-    assert "required fields" in run(scenario())
-
-
-def test_standin_jumping_ahead_returns_to_the_earliest_incomplete_step(run, portals, page):
-    async def scenario():
-        await page.goto(portals.url("irs") + "/")
-        await page.get_by_role("button", name="Begin Application").click()
-        await page.wait_for_url("**/apply/legal-structure")
-        await page.goto(portals.url("irs") + "/apply/review")
-        return page.url, await page.locator("li[aria-current=step]").text_content()
-
-    url, step = run(scenario())
-    assert url.endswith("/apply/legal-structure") and " ".join(step.split()) == \
-        "Legal Structure active"

@@ -300,7 +300,7 @@ def test_no_ssn_in_any_artifact_log_email_or_error_of_a_service_run(
     from tests.browser.flowkit import SSN, assert_no_secret, secret_forms
 
     open_all_hours(dsn)
-    portals.control("irs_ein", error_code="109", error_times=1)  # one failed attempt first
+    portals.control("irs_ein", error_code="identity:500", error_times=1)  # an outage sign first
     mailbox = Mailbox().start()
     svc = _service(db, tmp_path, standin_server, mailbox,
                    PORTALQ_LOG_LEVEL="DEBUG", PORTALQ_LOG_FORMAT="json").start()

@@ -177,7 +177,7 @@ def test_expiry_interstitial_reports_the_days_left(portals, make_ctx, run, ein_p
             await close_context(context)
 
     signed, heading = run(flow())
-    assert signed.password_expires_in == 5 and heading == "EIN Assistant"
+    assert signed.password_expires_in == 5 and heading == "Apply For Ein"
     assert password_attempts(portals, IRS) == ["accepted"]
 
 

@@ -93,8 +93,9 @@ def test_irs_trace_never_contains_the_identity_to_submit_part(run, portals, make
     everything = b"\n".join(members.values())
     # the empty identity form may show (the page Continue lands on); nothing typed into it,
     # no later page and no request made from it was recorded
-    for never in (b"Founder", b"Jane", b"Dover", b"/apply/addresses", b"/apply/review",
-                  b"XXX-XX-"):
+    for never in (b"Founder", b"Jane", b"Dover", b"/applyein/addAddresses",
+                  b"/applyein/reviewAndSubmit", b"/api/eligibility", b"/api/application",
+                  b"XXX-XX-6789"):
         assert never not in everything, never
     assert assert_no_secret(ctx.artifacts_dir) > 5
 
@@ -166,11 +167,11 @@ def test_why_not_chunks_the_network_log_outlives_a_chunk_boundary(run, browser, 
         context = await browser.new_context()
         await context.tracing.start(snapshots=True)
         page = await context.new_page()
-        await page.goto(portals.url("irs") + "/")
+        await page.goto(portals.url("irs") + "/applyein/")
         await context.tracing.stop_chunk(path=tmp_path / "one.zip")
         await page.evaluate("url => fetch(url, {method: 'POST', body: 'ssn=' + '123456789'})",
-                            portals.url("irs") + "/begin")
-        await page.goto(portals.url("irs") + "/")
+                            portals.url("irs") + "/applyein/api/session")
+        await page.goto(portals.url("irs") + "/applyein/")
         await context.tracing.start_chunk()
         await page.reload()
         await context.tracing.stop_chunk(path=tmp_path / "two.zip")

@@ -19,7 +19,8 @@ submission is recorded), ``hang_after_submit`` (recorded, then no answer at all)
 ``decide_after_seconds`` (a registry that queues: a submission is acknowledged with its
 number or receipt and decided by staff that long after it was recorded -- its lookup does
 not list it before) and ``staff_outcome`` (what staff decide, where the portal knows
-several outcomes).
+several outcomes); ``processing_ms`` / ``app_timeout_ms`` / ``idle_ms`` (a single-page
+app's processing time, its own request timeout and idle-modal timer).
 """
 
 from __future__ import annotations
@@ -75,6 +76,11 @@ class Faults:
     staff_outcome: str = "approve"
     # the portal's payment service fails every payment (where it has one: BC's PayBC)
     payment_down: bool = False
+    # single-page apps (IRS): how long the submission's answer takes, the app's own request
+    # timeout and its idle timer (0 = the real portal's own: IRS 90 s and 10 + 5 min)
+    processing_ms: int = 0
+    app_timeout_ms: int = 0
+    idle_ms: int = 0
 
     def update(self, data: dict[str, Any]) -> None:
         for key, value in data.items():
