@@ -109,7 +109,7 @@ def test_migrate_is_idempotent_and_prints_sql(db):
     out = run_cli("migrate")
     assert out.returncode == 0 and f"schema at {head_revision()}" in out.stdout
     out = run_cli("migrate", "--sql")
-    assert "CREATE TABLE portalq.job_queue" in out.stdout
+    assert "CREATE TABLE job_queue" in out.stdout
 
 
 def test_database_down_is_one_line(tmp_path):

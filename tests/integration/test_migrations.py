@@ -101,7 +101,7 @@ def test_claim_uses_its_index_with_100k_finished_jobs(dsn):
             with c.transaction():
                 params = {"portals": ["email"], "limits": [None], "limit": 10,
                           "portal_count": 1, "worker": "w", "now": "2100-01-01T00:00:00Z",
-                          "job_types": job_types}
+                          "job_types": job_types, "key_ids": ["k1"]}
                 sql = "EXPLAIN (FORMAT JSON) " + statement("claim", params)
                 plan = c.execute(sql, params).fetchone()[0]
                 raise_rollback = psycopg.Rollback()
