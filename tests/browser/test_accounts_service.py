@@ -387,7 +387,11 @@ def test_no_password_seed_or_session_in_a_dump_logs_traces_screenshots_or_mails(
     jobs = [queue.enqueue("process_crtc", f"ORD-X{i}", build(CRTC_PAYLOAD)).id for i in range(2)]
     svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_WORKERS=1,
                    PORTALQ_LOG_LEVEL="DEBUG", PORTALQ_LOG_FORMAT="json",
-                   PORTALQ_PLAYWRIGHT_CONFIG=config, **env).start()
+                   PORTALQ_PLAYWRIGHT_CONFIG=config,
+                   # the third's lost answer waits on the CRTC; a short window sends it to
+                   # a person (and a mail) within the test
+                   PORTALQ_PORTAL_CHECK_SECONDS="1", PORTALQ_LOST_ANSWER_WINDOW_SECONDS="2",
+                   **env).start()
     try:
         wait_until(lambda: all(_status(j) == "completed" for j in jobs), 120, "the filings")
         # a failing third: its escalation mail is searched too
@@ -407,7 +411,7 @@ def test_no_password_seed_or_session_in_a_dump_logs_traces_screenshots_or_mails(
     dump = subprocess.run([str(Path(pg._bin("pg_dump"))), "--dbname", dsn],
                           capture_output=True, check=True,
                           env={**os.environ, "PGPASSFILE": str(pg.passfile)}).stdout
-    assert b"COPY public.portal_accounts" in dump
+    assert b"COPY portalq.portal_accounts" in dump
     places = [("pg_dump", dump), ("service log", (tmp_path / "acct.log").read_bytes())]
     places += [(f"mail {m['Subject']}", m.as_bytes()) for m in mailbox.messages]
     places += list(artifact_blobs(tmp_path / "artifacts"))

@@ -135,7 +135,7 @@ def test_no_ssn_at_rest_after_completed_failed_and_cancelled_jobs(
     dump = subprocess.run([str(Path(pg._bin("pg_dump"))), "--dbname", dsn],
                           capture_output=True, check=True,
                           env={**os.environ, "PGPASSFILE": str(pg.passfile)}).stdout
-    assert b"COPY public.job_queue" in dump
+    assert b"COPY portalq.job_queue" in dump
     hits += _hits(pattern, "pg_dump", dump)
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("CHECKPOINT")
