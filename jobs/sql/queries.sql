@@ -492,6 +492,10 @@ SELECT at, attempt, from_status, to_status, error, worker, detail FROM (
     WHERE job_id = %(id)s
 ) h ORDER BY seq;
 
+-- name: order_jobs
+-- Every job of one of the business's orders (`portalq orders show`), oldest first.
+SELECT * FROM portalq.job_queue WHERE order_id = %(order_id)s ORDER BY id;
+
 -- name: job_artifacts
 SELECT attempt, kind, path, note, created_at FROM portalq.job_artifacts WHERE job_id = %(id)s ORDER BY id;
 
