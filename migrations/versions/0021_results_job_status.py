@@ -17,14 +17,14 @@ now do, by design, once per batch.
 The functions carry their search path (migration 0019): they run in the caller's
 transaction, whatever its own search path.
 
-Revision ID: results_job_status
+Revision ID: 0021
 Revises: 0020
 """
 from __future__ import annotations
 
 from alembic import op
 
-revision = "results_job_status"
+revision = "0021"
 down_revision = "0020"
 branch_labels = None
 depends_on = None

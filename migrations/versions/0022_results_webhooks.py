@@ -4,26 +4,26 @@
   (``whsec_...``, sealed at rest like a job's secrets) and its health: consecutive failed
   attempts, and when it was paused for them (and when the admins were told of that, once).
 - ``webhook_deliveries``: one row per event per subscription, written by the trigger of
-  migration ``results_job_status`` in the transaction that decided the job (so none is lost
+  migration ``0021`` in the transaction that decided the job (so none is lost
   and none is made up by a rollback). Its ``msg_id`` is the ``webhook-id`` of every attempt;
   its body is built once, at the first attempt, and sent unchanged on every retry.
 - ``webhook_attempts``: the delivery log, one row per HTTP attempt. Delivered deliveries
   and their log are deleted after ``jobs.webhooks.KEEP`` (the sender prunes them hourly).
 
-The statement triggers of ``results_job_status`` now also write the deliveries, and
+The statement triggers of ``0021`` now also write the deliveries, and
 NOTIFY ``portalq_outbox`` (the leader's sender wakes) only when they wrote any: with no
 subscription, a completion batch costs one empty join more.
 
-Revision ID: results_webhooks
-Revises: results_job_status
+Revision ID: 0022
+Revises: 0021
 """
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "results_webhooks"
-down_revision = "results_job_status"
+revision = "0022"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 
@@ -35,7 +35,7 @@ TS = sa.DateTime(timezone=True)
 
 
 def _function(name: str, source: str, *, deliveries: bool) -> None:
-    """The statement trigger function of ``results_job_status``; with ``deliveries`` it
+    """The statement trigger function of ``0021``; with ``deliveries`` it
     also writes one webhook delivery per subscription that wants each event."""
     write = f"""
             WITH d AS (
