@@ -28,6 +28,7 @@ class RewrapReport:
     current: str
     jobs: int = 0
     documents: int = 0
+    webhook_secrets: int = 0
     checkpoints: int = 0
     legacy_sealed: int = 0
     bound: int = 0
@@ -42,7 +43,9 @@ def usage(conn: Any) -> dict[str, int]:
 def _pass(connect: Callable[[], Any], p: crypto.KeyProvider, report: RewrapReport,
           batch: int) -> None:
     for select, update, column in (("sealed_rows", "rewrap_rows", "jobs"),
-                                   ("sealed_documents", "rewrap_documents", "documents")):
+                                   ("sealed_documents", "rewrap_documents", "documents"),
+                                   ("sealed_webhook_secrets", "rewrap_webhook_secrets",
+                                    "webhook_secrets")):
         after = 0
         while True:
             with connect() as c:   # one short transaction per batch

@@ -27,7 +27,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from portalq.jobs.database import schema
 
@@ -358,4 +358,55 @@ job_questions = Table(
     Column("answered_by", Text),
     Column("read_at", TZ),
     Index("job_questions_job", "job_id", "id"),
+)
+
+# webhooks (issue 36): the app's endpoints, one delivery per event, one log row per attempt
+webhook_subscriptions = Table(
+    "webhook_subscriptions", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("url", Text, nullable=False),
+    Column("events", ARRAY(Text), nullable=False),
+    Column("key_id", Text, nullable=False),
+    Column("secret", LargeBinary, nullable=False),   # whsec_..., sealed
+    Column("created_at", TZ, nullable=False),
+    Column("created_by", Text, nullable=False),
+    Column("failures", Integer, nullable=False, server_default=text("0")),
+    Column("paused_at", TZ),
+    Column("pause_reason", Text),
+    Column("pause_told_at", TZ),
+)
+
+webhook_deliveries = Table(
+    "webhook_deliveries", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("msg_id", Text, nullable=False,
+           server_default=text("('msg_'::text || replace((gen_random_uuid())::text, "
+                               "'-'::text, ''::text))")),
+    Column("subscription_id", BigInteger,
+           ForeignKey("webhook_subscriptions.id", ondelete="CASCADE"), nullable=False),
+    Column("job_id", BigInteger, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("created_at", TZ, nullable=False),
+    Column("next_try_at", TZ, nullable=False),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("body", LargeBinary),
+    Column("delivered_at", TZ),
+    Column("last_error", Text),
+    UniqueConstraint("msg_id", name="webhook_deliveries_msg_id"),
+    Index("webhook_deliveries_due", "next_try_at",
+          postgresql_where=text("delivered_at IS NULL")),
+    Index("webhook_deliveries_delivered", "delivered_at",
+          postgresql_where=text("delivered_at IS NOT NULL")),
+)
+
+webhook_attempts = Table(
+    "webhook_attempts", metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("delivery_id", BigInteger,
+           ForeignKey("webhook_deliveries.id", ondelete="CASCADE"), nullable=False),
+    Column("at", TZ, nullable=False),
+    Column("status_code", Integer),
+    Column("error", Text),
+    Column("took_ms", Integer, nullable=False),
+    Index("webhook_attempts_delivery", "delivery_id"),
 )

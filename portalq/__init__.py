@@ -25,6 +25,8 @@ _EXPORTS = {
     "connect": "portalq.jobs.queue", "get_job": "portalq.jobs.queue",
     "show_job": "portalq.jobs.queue", "list_jobs": "portalq.jobs.queue",
     "cancel": "portalq.jobs.queue", "retry": "portalq.jobs.queue",
+    # results back to the app: an order's jobs, a job's status, result and timeline
+    "order": "portalq.jobs.results", "result": "portalq.jobs.results",
     # job types, for plugins
     "JobType": "portalq.jobs.types", "RateLimit": "portalq.jobs.types",
     "register": "portalq.jobs.types",
@@ -40,7 +42,8 @@ _EXPORTS = {
 __all__ = [
     "BusinessError", "DeferUntil", "Enqueued", "FlowContext", "InputError", "JobType", "NewJob",
     "PortalUnavailable", "RateLimit", "RetryableError", "UncertainOutcome", "cancel", "connect",
-    "enqueue", "enqueue_many", "get_job", "list_jobs", "register", "retry", "show_job",
+    "enqueue", "enqueue_many", "get_job", "list_jobs", "order", "register", "result", "retry",
+    "show_job",
 ]
 
 if TYPE_CHECKING:
@@ -64,6 +67,7 @@ if TYPE_CHECKING:
         retry,
         show_job,
     )
+    from portalq.jobs.results import order, result
     from portalq.jobs.types import JobType, RateLimit, register
     from portalq.portals.flows.context import FlowContext
 

@@ -454,9 +454,19 @@ def db_url(database_url: DbUrl = None) -> None:
 
 
 def _register() -> None:
-    from portalq.scheduler import cli_accounts, cli_adopt, cli_console, cli_keys, cli_portals
+    from portalq.scheduler import (
+        cli_accounts,
+        cli_adopt,
+        cli_console,
+        cli_keys,
+        cli_orders,
+        cli_portals,
+        cli_webhooks,
+    )
 
     app.add_typer(cli_portals.app, name="portals")
+    app.add_typer(cli_orders.app, name="orders")
+    app.add_typer(cli_webhooks.app, name="webhooks")
     app.add_typer(cli_keys.app, name="keys")
     app.add_typer(cli_accounts.app, name="accounts")
     cli_console.register(app)

@@ -13,7 +13,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from portalq.jobs.database import database_url, direct_database_url, libpq_dsn
 from portalq.jobs.migrate import upgrade_if_needed
-from portalq.scheduler import logs, metrics
+from portalq.scheduler import logs, metrics, webhooks
 from portalq.scheduler.config import Settings
 from portalq.scheduler.tick import Tick
 from portalq.scheduler.worker import Worker, make_pool
@@ -99,11 +99,17 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
 
         server = await metrics.serve(settings.metrics_host, settings.metrics_port, health,
                                      refresh)
-    worker.on_outbox = tick.kick_outbox
+    hooks = webhooks.Sender(settings, worker.pool, lambda: tick.leader.held)
+
+    def on_outbox() -> None:   # an outbox row was written: mail or a webhook delivery
+        tick.kick_outbox()
+        hooks.kick()
+    worker.on_outbox = on_outbox
     if install_signals:   # the process is the service's own: its heap is ours to settle
         settle_heap()
     loops = worker.start_loops()
     loops.append(asyncio.create_task(tick.outbox_loop(), name="outbox"))
+    loops.append(asyncio.create_task(hooks.loop(), name="webhooks"))
     log.info("portalq running: node=%s workers=%d tick=%ss role: %s", settings.node_id,
              settings.workers, settings.tick_seconds, worker.role.describe())
     if ready is not None:

@@ -523,6 +523,10 @@ SELECT at, attempt, from_status, to_status, error, worker, detail FROM (
     WHERE job_id = %(id)s
 ) h ORDER BY seq;
 
+-- name: order_jobs
+-- Every job of one of the business's orders (`portalq orders show`), oldest first.
+SELECT * FROM portalq.job_queue WHERE order_id = %(order_id)s ORDER BY id;
+
 -- name: job_artifacts
 SELECT attempt, kind, path, note, created_at FROM portalq.job_artifacts WHERE job_id = %(id)s ORDER BY id;
 
@@ -665,6 +669,18 @@ FOR UPDATE SKIP LOCKED;
 UPDATE portalq.job_queue SET secret_key_id = %(key_id)s, secret_dek = %(dek)s, secret_data = %(data)s
 WHERE id = %(id)s AND secret_data = %(old)s;
 
+-- name: sealed_webhook_secrets
+SELECT id, key_id, secret AS data FROM portalq.webhook_subscriptions
+WHERE id > %(after)s AND key_id <> %(current)s
+ORDER BY id LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: rewrap_webhook_secrets
+UPDATE portalq.webhook_subscriptions w SET key_id = n.key_id, secret = n.data
+FROM unnest(%(ids)s::bigint[], %(old)s::text[], %(key_ids)s::text[], %(datas)s::bytea[])
+     AS n(id, old, key_id, data)
+WHERE w.id = n.id AND w.key_id = n.old;
+
 -- name: sealed_checkpoints
 -- Rotation: jobs whose checkpoint holds a value sealed under another KEK
 -- ("pqsealed1:<key id>:...", jobs/secrets_at_rest.py).
@@ -696,6 +712,8 @@ SELECT key_id, sum(n)::int AS n FROM (
     WHERE secret_key_id IS NOT NULL GROUP BY secret_key_id
     UNION ALL
     SELECT key_id, count(*) FROM portalq.job_documents WHERE key_id IS NOT NULL GROUP BY key_id
+    UNION ALL
+    SELECT key_id, count(*) FROM portalq.webhook_subscriptions GROUP BY key_id
     UNION ALL
     SELECT split_part(e.value, ':', 2), count(*)
     FROM portalq.job_queue q CROSS JOIN LATERAL jsonb_each_text(q.checkpoint) e
@@ -1430,3 +1448,108 @@ WITH upd AS (
     RETURNING id
 )
 SELECT u.id, pg_notify('portalq_jobs', 'approved') FROM upd u;
+
+-- name: webhook_add
+INSERT INTO portalq.webhook_subscriptions (url, events, key_id, secret, created_at, created_by)
+VALUES (%(url)s, %(events)s, %(key_id)s, %(secret)s, %(now)s, %(by)s)
+RETURNING id;
+
+-- name: webhook_list
+SELECT w.id, w.url, w.events, w.created_at, w.created_by, w.failures, w.paused_at,
+       w.pause_reason,
+       (SELECT count(*)::int FROM portalq.webhook_deliveries d
+        WHERE d.subscription_id = w.id AND d.delivered_at IS NULL) AS undelivered,
+       (SELECT max(d.delivered_at) FROM portalq.webhook_deliveries d
+        WHERE d.subscription_id = w.id) AS last_delivered_at
+FROM portalq.webhook_subscriptions w ORDER BY w.id;
+
+-- name: webhook_remove
+DELETE FROM portalq.webhook_subscriptions WHERE id = %(id)s RETURNING id;
+
+-- name: webhook_resume
+-- A paused subscription sends again, its waiting deliveries first (nothing was dropped).
+WITH w AS (
+    UPDATE portalq.webhook_subscriptions
+    SET paused_at = NULL, pause_reason = NULL, pause_told_at = NULL, failures = 0
+    WHERE id = %(id)s RETURNING id
+), d AS (
+    UPDATE portalq.webhook_deliveries SET next_try_at = %(now)s
+    WHERE subscription_id IN (SELECT id FROM w) AND delivered_at IS NULL
+)
+SELECT id, pg_notify('portalq_outbox', 'webhook_deliveries') FROM w;
+
+-- name: webhook_due
+-- The oldest due delivery of a subscription that is not paused, locked while it is sent.
+SELECT d.id, d.msg_id, d.job_id, d.event, d.created_at, d.attempts, d.body,
+       w.id AS subscription_id, w.url, w.key_id, w.secret
+FROM portalq.webhook_deliveries d
+JOIN portalq.webhook_subscriptions w ON w.id = d.subscription_id
+WHERE d.delivered_at IS NULL AND d.next_try_at <= %(now)s AND w.paused_at IS NULL
+  AND NOT d.id = ANY(%(skip)s::bigint[])
+ORDER BY d.next_try_at, d.id
+LIMIT 1
+FOR UPDATE OF d SKIP LOCKED;
+
+-- name: webhook_job
+SELECT * FROM portalq.job_queue WHERE id = %(id)s;
+
+-- name: webhook_attempted
+-- One attempt of a delivery: logged; the delivery done or due again; the subscription's
+-- run of failures counted (and reset by a success).
+WITH log AS (
+    INSERT INTO portalq.webhook_attempts (delivery_id, at, status_code, error, took_ms)
+    VALUES (%(id)s, %(now)s, %(status_code)s, %(error)s, %(took_ms)s)
+), d AS (
+    UPDATE portalq.webhook_deliveries
+    SET attempts = attempts + 1, body = %(body)s,
+        delivered_at = CASE WHEN %(ok)s THEN %(now)s END,
+        next_try_at = coalesce(%(next_try_at)s, next_try_at),
+        last_error = CASE WHEN %(ok)s THEN NULL ELSE %(error)s END
+    WHERE id = %(id)s
+), held AS (
+    -- an endpoint that failed is tried again once per backoff step, not once per event
+    UPDATE portalq.webhook_deliveries SET next_try_at = %(next_try_at)s
+    WHERE subscription_id = %(subscription_id)s AND delivered_at IS NULL AND id <> %(id)s
+      AND NOT %(ok)s AND next_try_at < %(next_try_at)s
+)
+UPDATE portalq.webhook_subscriptions
+SET failures = CASE WHEN %(ok)s THEN 0 ELSE failures + 1 END
+WHERE id = %(subscription_id)s
+RETURNING failures;
+
+-- name: webhook_pause
+UPDATE portalq.webhook_subscriptions SET paused_at = %(now)s, pause_reason = %(reason)s
+WHERE id = %(id)s AND paused_at IS NULL;
+
+-- name: webhook_paused_untold
+SELECT id, url, events, failures, paused_at, pause_reason
+FROM portalq.webhook_subscriptions
+WHERE paused_at IS NOT NULL AND pause_told_at IS NULL
+ORDER BY id LIMIT 1
+FOR UPDATE SKIP LOCKED;
+
+-- name: webhook_pause_told
+UPDATE portalq.webhook_subscriptions SET pause_told_at = %(now)s WHERE id = %(id)s;
+
+-- name: webhook_next_try
+SELECT min(d.next_try_at) AS at
+FROM portalq.webhook_deliveries d
+JOIN portalq.webhook_subscriptions w ON w.id = d.subscription_id
+WHERE d.delivered_at IS NULL AND w.paused_at IS NULL;
+
+-- name: webhook_log
+SELECT d.msg_id, d.job_id, d.event, d.created_at, d.delivered_at, d.attempts, d.next_try_at,
+       d.last_error
+FROM portalq.webhook_deliveries d WHERE d.subscription_id = %(id)s
+ORDER BY d.id DESC LIMIT %(limit)s;
+
+-- name: webhook_prune
+-- Delivered deliveries (and their log) past their keeping time, a batch at a time.
+WITH gone AS (
+    DELETE FROM portalq.webhook_deliveries WHERE id IN (
+        SELECT id FROM portalq.webhook_deliveries
+        WHERE delivered_at IS NOT NULL AND delivered_at < %(before)s
+        ORDER BY delivered_at LIMIT %(limit)s)
+    RETURNING 1
+)
+SELECT count(*)::int AS n FROM gone;

@@ -1,0 +1,53 @@
+"""``portalq webhooks add/list/log/resume/remove`` through the real CLI: the signing secret
+shown once and never again; bad input one line, non-zero, nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+
+from tests.conftest import run_cli
+
+
+def _subscriptions(dsn: str) -> int:
+    with psycopg.connect(dsn) as c:
+        return c.execute("SELECT count(*) FROM portalq.webhook_subscriptions").fetchone()[0]
+
+
+def test_add_list_log_resume_remove(db, dsn):
+    out = run_cli("webhooks", "add", "https://app.example.com/hooks/portalq",
+                  "--events", "completed,failed", "--json")
+    assert out.returncode == 0, out.stderr
+    added = json.loads(out.stdout)
+    assert added["secret"].startswith("whsec_") and len(added["secret"]) == 6 + 44
+    out = run_cli("webhooks", "list", "--json")
+    [row] = json.loads(out.stdout)
+    assert (row["id"], row["url"], row["events"], row["paused_at"]) == (
+        added["id"], "https://app.example.com/hooks/portalq", ["completed", "failed"], None)
+    assert added["secret"] not in out.stdout and "secret" not in row
+    with psycopg.connect(dsn) as c:   # sealed at rest, not stored as shown
+        stored = bytes(c.execute("SELECT secret FROM portalq.webhook_subscriptions").fetchone()[0])
+    assert added["secret"].encode() not in stored
+    out = run_cli("webhooks", "list")
+    assert "[completed,failed]  active; 0 waiting" in out.stdout
+    assert run_cli("webhooks", "log", str(added["id"])).returncode == 0
+    assert run_cli("webhooks", "resume", str(added["id"])).returncode == 0
+    out = run_cli("webhooks", "remove", str(added["id"]))
+    assert out.returncode == 0 and _subscriptions(dsn) == 0
+
+
+def test_bad_input_is_one_line_and_writes_nothing(db, dsn):
+    cases = {
+        ("add", "ftp://x.example.com/", "--events", "completed"): "a webhook URL is http(s)",
+        ("add", "https://x.example.com/", "--events", "completed,paid"): "unknown event 'paid'",
+        ("add", "https://x.example.com/", "--events", ","): "events: a comma-separated list",
+        ("remove", "99"): "no webhook subscription 99",
+        ("resume", "99"): "no webhook subscription 99",
+        ("remove", "0"): "",
+    }
+    for args, message in cases.items():
+        out = run_cli("webhooks", *args)
+        assert out.returncode != 0 and message in out.stderr, (args, out.stderr)
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("portalq: error:")
+    assert _subscriptions(dsn) == 0

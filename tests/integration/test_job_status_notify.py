@@ -1,0 +1,107 @@
+"""Results back to the app (issue 36): a real LISTEN connection on ``portalq_job_status``
+hears each decided job -- id, order id, type, status -- once per statement, and nothing of
+the queue's own work (claims).
+
+A test that something is *not* sent never waits for silence: it does the silent thing, then
+a telling one, and checks that the first notification heard is the telling one's."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from portalq.jobs import clock, questions, queue, worker_api
+from portalq.jobs.worker_api import Capacity
+from tests import payloads
+
+T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)
+CHANNEL = "portalq_job_status"
+
+
+@pytest.fixture
+def frozen() -> clock.FrozenClock:
+    c = clock.FrozenClock(T0)
+    clock.set_clock(c)
+    return c
+
+
+@pytest.fixture
+def listener(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(f"LISTEN {CHANNEL}")
+        yield c
+
+
+def heard(listener: psycopg.Connection[Any], n: int) -> list[list[dict[str, Any]]]:
+    """The next ``n`` notifications' payloads (each a list of jobs)."""
+    got = [json.loads(m.payload) for m in listener.notifies(timeout=30, stop_after=n)]
+    assert len(got) == n, got
+    return got
+
+
+async def _claim_all(dsn: str, worker: str = "w1", limit: int = 50) -> list[Any]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        return await worker_api.claim(c, worker=worker, limit=limit,
+                                      capacities=[Capacity("email", None)])
+
+
+async def _complete(dsn: str, ids: list[int], worker: str = "w1") -> set[int]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        return await worker_api.complete_many(c, worker=worker,
+                                              results=[(i, {"sent": True}) for i in ids])
+
+
+def test_a_completed_batch_is_heard_in_chunks_and_a_claim_is_not(dsn, frozen, listener):
+    jobs = queue.enqueue_many([queue.NewJob("deliver", f"ORD-{i}", payloads.DELIVER)
+                               for i in range(20)])
+    claimed = asyncio.run(_claim_all(dsn))
+    assert len(claimed) == 20            # a claim of twenty: silent (the next is the batch)
+    assert asyncio.run(_complete(dsn, [j["id"] for j in claimed])) == {j.id for j in jobs}
+    first, second = heard(listener, 2)   # one statement, two notifications of <= 16 jobs
+    assert (len(first), len(second)) == (16, 4)
+    assert sorted(first + second, key=lambda m: m["id"]) == [
+        {"id": j.id, "order_id": f"ORD-{i}", "type": "deliver", "status": "completed"}
+        for i, j in enumerate(jobs)]
+
+
+def test_failed_cancelled_and_waiting_for_a_person_are_heard(dsn, frozen, listener):
+    a, b, c = (queue.enqueue("deliver", o, payloads.DELIVER) for o in ("A", "B", "C"))
+    queue.cancel(c.id)
+    claimed = {j["id"]: j for j in asyncio.run(_claim_all(dsn))}
+    assert set(claimed) == {a.id, b.id}
+
+    async def go() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await questions.ask(conn, job_id=a.id, attempt=1, question="the code mailed?",
+                                deadline=clock.now())
+            assert await worker_api.finish_unsuccessful(
+                conn, job=claimed[b.id], worker="w1", status="failed", error="refused")
+    asyncio.run(go())
+    got = [m for batch in heard(listener, 3) for m in batch]
+    assert got == [
+        {"id": c.id, "order_id": "C", "type": "deliver", "status": "cancelled"},
+        {"id": a.id, "order_id": "A", "type": "deliver", "status": "waiting_for_person"},
+        {"id": b.id, "order_id": "B", "type": "deliver", "status": "failed"}]
+
+
+def test_heard_after_commit_only_and_whatever_the_callers_search_path(dsn, frozen, listener):
+    """The app cancels in its own transaction, its search path on its own schema, where its
+    own (legacy) ``job_queue`` lives: the trigger reads portalq's, and tells on commit."""
+    a, b = (queue.enqueue("deliver", o, payloads.DELIVER) for o in ("ORD-A", "ORD-B"))
+    with psycopg.connect(dsn, autocommit=True) as app:
+        app.execute("CREATE TABLE public.job_queue (id bigint, order_id text, job_type text)")
+        app.execute("INSERT INTO public.job_queue VALUES (%s, 'THE-APPS', 'legacy'), "
+                    "(%s, 'THE-APPS', 'legacy')", (a.id, b.id))
+    with psycopg.connect(dsn, options="-c search_path=public") as app:
+        queue.cancel(a.id, conn=app)
+        app.rollback()                   # not committed: never heard
+        queue.cancel(b.id, conn=app)
+        app.commit()
+    assert heard(listener, 1) == [[
+        {"id": b.id, "order_id": "ORD-B", "type": "deliver", "status": "cancelled"}]]
