@@ -11,7 +11,7 @@ shown to every role is scrubbed of anything shaped like an SSN (jobs.masking).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -73,7 +73,7 @@ def cause_of(error: str | None) -> str:
     return _NUMBER.sub("#", first[:200])
 
 
-def group_failed(rows: list[Mapping[str, Any]]) -> tuple[list[FailedGroup],
+def group_failed(rows: Sequence[Mapping[str, Any]]) -> tuple[list[FailedGroup],
                                                           list[dict[str, Any]]]:
     """(groups of failed jobs by cause, largest first; the uncertain filings -- a
     submission pressed and never confirmed -- apart, one by one)."""
@@ -99,7 +99,7 @@ def group_failed(rows: list[Mapping[str, Any]]) -> tuple[list[FailedGroup],
     return ordered, uncertain
 
 
-def review_screenshot(artifacts: list[Mapping[str, Any]], attempt: int,
+def review_screenshot(artifacts: Sequence[Mapping[str, Any]], attempt: int,
                       ) -> Mapping[str, Any] | None:
     """The review page's screenshot of the attempt that asked for approval: the one named
     for the review; else that attempt's last screenshot that is not the failure shot
