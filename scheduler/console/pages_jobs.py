@@ -22,7 +22,7 @@ from portalq.jobs.clock import parse_instant
 from portalq.jobs.console_users import User
 from portalq.jobs.errors import InputError
 from portalq.jobs.models import JOB_STATUSES
-from portalq.scheduler.console.pages_needs import back_to
+from portalq.scheduler.console.pages_needs import back_to, portal_zones
 from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:
@@ -151,7 +151,10 @@ def routes(console: Console) -> list[Route]:
             attempts.setdefault(a["attempt"], []).append(a)
         done = DONE.get(request.query_params.get("done", ""))
         uncertain = past_point_of_no_return(data["checkpoint"])
+        with console.db() as conn:   # its times in the portal's zone too
+            zone = portal_zones(conn).get(data["portal"])
         return console.render(request, "job.html", job=data, attempts=attempts, done=done,
+                              zone=zone,
                               can_act=user.can("operator"), uncertain=uncertain,
                               a=pending_approval(data), back="",
                               payload_json=json.dumps(data["payload"], indent=2,

@@ -233,6 +233,8 @@ def test_the_approval_page_shows_the_review_screenshot_beside_the_buttons(env, s
             assert img["y"] <= button["y"] < img["y"] + img["height"] / 2, (img, button)
         assert approve["y"] + approve["height"] <= 900       # on the first screen
         assert run(page.locator("dt", has_text="last error").count()) == 0
+        facts = run(page.locator("dl.facts").inner_text())   # the portal's and viewer's time
+        assert "portal time" in facts and "your time" in facts, facts
         assert run(page.locator("#approval").inner_text()).count("digest") == 1
         assert page.csp_errors == []
     phone = signin("operator", 390, 844)
