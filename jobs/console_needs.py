@@ -102,13 +102,13 @@ def group_failed(rows: Sequence[Mapping[str, Any]]) -> tuple[list[FailedGroup],
 def review_screenshot(artifacts: Sequence[Mapping[str, Any]], attempt: int,
                       ) -> Mapping[str, Any] | None:
     """The review page's screenshot of the attempt that asked for approval: the one named
-    for the review; else that attempt's last screenshot that is not the failure shot
-    (taken when the attempt ended to wait)."""
+    for the review; else that attempt's last screenshot that is not the one taken when the
+    attempt ended to wait ("deferred"; "failure" before flows named it so)."""
     shots = [a for a in artifacts if a["kind"] == "screenshot" and a["attempt"] == attempt]
     named = [a for a in shots if "review" in _name(a)]
     if named:
         return named[-1]
-    others = [a for a in shots if "failure" not in _name(a)]
+    others = [a for a in shots if not any(w in _name(a) for w in ("failure", "deferred"))]
     return others[-1] if others else None
 
 
