@@ -230,9 +230,13 @@ NEEDS_YOU_CAP = 1000
 
 
 def needs_you(conn: Any) -> int:
-    """How many escalations need a person (the inbox's open rows), at most the cap."""
-    return int(sql.fetch_value(conn, "console_needs_you",
-                               {"now": clock.now(), "cap": NEEDS_YOU_CAP}) or 0)
+    """How many things need a person, at most the cap: the escalations inbox's open rows
+    and the jobs waiting on a portal past its expected time (the "Needs you" page's items,
+    jobs.console_needs)."""
+    params = {"now": clock.now(), "cap": NEEDS_YOU_CAP}
+    escalated = int(sql.fetch_value(conn, "console_needs_you", params) or 0)
+    overdue = int(sql.fetch_value(conn, "console_needs_waiting_count", params) or 0)
+    return min(escalated + overdue, NEEDS_YOU_CAP)
 
 
 def closures(conn: Any) -> list[dict[str, Any]]:

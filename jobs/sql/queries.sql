@@ -1292,6 +1292,67 @@ ON CONFLICT (escalation_id) DO UPDATE SET
     assigned_to = EXCLUDED.assigned_to, resolved_at = EXCLUDED.resolved_at,
     resolved_by = EXCLUDED.resolved_by, updated_at = EXCLUDED.updated_at;
 
+-- name: console_needs_questions
+-- The "Needs you" page's open questions (console_escalations_inbox's question rows, with
+-- the question itself): unanswered, before their deadline, their escalation not resolved.
+SELECT q.id, q.job_id, q.attempt, q.question, q.asked_at, q.deadline, j.job_type,
+       j.order_id, j.portal
+FROM portalq.job_questions q
+JOIN portalq.escalations e ON e.job_id = q.job_id AND e.attempt = q.attempt AND e.kind = 'question'
+JOIN portalq.job_queue j ON j.id = q.job_id
+LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
+WHERE q.answered_at IS NULL AND q.deadline > %(now)s
+  AND j.status NOT IN ('completed', 'cancelled') AND h.resolved_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                    AND l.kind = 'question' AND l.id > e.id)
+ORDER BY q.deadline, q.id LIMIT %(limit)s;
+
+-- name: console_needs_approvals
+-- The "Needs you" page's approvals (console_escalations_inbox's approval rows) with what
+-- the checkpoint recorded of the request (its digest, when asked, changed since approved).
+SELECT e.id AS escalation_id, e.job_id, e.attempt, e.created_at, j.job_type, j.order_id,
+       j.portal, j.checkpoint -> 'approval' AS approval
+FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
+LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
+WHERE e.kind = 'approval' AND j.status NOT IN ('completed', 'cancelled')
+  AND j.checkpoint #>> '{approval,state}' = 'pending' AND h.resolved_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                    AND l.kind = 'approval' AND l.id > e.id)
+ORDER BY e.created_at, e.id LIMIT %(limit)s;
+
+-- name: console_needs_failed
+-- The "Needs you" page's failed jobs (console_escalations_inbox's failure rows: the job's
+-- latest failure escalation, not resolved), through the failed jobs' partial index; the
+-- page groups them by cause and tells the uncertain ones apart by their checkpoint.
+SELECT j.id, j.job_type, j.order_id, j.portal, j.last_error, j.checkpoint, j.finished_at,
+       e.kind
+FROM portalq.job_queue j
+CROSS JOIN LATERAL (SELECT l.id, l.kind FROM portalq.escalations l WHERE l.job_id = j.id
+                      AND l.kind NOT IN ('question', 'approval')
+                    ORDER BY l.id DESC LIMIT 1) e
+LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
+WHERE j.status = 'failed' AND h.resolved_at IS NULL
+ORDER BY j.id LIMIT %(limit)s;
+
+-- name: console_needs_waiting
+-- Jobs waiting on a portal's decision past the time the portal normally takes
+-- (jobs.waiting's checkpoint marker ``waiting``: expected_by before now).
+SELECT id, job_type, order_id, portal, run_at, checkpoint -> 'waiting' AS waiting
+FROM portalq.job_queue
+WHERE status = 'deferred' AND checkpoint ? 'waiting'
+  AND (checkpoint #>> '{waiting,expected_by}')::timestamptz < %(now)s
+ORDER BY id LIMIT %(limit)s;
+
+-- name: console_needs_waiting_count
+-- How many of console_needs_waiting's jobs there are, up to %(cap)s (added to the count of
+-- what needs a person).
+SELECT count(*)::int AS n FROM (
+    SELECT 1 FROM portalq.job_queue
+    WHERE status = 'deferred' AND checkpoint ? 'waiting'
+      AND (checkpoint #>> '{waiting,expected_by}')::timestamptz < %(now)s
+    LIMIT %(cap)s
+) x;
+
 -- name: console_closures
 SELECT id, portal, starts_at, ends_at, reason FROM portalq.portal_closures
 WHERE ends_at > %(after)s ORDER BY starts_at, id;

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from portalq.jobs import clock
-from portalq.jobs.errors import HandlerOutcome, PortalUnavailable, RetryableError
+from portalq.jobs.errors import DeferUntil, HandlerOutcome, PortalUnavailable, RetryableError
 from portalq.portals.calendar import zone
 from portalq.portals.flows.browser import close_context, note_missing
 from portalq.portals.flows.context import FlowContext
@@ -81,7 +81,10 @@ async def browser_page(ctx: FlowContext) -> AsyncIterator[tuple[Any, Evidence]]:
             failed = False
         except HandlerOutcome as exc:
             exc.args = tuple(redact(str(a), ctx.secrets()) for a in exc.args)
-            await _failure_shot(page, evidence)
+            # a wait (an approval at the review page, a portal still deciding) is no failure:
+            # its page is kept as what the wait looked like, named so
+            await _failure_shot(page, evidence,
+                                "deferred" if isinstance(exc, DeferUntil) else "failure")
             raise
         except PlaywrightError as exc:
             await _failure_shot(page, evidence)
@@ -105,16 +108,16 @@ def portal_sign(exc: BaseException) -> bool:
         w in lowered for w in ("goto", "navigation", "wait_for_load_state", "waiting for url"))
 
 
-async def _failure_shot(page: Page, evidence: Evidence) -> None:
+async def _failure_shot(page: Page, evidence: Evidence, name: str = "failure") -> None:
     """Best effort: a page mid-navigation (e.g. after a dropped connection) may refuse a
     screenshot once; wait for it to settle and try again; else it is missing evidence."""
     for last in (False, True):
         try:
-            await evidence.take(page, "failure")
+            await evidence.take(page, name)
             return
         except Exception as exc:  # noqa: BLE001 - must not hide the outcome being raised
             if last:
-                note_missing(evidence.ctx.artifacts_dir, "failure screenshot", exc)
+                note_missing(evidence.ctx.artifacts_dir, f"{name} screenshot", exc)
                 return
             with suppress(Exception):
                 await page.wait_for_load_state("load", timeout=3000)

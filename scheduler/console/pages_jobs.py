@@ -15,13 +15,14 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from portalq.jobs import console_actions, console_repo, masking, portals_repo, types
+from portalq.jobs import console_actions, console_needs, console_repo, masking, portals_repo, types
 from portalq.jobs.audit import Actor
 from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.clock import parse_instant
 from portalq.jobs.console_users import User
 from portalq.jobs.errors import InputError
 from portalq.jobs.models import JOB_STATUSES
+from portalq.scheduler.console.pages_needs import back_to, portal_zones
 from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:
@@ -37,6 +38,20 @@ DONE = {"retry": "Queued again.", "retry_with_payload": "Queued again with the n
         "answer": "Answer sent: the flow goes on with it.",
         "approve": "Approved: it runs again now and submits what was reviewed.",
         "reject": "Rejected: cancelled, nothing filed."}
+
+
+def pending_approval(job: dict[str, Any]) -> dict[str, Any] | None:
+    """A job waiting for approval as the approval block shows it: the review page's
+    screenshot of the attempt that asked (not the failure shot its waiting ended with),
+    the digest approving covers."""
+    if not job.get("awaits_approval"):
+        return None
+    record = (job.get("checkpoint") or {}).get("approval") or {}
+    asked = [e["attempt"] for e in job["escalations"] if e["kind"] == "approval"]
+    attempt = asked[-1] if asked else job["attempts"]
+    return {"job_id": job["id"], "job_type": job["job_type"],
+            "review": console_needs.review_screenshot(job["artifacts"], attempt),
+            "digest": str(record.get("digest") or ""), "changed": bool(record.get("changed"))}
 
 
 def actor(user: User) -> Actor:
@@ -136,8 +151,12 @@ def routes(console: Console) -> list[Route]:
             attempts.setdefault(a["attempt"], []).append(a)
         done = DONE.get(request.query_params.get("done", ""))
         uncertain = past_point_of_no_return(data["checkpoint"])
+        with console.db() as conn:   # its times in the portal's zone too
+            zone = portal_zones(conn).get(data["portal"])
         return console.render(request, "job.html", job=data, attempts=attempts, done=done,
+                              zone=zone,
                               can_act=user.can("operator"), uncertain=uncertain,
+                              a=pending_approval(data), back="",
                               payload_json=json.dumps(data["payload"], indent=2,
                                                       sort_keys=True),
                               link=console.service.job_url(data["id"]))
@@ -197,6 +216,10 @@ def routes(console: Console) -> list[Route]:
                     raise HTTPException(404, "no such action")
 
         await run_in_threadpool(run)
+        back = back_to(form.get("back"))   # started on the "Needs you" page: back there
+        if back is not None:
+            return RedirectResponse(f"{back}?{urlencode({'done': what, 'job': job_id})}",
+                                    status_code=303)
         return RedirectResponse(f"/jobs/{job_id}?done={what}", status_code=303)
 
     async def bulk(request: Request) -> Response:

@@ -132,10 +132,15 @@ def live_fragment(console: Console) -> str:
 
 def routes(console: Console) -> list[Route]:
     def overview(request: Request) -> Response:
-        require(request)
+        # the console's front door: what needs a person first (pages_needs), then the queue
+        from portalq.scheduler.console.pages_needs import done_message, gather
+
+        user = require(request)
         snap = console.snapshots.get()
         return console.render(request, "overview.html", snap=snap,
-                              chart=chart(snap["throughput"]))
+                              chart=chart(snap["throughput"]), needs=gather(console),
+                              back="/", can_act=user.can("operator"),
+                              done=done_message(request))
 
     def overview_json(request: Request) -> Response:
         require(request)

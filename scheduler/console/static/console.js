@@ -18,6 +18,17 @@ document.addEventListener("DOMContentLoaded", function () {
       if (state) { state.textContent = "reconnecting…"; state.className = "live-state off"; }
     });
   }
+  // instants: the server writes UTC (and the portal's time where it matters); the
+  // viewer's own time zone is the browser's, so it is added here
+  document.querySelectorAll("time[data-local]").forEach(function (t) {
+    var at = new Date(t.getAttribute("datetime"));
+    if (isNaN(at.getTime())) { return; }
+    var local = document.createElement("span");
+    local.className = "local";
+    local.textContent = " · " + at.toLocaleString(undefined, {month: "short", day: "numeric",
+      hour: "2-digit", minute: "2-digit", timeZoneName: "short"}) + " your time";
+    t.after(local);
+  });
   var all = document.getElementById("select-all");
   if (all) {
     all.addEventListener("change", function () {
