@@ -285,13 +285,15 @@ WITH done AS (
 ), before AS (
     SELECT code, paused_by FROM portalq.portals WHERE code IN (SELECT portal FROM upd)
 ), healthy AS (
-    -- a success ends an outage streak, and resumes a portal the breaker paused
+    -- a success ends an outage streak, and resumes a portal the breaker paused (never
+    -- one an operator paused, nor one paused for a changed page: a run that started
+    -- before that pause proves nothing about the changed page)
     UPDATE portalq.portals p SET outage_streak = 0, outage_last_job = NULL, paused_at = NULL,
                          paused_by = NULL,
                          pause_reason = NULL, probe_at = NULL, updated_at = %(now)s
     FROM before b
     WHERE p.code = b.code AND (p.outage_streak > 0 OR p.paused_by = 'breaker')
-      AND p.paused_by IS DISTINCT FROM 'operator'
+      AND (p.paused_by IS NULL OR p.paused_by = 'breaker')
     RETURNING p.code, b.paused_by AS was_paused_by
 ), signs AS (
     DELETE FROM portalq.portal_outage_signs s USING healthy h WHERE s.portal = h.code
@@ -846,6 +848,21 @@ WITH p AS (
 INSERT INTO portalq.portal_notices (portal, kind, reason, created_at, next_try_at)
 SELECT code, 'paused', %(reason)s, %(now)s, %(now)s FROM p
 RETURNING id;
+
+-- name: drift_pause
+-- A flow met a page it does not know: the portal is paused until an operator resumes it
+-- (paused_by 'drift': no probe, no resume by a success). A breaker's pause becomes this
+-- one; an operator's or an earlier drift pause stays. No notice: the job's one
+-- portal_changed escalation tells the admins (with the page's evidence).
+WITH p AS (
+    UPDATE portalq.portals SET paused_at = %(now)s, paused_by = 'drift', pause_reason = %(reason)s,
+                       probe_at = NULL, updated_at = %(now)s
+    WHERE code = %(portal)s AND (paused_at IS NULL OR paused_by = 'breaker')
+    RETURNING code
+), told AS (
+    SELECT pg_notify('portalq_portals', code) FROM p
+)
+SELECT count(*)::int AS paused, (SELECT count(*) FROM told)::int AS told FROM p;
 
 -- name: probe_failed
 UPDATE portalq.portals SET probe_at = %(probe_at)s, updated_at = %(now)s
