@@ -249,7 +249,9 @@ async def finish_unsuccessful(conn: AConn, *, job: Mapping[str, Any], worker: st
             return False
         if escalation is not None:
             kind, reason = escalation
-            await sql.afetch(conn, "insert_escalation", {
+            # a changed page can recur within one (refunded) attempt: told each time
+            await sql.afetch(conn, "insert_escalation_again" if kind == "portal_changed"
+                             else "insert_escalation", {
                 "job_id": job["id"], "attempt": row["attempts"], "kind": kind,
                 "reason": reason, "now": clock.now()})
         return True

@@ -338,6 +338,17 @@ VALUES (%(job_id)s, %(attempt)s, %(kind)s, %(reason)s, %(now)s, %(now)s)
 ON CONFLICT ON CONSTRAINT escalations_once DO NOTHING
 RETURNING id;
 
+-- name: insert_escalation_again
+-- An escalation that can recur within one attempt: a job meeting a changed page again
+-- after its portal was resumed (its attempt refunded each time) is numbered after its
+-- earlier ones of the kind, so the person is told again.
+INSERT INTO portalq.escalations (job_id, attempt, kind, reason, created_at, next_try_at)
+SELECT %(job_id)s, greatest(%(attempt)s, coalesce(max(attempt) + 1, %(attempt)s)), %(kind)s,
+       %(reason)s, %(now)s, %(now)s
+FROM portalq.escalations WHERE job_id = %(job_id)s AND kind = %(kind)s
+ON CONFLICT ON CONSTRAINT escalations_once DO NOTHING
+RETURNING id;
+
 -- name: heartbeat
 UPDATE portalq.job_queue SET heartbeat_at = %(now)s
 WHERE id = ANY(%(ids)s::bigint[]) AND status = 'running' AND lock_owner = %(worker)s
@@ -1212,6 +1223,15 @@ WITH open AS (
       AND j.checkpoint #>> '{approval,state}' = 'pending'
       AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
                         AND l.kind = 'approval' AND l.id > e.id)
+    UNION
+    -- a changed page: open while its portal stays paused for it (read from the few
+    -- portals paused so, through their waiting jobs)
+    SELECT e.id FROM portalq.portals p
+    JOIN portalq.job_queue j ON j.portal = p.code AND j.status IN ('pending', 'deferred')
+    JOIN portalq.escalations e ON e.job_id = j.id AND e.kind = 'portal_changed'
+    WHERE p.paused_by = 'drift'
+      AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'portal_changed' AND l.id > e.id)
 )
 SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
        j.job_type, j.order_id, j.portal, j.status, j.last_error,
@@ -1237,6 +1257,9 @@ SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
                   AND q.deadline > %(now)s)
             WHEN 'approval' THEN j.status NOT IN ('completed', 'cancelled')
                                  AND j.checkpoint #>> '{approval,state}' = 'pending'
+            WHEN 'portal_changed' THEN j.status IN ('pending', 'deferred') AND EXISTS (
+                SELECT 1 FROM portalq.portals p WHERE p.code = j.portal
+                  AND p.paused_by = 'drift')
             ELSE j.status = 'failed'
         END) AND NOT EXISTS (
             SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id AND l.id > e.id
@@ -1269,6 +1292,15 @@ WITH open AS (
       AND j.checkpoint #>> '{approval,state}' = 'pending'
       AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
                         AND l.kind = 'approval' AND l.id > e.id)
+    UNION
+    -- a changed page: open while its portal stays paused for it (read from the few
+    -- portals paused so, through their waiting jobs)
+    SELECT e.id FROM portalq.portals p
+    JOIN portalq.job_queue j ON j.portal = p.code AND j.status IN ('pending', 'deferred')
+    JOIN portalq.escalations e ON e.job_id = j.id AND e.kind = 'portal_changed'
+    WHERE p.paused_by = 'drift'
+      AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'portal_changed' AND l.id > e.id)
 )
 SELECT count(*)::int AS n FROM (
     SELECT 1 FROM open o LEFT JOIN portalq.escalation_handling h ON h.escalation_id = o.id
