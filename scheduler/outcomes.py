@@ -70,7 +70,7 @@ class Policy:
 class PortalState:
     """The job's portal as the policy needs it (after this failure's outage sign)."""
 
-    paused_by: str | None = None          # "breaker" | "operator" | None
+    paused_by: str | None = None          # "breaker" | "operator" | "drift" | None
     probe_at: datetime | None = None      # next probe of a breaker-paused portal
     just_paused: bool = False             # this failure's sign tripped the breaker
     probe: bool = True                    # this run started after the pause (the probe)
