@@ -50,6 +50,20 @@ class PortalUnavailable(RetryableError):
     plain :class:`RetryableError` and never pauses a portal."""
 
 
+class PortalChanged(RetryableError):
+    """The portal shows a page the flow does not know (a review page other than the
+    expected one, no known next state after a click, an unknown sign-in page): the portal
+    changed. Nothing irreversible was done on it. The portal's flows are paused (by
+    ``drift``) until an operator resumes it; the job waits without spending its attempt,
+    and one escalation carries the page's evidence. ``expected`` describes what the flow
+    expected (for a review page: its structure, the data left out), ``where`` the step."""
+
+    def __init__(self, message: str, *, expected: str = "", where: str = "") -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.where = where
+
+
 class BusinessError(HandlerOutcome):
     """A permanent failure (name rejected, not eligible): failed at once and escalated."""
 

@@ -70,6 +70,7 @@ class EventKind(StrEnum):
     ADMIN_CANCEL = "admin cancel"
     ADMIN_CONFIRMED_FILED = "admin confirmed filed"
     LOOKUP_BEFORE_PERSON = "one more attempt: a lookup before a person is asked"
+    PORTAL_CHANGED = "portal changed: waits for an operator's resume"
 
 
 class EscalationKind(StrEnum):
@@ -80,10 +81,12 @@ class EscalationKind(StrEnum):
     ATTEMPTS = "attempts"      # every attempt failed
     PROBE = "probe"            # it kept failing as the probe of a paused portal
     CRASHING = "crashing"      # its worker kept dying
+    PORTAL_CHANGED = "portal_changed"   # a page the flow does not know: its portal paused
 
 
 #: an escalation row's ``kind`` as stored (the words of :class:`EscalationKind`)
-EscalationKindName = Literal["business", "uncertain", "attempts", "probe", "crashing"]
+EscalationKindName = Literal["business", "uncertain", "attempts", "probe", "crashing",
+                            "portal_changed"]
 
 
 class NoticeKind(StrEnum):

@@ -67,6 +67,15 @@ async def next_try(conn: AConn) -> datetime | None:
     return row["at"] if row else None
 
 
+async def page_snapshots(conn: AConn, job_id: int) -> list[str]:
+    """The paths of the aria snapshots (the page's and the expected one) a changed page
+    left on the job, of its last run that left any (a portal_changed escalation's)."""
+    found = [a for a in await sql.afetch(conn, "job_artifacts", {"id": job_id})
+             if a["kind"] == ArtifactKind.FILE
+             and a["path"].rsplit("/", 1)[-1] in ("aria-page.yaml", "aria-expected.yaml")]
+    return [a["path"] for a in found[-2:]]
+
+
 async def screenshots(conn: AConn, job_id: int) -> list[str]:
     """The paths of a job's screenshots, oldest first (an escalation attaches the last)."""
     return [a["path"] for a in await sql.afetch(conn, "job_artifacts", {"id": job_id})

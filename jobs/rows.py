@@ -111,7 +111,7 @@ class PortalRow(TypedDict):
     enabled: bool
     paused_at: datetime | None
     pause_reason: str | None
-    paused_by: str | None       # "breaker" or "operator"
+    paused_by: str | None       # "breaker", "operator" or "drift" (a changed page)
     probe_at: datetime | None
     outage_streak: int
     url: str | None

@@ -185,6 +185,15 @@ class OutageState:
     others_failing: bool = False
 
 
+async def pause_for_drift(conn: AConn, *, portal: str, reason: str) -> bool:
+    """Pause ``portal`` for a changed page (``paused_by='drift'``) until an operator resumes
+    it; True if this call paused it (False: paused already, by an operator or for drift)."""
+    async with conn.transaction():
+        row = await sql.afetch_one(conn, "drift_pause", {"portal": portal, "reason": reason,
+                                                         "now": clock.now()})
+    return bool(row and row["paused"])
+
+
 async def record_outage(conn: AConn, *, portal: str, job_id: int, threshold: int,
                         probe_after: timedelta, reason: str,
                         window: timedelta = timedelta(minutes=5)) -> OutageState:
@@ -240,7 +249,9 @@ async def finish_unsuccessful(conn: AConn, *, job: Mapping[str, Any], worker: st
             return False
         if escalation is not None:
             kind, reason = escalation
-            await sql.afetch(conn, "insert_escalation", {
+            # a changed page can recur within one (refunded) attempt: told each time
+            await sql.afetch(conn, "insert_escalation_again" if kind == "portal_changed"
+                             else "insert_escalation", {
                 "job_id": job["id"], "attempt": row["attempts"], "kind": kind,
                 "reason": reason, "now": clock.now()})
         return True

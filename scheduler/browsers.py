@@ -18,6 +18,8 @@ class Browsers:
         self.config: Any = None
         #: remote browsers per portal (set by the service when endpoints are configured)
         self.remote: Any = None
+        #: each portal's egress proxy (scheduler.egress; set by the service at start)
+        self.proxies: dict[str, Any] = {}
 
     async def local(self) -> Any:
         """The process's own browser (launched, or relaunched after a crash)."""
@@ -35,13 +37,15 @@ class Browsers:
 
     async def new_context(self, portal: str, artifacts_dir: Path) -> Any:
         """A fresh browser context for one job on ``portal``, recording into
-        ``artifacts_dir``."""
+        ``artifacts_dir``; through the portal's proxy when it has one."""
+        proxy = self.proxies.get(portal)
+        options = {"proxy": proxy.options()} if proxy is not None else {}
         if self.remote is not None and self.remote.serves(portal):
-            return await self.remote.new_context(portal, artifacts_dir)
+            return await self.remote.new_context(portal, artifacts_dir, **options)
         from portalq.portals.flows import browser
 
         b = await self.local()
-        return await browser.new_context(b, self.config, artifacts_dir)
+        return await browser.new_context(b, self.config, artifacts_dir, **options)
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):

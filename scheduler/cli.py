@@ -550,4 +550,13 @@ def run_service(
         smtp_target(settings.smtp_url)
     except SmtpUrlError as exc:
         fail(str(exc))
+    import os
+
+    from portalq.jobs.errors import InputError
+    from portalq.scheduler import egress
+
+    try:   # a malformed proxy setting: one line at start (the portals are checked later)
+        egress.proxies(os.environ)
+    except InputError as exc:
+        fail(str(exc))
     run(settings)

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from portalq.jobs import clock, types, worker_api
+from portalq.jobs.errors import PortalChanged
 from portalq.scheduler import calendars, metrics, outcomes
 from portalq.scheduler.config import Settings
 from portalq.scheduler.dbpool import Database, first_line
@@ -52,6 +53,15 @@ class FailureRecorder:
                             extra=extra)
             if outage.paused_by is not None:
                 await self._refresh()   # the pause (and its probe time) as stored
+        drift_paused = False
+        if isinstance(exc, PortalChanged):   # a page the flow does not know
+            drift_paused = await self._db.retrying(lambda conn: worker_api.pause_for_drift(
+                conn, portal=job["portal"], reason=outcomes.changed_reason(job["portal"],
+                                                                           message)))
+            if drift_paused:
+                log.warning("portal %s paused: a page the flow does not know (until an "
+                            "operator resumes it)", job["portal"], extra=extra)
+            await self._refresh()
         portal = self._portal_of(job["portal"])
         t = outcomes.decide(
             exc, job, message=message, now=now, policy=self.policy, checkpoint=checkpoint,
@@ -61,6 +71,7 @@ class FailureRecorder:
                 just_paused=outage.just_paused if outage else False,
                 probe=outage.probe if outage else False,
                 others_failing=outage.others_failing if outage else False,
+                drift_paused=drift_paused,
                 probe_at=portal.probe_at if portal else None,
                 next_startable=(lambda at: calendars.next_startable(portal, at))
                 if portal is not None else None))

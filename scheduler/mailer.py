@@ -94,7 +94,7 @@ def _in_doubt(checkpoint: Any) -> bool:
 
 
 def build_escalation(settings: Settings, esc: Mapping[str, Any],
-                     screenshot: Path | None) -> EmailMessage:
+                     screenshot: Path | None, files: tuple[Path, ...] = ()) -> EmailMessage:
     msg = EmailMessage()
     msg["Subject"] = (f"[portalq] {_one_line(esc['kind'])}: {_one_line(esc['job_type'])} job "
                       f"{esc['job_id']} (order {_one_line(esc['order_id'])}) needs attention")
@@ -114,7 +114,20 @@ def build_escalation(settings: Settings, esc: Mapping[str, Any],
         f"Checkpoint: {', '.join(f'{k}={v}' for k, v in sorted(checkpoint.items())) or '-'}",
         "",
     ]
-    if esc["kind"] == "uncertain":
+    if esc["kind"] == "portal_changed":
+        # the portal is paused for every job until a person resumes it (issue 37)
+        lines += [
+            "The portal showed a page the flow does not know. Its flows are paused and its",
+            "jobs wait (no attempts spent); nothing irreversible was done by this job.",
+            "Compare the attached screenshot and aria-page.yaml (the page, data left out)",
+            "with aria-expected.yaml (what the flow expected); once the flow is fixed or the",
+            "page is back:",
+            "",
+            "To act:",
+            f"  portalq portals resume {esc['portal']} --reason '...'"
+            "   # or on the console's portals page",
+        ]
+    elif esc["kind"] == "uncertain":
         lines += [
             "WARNING: the portal may have accepted the submission. Check the portal first,",
             "then say what you found; cancelling would lose a real filing, a blind retry",
@@ -152,6 +165,12 @@ def build_escalation(settings: Settings, esc: Mapping[str, Any],
         ctype = mimetypes.guess_type(screenshot.name)[0] or "image/png"
         maintype, subtype = ctype.split("/")
         msg.add_attachment(shot, maintype=maintype, subtype=subtype, filename=screenshot.name)
+    for path in files:   # the aria snapshots (data left out; scrubbed again with the mail)
+        try:
+            msg.add_attachment(path.read_text(encoding="utf-8"), subtype="plain",
+                               filename=path.name)
+        except OSError:
+            pass   # evidence never decides whether admins are told
     return msg
 
 
@@ -279,9 +298,11 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
         from portalq.jobs.masking import job_secrets
 
         shots = await outbox.screenshots(conn, esc["job_id"])
+        files = tuple(Path(p) for p in await outbox.page_snapshots(conn, esc["job_id"])) \
+            if esc["kind"] == "portal_changed" else ()
         job = await outbox.job_secret_columns(conn, esc["job_id"])
         message = scrub_mail(build_escalation(settings, esc, Path(shots[-1]) if shots
-                                              else None),
+                                              else None, files),
                              job_secrets(job) if job is not None else [])
         if "From" not in message:
             message["From"] = settings.mail_from

@@ -3,6 +3,11 @@
     exception, job, portal state, now  ->  Transition (pending | deferred | failed, ...)
 
 - a closed page or a handler's deferral: deferred, the attempt refunded;
+- a page the flow does not know (``PortalChanged``): its portal is paused for an operator
+  (by the caller, before deciding); the job waits, the attempt refunded, and the failure
+  that paused the portal carries its one ``portal_changed`` escalation -- unless the job is
+  past its point of no return on a portal without a lookup: then it may have been filed
+  (failed, "uncertain");
 - an outage sign on a portal the breaker has paused: deferred to after the next probe,
   refunded — but a job that has failed as the probe ``probe_limit`` times with no other
   job failing meanwhile is failed and escalated ("probe"), so a broken job cannot keep a
@@ -32,6 +37,7 @@ from portalq.jobs.checkpoints import LOOKUP_ANSWERS, past_point_of_no_return
 from portalq.jobs.errors import (
     BusinessError,
     DeferUntil,
+    PortalChanged,
     PortalClosed,
     PortalUnavailable,
     RetryableError,
@@ -64,13 +70,15 @@ class Policy:
 class PortalState:
     """The job's portal as the policy needs it (after this failure's outage sign)."""
 
-    paused_by: str | None = None          # "breaker" | "operator" | None
+    paused_by: str | None = None          # "breaker" | "operator" | "drift" | None
     probe_at: datetime | None = None      # next probe of a breaker-paused portal
     just_paused: bool = False             # this failure's sign tripped the breaker
     probe: bool = True                    # this run started after the pause (the probe)
     #: another job showed an outage sign since this job's last one (their probes fail too)
     others_failing: bool = False
     next_startable: Callable[[datetime], datetime | None] | None = None
+    #: this failure (a changed page) paused the portal: it carries the escalation
+    drift_paused: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,8 @@ def decide(exc: BaseException, job: Mapping[str, Any], *, message: str, now: dat
     retry finds a filing the last attempt may have made before it files again."""
     if is_outage_sign(exc) and portal.paused_by is not None:
         return _paused(job, message, now, portal, policy)
+    if isinstance(exc, PortalChanged):
+        return _changed(exc, job, message, now, portal, checkpoint, reconcilable)
     if isinstance(exc, PortalClosed | DeferUntil):
         when = exc.when if isinstance(exc, DeferUntil) else exc.reopen_at
         if when is None and portal.next_startable is not None:
@@ -143,6 +153,40 @@ def decide(exc: BaseException, job: Mapping[str, Any], *, message: str, now: dat
         return _look_up_first(job, cp, message, now, portal, policy)
     return Transition(FAILED, "failed", message, escalation=(
         Esc.ATTEMPTS, f"{job['attempts']} attempts failed; last error: {message}"))
+
+
+def changed_reason(portal: str, message: str) -> str:
+    """Why a portal was paused for a changed page (stored with the pause, shown to admins)."""
+    return f"a page the flow does not know: {message}"[:500]
+
+
+def _changed(exc: PortalChanged, job: Mapping[str, Any], message: str, now: datetime,
+             portal: PortalState, checkpoint: Mapping[str, Any] | None,
+             reconcilable: bool) -> Transition:
+    """A page the flow does not know. Before the point of no return nothing irreversible
+    was done: the job waits for the portal (its attempt refunded; the paused portal is not
+    claimed until an operator resumes it). After it, on a portal without a lookup, the
+    submission may have gone through: a person checks (never sent again blindly)."""
+    cp = checkpoint if checkpoint is not None else job["checkpoint"]
+    code = job["portal"]
+    if past_point_of_no_return(cp) and not reconcilable:
+        return Transition(FAILED, "uncertain", message, escalation=(
+            Esc.UNCERTAIN, f"after the submission step the portal showed a page the flow "
+                           f"does not know (portal {code} paused); {UNCERTAIN_WARNING}; "
+                           f"last error: {message}"))
+    escalation = None
+    if portal.drift_paused:
+        escalation = (Esc.PORTAL_CHANGED, (
+            f"portal {code} shows a page the flow does not know"
+            + (f" at {exc.where}" if exc.where else "") + f": {message}. Nothing "
+            f"irreversible was done. Its flows are paused and its jobs wait (no attempts "
+            f"spent). Compare the screenshot and aria-page.yaml with aria-expected.yaml; "
+            f"once the flow is fixed or the page is back, resume it: portalq portals resume "
+            f"{code} --reason '...' (or on the console's portals page)"))
+    return Transition(DEFERRED, "deferred", message, run_at=now + MIN_DEFER,
+                      refund_attempt=True, escalation=escalation,
+                      detail={"event": EventKind.PORTAL_CHANGED,
+                              "paused": portal.drift_paused})
 
 
 def _look_up_first(job: Mapping[str, Any], cp: Mapping[str, Any], message: str,

@@ -70,6 +70,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
         await worker.refresh_portals()
         worker.role.check(worker.portals)   # unknown portal or job type: exit 2
         _say_where_portals_point(settings, worker.portals)
+        worker.browsers.proxies = _egress(worker.portals)
     except BaseException:
         await pool.close()
         raise
@@ -136,6 +137,20 @@ def settle_heap() -> None:
     before. Only for a process that is the service's own: frozen objects are never freed."""
     gc.collect()
     gc.freeze()
+
+
+def _egress(portals: dict[str, Any]) -> dict[str, Any]:
+    """Each portal's egress proxy, checked (unknown portal, password missing: exit 2) and
+    logged like the portals' addresses, without credentials."""
+    import os
+
+    from portalq.scheduler import egress
+
+    found = egress.proxies(os.environ)
+    egress.check(found, portals)
+    for code, proxy in sorted(found.items()):
+        log.info("portal %s: browser traffic through proxy %s", code, proxy.shown())
+    return found
 
 
 def _say_where_portals_point(settings: Settings, portals: dict[str, Any]) -> None:

@@ -285,13 +285,15 @@ WITH done AS (
 ), before AS (
     SELECT code, paused_by FROM portalq.portals WHERE code IN (SELECT portal FROM upd)
 ), healthy AS (
-    -- a success ends an outage streak, and resumes a portal the breaker paused
+    -- a success ends an outage streak, and resumes a portal the breaker paused (never
+    -- one an operator paused, nor one paused for a changed page: a run that started
+    -- before that pause proves nothing about the changed page)
     UPDATE portalq.portals p SET outage_streak = 0, outage_last_job = NULL, paused_at = NULL,
                          paused_by = NULL,
                          pause_reason = NULL, probe_at = NULL, updated_at = %(now)s
     FROM before b
     WHERE p.code = b.code AND (p.outage_streak > 0 OR p.paused_by = 'breaker')
-      AND p.paused_by IS DISTINCT FROM 'operator'
+      AND (p.paused_by IS NULL OR p.paused_by = 'breaker')
     RETURNING p.code, b.paused_by AS was_paused_by
 ), signs AS (
     DELETE FROM portalq.portal_outage_signs s USING healthy h WHERE s.portal = h.code
@@ -333,6 +335,17 @@ SELECT id, attempts FROM upd;
 -- name: insert_escalation
 INSERT INTO portalq.escalations (job_id, attempt, kind, reason, created_at, next_try_at)
 VALUES (%(job_id)s, %(attempt)s, %(kind)s, %(reason)s, %(now)s, %(now)s)
+ON CONFLICT ON CONSTRAINT escalations_once DO NOTHING
+RETURNING id;
+
+-- name: insert_escalation_again
+-- An escalation that can recur within one attempt: a job meeting a changed page again
+-- after its portal was resumed (its attempt refunded each time) is numbered after its
+-- earlier ones of the kind, so the person is told again.
+INSERT INTO portalq.escalations (job_id, attempt, kind, reason, created_at, next_try_at)
+SELECT %(job_id)s, greatest(%(attempt)s, coalesce(max(attempt) + 1, %(attempt)s)), %(kind)s,
+       %(reason)s, %(now)s, %(now)s
+FROM portalq.escalations WHERE job_id = %(job_id)s AND kind = %(kind)s
 ON CONFLICT ON CONSTRAINT escalations_once DO NOTHING
 RETURNING id;
 
@@ -865,6 +878,21 @@ INSERT INTO portalq.portal_notices (portal, kind, reason, created_at, next_try_a
 SELECT code, 'paused', %(reason)s, %(now)s, %(now)s FROM p
 RETURNING id;
 
+-- name: drift_pause
+-- A flow met a page it does not know: the portal is paused until an operator resumes it
+-- (paused_by 'drift': no probe, no resume by a success). A breaker's pause becomes this
+-- one; an operator's or an earlier drift pause stays. No notice: the job's one
+-- portal_changed escalation tells the admins (with the page's evidence).
+WITH p AS (
+    UPDATE portalq.portals SET paused_at = %(now)s, paused_by = 'drift', pause_reason = %(reason)s,
+                       probe_at = NULL, updated_at = %(now)s
+    WHERE code = %(portal)s AND (paused_at IS NULL OR paused_by = 'breaker')
+    RETURNING code
+), told AS (
+    SELECT pg_notify('portalq_portals', code) FROM p
+)
+SELECT count(*)::int AS paused, (SELECT count(*) FROM told)::int AS told FROM p;
+
 -- name: probe_failed
 UPDATE portalq.portals SET probe_at = %(probe_at)s, updated_at = %(now)s
 WHERE code = %(portal)s AND paused_by = 'breaker';
@@ -1213,6 +1241,15 @@ WITH open AS (
       AND j.checkpoint #>> '{approval,state}' = 'pending'
       AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
                         AND l.kind = 'approval' AND l.id > e.id)
+    UNION
+    -- a changed page: open while its portal stays paused for it (read from the few
+    -- portals paused so, through their waiting jobs)
+    SELECT e.id FROM portalq.portals p
+    JOIN portalq.job_queue j ON j.portal = p.code AND j.status IN ('pending', 'deferred')
+    JOIN portalq.escalations e ON e.job_id = j.id AND e.kind = 'portal_changed'
+    WHERE p.paused_by = 'drift'
+      AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'portal_changed' AND l.id > e.id)
 )
 SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
        j.job_type, j.order_id, j.portal, j.status, j.last_error,
@@ -1238,6 +1275,9 @@ SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
                   AND q.deadline > %(now)s)
             WHEN 'approval' THEN j.status NOT IN ('completed', 'cancelled')
                                  AND j.checkpoint #>> '{approval,state}' = 'pending'
+            WHEN 'portal_changed' THEN j.status IN ('pending', 'deferred') AND EXISTS (
+                SELECT 1 FROM portalq.portals p WHERE p.code = j.portal
+                  AND p.paused_by = 'drift')
             ELSE j.status = 'failed'
         END) AND NOT EXISTS (
             SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id AND l.id > e.id
@@ -1270,6 +1310,15 @@ WITH open AS (
       AND j.checkpoint #>> '{approval,state}' = 'pending'
       AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
                         AND l.kind = 'approval' AND l.id > e.id)
+    UNION
+    -- a changed page: open while its portal stays paused for it (read from the few
+    -- portals paused so, through their waiting jobs)
+    SELECT e.id FROM portalq.portals p
+    JOIN portalq.job_queue j ON j.portal = p.code AND j.status IN ('pending', 'deferred')
+    JOIN portalq.escalations e ON e.job_id = j.id AND e.kind = 'portal_changed'
+    WHERE p.paused_by = 'drift'
+      AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                        AND l.kind = 'portal_changed' AND l.id > e.id)
 )
 SELECT count(*)::int AS n FROM (
     SELECT 1 FROM open o LEFT JOIN portalq.escalation_handling h ON h.escalation_id = o.id

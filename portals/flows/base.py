@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from portalq.jobs import clock
-from portalq.jobs.errors import DeferUntil, HandlerOutcome, PortalUnavailable, RetryableError
+from portalq.jobs.errors import (
+    DeferUntil,
+    HandlerOutcome,
+    PortalChanged,
+    PortalUnavailable,
+    RetryableError,
+)
 from portalq.portals.calendar import zone
 from portalq.portals.flows.browser import close_context, note_missing
 from portalq.portals.flows.context import FlowContext
@@ -65,7 +71,9 @@ class Evidence:
 @asynccontextmanager
 async def browser_page(ctx: FlowContext) -> AsyncIterator[tuple[Any, Evidence]]:
     """A page in a fresh browser context; a masked screenshot on failure; Playwright
-    errors become retryable errors; every outcome's message has the secrets redacted.
+    errors become retryable errors; every outcome's message has the secrets redacted; a
+    changed portal's page also leaves its aria snapshot beside the expected one
+    (:mod:`portals.flows.drift`).
     The context's trace is kept per the trace policy (see :mod:`portals.flows.browser`).
     Dialogs are Playwright's to dismiss unless a page object accepts them
     (:class:`portals.flows.pages.PortalPage` does)."""
@@ -85,6 +93,10 @@ async def browser_page(ctx: FlowContext) -> AsyncIterator[tuple[Any, Evidence]]:
             # its page is kept as what the wait looked like, named so
             await _failure_shot(page, evidence,
                                 "deferred" if isinstance(exc, DeferUntil) else "failure")
+            if isinstance(exc, PortalChanged):   # the page beside the one expected
+                from portalq.portals.flows.drift import keep_evidence
+
+                await keep_evidence(page, ctx, exc)
             raise
         except PlaywrightError as exc:
             await _failure_shot(page, evidence)
@@ -246,9 +258,14 @@ _NEXT_JS = """(before) => {
 }"""
 
 
-class NoNextState(RetryableError):
+#: what a flow expects after a click on a single-page app (a changed portal's evidence)
+NEXT_STATES = ("one of: a route change, the step indicator's next step, an inline answer "
+               "(an <h2> in the aria-live region), a dialog, a download, a new document")
+
+
+class NoNextState(PortalChanged):
     """The portal answered every request, yet the app showed nothing the flow knows: the
-    app changed (not an outage sign)."""
+    app changed (not an outage sign; its portal is paused until an operator resumes it)."""
 
 
 class AppWatch:
@@ -330,7 +347,8 @@ class AppWatch:
             if self.pending or self.failures:
                 what = self.failures[-1] if self.failures else "a request still unanswered"
                 raise PortalUnavailable(f"no answer from the portal at {where} ({what})") from None
-            raise NoNextState(f"nothing new on the page after {where} — portal changed?") from None
+            raise NoNextState(f"nothing new on the page after {where} — portal changed?",
+                              where=where, expected=NEXT_STATES) from None
         if kind == "document":
             with suppress(Exception):
                 await self.page.wait_for_load_state("load", timeout=timeout_ms)

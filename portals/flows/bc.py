@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from portalq.jobs import clock
-from portalq.jobs.errors import BusinessError, DeferUntil, RetryableError
+from portalq.jobs.errors import BusinessError, DeferUntil, PortalChanged, RetryableError
 from portalq.jobs.submission import Submission
 from portalq.portals import steps
 from portalq.portals.flows import waiting
@@ -114,7 +114,8 @@ class BcPortal(PortalPage):
         await self.ctx.step("name request")
         await self.goto(f"{self.base}/nr", "the Name Request")
         if not await self.select("Entity type", entity):
-            raise RetryableError(f"{PORTAL}: entity type {entity} not offered — portal changed?")
+            raise PortalChanged(f"{PORTAL}: entity type {entity} not offered — portal changed?",
+                                where="entity type", expected=f"an option {entity!r}")
         for i, name in enumerate(names, start=1):
             await self.fill(f"Name choice {i}", name)
         await self.shot("nr-names")
@@ -205,7 +206,8 @@ class BcPortal(PortalPage):
         await self.submit("Start Incorporation Application", "the incorporation start page")
         await self.step(1)
         if not await self.select("Type of business", entity):
-            raise RetryableError(f"{PORTAL}: entity type {entity} not offered — portal changed?")
+            raise PortalChanged(f"{PORTAL}: entity type {entity} not offered — portal changed?",
+                                where="entity type", expected=f"an option {entity!r}")
         if nr_number:
             await page.get_by_label("Use an approved Name Request", exact=True).check()
             await self.fill("Name Request number", nr_number)
@@ -261,7 +263,8 @@ class BcPortal(PortalPage):
         await self.fill("Folio or Reference Number", sub.reference)
         boxes = page.locator("form").get_by_role("checkbox")
         if await boxes.count() != 3:
-            raise RetryableError(f"{PORTAL}: expected three certify statements — portal changed?")
+            raise PortalChanged(f"{PORTAL}: expected three certify statements — portal changed?",
+                                where="certify", expected="three certify statements")
         for i in range(3):
             await boxes.nth(i).check()
         await self.shot("review")

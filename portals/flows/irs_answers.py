@@ -40,6 +40,7 @@ from portalq.jobs import clock
 from portalq.jobs.errors import (
     BusinessError,
     DeferUntil,
+    PortalChanged,
     PortalClosed,
     PortalUnavailable,
     RetryableError,
@@ -133,6 +134,7 @@ def classify(s: AppState, phase: str, where: str, ctx: Any = None) -> Answer:
             f"IRS Apply for EIN unavailable at {where}: {said or 'Service Unavailable'}"))
     if s.route == "sessionExpired":
         return Answer("expired", RetryableError(f"IRS: session expired at {where}"))
-    return Answer("changed", RetryableError(
+    return Answer("changed", PortalChanged(
         f"IRS: unexpected page at {where} (route {s.route!r}, step {s.step!r}, "
-        f"{s.heading!r}) — portal changed?"))
+        f"{s.heading!r}) — portal changed?", where=where,
+        expected=f"a page the IRS application shows after {where} (portal-facts)"))

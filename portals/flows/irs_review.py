@@ -1,13 +1,16 @@
 """The check before "Submit EIN Request": the review page must be the one the flow knows —
 its structure (row labels, questions, fields, buttons; the data left out) and the values
-the flow filled. Any difference: nothing is submitted (:class:`ReviewChanged`)."""
+the flow filled. Any difference: nothing is submitted -- another structure is a changed
+portal (:class:`ReviewChanged`, which pauses the portal), other values this job's trouble
+(:class:`ReviewValuesDiffer`)."""
 
 from __future__ import annotations
 
 import calendar
+import json
 from typing import TYPE_CHECKING, Any
 
-from portalq.jobs.errors import BusinessError
+from portalq.jobs.errors import BusinessError, PortalChanged
 from portalq.portals.payloads import ObtainEinPayload
 
 if TYPE_CHECKING:
@@ -34,8 +37,26 @@ _SHAPE_JS = """() => {
 }"""
 
 
-class ReviewChanged(BusinessError):
-    """The review page is not the one the flow knows: nothing was submitted."""
+class ReviewChanged(PortalChanged):
+    """The review page's structure is not the one the flow knows (a label renamed, a field
+    added): nothing was submitted; the portal is paused until an operator resumes it."""
+
+
+class ReviewValuesDiffer(BusinessError):
+    """The review page is the known one but shows other values than the flow filled:
+    nothing was submitted; this job needs a person (the portal is not paused)."""
+
+
+def expected_snapshot(known: dict[str, list[str]]) -> str:
+    """The review page the flow expects, in the aria snapshot's terms (data left out)."""
+    lines = ["# structure: " + json.dumps(known)]
+    for label in known["labels"]:
+        lines += [f"- term: {label}", "- definition: (data)"]
+    for group in known["groups"]:
+        lines.append(f'- group "{group}":')
+        lines += [f"  - radio  # {f}" for f in known["fields"] if f.startswith("radio:")]
+    lines += [f'- button "{b}"' for b in known["buttons"]]
+    return "\n".join(lines)
 
 
 def expected(p: ObtainEinPayload) -> dict[str, Any]:
@@ -68,10 +89,11 @@ async def check_review(page: Page, p: ObtainEinPayload) -> None:
     if shape != known:
         diff = {k: {"expected": known[k], "page": shape[k]} for k in known
                 if known[k] != shape[k]}
-        raise ReviewChanged(f"IRS review page differs from the expected one ({diff}); "
-                            "nothing submitted — portal changed?")
+        raise ReviewChanged(f"IRS review page differs from the expected one, nothing "
+                            f"submitted — portal changed? ({diff})", where="the review",
+                            expected=expected_snapshot(known))
     values = dict(seen["rows"])
     wrong = [k for k, v in want["values"].items() if values.get(k) != v]
     if wrong:
-        raise ReviewChanged(f"IRS review page shows other values than the flow filled for "
+        raise ReviewValuesDiffer(f"IRS review page shows other values than the flow filled for "
                             f"{', '.join(wrong)}; nothing submitted")

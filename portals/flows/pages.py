@@ -15,7 +15,7 @@ system error                   ``PortalUnavailable`` (an outage sign), or the po
                                meaning of its code (:meth:`PortalPage.system_error`)
 HTTP 5xx                       ``PortalUnavailable``
 form error (``role=alert``)    ``BusinessError`` with the portal's text
-expected control / step        ``RetryableError("... portal changed?")``
+expected control / step        ``PortalChanged("... portal changed?")`` (portal paused)
 alert/confirm dialog           accepted, noted in ``dialogs``, the flow continues
 =============================  ===========================================================
 
@@ -34,7 +34,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
-from portalq.jobs.errors import BusinessError, PortalClosed, PortalUnavailable, RetryableError
+from portalq.jobs.errors import (
+    BusinessError,
+    PortalChanged,
+    PortalClosed,
+    PortalUnavailable,
+    RetryableError,
+)
 from portalq.portals.flows.base import ConnectionLost, Evidence, check_pdf, click_and_wait, redact
 from portalq.portals.flows.context import FlowContext
 
@@ -179,8 +185,9 @@ class PortalPage:
             return
         if (found := self.verdict(s, status, s.step or label)) is not None:
             raise found.outcome
-        raise RetryableError(f"{self.name}: expected step {label!r}, the page shows "
-                             f"{s.step or 'no step'!r} — portal changed?")
+        raise PortalChanged(f"{self.name}: expected step {label!r}, the page shows "
+                            f"{s.step or 'no step'!r} — portal changed?", where=label,
+                            expected=f"the step {label!r}")
 
     # ---- navigation ---------------------------------------------------------------------
     async def goto(self, url: str, where: str) -> int | None:
@@ -193,8 +200,9 @@ class PortalPage:
         """The control the flow needs; its absence on a loaded page means a redesign."""
         locator = self.page.get_by_role(role, name=name, exact=True)  # type: ignore[arg-type]
         if not await locator.count():
-            raise RetryableError(self.missing_control.format(
-                portal=self.name, role=role, control=name, where=where))
+            raise PortalChanged(self.missing_control.format(
+                portal=self.name, role=role, control=name, where=where), where=where,
+                expected=f'- {role} "{name}"')
         return locator.first
 
     async def click(self, button: str, where: str) -> int | None:
@@ -229,8 +237,10 @@ class PortalPage:
         locator = self.page.locator(selector)
         value = (await locator.first.inner_text()).strip() if await locator.count() else ""
         if not value or (pattern and not re.fullmatch(pattern, value)):
-            raise RetryableError(f"{self.name}: no valid {selector} on {where} "
-                                 f"({value!r}) — portal changed?")
+            raise PortalChanged(f"{self.name}: no valid {selector} on {where} "
+                                f"({value!r}) — portal changed?", where=where,
+                                expected=f"{selector}" + (f" matching {pattern}" if pattern
+                                                          else ""))
         return value
 
     async def fill(self, label: str, value: Any, *, exact: bool = True) -> None:

@@ -34,6 +34,7 @@ from portalq.jobs.errors import (
     AccountRejected,
     BusinessError,
     PasswordChangeRequired,
+    PortalChanged,
     PortalUnavailable,
     RetryableError,
 )
@@ -53,6 +54,10 @@ _MARKER_JS = """ids => ids.find(id => document.getElementById(id)) ?? null"""
 #: a page asking for a password is never a signed-in page, whatever else it shows
 _ASKS_PASSWORD_JS = """() => !!document.querySelector('input[type=password]')"""
 MAX_STEPS = 10
+#: what a sign-in expects to meet (a changed portal's evidence)
+SIGNIN_PAGES = ("one of the sign-in steps (elements with the ids "
+                + ", ".join(f"#{m}" for m in _MARKERS)
+                + ") or, once the password was sent, a page the portal shows signed in")
 MAX_ASKS = 3
 
 
@@ -226,8 +231,9 @@ async def _steps(ctx: FlowContext, page: Page, creds: Credentials, portal: str, 
         elif password_sent and await signed_in_page(page):
             return SignedIn(password_expires_in=days, asked=asked)
         else:  # never assumed: a page the flow does not know is not "signed in"
-            raise RetryableError(f"sign-in: {who}: the portal shows a page that is neither a "
-                                 "known sign-in step nor a signed-in page — portal changed?")
+            raise PortalChanged(f"sign-in: {who}: the portal shows a page that is neither a "
+                                "known sign-in step nor a signed-in page — portal changed?",
+                                where="sign-in", expected=SIGNIN_PAGES)
     raise RetryableError(f"sign-in: {who}: still not signed in after {MAX_STEPS} pages")
 
 

@@ -149,6 +149,7 @@ def create_app(state: PortalState) -> Starlette:
         idle = state.faults.idle_ms or IDLE_MS
         config = {"base": base, "texts": _texts(), "states": STATES, "months": MONTHS,
                   "categories": CATEGORIES, "changedSelector": state.faults.changed_selector,
+                  "reviewChanged": state.faults.review_changed,
                   "appTimeoutMs": state.faults.app_timeout_ms or APP_TIMEOUT_MS,
                   "idleMs": idle, "countdownMs": idle // 2}
         boot = json.dumps(config).replace("</", "<\\/")
@@ -216,6 +217,8 @@ def create_app(state: PortalState) -> Starlette:
         if (fault := _fault(state, "submit")) is not None:
             return _answer(*fault)
         d = (await request.json()).get("data", {})
+        if state.faults.review_changed == "field" and not d.get("signatureAuthorityInput"):
+            return _answer(400)   # the redesigned application's required question unanswered
         ssn_hash = hashlib.sha256(session["ssn"].encode()).hexdigest()
         name_key = re.sub(r"\W+", " ", d.get("legalNameInput", "")).strip().upper()
         earlier = same_party(ssn_hash)

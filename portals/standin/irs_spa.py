@@ -221,13 +221,17 @@ function rows() {
     ['Phone number', d.thePhone],
     ['Legal name', d.legalNameInput],
     ['Start date', `${C.months[+d.startDateMonthInput - 1]} ${d.startDateYearInput}`],
-    ['Principal activity', d.businessActivityInput]];
+    [C.reviewChanged === 'label' ? 'Principal business activity' : 'Principal activity',
+     d.businessActivityInput]];
   if (d.entityRoleRadioInput === 'no') out.push(['Third party designee', d.designeeName]);
   return out;
 }
 function review() {
   const dl = rows().map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join('');
-  return `<dl class="review">${dl}</dl>` +
+  // a redesign (the reviewChanged fault): a question the application now requires
+  const extra = C.reviewChanged === 'field'
+    ? yesNo('signatureAuthorityInput', 'Are you authorized to sign this application?') : '';
+  return `<dl class="review">${dl}</dl>` + extra +
     radios('confirmationLetterRadioInput', 'Confirmation Letter',
            {DIGITAL: T.letterDigital, MAIL: T.letterMail}) +
     `<p>${esc(T.submitInstructions)}</p>`;
@@ -294,6 +298,8 @@ async function eligibility() {
 }
 async function submit() {
   if (!choice('confirmationLetterRadioInput')) return inputErrors([T.letterRequired]);
+  if (C.reviewChanged === 'field' && !choice('signatureAuthorityInput'))
+    return inputErrors(['Please answer: are you authorized to sign this application?']);
   $('#progress').hidden = false;
   const {status, json} = await api('application', {token: S.token, data: S.data});
   $('#progress').hidden = true;

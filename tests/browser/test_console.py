@@ -418,3 +418,29 @@ def test_live_overview_follows_a_cli_enqueue_without_reload(env, signin, run):
 
     run(expect(cell).to_have_text(str(before + 1), timeout=5000))
     assert run(page.evaluate("window.__marker")) == "no reload"
+
+
+def test_a_portal_paused_for_a_changed_page_is_resumed_on_the_portals_page_with_a_reason(
+        env, signin, run):
+    dsn = env["dsn"]
+    with psycopg.connect(dsn, autocommit=True) as c:   # as a flow meeting a changed page
+        c.execute("UPDATE portalq.portals SET paused_at = now(), paused_by = 'drift', "
+                  "pause_reason = 'a page the flow does not know' WHERE code = 'irs_ein'")
+    page = signin("operator")
+    run(page.goto("/portals"))
+    assert "paused by drift" in run(page.locator("tr[data-portal=irs_ein]").inner_text())
+    audited = len(audit_rows(dsn, "portal.resume"))
+    resp = run(page.context.request.post("/portals/irs_ein/resume", form={
+        "csrftoken": csrf(run, page), "reason": "  "}, max_redirects=0))
+    assert resp.status == 400                          # no reason: refused, nothing written
+    assert len(audit_rows(dsn, "portal.resume")) == audited
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT paused_by FROM portalq.portals WHERE code = 'irs_ein'"
+                         ).fetchone()[0] == "drift"
+    _submit(run, page, "tr[data-portal=irs_ein] form[action$=resume]",
+            reason="review page checked, flow fixed")
+    assert audit_rows(dsn, "portal.resume")[-1] == ("operator", "portal:irs_ein",
+                                                    "review page checked, flow fixed")
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT paused_by FROM portalq.portals WHERE code = 'irs_ein'"
+                         ).fetchone()[0] is None

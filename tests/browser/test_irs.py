@@ -16,13 +16,14 @@ from portalq.jobs.clock import FrozenClock, set_clock
 from portalq.jobs.errors import (
     BusinessError,
     DeferUntil,
+    PortalChanged,
     PortalClosed,
     PortalUnavailable,
     RetryableError,
     UncertainOutcome,
 )
 from portalq.portals.flows.irs import obtain_ein
-from portalq.portals.flows.irs_review import ReviewChanged
+from portalq.portals.flows.irs_review import ReviewChanged, ReviewValuesDiffer
 from portalq.scheduler.outcomes import Policy, PortalState, decide, is_outage_sign
 from tests.checkpoints import record, state
 
@@ -247,19 +248,25 @@ def redesigned(ctx, old: str, new: str) -> None:
     ctx.context_hooks.append(on_context)
 
 
-@pytest.mark.parametrize("old, new, seen", [
-    ("['Principal activity', d.businessActivityInput]",  # a label renamed
-     "['Main activity', d.businessActivityInput]", "Main activity"),
+@pytest.mark.parametrize("old, new, seen, outcome", [
+    ("C.reviewChanged === 'label' ? 'Principal business activity' : 'Principal activity'",
+     "'Main activity'", "Main activity", ReviewChanged),  # a label renamed
     ("radios('confirmationLetterRadioInput'",  # an extra required question
      "yesNo('signatureInput', 'Signature') + radios('confirmationLetterRadioInput'",
-     "Signature"),
-    ("['Legal name', d.legalNameInput]",  # a value other than the one filled
-     "['Legal name', d.legalNameInput + ' Inc']", "Legal name"),
+     "Signature", ReviewChanged),
+    ("['Legal name', d.legalNameInput]",  # a value other than the one filled: this job's
+     "['Legal name', d.legalNameInput + ' Inc']", "Legal name", ReviewValuesDiffer),
 ], ids=["label", "extra-field", "value"])
-def test_review_page_that_differs_submits_nothing(run, portals, irs_ctx, old, new, seen):
+def test_review_page_that_differs_submits_nothing(run, portals, irs_ctx, old, new, seen,
+                                                  outcome):
     ctx = irs_ctx()
     redesigned(ctx, old, new)
-    exc = fails(run, ctx, ReviewChanged)
+    exc = fails(run, ctx, outcome)
+    # a changed structure is a changed portal (it pauses the portal): its evidence is kept
+    assert isinstance(exc, PortalChanged) is (outcome is ReviewChanged)
+    if outcome is ReviewChanged:
+        assert {"aria-page.yaml", "aria-expected.yaml"} <= {
+            p.name for p in ctx.artifacts_dir.iterdir()}
     assert "nothing submitted" in str(exc) and seen in str(exc)
     assert state(ctx.checkpoints, "ein_application") is None and portals.ledger(PORTAL) == []
 

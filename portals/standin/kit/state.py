@@ -20,7 +20,8 @@ submission is recorded), ``hang_after_submit`` (recorded, then no answer at all)
 number or receipt and decided by staff that long after it was recorded -- its lookup does
 not list it before) and ``staff_outcome`` (what staff decide, where the portal knows
 several outcomes); ``processing_ms`` / ``app_timeout_ms`` / ``idle_ms`` (a single-page
-app's processing time, its own request timeout and idle-modal timer).
+app's processing time, its own request timeout and idle-modal timer); ``review_changed``
+("label" | "field": the review page redesigned, as the real application may be any day).
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ class Faults:
     processing_ms: int = 0
     app_timeout_ms: int = 0
     idle_ms: int = 0
+    # a redesigned review page (IRS): "label" (a row's label renamed) or "field" (an extra
+    # required question before the submission), as a real redesign would bring
+    review_changed: str | None = None
 
     def update(self, data: dict[str, Any]) -> None:
         for key, value in data.items():
