@@ -9,13 +9,16 @@ crash after the SMTP server accepted that one message and before its commit; the
 Message-ID is stable (``<escalation-ID@portalq>``) so mail clients collapse such a
 duplicate. A row whose mail cannot be built, or that the server refuses for good (5xx),
 is marked with its error and tried again later with a growing delay; the other rows go on.
+
+One mail per incident: due escalations that share a cause (one portal, one kind, one
+reason but for its numbers) are locked together and go as one mail that lists their jobs,
+marked sent together in its transaction. What a mail looks like: scheduler/mail_compose.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import mimetypes
 import smtplib
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
@@ -29,7 +32,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from portalq.jobs import clock, outbox
 from portalq.jobs.kinds import NoticeKind
 from portalq.jobs.rows import EscalationRow, NoticeRow
-from portalq.scheduler import metrics
+from portalq.scheduler import mail_compose, metrics
 from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.mail")
@@ -81,78 +84,37 @@ async def send(settings: Settings, message: EmailMessage) -> None:
 
 
 def _one_line(value: Any, limit: int = 200) -> str:
-    """A header-safe rendering of a stored value (no line breaks or control characters:
-    an order id written before they were refused must not break the mail)."""
-    text = "".join(ch if ch.isprintable() else " " for ch in str(value))
-    return " ".join(text.split())[:limit]
+    return mail_compose.one_line(value, limit)
 
 
-def _in_doubt(checkpoint: Any) -> bool:
-    from portalq.jobs.checkpoints import past_point_of_no_return
+def message_id(escalation_id: int) -> str:
+    """The stable Message-ID of an escalation's mail (a resend after a crash is collapsed
+    by mail clients; the job's later mails refer to its first)."""
+    return f"<escalation-{int(escalation_id)}@portalq>"
 
-    return past_point_of_no_return(checkpoint)
+
+def build_escalation(settings: Settings, esc: Mapping[str, Any], screenshot: Path | None,
+                     *, thread_root: int | None = None) -> EmailMessage:
+    """One escalation's mail (text and HTML, the screenshot inline), threaded under the
+    job's first escalation ``thread_root``. The caller scrubs it (:func:`scrub_mail`)."""
+    mail = mail_compose.describe(settings, esc)
+    mail.footer += _erasure_note(settings, esc["job_type"])
+    return mail_compose.render(settings, mail, message_id=message_id(esc["id"]),
+                               thread_root=message_id(thread_root) if thread_root else None,
+                               screenshot=screenshot)
 
 
-def build_escalation(settings: Settings, esc: Mapping[str, Any],
-                     screenshot: Path | None) -> EmailMessage:
-    msg = EmailMessage()
-    msg["Subject"] = (f"[portalq] {_one_line(esc['kind'])}: {_one_line(esc['job_type'])} job "
-                      f"{esc['job_id']} (order {_one_line(esc['order_id'])}) needs attention")
-    msg["From"] = settings.mail_from
-    msg["To"] = ", ".join(settings.admins())
-    msg["Message-ID"] = f"<escalation-{esc['id']}@portalq>"
-    from portalq.jobs.secrets_at_rest import checkpoint_for_display
-
-    checkpoint = checkpoint_for_display(esc.get("checkpoint"))
-    lines = [
-        f"Job {esc['job_id']} ({esc['job_type']}) for order {esc['order_id']} on portal "
-        f"{esc['portal']} needs a human.",
-        "",
-        f"Why:        {esc['kind']} - {esc['reason']}",
-        f"Attempts:   {esc['attempts']} of {esc['max_attempts']}",
-        f"Last error: {esc['last_error'] or '-'}",
-        f"Checkpoint: {', '.join(f'{k}={v}' for k, v in sorted(checkpoint.items())) or '-'}",
-        "",
-    ]
-    if esc["kind"] == "uncertain":
-        lines += [
-            "WARNING: the portal may have accepted the submission. Check the portal first,",
-            "then say what you found; cancelling would lose a real filing, a blind retry",
-            "may file twice.",
-            "",
-            "To act:",
-            f"  portalq jobs show {esc['job_id']}",
-            f"  portalq jobs retry {esc['job_id']} --confirmed-filed CONFIRMATION"
-            "   # it was filed",
-            f"  portalq jobs retry {esc['job_id']} --not-filed"
-            "   # it was not: resume from just before the submission",
-        ]
-    elif _in_doubt(esc.get("checkpoint")):
-        # past its submission on a portal with a lookup: it may be filed, so it is never
-        # offered for cancel; a retry looks it up before it files again (issue 35)
-        lines += ["To act:", f"  portalq jobs show {esc['job_id']}",
-                  f"  portalq jobs retry {esc['job_id']}"
-                  "   # looks the filing up on the portal first; files only if not found"]
-    else:
-        lines += ["To act:", f"  portalq jobs show {esc['job_id']}",
-                  f"  portalq jobs retry {esc['job_id']}",
-                  f"  portalq jobs cancel {esc['job_id']}"]
-    link = settings.job_url(esc["job_id"])
-    if link:
-        lines += ["", f"In the console: {link}"]
-    lines += _erasure_note(settings, esc["job_type"])
-    shot = None
-    if screenshot is not None:
-        try:
-            shot = screenshot.read_bytes()
-        except OSError:   # evidence never decides an outcome, nor whether admins are told
-            lines += ["", "(the last screenshot could not be read)"]
-    msg.set_content("\n".join(lines) + "\n")
-    if shot is not None and screenshot is not None:
-        ctype = mimetypes.guess_type(screenshot.name)[0] or "image/png"
-        maintype, subtype = ctype.split("/")
-        msg.add_attachment(shot, maintype=maintype, subtype=subtype, filename=screenshot.name)
-    return msg
+def build_incident(settings: Settings, escs: list[EscalationRow],
+                   screenshot: Path | None) -> EmailMessage:
+    """One mail for escalations that share a cause (mail_compose.cause): it lists the
+    jobs, each with its link and action; its Message-ID is its first escalation's."""
+    if len(escs) == 1:
+        raise ValueError("one escalation is mailed with build_escalation")
+    mail = mail_compose.describe_incident(settings, escs)
+    notes = {line for e in escs for line in _erasure_note(settings, e["job_type"])}
+    mail.footer += sorted(notes)
+    return mail_compose.render(settings, mail, message_id=message_id(escs[0]["id"]),
+                               thread_root=None, screenshot=screenshot)
 
 
 def scrub_mail(msg: EmailMessage, secrets: list[str]) -> EmailMessage:
@@ -200,6 +162,8 @@ def _server_down(exc: BaseException) -> bool:
     if isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500:
         return isinstance(exc, smtplib.SMTPAuthenticationError)
     return isinstance(exc, OSError | smtplib.SMTPException)
+
+
 def _erasure_note(settings: Settings, job_type: str) -> list[str]:
     from portalq.jobs import types
 
@@ -209,17 +173,21 @@ def _erasure_note(settings: Settings, job_type: str) -> list[str]:
         return []
     if not fields:
         return []
-    return ["", f"Its secret values ({', '.join(fields)}) are erased "
+    return [f"Its secret values ({', '.join(fields)}) are erased "
             f"{settings.secret_retention_days:g} days after the failure "
             "(PORTALQ_SECRET_RETENTION_DAYS); a retry after that asks for them again."]
 
 
 async def _send_due(settings: Settings, conn: Any, *, box: outbox.Box[outbox.R],
-                    build: Callable[[outbox.R], Awaitable[EmailMessage]], limit: int) -> Round:
+                    build: Callable[[list[outbox.R]], Awaitable[EmailMessage]], limit: int,
+                    gather: Callable[[outbox.R, list[int]], Awaitable[list[outbox.R]]]
+                    | None = None) -> Round:
     """Send the due rows of one outbox (escalations or portal notices), one transaction
-    per message: the row locked while its mail goes out, marked sent and committed as
-    soon as the server took it. A server that is down stops the round (one connection
-    attempt); a row that cannot be sent is marked with its error and skipped."""
+    per message: the rows locked while their mail goes out, marked sent and committed as
+    soon as the server took it. ``gather`` adds to a row the other due rows its one mail
+    stands for (locked in the same transaction, marked sent with it). A server that is
+    down stops the round (one connection attempt); rows that cannot be sent are marked
+    with their error and skipped. ``Round.sent`` counts rows, not messages."""
     if not settings.admins():
         return Round(0, False)
     sent = 0
@@ -230,16 +198,23 @@ async def _send_due(settings: Settings, conn: Any, *, box: outbox.Box[outbox.R],
             if row is None:
                 break
             done.append(row["id"])
+            rows = [row]
             try:
-                message = await build(row)
+                if gather is not None:
+                    rows = await gather(row, done)
+                    if not rows:
+                        continue   # held back (not due yet), nothing sent nor counted
+                    done.extend(r["id"] for r in rows[1:])
+                message = await build(rows)
                 await send(settings, message)
             except Exception as exc:  # noqa: BLE001 - classified: server down or bad row
                 down = _server_down(exc)
-                delay = SERVER_RETRY if down else _poison_delay(row["send_attempts"])
                 error = (f"{type(exc).__name__}: {_one_line(exc, 400)}" if not isinstance(
                     exc, SmtpUrlError) else str(exc))
-                await outbox.mark_failed(conn, box, row["id"], error=error,
-                                         next_try_at=clock.now() + delay)
+                for r in rows:
+                    delay = SERVER_RETRY if down else _poison_delay(r["send_attempts"])
+                    await outbox.mark_failed(conn, box, r["id"], error=error,
+                                             next_try_at=clock.now() + delay)
                 if not down:
                     metrics.OUTBOX_ERRORS.labels(box.due).inc()
                 log.warning("%s %s not sent (%s); next try in %ss", box.due, row["id"],
@@ -247,8 +222,9 @@ async def _send_due(settings: Settings, conn: Any, *, box: outbox.Box[outbox.R],
                 if down:
                     return Round(sent, True)
                 continue
-            await outbox.mark_sent(conn, box, row["id"])
-            sent += 1
+            for r in rows:
+                await outbox.mark_sent(conn, box, r["id"])
+            sent += len(rows)
     return Round(sent, False)
 
 
@@ -273,23 +249,49 @@ async def next_try(conn: Any) -> Any:
 
 
 async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -> Round:
-    """Send due escalations (with the job's last screenshot); returns how many went out."""
+    """Send due escalations (with the job's last screenshot); returns how many rows went
+    out. Due escalations that share a cause (mail_compose.cause: one portal, one kind, one
+    reason but for its numbers) go as one mail listing their jobs -- one outage, one mail
+    -- and are marked sent together in its transaction."""
 
-    async def build(esc: EscalationRow) -> EmailMessage:
+    async def gather(first: EscalationRow, skip: list[int]) -> list[EscalationRow]:
+        key = mail_compose.cause(first)
+        if key is None:
+            return [first]
+        until = first["created_at"] + timedelta(seconds=settings.mail_gather_seconds)
+        if first["send_attempts"] == 0 and until > clock.now():
+            # the first of a possible incident waits a few seconds for the rest of it
+            await outbox.hold(conn, first["id"], until)
+            return []
+        like = await outbox.due_like(conn, first, skip=skip)
+        return [first] + [e for e in like if mail_compose.cause(e) == key]
+
+    async def build(escs: list[EscalationRow]) -> EmailMessage:
         from portalq.jobs.masking import job_secrets
 
-        shots = await outbox.screenshots(conn, esc["job_id"])
-        job = await outbox.job_secret_columns(conn, esc["job_id"])
-        message = scrub_mail(build_escalation(settings, esc, Path(shots[-1]) if shots
-                                              else None),
-                             job_secrets(job) if job is not None else [])
+        secrets: list[str] = []
+        for esc in escs:
+            job = await outbox.job_secret_columns(conn, esc["job_id"])
+            secrets += job_secrets(job) if job is not None else []
+        shots = await outbox.screenshots(conn, escs[0]["job_id"])
+        shot = Path(shots[-1]) if shots else None
+        if len(escs) == 1:
+            root = await outbox.first_escalation(conn, escs[0]["job_id"])
+            message = build_escalation(settings, escs[0], shot, thread_root=root)
+        else:
+            message = build_incident(settings, escs, shot)
+        message = scrub_mail(message, secrets)
         if "From" not in message:
             message["From"] = settings.mail_from
-        # kept in this send's transaction: the console shows the mail itself
-        await outbox.store_message(conn, esc["id"], message.as_bytes())
+        # kept in this send's transaction: the console shows the mail itself (an incident's
+        # mail is kept on each escalation it stands for)
+        raw = message.as_bytes()
+        for esc in escs:
+            await outbox.store_message(conn, esc["id"], raw)
         return message
 
-    sent = await _send_due(settings, conn, box=outbox.ESCALATIONS, build=build, limit=limit)
+    sent = await _send_due(settings, conn, box=outbox.ESCALATIONS, build=build, limit=limit,
+                           gather=gather)
     metrics.ESCALATIONS.inc(sent.sent)
     return sent
 
@@ -319,7 +321,7 @@ def build_notice(settings: Settings, note: NoticeRow) -> EmailMessage:
 async def send_due_notices(settings: Settings, conn: Any, limit: int = 20) -> Round:
     """Portal paused/resumed notices (one each per breaker trip), same durability."""
 
-    async def build(note: NoticeRow) -> EmailMessage:
-        return build_notice(settings, note)
+    async def build(notes: list[NoticeRow]) -> EmailMessage:
+        return build_notice(settings, notes[0])
 
     return await _send_due(settings, conn, box=outbox.NOTICES, build=build, limit=limit)

@@ -62,5 +62,5 @@ def test_a_lookup_that_finds_nothing_then_fails_again_asks_a_person_without_canc
     act = body.split("To act:", 1)[1]
     assert f"portalq jobs retry {row['id']}" in act
     assert "cancel" not in act
-    assert "reconciled=not_found" not in body   # the lookup came before the second filing
+    assert "reconciled: not_found" not in body   # the lookup came before the second filing
     assert portals.ledger(PORTAL) == []
