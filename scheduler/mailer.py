@@ -211,10 +211,11 @@ async def _send_due(settings: Settings, conn: Any, *, box: outbox.Box[outbox.R],
                 down = _server_down(exc)
                 error = (f"{type(exc).__name__}: {_one_line(exc, 400)}" if not isinstance(
                     exc, SmtpUrlError) else str(exc))
+                now = clock.now()   # one instant: the rows of one mail stay due together
                 for r in rows:
                     delay = SERVER_RETRY if down else _poison_delay(r["send_attempts"])
                     await outbox.mark_failed(conn, box, r["id"], error=error,
-                                             next_try_at=clock.now() + delay)
+                                             next_try_at=now + delay)
                 if not down:
                     metrics.OUTBOX_ERRORS.labels(box.due).inc()
                 log.warning("%s %s not sent (%s); next try in %ss", box.due, row["id"],
