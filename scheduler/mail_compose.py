@@ -234,7 +234,8 @@ def render(settings: Settings, mail: Mail, *, message_id: str, thread_root: str 
     if shot is not None and screenshot is not None:
         ctype = mimetypes.guess_type(screenshot.name)[0] or "image/png"
         maintype, subtype = ctype.split("/")
-        html = msg.get_payload()[1]
+        html = msg.get_body(preferencelist=("html",))
+        assert html is not None   # added just above
         html.add_related(shot, maintype=maintype, subtype=subtype, cid=f"<{SHOT_CID}>",
                          filename=screenshot.name, disposition="inline")
     return msg

@@ -260,8 +260,9 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
         if key is None:
             return [first]
         until = first["created_at"] + timedelta(seconds=settings.mail_gather_seconds)
-        if first["send_attempts"] == 0 and until > clock.now():
-            # the first of a possible incident waits a few seconds for the rest of it
+        if first["status"] == "failed" and first["send_attempts"] == 0 and until > clock.now():
+            # the first failure of a possible incident waits a few seconds for the rest of
+            # it (a job that goes on -- waiting on a registry -- is told about at once)
             await outbox.hold(conn, first["id"], until)
             return []
         like = await outbox.due_like(conn, first, skip=skip)

@@ -24,7 +24,7 @@ from portalq.scheduler import mailer
 from portalq.scheduler.config import Settings
 from tests import checkpoints, payloads
 from tests.mailbox import Mailbox
-from tests.service_helpers import add_local_portal
+from tests.service_helpers import Service, add_local_portal, wait_until
 
 CONSOLE = "https://portalq.example:8780"
 OUTAGE = "{n} attempts failed; last error: PortalUnavailable: HTTP 503 at {t}"
@@ -293,3 +293,28 @@ def test_no_written_form_of_the_ssn_in_any_part_of_a_mail_or_an_incidents_mail(
         for name, form in forms.items():
             for text in texts:
                 assert form.encode() not in text, f"{name} form in {subject(mail)}"
+
+
+def test_a_running_service_mails_one_outage_of_twenty_jobs_once(db, dsn, tmp_path):
+    """The same through ``portalq run``: twenty jobs fail on their one attempt (the portal
+    answers each with the same error) within the gather window: one mail lists them."""
+    add_local_portal(dsn)
+    box = Mailbox().start()
+    svc = Service(db, tmp_path, "mail", PORTALQ_ADMIN_EMAILS="ops@example.com",
+                  PORTALQ_SMTP_URL=box.url, PORTALQ_CONSOLE_URL=CONSOLE,
+                  PORTALQ_MAIL_GATHER_SECONDS=30, PORTALQ_WORKERS=4).start()
+    try:
+        ids = [j.id for j in queue.enqueue_many([
+            queue.NewJob("ledger_job", f"ORD-{i}", {"fail_times": 1}, max_attempts=1)
+            for i in range(20)])]
+        with psycopg.connect(dsn, autocommit=True) as c:
+            wait_until(lambda: c.execute("SELECT count(*) FROM portalq.escalations WHERE "
+                                         "sent_at IS NOT NULL").fetchone()[0] == 20,
+                       90, "the twenty escalations sent")
+        [mail] = box.messages
+    finally:
+        svc.stop()
+        box.stop()
+    assert "20 jobs on local" in subject(mail)
+    text = plain(mail)
+    assert all(f"{CONSOLE}/jobs/{i}" in text for i in ids)
