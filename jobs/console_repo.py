@@ -154,8 +154,12 @@ def mail_text(raw: bytes | memoryview | None) -> str | None:
              if msg[h] is not None]
     body = msg.get_body(preferencelist=("plain", "html"))
     text = str(body.get_content()) if body is not None else ""
+    # the screenshot is inline in the HTML alternative: every part that is not a text of
+    # the mail itself is listed
     attached = [f"[attached: {p.get_filename() or p.get_content_type()}, "
-                f"{len(p.get_content()):,} bytes]" for p in msg.iter_attachments()]
+                f"{len(p.get_content()):,} bytes]" for p in msg.walk()
+                if not p.is_multipart() and p is not body
+                and (p.get_filename() or p.get_content_maintype() != "text")]
     return "\n".join(lines) + "\n\n" + text.rstrip("\n") + "".join(
         "\n" + a for a in attached)
 

@@ -40,6 +40,28 @@ async def next_due(conn: AConn, box: Box[R], *, skip: list[int]) -> R | None:
     return cast(R, rows[0]) if rows else None
 
 
+async def due_like(conn: AConn, row: EscalationRow, *, skip: list[int],
+                   limit: int = 200) -> list[EscalationRow]:
+    """The other due escalations of ``row``'s portal and kind (not in ``skip``), locked
+    until the caller's transaction ends: the candidates for one incident's mail."""
+    rows = await sql.afetch(conn, "due_escalations_like", {
+        "now": clock.now(), "portal": row["portal"], "kind": row["kind"], "skip": skip,
+        "limit": limit})
+    return cast(list[EscalationRow], rows)
+
+
+async def hold(conn: AConn, escalation_id: int, until: datetime) -> None:
+    """Leave an escalation unsent until ``until`` (gathering its incident), no attempt
+    counted."""
+    await sql.afetch(conn, "escalation_hold", {"id": escalation_id, "until": until})
+
+
+async def first_escalation(conn: AConn, job_id: int) -> int | None:
+    """The id of the job's first escalation (its mails are threaded under that one's)."""
+    row = await sql.afetch_one(conn, "job_first_escalation", {"job_id": job_id})
+    return int(row["id"]) if row and row["id"] is not None else None
+
+
 async def mark_sent(conn: AConn, box: Box[Any], row_id: int) -> None:
     await sql.afetch(conn, box.sent, {"id": row_id, "now": clock.now()})
 

@@ -135,6 +135,7 @@ class EscalationRow(TypedDict):
     kind: EscalationKindName
     reason: str
     send_attempts: int
+    created_at: datetime
     job_type: str
     order_id: str
     portal: str

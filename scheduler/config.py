@@ -124,6 +124,10 @@ class Settings(BaseSettings):
     question_deadline_seconds: float = Field(600.0, gt=0, le=86400, description="how long "
                                              "a flow waits for a person's answer (an "
                                              "e-mailed code) before its attempt is refunded")
+    mail_gather_seconds: float = Field(5, ge=0, le=600, description="a failed job's "
+                                       "escalation mail waits this long for others of the "
+                                       "same cause, so one outage is one mail listing its "
+                                       "jobs (0: no wait)")
     console_url: str = Field("", description="the admin console's address as admins reach "
                              "it (e.g. https://portalq.internal:8780); escalation mails link "
                              "to the job's page there")

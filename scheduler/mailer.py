@@ -9,13 +9,16 @@ crash after the SMTP server accepted that one message and before its commit; the
 Message-ID is stable (``<escalation-ID@portalq>``) so mail clients collapse such a
 duplicate. A row whose mail cannot be built, or that the server refuses for good (5xx),
 is marked with its error and tried again later with a growing delay; the other rows go on.
+
+One mail per incident: due escalations that share a cause (one portal, one kind, one
+reason but for its numbers) are locked together and go as one mail that lists their jobs,
+marked sent together in its transaction. What a mail looks like: scheduler/mail_compose.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import mimetypes
 import smtplib
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
@@ -29,7 +32,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from portalq.jobs import clock, outbox
 from portalq.jobs.kinds import NoticeKind
 from portalq.jobs.rows import EscalationRow, NoticeRow
-from portalq.scheduler import metrics
+from portalq.scheduler import mail_compose, metrics
 from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.mail")
@@ -81,97 +84,46 @@ async def send(settings: Settings, message: EmailMessage) -> None:
 
 
 def _one_line(value: Any, limit: int = 200) -> str:
-    """A header-safe rendering of a stored value (no line breaks or control characters:
-    an order id written before they were refused must not break the mail)."""
-    text = "".join(ch if ch.isprintable() else " " for ch in str(value))
-    return " ".join(text.split())[:limit]
+    return mail_compose.one_line(value, limit)
 
 
-def _in_doubt(checkpoint: Any) -> bool:
-    from portalq.jobs.checkpoints import past_point_of_no_return
+def message_id(escalation_id: int) -> str:
+    """The stable Message-ID of an escalation's mail (a resend after a crash is collapsed
+    by mail clients; the job's later mails refer to its first)."""
+    return f"<escalation-{int(escalation_id)}@portalq>"
 
-    return past_point_of_no_return(checkpoint)
 
-
-def build_escalation(settings: Settings, esc: Mapping[str, Any],
-                     screenshot: Path | None, files: tuple[Path, ...] = ()) -> EmailMessage:
-    msg = EmailMessage()
-    msg["Subject"] = (f"[portalq] {_one_line(esc['kind'])}: {_one_line(esc['job_type'])} job "
-                      f"{esc['job_id']} (order {_one_line(esc['order_id'])}) needs attention")
-    msg["From"] = settings.mail_from
-    msg["To"] = ", ".join(settings.admins())
-    msg["Message-ID"] = f"<escalation-{esc['id']}@portalq>"
-    from portalq.jobs.secrets_at_rest import checkpoint_for_display
-
-    checkpoint = checkpoint_for_display(esc.get("checkpoint"))
-    lines = [
-        f"Job {esc['job_id']} ({esc['job_type']}) for order {esc['order_id']} on portal "
-        f"{esc['portal']} needs a human.",
-        "",
-        f"Why:        {esc['kind']} - {esc['reason']}",
-        f"Attempts:   {esc['attempts']} of {esc['max_attempts']}",
-        f"Last error: {esc['last_error'] or '-'}",
-        f"Checkpoint: {', '.join(f'{k}={v}' for k, v in sorted(checkpoint.items())) or '-'}",
-        "",
-    ]
-    if esc["kind"] == "portal_changed":
-        # the portal is paused for every job until a person resumes it (issue 37)
-        lines += [
-            "The portal showed a page the flow does not know. Its flows are paused and its",
-            "jobs wait (no attempts spent); nothing irreversible was done by this job.",
-            "Compare the attached screenshot and aria-page.yaml (the page, data left out)",
-            "with aria-expected.yaml (what the flow expected); once the flow is fixed or the",
-            "page is back:",
-            "",
-            "To act:",
-            f"  portalq portals resume {esc['portal']} --reason '...'"
-            "   # or on the console's portals page",
-        ]
-    elif esc["kind"] == "uncertain":
-        lines += [
-            "WARNING: the portal may have accepted the submission. Check the portal first,",
-            "then say what you found; cancelling would lose a real filing, a blind retry",
-            "may file twice.",
-            "",
-            "To act:",
-            f"  portalq jobs show {esc['job_id']}",
-            f"  portalq jobs retry {esc['job_id']} --confirmed-filed CONFIRMATION"
-            "   # it was filed",
-            f"  portalq jobs retry {esc['job_id']} --not-filed"
-            "   # it was not: resume from just before the submission",
-        ]
-    elif _in_doubt(esc.get("checkpoint")):
-        # past its submission on a portal with a lookup: it may be filed, so it is never
-        # offered for cancel; a retry looks it up before it files again (issue 35)
-        lines += ["To act:", f"  portalq jobs show {esc['job_id']}",
-                  f"  portalq jobs retry {esc['job_id']}"
-                  "   # looks the filing up on the portal first; files only if not found"]
-    else:
-        lines += ["To act:", f"  portalq jobs show {esc['job_id']}",
-                  f"  portalq jobs retry {esc['job_id']}",
-                  f"  portalq jobs cancel {esc['job_id']}"]
-    link = settings.job_url(esc["job_id"])
-    if link:
-        lines += ["", f"In the console: {link}"]
-    lines += _erasure_note(settings, esc["job_type"])
-    shot = None
-    if screenshot is not None:
-        try:
-            shot = screenshot.read_bytes()
-        except OSError:   # evidence never decides an outcome, nor whether admins are told
-            lines += ["", "(the last screenshot could not be read)"]
-    msg.set_content("\n".join(lines) + "\n")
-    if shot is not None and screenshot is not None:
-        ctype = mimetypes.guess_type(screenshot.name)[0] or "image/png"
-        maintype, subtype = ctype.split("/")
-        msg.add_attachment(shot, maintype=maintype, subtype=subtype, filename=screenshot.name)
+def build_escalation(settings: Settings, esc: Mapping[str, Any], screenshot: Path | None,
+                     files: tuple[Path, ...] = (), *,
+                     thread_root: int | None = None) -> EmailMessage:
+    """One escalation's mail (text and HTML, the screenshot inline), threaded under the
+    job's first escalation ``thread_root``; ``files`` attached (a changed portal's aria
+    snapshots). The caller scrubs it (:func:`scrub_mail`), attachments included."""
+    mail = mail_compose.describe(settings, esc)
+    mail.footer += _erasure_note(settings, esc["job_type"])
+    msg = mail_compose.render(settings, mail, message_id=message_id(esc["id"]),
+                              thread_root=message_id(thread_root) if thread_root else None,
+                              screenshot=screenshot)
     for path in files:   # the aria snapshots (data left out; scrubbed again with the mail)
         try:
             msg.add_attachment(path.read_text(encoding="utf-8"), subtype="plain",
                                filename=path.name)
-        except OSError:
-            pass   # evidence never decides whether admins are told
+        except OSError:   # evidence never decides whether admins are told
+            pass
     return msg
+
+
+def build_incident(settings: Settings, escs: list[EscalationRow],
+                   screenshot: Path | None) -> EmailMessage:
+    """One mail for escalations that share a cause (mail_compose.cause): it lists the
+    jobs, each with its link and action; its Message-ID is its first escalation's."""
+    if len(escs) == 1:
+        raise ValueError("one escalation is mailed with build_escalation")
+    mail = mail_compose.describe_incident(settings, escs)
+    notes = {line for e in escs for line in _erasure_note(settings, e["job_type"])}
+    mail.footer += sorted(notes)
+    return mail_compose.render(settings, mail, message_id=message_id(escs[0]["id"]),
+                               thread_root=None, screenshot=screenshot)
 
 
 def scrub_mail(msg: EmailMessage, secrets: list[str]) -> EmailMessage:
@@ -219,6 +171,8 @@ def _server_down(exc: BaseException) -> bool:
     if isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500:
         return isinstance(exc, smtplib.SMTPAuthenticationError)
     return isinstance(exc, OSError | smtplib.SMTPException)
+
+
 def _erasure_note(settings: Settings, job_type: str) -> list[str]:
     from portalq.jobs import types
 
@@ -228,17 +182,21 @@ def _erasure_note(settings: Settings, job_type: str) -> list[str]:
         return []
     if not fields:
         return []
-    return ["", f"Its secret values ({', '.join(fields)}) are erased "
+    return [f"Its secret values ({', '.join(fields)}) are erased "
             f"{settings.secret_retention_days:g} days after the failure "
             "(PORTALQ_SECRET_RETENTION_DAYS); a retry after that asks for them again."]
 
 
 async def _send_due(settings: Settings, conn: Any, *, box: outbox.Box[outbox.R],
-                    build: Callable[[outbox.R], Awaitable[EmailMessage]], limit: int) -> Round:
+                    build: Callable[[list[outbox.R]], Awaitable[EmailMessage]], limit: int,
+                    gather: Callable[[outbox.R, list[int]], Awaitable[list[outbox.R]]]
+                    | None = None) -> Round:
     """Send the due rows of one outbox (escalations or portal notices), one transaction
-    per message: the row locked while its mail goes out, marked sent and committed as
-    soon as the server took it. A server that is down stops the round (one connection
-    attempt); a row that cannot be sent is marked with its error and skipped."""
+    per message: the rows locked while their mail goes out, marked sent and committed as
+    soon as the server took it. ``gather`` adds to a row the other due rows its one mail
+    stands for (locked in the same transaction, marked sent with it). A server that is
+    down stops the round (one connection attempt); rows that cannot be sent are marked
+    with their error and skipped. ``Round.sent`` counts rows, not messages."""
     if not settings.admins():
         return Round(0, False)
     sent = 0
@@ -249,16 +207,24 @@ async def _send_due(settings: Settings, conn: Any, *, box: outbox.Box[outbox.R],
             if row is None:
                 break
             done.append(row["id"])
+            rows = [row]
             try:
-                message = await build(row)
+                if gather is not None:
+                    rows = await gather(row, done)
+                    if not rows:
+                        continue   # held back (not due yet), nothing sent nor counted
+                    done.extend(r["id"] for r in rows[1:])
+                message = await build(rows)
                 await send(settings, message)
             except Exception as exc:  # noqa: BLE001 - classified: server down or bad row
                 down = _server_down(exc)
-                delay = SERVER_RETRY if down else _poison_delay(row["send_attempts"])
                 error = (f"{type(exc).__name__}: {_one_line(exc, 400)}" if not isinstance(
                     exc, SmtpUrlError) else str(exc))
-                await outbox.mark_failed(conn, box, row["id"], error=error,
-                                         next_try_at=clock.now() + delay)
+                now = clock.now()   # one instant: the rows of one mail stay due together
+                for r in rows:
+                    delay = SERVER_RETRY if down else _poison_delay(r["send_attempts"])
+                    await outbox.mark_failed(conn, box, r["id"], error=error,
+                                             next_try_at=now + delay)
                 if not down:
                     metrics.OUTBOX_ERRORS.labels(box.due).inc()
                 log.warning("%s %s not sent (%s); next try in %ss", box.due, row["id"],
@@ -266,8 +232,9 @@ async def _send_due(settings: Settings, conn: Any, *, box: outbox.Box[outbox.R],
                 if down:
                     return Round(sent, True)
                 continue
-            await outbox.mark_sent(conn, box, row["id"])
-            sent += 1
+            for r in rows:
+                await outbox.mark_sent(conn, box, r["id"])
+            sent += len(rows)
     return Round(sent, False)
 
 
@@ -292,25 +259,53 @@ async def next_try(conn: Any) -> Any:
 
 
 async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -> Round:
-    """Send due escalations (with the job's last screenshot); returns how many went out."""
+    """Send due escalations (with the job's last screenshot); returns how many rows went
+    out. Due escalations that share a cause (mail_compose.cause: one portal, one kind, one
+    reason but for its numbers) go as one mail listing their jobs -- one outage, one mail
+    -- and are marked sent together in its transaction."""
 
-    async def build(esc: EscalationRow) -> EmailMessage:
+    async def gather(first: EscalationRow, skip: list[int]) -> list[EscalationRow]:
+        key = mail_compose.cause(first)
+        if key is None:
+            return [first]
+        until = first["created_at"] + timedelta(seconds=settings.mail_gather_seconds)
+        if first["status"] == "failed" and first["send_attempts"] == 0 and until > clock.now():
+            # the first failure of a possible incident waits a few seconds for the rest of
+            # it (a job that goes on -- waiting on a registry -- is told about at once)
+            await outbox.hold(conn, first["id"], until)
+            return []
+        like = await outbox.due_like(conn, first, skip=skip)
+        return [first] + [e for e in like if mail_compose.cause(e) == key]
+
+    async def build(escs: list[EscalationRow]) -> EmailMessage:
         from portalq.jobs.masking import job_secrets
 
-        shots = await outbox.screenshots(conn, esc["job_id"])
-        files = tuple(Path(p) for p in await outbox.page_snapshots(conn, esc["job_id"])) \
-            if esc["kind"] == "portal_changed" else ()
-        job = await outbox.job_secret_columns(conn, esc["job_id"])
-        message = scrub_mail(build_escalation(settings, esc, Path(shots[-1]) if shots
-                                              else None, files),
-                             job_secrets(job) if job is not None else [])
+        secrets: list[str] = []
+        for esc in escs:
+            job = await outbox.job_secret_columns(conn, esc["job_id"])
+            secrets += job_secrets(job) if job is not None else []
+        shots = await outbox.screenshots(conn, escs[0]["job_id"])
+        shot = Path(shots[-1]) if shots else None
+        if len(escs) == 1:
+            esc = escs[0]
+            files = tuple(Path(p) for p in await outbox.page_snapshots(conn, esc["job_id"])) \
+                if esc["kind"] == "portal_changed" else ()
+            root = await outbox.first_escalation(conn, esc["job_id"])
+            message = build_escalation(settings, esc, shot, files, thread_root=root)
+        else:
+            message = build_incident(settings, escs, shot)
+        message = scrub_mail(message, secrets)
         if "From" not in message:
             message["From"] = settings.mail_from
-        # kept in this send's transaction: the console shows the mail itself
-        await outbox.store_message(conn, esc["id"], message.as_bytes())
+        # kept in this send's transaction: the console shows the mail itself (an incident's
+        # mail is kept on each escalation it stands for)
+        raw = message.as_bytes()
+        for esc in escs:
+            await outbox.store_message(conn, esc["id"], raw)
         return message
 
-    sent = await _send_due(settings, conn, box=outbox.ESCALATIONS, build=build, limit=limit)
+    sent = await _send_due(settings, conn, box=outbox.ESCALATIONS, build=build, limit=limit,
+                           gather=gather)
     metrics.ESCALATIONS.inc(sent.sent)
     return sent
 
@@ -340,7 +335,7 @@ def build_notice(settings: Settings, note: NoticeRow) -> EmailMessage:
 async def send_due_notices(settings: Settings, conn: Any, limit: int = 20) -> Round:
     """Portal paused/resumed notices (one each per breaker trip), same durability."""
 
-    async def build(note: NoticeRow) -> EmailMessage:
-        return build_notice(settings, note)
+    async def build(notes: list[NoticeRow]) -> EmailMessage:
+        return build_notice(settings, notes[0])
 
     return await _send_due(settings, conn, box=outbox.NOTICES, build=build, limit=limit)

@@ -597,7 +597,7 @@ SELECT name, content_type, length(data) AS size FROM portalq.job_documents
 WHERE job_id = %(job_id)s ORDER BY id;
 
 -- name: due_escalations
-SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.send_attempts,
+SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.send_attempts, e.created_at,
        j.job_type, j.order_id, j.portal, j.attempts, j.max_attempts, j.last_error,
        j.checkpoint, j.status
 FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
@@ -605,6 +605,28 @@ WHERE e.sent_at IS NULL AND e.next_try_at <= %(now)s AND e.id <> ALL(%(skip)s::b
 ORDER BY e.id
 LIMIT %(limit)s
 FOR UPDATE OF e SKIP LOCKED;
+
+-- name: due_escalations_like
+-- The other unsent escalations of one portal and kind, locked: those of one incident go
+-- out as one mail (scheduler/mailer.send_due_escalations), marked sent in its transaction.
+-- Due, or never tried yet (held only to gather an incident: mailer's gather window).
+SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.send_attempts, e.created_at,
+       j.job_type, j.order_id, j.portal, j.attempts, j.max_attempts, j.last_error,
+       j.checkpoint, j.status
+FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
+WHERE e.sent_at IS NULL AND (e.next_try_at <= %(now)s OR e.send_attempts = 0)
+  AND e.id <> ALL(%(skip)s::bigint[])
+  AND e.kind = %(kind)s AND j.portal = %(portal)s
+ORDER BY e.id
+LIMIT %(limit)s
+FOR UPDATE OF e SKIP LOCKED;
+
+-- name: escalation_hold
+-- Not yet: wait for the rest of its incident (no send attempt counted).
+UPDATE portalq.escalations SET next_try_at = %(until)s WHERE id = %(id)s AND sent_at IS NULL;
+
+-- name: job_first_escalation
+SELECT min(id) AS id FROM portalq.escalations WHERE job_id = %(job_id)s;
 
 -- name: escalation_sent
 UPDATE portalq.escalations SET sent_at = %(now)s, send_attempts = send_attempts + 1

@@ -183,7 +183,7 @@ def test_no_written_form_of_the_ssn_in_any_mail_or_console_response(env, signin,
 
     box = Mailbox().start()
     settings = Settings(smtp_url=box.url, admin_emails="ops@example.com",
-                        console_url=env["base"])
+                        console_url=env["base"], mail_gather_seconds=0)
 
     async def send() -> int:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:

@@ -38,5 +38,5 @@ def test_a_filing_at_the_crash_limit_is_looked_up_once_then_a_person_retries_it(
            "portal": row["portal"], "kind": kind, "reason": reason,
            "attempts": row["attempts"], "max_attempts": row["max_attempts"],
            "last_error": row["last_error"], "checkpoint": row["checkpoint"]}
-    body = mailer.build_escalation(Settings(), esc, None).get_content()
+    body = mailer.build_escalation(Settings(), esc, None).get_body(("plain",)).get_content()
     assert "cancel" not in body.split("To act:", 1)[1] and "--not-filed" not in body

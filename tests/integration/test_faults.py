@@ -173,9 +173,9 @@ class _HoldThird:
 def _failed_jobs_with_escalations(conn, n: int) -> list[int]:
     ids = [queue.enqueue("ledger_job", f"O{i}", {}, conn=conn).id for i in range(n)]
     conn.execute("UPDATE portalq.job_queue SET status = 'failed', attempts = 5, finished_at = now()")
-    for i in ids:
+    for i, cause in zip(ids, "xyzuvw", strict=False):   # causes apart: one mail each
         conn.execute("INSERT INTO portalq.escalations (job_id, attempt, kind, reason, created_at, "
-                     "next_try_at) VALUES (%s, 5, 'attempts', 'x', now(), now())", (i,))
+                     "next_try_at) VALUES (%s, 5, 'attempts', %s, now(), now())", (i, cause))
     return ids
 
 
@@ -189,7 +189,7 @@ def test_a_crash_mid_batch_resends_at_most_the_message_in_flight(db, dsn, conn):
     controller = Controller(handler, hostname="127.0.0.1", port=port)
     controller.start()
     settings = Settings(database_url=db, admin_emails="ops@example.com",
-                        smtp_url=f"smtp://127.0.0.1:{port}")
+                        smtp_url=f"smtp://127.0.0.1:{port}", mail_gather_seconds=0)
 
     async def go() -> None:
         sender = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
@@ -328,7 +328,7 @@ def test_an_uncertain_mail_does_not_offer_cancel_as_the_obvious_action():
            "portal": "irs_ein", "kind": "uncertain", "reason": "answer lost",
            "attempts": 1, "max_attempts": 5, "last_error": "x", "checkpoint": {}}
     msg = mailer.build_escalation(Settings(admin_emails="o@x.org"), esc, None)
-    body = msg.get_content()
+    body = msg.get_body(("plain",)).get_content()
     assert "--confirmed-filed" in body and "--not-filed" in body
     assert "portalq jobs cancel" not in body and "WARNING" in body
     assert "\n" not in msg["Subject"] and "Bcc" not in msg.keys()

@@ -70,12 +70,13 @@ def test_a_poison_row_in_every_duty_leaves_the_other_rows_done(db, dsn, conn, tm
     conn.execute("ALTER TABLE portalq.job_queue ADD CONSTRAINT poison_rescue CHECK "
                  "(order_id <> 'R-POISON' OR status <> 'pending') NOT VALID")
     # outbox: one mail is refused for good; one order id has a line break (stored before
-    # they were refused): it must not break its mail
-    for order_id in ("M-POISON-M", "M-GOOD", "M-LINE\nBREAK"):
+    # they were refused): it must not break its mail. Three causes: three mails (one
+    # cause would be one incident, one mail)
+    for order_id, cause in (("M-POISON-M", "x"), ("M-GOOD", "y"), ("M-LINE\nBREAK", "z")):
         jid = _job(conn, order_id, "open24", "failed", attempts=5)
         conn.execute("INSERT INTO portalq.escalations (job_id, attempt, kind, reason, created_at, "
-                     "next_try_at) VALUES (%s, 5, 'attempts', 'x', %s, %s)",
-                     (jid, stale, stale))
+                     "next_try_at) VALUES (%s, 5, 'attempts', %s, %s, %s)",
+                     (jid, cause, stale, stale))
     # prune: one finished job is still referred to by another table
     old = tuesday - timedelta(days=60)
     poison_prune = _job(conn, "P-POISON", "open24", "completed", finished_at=old)

@@ -16,7 +16,7 @@ def esc(kind, checkpoint):
 
 
 def to_act(message):
-    return message.get_content().split("To act:", 1)[1]
+    return message.get_body(("plain",)).get_content().split("To act:", 1)[1]
 
 
 @pytest.mark.parametrize("kind", ["attempts", "crashing"])
