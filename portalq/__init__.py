@@ -25,6 +25,12 @@ _EXPORTS = {
     "connect": "portalq.jobs.queue", "get_job": "portalq.jobs.queue",
     "show_job": "portalq.jobs.queue", "list_jobs": "portalq.jobs.queue",
     "cancel": "portalq.jobs.queue", "retry": "portalq.jobs.queue",
+    # orders as pipelines: create one (in the caller's transaction or alone), cancel it
+    "enqueue_order": "portalq.jobs.order_runs", "cancel_order": "portalq.jobs.order_runs",
+    "OrderCreated": "portalq.jobs.order_runs",
+    # order kinds, for plugins
+    "OrderKind": "portalq.jobs.pipelines", "Step": "portalq.jobs.pipelines",
+    "StepResult": "portalq.jobs.pipelines", "register_order_kind": "portalq.jobs.pipelines",
     # job types, for plugins
     "JobType": "portalq.jobs.types", "RateLimit": "portalq.jobs.types",
     "register": "portalq.jobs.types",
@@ -39,8 +45,10 @@ _EXPORTS = {
 # spelled out for linters and `import *`; tests/unit/test_namespace.py keeps it equal to _EXPORTS
 __all__ = [
     "BusinessError", "DeferUntil", "Enqueued", "FlowContext", "InputError", "JobType", "NewJob",
-    "PortalUnavailable", "RateLimit", "RetryableError", "UncertainOutcome", "cancel", "connect",
-    "enqueue", "enqueue_many", "get_job", "list_jobs", "register", "retry", "show_job",
+    "OrderCreated", "OrderKind", "PortalUnavailable", "RateLimit", "RetryableError", "Step",
+    "StepResult", "UncertainOutcome", "cancel", "cancel_order", "connect", "enqueue",
+    "enqueue_many", "enqueue_order", "get_job", "list_jobs", "register", "register_order_kind",
+    "retry", "show_job",
 ]
 
 if TYPE_CHECKING:
@@ -52,6 +60,8 @@ if TYPE_CHECKING:
         RetryableError,
         UncertainOutcome,
     )
+    from portalq.jobs.order_runs import OrderCreated, cancel_order, enqueue_order
+    from portalq.jobs.pipelines import OrderKind, Step, StepResult, register_order_kind
     from portalq.jobs.queue import (
         Enqueued,
         NewJob,

@@ -454,13 +454,21 @@ def db_url(database_url: DbUrl = None) -> None:
 
 
 def _register() -> None:
-    from portalq.scheduler import cli_accounts, cli_adopt, cli_console, cli_keys, cli_portals
+    from portalq.scheduler import (
+        cli_accounts,
+        cli_adopt,
+        cli_console,
+        cli_keys,
+        cli_orders,
+        cli_portals,
+    )
 
     app.add_typer(cli_portals.app, name="portals")
     app.add_typer(cli_keys.app, name="keys")
     app.add_typer(cli_accounts.app, name="accounts")
     cli_console.register(app)
     cli_adopt.register(app)
+    cli_orders.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:
