@@ -16,7 +16,9 @@ steps before it completed, cancel what has not run.
 - A failed or escalated step is not completed: the steps after it stay held (they spend
   nothing) until a person retries it and it completes.
 - :func:`cancel_order` cancels the order's jobs that have not run (pending, deferred, held);
-  a running one runs on (it may be filing), a failed one is left to a person.
+  a running one runs on (it may be filing), a failed one is left to a person, and a waiting
+  one whose submission reached its portal (a registry that decides later) is left to
+  finish: cancelling it would only lose track of a filing.
 
 An order's sealed input is erased once no step waits for it (crypto-shredding, as a job's
 secrets go with its completion).

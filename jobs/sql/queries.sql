@@ -1528,7 +1528,10 @@ WHERE o.order_id = ANY(%(orders)s::text[]) AND o.input_data IS NOT NULL
 
 -- name: order_cancel
 -- Cancel an order: its jobs that have not run (pending, deferred, held) are cancelled;
--- a running job runs on (it may be filing), a failed one stays for a person to decide.
+-- a running job runs on (it may be filing), a failed one stays for a person to decide, and
+-- a waiting one whose submission reached the portal or may have (its checkpoint's
+-- submission record says submitting or confirmed: a registry deciding it later) is left to
+-- finish -- cancelling it would only lose track of a filing.
 WITH o AS (
     UPDATE portalq.orders
     SET cancelled_at = %(now)s, cancel_reason = %(reason)s, input_key_id = NULL,
@@ -1540,6 +1543,9 @@ WITH o AS (
     SELECT q.id, q.status FROM portalq.job_queue q
     JOIN portalq.order_steps s ON s.job_id = q.id
     WHERE s.order_id IN (SELECT order_id FROM o) AND q.status IN ('pending', 'deferred')
+      AND NOT (jsonb_typeof(q.checkpoint -> 'submissions') = 'object' AND EXISTS (
+          SELECT 1 FROM jsonb_each(q.checkpoint -> 'submissions') r
+          WHERE r.value ->> 'state' IN ('submitting', 'confirmed')))
     FOR UPDATE OF q
 ), upd AS (
     UPDATE portalq.job_queue q

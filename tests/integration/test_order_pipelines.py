@@ -160,6 +160,20 @@ def test_cancelling_an_order_cancels_only_what_has_not_run(db, dsn):
         order_runs.cancel_order("ORD-404", reason="x")
 
 
+def test_cancelling_leaves_a_step_whose_filing_awaits_the_registry(db, dsn, conn):
+    add_local_portal(dsn)
+    created = order_runs.enqueue_order("test_llc", "ORD-1010", ORDER)
+    # the filing was submitted and waits for staff (a registry that decides later)
+    conn.execute("""UPDATE portalq.job_queue SET status = 'deferred', attempts = 1,
+                    checkpoint = '{"submissions": {"formation": {"state": "confirmed",
+                    "confirmation": {"service_request": "SR-1"}}}}'::jsonb WHERE id = %s""",
+                 (created.jobs["file"],))
+    assert sorted(order_runs.cancel_order("ORD-1010", reason="client withdrew")) == sorted(
+        [created.jobs["ein"], created.jobs["deliver"]])
+    assert _statuses("ORD-1010") == {"file": "deferred", "ein": "cancelled",
+                                     "deliver": "cancelled"}
+
+
 def test_cancelling_before_anything_ran_cancels_every_step(db, dsn, conn):
     add_local_portal(dsn)
     created = order_runs.enqueue_order("test_llc", "ORD-1006", ORDER)
