@@ -134,3 +134,32 @@ def test_cancelling_mid_way_cancels_only_what_has_not_run(
     assert out.stdout.strip() == (f"order ORD-1003 cancelled: jobs {created.jobs['obtain_ein']}"
                                   f", {created.jobs['deliver']} cancelled")
     assert portals.ledger("irs_ein") == []
+
+
+def test_a_bc_company_order_incorporates_with_its_approved_name_request(
+        db, dsn, tmp_path, standin_server, portals):
+    from tests.browser import bckit
+
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    order = {"names": ["Cedar Harbour Consulting Ltd."],
+             "applicant": bckit.NAME_SEARCH["applicant"],
+             **{k: bckit.FILE_ENTITY[k] for k in (
+                 "completing_party", "incorporators", "directors", "share_classes",
+                 "registered_office", "contact_email", "contact_phone")}}
+    created = order_runs.enqueue_order("bc_company", "ORD-2001", order)
+    svc = _service(db, tmp_path, standin_server, mailbox).start()
+    try:
+        wait_until(lambda: _status("ORD-2001", "deliver") in ("completed", "failed"), 240,
+                   "the order's delivery")
+    finally:
+        svc.stop()
+        mailbox.stop()
+    jobs = {k: queue.get_job(j) for k, j in created.jobs.items()}
+    assert {k: j["status"] for k, j in jobs.items()} == dict.fromkeys(jobs, "completed"), {
+        k: j["last_error"] for k, j in jobs.items()}
+    nr = jobs["name_search"]["result"]
+    # the filing used the name request the search obtained
+    assert jobs["file_entity"]["payload"]["nr_number"] == nr["nr_number"]
+    assert jobs["file_entity"]["result"]["nr_number"] == nr["nr_number"]
+    assert len(bckit.entries(portals, "bc_corporate_online", "incorporation")) == 1
