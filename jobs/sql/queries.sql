@@ -700,6 +700,10 @@ SELECT key_id, sum(n)::int AS n FROM (
     UNION ALL
     SELECT key_id, count(*) FROM portalq.job_documents WHERE key_id IS NOT NULL GROUP BY key_id
     UNION ALL
+    -- an order's input, sealed while a step waits for it (issue 41)
+    SELECT input_key_id, count(*) FROM portalq.orders WHERE input_key_id IS NOT NULL
+    GROUP BY input_key_id
+    UNION ALL
     SELECT split_part(e.value, ':', 2), count(*)
     FROM portalq.job_queue q CROSS JOIN LATERAL jsonb_each_text(q.checkpoint) e
     WHERE starts_with(e.value, 'pqsealed1:') GROUP BY 1
@@ -1573,3 +1577,16 @@ FROM portalq.orders WHERE order_id = %(order_id)s;
 SELECT s.step, s.job_id, s.after, s.held, q.job_type, q.status, q.portal, q.last_error
 FROM portalq.order_steps s LEFT JOIN portalq.job_queue q ON q.id = s.job_id
 WHERE s.order_id = %(order_id)s ORDER BY s.job_id;
+
+-- name: sealed_order_inputs
+-- Rotation: orders whose sealed input is wrapped by another KEK (by order id).
+SELECT order_id, input_key_id AS key_id, input_data AS data FROM portalq.orders
+WHERE order_id > %(after)s AND input_key_id IS NOT NULL AND input_key_id <> %(current)s
+ORDER BY order_id LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: rewrap_order_inputs
+UPDATE portalq.orders o SET input_key_id = n.key_id, input_data = n.data
+FROM unnest(%(ids)s::text[], %(old)s::text[], %(key_ids)s::text[], %(datas)s::bytea[])
+     AS n(id, old, key_id, data)
+WHERE o.order_id = n.id AND o.input_key_id = n.old;

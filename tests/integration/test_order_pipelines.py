@@ -233,3 +233,30 @@ def test_an_order_is_part_of_the_callers_transaction(db, dsn):
     with psycopg.connect(dsn) as c:
         order_runs.enqueue_order("test_llc", "ORD-1009", ORDER, conn=c)
     assert len(order_runs.order_steps("ORD-1009")) == 3
+
+
+def test_a_waiting_orders_sealed_input_is_rotated_and_keeps_its_key_from_retiring(
+        db, dsn, tmp_path):
+    from portalq.jobs import crypto, keys
+
+    add_local_portal(dsn)
+    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    crypto.set_provider(ring)
+    try:
+        old = ring.current_id()
+        created = order_runs.enqueue_order("test_llc", "ORD-1011", ORDER)
+        with queue.connect() as c:
+            assert keys.usage(c) == {old: 1}   # the order's input: retire would refuse
+        new = ring.add_current()
+        report = keys.rewrap_all(queue.connect, ring)
+        assert report.order_inputs == 1
+        with queue.connect() as c:
+            assert keys.usage(c) == {new: 1}
+        keys.retire(queue.connect, old, ring)
+        [filing] = _claim(dsn)
+        _complete(dsn, filing["id"], FILED)   # the input opens under the new key
+        ein = queue.get_job(created.jobs["ein"])
+        assert ein["status"] == "pending"
+        assert secrets_at_rest.reveal(ein)["ssn"] == "512-34-8890"
+    finally:
+        crypto.set_provider(None)
