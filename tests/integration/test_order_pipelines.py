@@ -260,3 +260,20 @@ def test_a_waiting_orders_sealed_input_is_rotated_and_keeps_its_key_from_retirin
         assert secrets_at_rest.reveal(ein)["ssn"] == "512-34-8890"
     finally:
         crypto.set_provider(None)
+
+
+def test_a_step_confirmed_filed_by_a_person_releases_the_next_at_once_or_fails_it_for_one(
+        db, dsn, conn):
+    add_local_portal(dsn)
+    created = order_runs.enqueue_order("test_llc", "ORD-1012", ORDER)
+    [filing] = _claim(dsn)
+    _fail(dsn, filing)
+    # a person found the filing on the portal; its result has no entity data to build from
+    queue.resolve_filed(filing["id"], "7345123", actor="tester")
+    ein = queue.get_job(created.jobs["ein"])
+    assert ein["status"] == "failed", ein["last_error"]
+    assert ein["last_error"] == ("order step not started: order kind test_llc: step ein "
+                                 "could not build its payload: KeyError")
+    assert conn.execute("SELECT kind FROM portalq.escalations WHERE job_id = %s",
+                        (ein["id"],)).fetchall() == [("business",)]
+    assert _statuses("ORD-1012")["deliver"] == "deferred"   # still waits for the EIN
