@@ -4,16 +4,16 @@ comes after, whether it is held). A held step is a ``deferred`` job whose ``run_
 jobs.order_runs.HELD_UNTIL: the claim's index range (run_at <= now) never reaches it, so
 the claim is unchanged.
 
-Revision ID: orders_pipelines
-Revises: 0020
+Revision ID: 0023
+Revises: 0022
 """
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "orders_pipelines"
-down_revision = "0020"
+revision = "0023"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
