@@ -29,6 +29,7 @@ class RewrapReport:
     jobs: int = 0
     documents: int = 0
     webhook_secrets: int = 0
+    order_inputs: int = 0
     checkpoints: int = 0
     legacy_sealed: int = 0
     bound: int = 0
@@ -66,6 +67,7 @@ def _pass(connect: Callable[[], Any], p: crypto.KeyProvider, report: RewrapRepor
                         "key_ids": [n[0] for n in new], "datas": [n[1] for n in new]})
                 after = rows[-1]["id"]
                 setattr(report, column, getattr(report, column) + len(rows))
+    _order_inputs(connect, p, report, batch)
     after = 0
     while True:   # sealed checkpoint values
         with connect() as c:
@@ -81,6 +83,25 @@ def _pass(connect: Callable[[], Any], p: crypto.KeyProvider, report: RewrapRepor
                 sql.fetch(c, "rewrap_checkpoint", {"id": r["id"], "patch": json.dumps(patch)})
             after = rows[-1]["id"]
             report.checkpoints += len(rows)
+
+
+def _order_inputs(connect: Callable[[], Any], p: crypto.KeyProvider, report: RewrapReport,
+                  batch: int) -> None:
+    """Orders' sealed inputs (issue 41, jobs/order_runs.py), keyed by order id."""
+    after = ""
+    while True:
+        with connect() as c:
+            rows = sql.fetch(c, "sealed_order_inputs", {"after": after,
+                                                        "current": report.current,
+                                                        "limit": batch})
+            if not rows:
+                return
+            new = [crypto.rewrap_blob(r["key_id"], bytes(r["data"]), p) for r in rows]
+            sql.fetch(c, "rewrap_order_inputs", {
+                "ids": [r["order_id"] for r in rows], "old": [r["key_id"] for r in rows],
+                "key_ids": [n[0] for n in new], "datas": [n[1] for n in new]})
+            after = rows[-1]["order_id"]
+            report.order_inputs += len(rows)
 
 
 def seal_legacy(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int = BATCH) -> int:

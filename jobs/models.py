@@ -410,3 +410,35 @@ webhook_attempts = Table(
     Column("took_ms", Integer, nullable=False),
     Index("webhook_attempts_delivery", "delivery_id"),
 )
+
+# orders as pipelines (issue 41, jobs/order_runs.py): an order of a declared kind and its
+# steps, each one job; a step waiting for others is a job held (deferred to HELD_UNTIL,
+# which the claim never reaches) until they completed
+orders = Table(
+    "orders", metadata,
+    Column("order_id", Text, primary_key=True),
+    Column("kind", Text, nullable=False),
+    Column("created_at", TZ, nullable=False),
+    # the order's input, sealed whole (it carries the responsible party's SSN); erased once
+    # no step waits for it any more
+    Column("input_key_id", Text),
+    Column("input_data", LargeBinary),
+    Column("input_erased_at", TZ),
+    Column("cancelled_at", TZ),
+    Column("cancel_reason", Text),
+)
+
+order_steps = Table(
+    "order_steps", metadata,
+    Column("order_id", Text, ForeignKey("orders.order_id", ondelete="CASCADE"),
+           nullable=False),
+    Column("step", Text, nullable=False),
+    # no foreign key: finished jobs are pruned, the order's record stays
+    Column("job_id", BigInteger, nullable=False),
+    Column("after", ARRAY(Text), nullable=False),
+    # waiting for the steps ``after`` (its job held, with an empty payload)
+    Column("held", Boolean, nullable=False),
+    PrimaryKeyConstraint("order_id", "step", name="order_steps_pkey"),
+    UniqueConstraint("job_id", name="order_steps_job"),
+    Index("order_steps_held", "order_id", postgresql_where=text("held")),
+)

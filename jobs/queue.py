@@ -169,6 +169,9 @@ def resolve_filed(job_id: int, confirmation: str, *, actor: str = "admin",
         sql.fetch(c, "admin_complete", {
             "id": job_id, "result": Jsonb(result), "now": clock.now(), "actor": actor,
             "detail": Jsonb({"event": EventKind.ADMIN_CONFIRMED_FILED, "note": note or ""})})
+        from portalq.jobs import order_runs  # the steps after it, if it is an order's
+
+        order_runs.release_ready([job["order_id"]], conn=c)
 
 
 def _merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:

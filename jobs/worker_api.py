@@ -171,7 +171,22 @@ async def complete_many(conn: AConn, *, worker: str,
         "ids": [r[0] for r in results],
         "results": [json.dumps(r[1]) if r[1] is not None else None for r in results],
         "worker": worker, "now": clock.now()})
+    orders = sorted({r["step_of"] for r in rows if r["step_of"] is not None})
+    if orders:
+        await _release_steps(conn, orders)
     return {r["id"] for r in rows}
+
+
+async def _release_steps(conn: AConn, orders: list[str]) -> None:
+    """The steps after the orders' steps just completed (jobs/order_runs.py). Their
+    completion is committed: should this fail, the leader's sweep releases them."""
+    from portalq.jobs import order_runs
+
+    try:
+        await order_runs.arelease_ready(conn, orders)
+    except Exception as exc:  # noqa: BLE001 - the completions stand; the sweep retries
+        log.error("order steps after %s not released yet: %s", ", ".join(orders[:5]),
+                  type(exc).__name__)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,12 @@ _EXPORTS = {
     "cancel": "portalq.jobs.queue", "retry": "portalq.jobs.queue",
     # results back to the app: an order's jobs, a job's status, result and timeline
     "order": "portalq.jobs.results", "result": "portalq.jobs.results",
+    # orders as pipelines: create one (in the caller's transaction or alone), cancel it
+    "enqueue_order": "portalq.jobs.order_runs", "cancel_order": "portalq.jobs.order_runs",
+    "OrderCreated": "portalq.jobs.order_runs",
+    # order kinds, for plugins
+    "OrderKind": "portalq.jobs.pipelines", "Step": "portalq.jobs.pipelines",
+    "StepResult": "portalq.jobs.pipelines", "register_order_kind": "portalq.jobs.pipelines",
     # job types, for plugins
     "JobType": "portalq.jobs.types", "RateLimit": "portalq.jobs.types",
     "register": "portalq.jobs.types",
@@ -41,9 +47,10 @@ _EXPORTS = {
 # spelled out for linters and `import *`; tests/unit/test_namespace.py keeps it equal to _EXPORTS
 __all__ = [
     "BusinessError", "DeferUntil", "Enqueued", "FlowContext", "InputError", "JobType", "NewJob",
-    "PortalUnavailable", "RateLimit", "RetryableError", "UncertainOutcome", "cancel", "connect",
-    "enqueue", "enqueue_many", "get_job", "list_jobs", "order", "register", "result", "retry",
-    "show_job",
+    "OrderCreated", "OrderKind", "PortalUnavailable", "RateLimit", "RetryableError", "Step",
+    "StepResult", "UncertainOutcome", "cancel", "cancel_order", "connect", "enqueue",
+    "enqueue_many", "enqueue_order", "get_job", "list_jobs", "order", "register",
+    "register_order_kind", "result", "retry", "show_job",
 ]
 
 if TYPE_CHECKING:
@@ -55,6 +62,8 @@ if TYPE_CHECKING:
         RetryableError,
         UncertainOutcome,
     )
+    from portalq.jobs.order_runs import OrderCreated, cancel_order, enqueue_order
+    from portalq.jobs.pipelines import OrderKind, Step, StepResult, register_order_kind
     from portalq.jobs.queue import (
         Enqueued,
         NewJob,

@@ -77,3 +77,6 @@ register(JobType("deliver", DeliverPayload, "email", flow="portalq.portals.flows
 #: (portals/standin; the demo and the tests only -- a real install uses ``portals.url``)
 STANDIN_PATHS = {"bc_corporate_online": "bc", "irs_ein": "irs", "delaware_icis": "delaware",
                  "crtc": "crtc"}
+
+# the order kinds beside the job types they are made of (issue 41)
+from portalq.portals import order_kinds as _order_kinds  # noqa: E402,F401

@@ -465,12 +465,12 @@ def _register() -> None:
     )
 
     app.add_typer(cli_portals.app, name="portals")
-    app.add_typer(cli_orders.app, name="orders")
     app.add_typer(cli_webhooks.app, name="webhooks")
     app.add_typer(cli_keys.app, name="keys")
     app.add_typer(cli_accounts.app, name="accounts")
     cli_console.register(app)
     cli_adopt.register(app)
+    cli_orders.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

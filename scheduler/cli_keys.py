@@ -96,7 +96,9 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
                f"{report.current}" + (f"; sealed {report.legacy_sealed} older job(s)"
                                       if report.legacy_sealed else "")
                + (f"; bound {report.bound} older sealed job(s) to their job"
-                  if report.bound else ""))
+                  if report.bound else "")
+               + (f"; re-wrapped {report.order_inputs} order input(s)"
+                  if report.order_inputs else ""))
     if report.left:
         fail(f"still under older keys: {report.left} (rows busy); run rotate again", 3)
     others = [k for k in p.key_ids() if k != report.current]

@@ -1,17 +1,82 @@
-"""``portalq orders show ORD-1001 [--json]``: what became of one of the business's orders --
-every job of it, its status, its result and its timeline (:mod:`jobs.results`: nothing
-secret is shown)."""
+"""The business's orders (issue 36, 41):
+
+    portalq enqueue-order delaware_llc --order ORD-1001 --input-file order.json
+    portalq orders show ORD-1001 [--json]     # every job, its status, result and timeline
+    portalq orders cancel ORD-1001 --reason "the client withdrew"
+
+Orders as pipelines live in jobs/order_runs.py; what became of an order in jobs/results.py
+(nothing secret is shown).
+"""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from portalq.scheduler.cli_common import DbUrl, _use_url, print_json
+from portalq.scheduler.cli_common import (
+    DbUrl,
+    _load_payload,
+    _use_url,
+    cli_actor,
+    fail,
+    print_json,
+)
 
-app = typer.Typer(no_args_is_help=True, help="The business's orders: what became of them.")
+app = typer.Typer(no_args_is_help=True,
+                  help="Orders: pipelines of jobs across portals, and what became of them.")
+
+
+def enqueue_order(
+    kind: Annotated[str, typer.Argument(help="the order kind, e.g. delaware_llc")],
+    order: Annotated[str, typer.Option("--order", help="the business's order id")],
+    input_file: Annotated[Path | None, typer.Option(
+        "--input-file", help="the order's input, a JSON object")] = None,
+    input_json: Annotated[str | None, typer.Option(
+        "--input", help="the order's input as JSON text")] = None,
+    priority: Annotated[int, typer.Option(help="-100..100, higher first")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="print the order's jobs")] = False,
+    database_url: DbUrl = None,
+) -> None:
+    """Create an order: all its jobs at once, the first steps pending, the others held
+    until the steps they need completed. Prints one line per step."""
+    from portalq.jobs import order_runs
+
+    if (input_file is None) == (input_json is None):
+        fail("give --input-file or --input (one of them)")
+    data = _load_payload(input_json, input_file, "order input")
+    _use_url(database_url)
+    created = order_runs.enqueue_order(kind, order, data, priority=priority)
+    if as_json:
+        print_json({"order_id": created.order_id, "kind": created.kind, "jobs": created.jobs,
+                    "started": list(created.started)})
+        return
+    for step, job_id in created.jobs.items():
+        state = "pending" if step in created.started else "held"
+        typer.echo(f"{created.order_id} {step}: job {job_id} ({state})")
+
+
+@app.command("cancel")
+def cancel(
+    order: Annotated[str, typer.Argument(help="the order id")],
+    reason: Annotated[str, typer.Option("--reason", help="why (kept in the audit log)")],
+    database_url: DbUrl = None,
+) -> None:
+    """Cancel what has not run of an order (pending, waiting and held jobs); a running job
+    runs on, a failed one is left for a person."""
+    from portalq.jobs import audit, order_runs, queue
+
+    _use_url(database_url)
+    actor = cli_actor()
+    with queue.connect() as conn, conn.transaction():
+        cancelled = order_runs.cancel_order(order, reason=reason, actor=actor, conn=conn)
+        audit.record(conn, audit.Actor(actor, None, "cli"), "order.cancel", f"order:{order}",
+                     reason, after={"cancelled_jobs": cancelled})
+    typer.echo(f"order {order} cancelled: "
+               + (f"jobs {', '.join(map(str, cancelled))} cancelled" if cancelled
+                  else "no job left to cancel"))
 
 
 def _when(value: Any) -> str:
@@ -55,3 +120,8 @@ def show(order_id: str, as_json: Annotated[bool, typer.Option("--json")] = False
             typer.echo(f"  last error: {job['last_error']}")
         for at, line in _timeline(job):
             typer.echo(f"  {_when(at)} {line}")
+
+
+def register(root: typer.Typer) -> None:
+    root.command("enqueue-order")(enqueue_order)
+    root.add_typer(app, name="orders")

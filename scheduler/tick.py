@@ -65,6 +65,8 @@ class Tick:
                       ("escalations_sent", lambda: self._outbox_duty(conn, out)),
                       ("secrets_erased", lambda: worker_api.erase_failed_secrets(
                           conn, older_than=timedelta(days=s.secret_retention_days))),
+                      # order steps a crash left held after their predecessors completed
+                      ("order_steps_released", lambda: _released(conn)),
                       ("pruned", lambda: self._prune(conn)),
                       ("artifacts_pruned", lambda: _prune_artifacts(
                           s.artifacts(), older_than=timedelta(days=s.retention_days))))
@@ -208,6 +210,12 @@ class Tick:
 
     async def close(self) -> None:
         await self.leader.close()
+
+
+async def _released(conn: Any) -> int:
+    from portalq.jobs import order_runs
+
+    return len(await order_runs.arelease_held(conn))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -305,7 +305,10 @@ WITH done AS (
 ), told AS (
     SELECT pg_notify('portalq_portals', portal) FROM resumed
 )
-SELECT id, (SELECT count(*) FROM told) AS resumed FROM upd;
+SELECT id, (SELECT count(*) FROM told) AS resumed,
+       -- an order's step (issue 41): the steps after it may now be released (order_runs)
+       (SELECT s.order_id FROM portalq.order_steps s WHERE s.job_id = upd.id) AS step_of
+FROM upd;
 
 -- name: finish_unsuccessful
 -- Retry (pending at %(run_at)s), defer (no attempt spent) or fail one running job;
@@ -749,6 +752,10 @@ SELECT key_id, sum(n)::int AS n FROM (
     SELECT key_id, count(*) FROM portalq.job_documents WHERE key_id IS NOT NULL GROUP BY key_id
     UNION ALL
     SELECT key_id, count(*) FROM portalq.webhook_subscriptions GROUP BY key_id
+    UNION ALL
+    -- an order's input, sealed while a step waits for it (issue 41)
+    SELECT input_key_id, count(*) FROM portalq.orders WHERE input_key_id IS NOT NULL
+    GROUP BY input_key_id
     UNION ALL
     SELECT split_part(e.value, ':', 2), count(*)
     FROM portalq.job_queue q CROSS JOIN LATERAL jsonb_each_text(q.checkpoint) e
@@ -1685,3 +1692,156 @@ WITH gone AS (
     RETURNING 1
 )
 SELECT count(*)::int AS n FROM gone;
+
+-- Orders as pipelines (issue 41, jobs/order_runs.py) ------------------------------------
+
+-- name: order_insert
+INSERT INTO portalq.orders (order_id, kind, created_at, input_key_id, input_data)
+VALUES (%(order_id)s, %(kind)s, %(now)s, %(key_id)s, %(data)s)
+ON CONFLICT (order_id) DO NOTHING
+RETURNING order_id;
+
+-- name: order_insert_held
+-- A step waiting for others: a deferred job with no payload yet, at %(held)s (far beyond
+-- any claim's now), so no claim ever reaches it; order_release_step gives it its payload.
+INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, priority, run_at,
+                       max_attempts, last_error, created_at, updated_at)
+SELECT %(job_type)s, %(order_id)s, %(portal)s, '{}'::jsonb, 'deferred', %(priority)s::smallint,
+       %(held)s, %(max_attempts)s::smallint, %(waiting)s, %(now)s, %(now)s
+WHERE EXISTS (SELECT 1 FROM portalq.portals WHERE code = %(portal)s)
+RETURNING id;
+
+-- name: order_insert_steps
+INSERT INTO portalq.order_steps (order_id, step, job_id, after, held)
+SELECT %(order_id)s, step, job_id, string_to_array(after, ' ', ''), held
+FROM unnest(%(steps)s::text[], %(job_ids)s::bigint[], %(after)s::text[], %(held)s::boolean[])
+     AS s(step, job_id, after, held);
+
+-- name: order_ready_steps
+-- Held steps of %(orders)s (NULL: of every order, the leader's sweep: a release lost to
+-- a crash right after its step's completion is made there) whose every predecessor completed (a pruned predecessor was
+-- completed or cancelled: a cancelled order's steps are no longer held), locked so two
+-- nodes never build one step twice.
+SELECT s.order_id, s.step, s.job_id, o.kind, o.input_key_id, o.input_data, q.priority
+FROM portalq.order_steps s
+JOIN portalq.orders o ON o.order_id = s.order_id
+JOIN portalq.job_queue q ON q.id = s.job_id
+WHERE s.held AND (%(orders)s::text[] IS NULL OR s.order_id = ANY(%(orders)s::text[]))
+  AND o.cancelled_at IS NULL
+  AND q.status = 'deferred' AND q.run_at = %(held)s
+  AND NOT EXISTS (
+      SELECT 1 FROM portalq.order_steps p JOIN portalq.job_queue pq ON pq.id = p.job_id
+      WHERE p.order_id = s.order_id AND p.step = ANY(s.after) AND pq.status <> 'completed')
+ORDER BY s.order_id, s.job_id
+LIMIT %(limit)s
+FOR UPDATE OF s, q SKIP LOCKED;
+
+-- name: order_step_results
+SELECT p.order_id, p.step, p.job_id, pq.result
+FROM portalq.order_steps p JOIN portalq.job_queue pq ON pq.id = p.job_id
+WHERE p.order_id = ANY(%(orders)s::text[]) AND pq.status = 'completed';
+
+-- name: order_release_step
+WITH upd AS (
+    UPDATE portalq.job_queue
+    SET status = 'pending', run_at = %(now)s, payload = %(payload)s::jsonb, portal = %(portal)s,
+        rate_key = %(rate_key)s, secret_key_id = %(secret_key_id)s,
+        secret_dek = %(secret_dek)s, secret_data = %(secret_data)s, last_error = NULL,
+        updated_at = %(now)s
+    WHERE id = %(id)s AND status = 'deferred' AND run_at = %(held)s
+    RETURNING id, attempts
+), st AS (
+    UPDATE portalq.order_steps SET held = false WHERE job_id IN (SELECT id FROM upd)
+), ev AS (
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, detail)
+    SELECT id, %(now)s, attempts, 'deferred', 'pending',
+           '{"event": "order step released: the steps before it completed"}'::jsonb FROM upd
+)
+SELECT id FROM upd;
+
+-- name: order_step_unbuildable
+-- A released step whose payload cannot be built from the results: failed, for a person.
+WITH upd AS (
+    UPDATE portalq.job_queue
+    SET status = 'failed', last_error = %(error)s, finished_at = %(now)s, updated_at = %(now)s
+    WHERE id = %(id)s AND status = 'deferred' AND run_at = %(held)s
+    RETURNING id, attempts
+), st AS (
+    UPDATE portalq.order_steps SET held = false WHERE job_id IN (SELECT id FROM upd)
+), esc AS (
+    INSERT INTO portalq.escalations (job_id, attempt, kind, reason, created_at, next_try_at)
+    SELECT id, attempts, 'business', %(error)s, %(now)s, %(now)s FROM upd
+    ON CONFLICT ON CONSTRAINT escalations_once DO NOTHING
+), ev AS (
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, error)
+    SELECT id, %(now)s, attempts, 'deferred', 'failed', %(error)s FROM upd
+)
+SELECT id FROM upd;
+
+-- name: order_erase_input
+-- Crypto-shredding: an order's sealed input goes once no step waits for it.
+UPDATE portalq.orders o
+SET input_key_id = NULL, input_data = NULL, input_erased_at = %(now)s
+WHERE o.order_id = ANY(%(orders)s::text[]) AND o.input_data IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM portalq.order_steps s WHERE s.order_id = o.order_id AND s.held);
+
+-- name: order_cancel
+-- Cancel an order: its jobs that have not run (pending, deferred, held) are cancelled;
+-- a running job runs on (it may be filing), a failed one stays for a person to decide, and
+-- a waiting one whose submission reached the portal or may have (its checkpoint's
+-- submission record says submitting or confirmed: a registry deciding it later) is left to
+-- finish -- cancelling it would only lose track of a filing.
+WITH o AS (
+    UPDATE portalq.orders
+    SET cancelled_at = %(now)s, cancel_reason = %(reason)s, input_key_id = NULL,
+        input_data = NULL,
+        input_erased_at = CASE WHEN input_data IS NULL THEN input_erased_at ELSE %(now)s END
+    WHERE order_id = %(order_id)s AND cancelled_at IS NULL
+    RETURNING order_id
+), todo AS (
+    SELECT q.id, q.status FROM portalq.job_queue q
+    JOIN portalq.order_steps s ON s.job_id = q.id
+    WHERE s.order_id IN (SELECT order_id FROM o) AND q.status IN ('pending', 'deferred')
+      AND NOT (jsonb_typeof(q.checkpoint -> 'submissions') = 'object' AND EXISTS (
+          SELECT 1 FROM jsonb_each(q.checkpoint -> 'submissions') r
+          WHERE r.value ->> 'state' IN ('submitting', 'confirmed')))
+    FOR UPDATE OF q
+), upd AS (
+    UPDATE portalq.job_queue q
+    SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s,
+        last_error = %(error)s, secret_key_id = NULL, secret_dek = NULL, secret_data = NULL,
+        secrets_erased_at = CASE WHEN q.secret_data IS NULL THEN q.secrets_erased_at
+                                 ELSE %(now)s END
+    FROM todo WHERE q.id = todo.id
+    RETURNING q.id, q.attempts, todo.status AS from_status
+), st AS (
+    UPDATE portalq.order_steps SET held = false
+    WHERE order_id IN (SELECT order_id FROM o) AND held
+), ev AS (
+    INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker, detail)
+    SELECT id, %(now)s, attempts, from_status, 'cancelled', %(actor)s,
+           jsonb_build_object('event', 'order cancelled') FROM upd
+)
+SELECT (SELECT count(*) FROM o)::int AS found, array(SELECT id FROM upd ORDER BY id) AS cancelled;
+
+-- name: order_get
+SELECT order_id, kind, created_at, cancelled_at, cancel_reason, input_erased_at
+FROM portalq.orders WHERE order_id = %(order_id)s;
+
+-- name: order_steps_of
+SELECT s.step, s.job_id, s.after, s.held, q.job_type, q.status, q.portal, q.last_error
+FROM portalq.order_steps s LEFT JOIN portalq.job_queue q ON q.id = s.job_id
+WHERE s.order_id = %(order_id)s ORDER BY s.job_id;
+
+-- name: sealed_order_inputs
+-- Rotation: orders whose sealed input is wrapped by another KEK (by order id).
+SELECT order_id, input_key_id AS key_id, input_data AS data FROM portalq.orders
+WHERE order_id > %(after)s AND input_key_id IS NOT NULL AND input_key_id <> %(current)s
+ORDER BY order_id LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: rewrap_order_inputs
+UPDATE portalq.orders o SET input_key_id = n.key_id, input_data = n.data
+FROM unnest(%(ids)s::text[], %(old)s::text[], %(key_ids)s::text[], %(datas)s::bytea[])
+     AS n(id, old, key_id, data)
+WHERE o.order_id = n.id AND o.input_key_id = n.old;
