@@ -192,17 +192,38 @@ def _closed_hosts(node: dict[str, Any], forms: list[str], host: dict[str, Any] |
     return texts
 
 
-async def _mark_closed_hosts(page: Any, forms: list[str]) -> None:
+async def _mark_closed_hosts(page: Any, forms: list[str], *, mark: bool = True) -> int:
+    """How many closed roots of ``page`` show a form; their hosts marked if ``mark``."""
     session = await page.context.new_cdp_session(page)
     try:
         document = await session.send("DOM.getDocument", {"depth": -1, "pierce": True})
         found: list[int] = []
         _closed_hosts(document["root"], forms, None, found)
-        for node_id in found:
+        for node_id in found if mark else ():
             await session.send("DOM.setAttributeValue",
                                {"nodeId": node_id, "name": MASK_ATTR, "value": ""})
+        return len(found)
     finally:
         await session.detach()
+
+
+async def page_shows(page: Any, secrets: Iterable[str]) -> bool:
+    """True if ``page`` shows a secret where screenshots would mask it (an element's text,
+    attributes, value or generated content, a closed shadow root, in every frame), or holds
+    a canvas (unreadable); True as well when it cannot be read. For tracing, which records
+    the page unmasked."""
+    forms = secret_forms(secrets)
+    if not forms:
+        return False
+    try:
+        for frame in page.frames:
+            elements = await frame.evaluate(_COLLECT_JS, True)
+            await frame.evaluate(_MARK_JS, [[], MASK_ATTR])   # drops the page's kept list
+            if _to_mask(elements, forms) or await frame.locator("canvas").count():
+                return True
+        return await _mark_closed_hosts(page, forms, mark=False) > 0
+    except Exception:  # noqa: BLE001 - navigating or crashed: cannot prove it clean
+        return True
 
 
 async def unmark_secrets(page: Any) -> None:
