@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from portalq.portals.flows.browser import pages_show
 from portalq.portals.flows.base import MASK_ATTR, mark_secrets, masked_screenshot, unmark_secrets
+from portalq.portals.flows.browser import pages_show
 
 pytestmark = pytest.mark.browser
 
