@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from portalq.portals.flows.masking import redact
+from portalq.portals.flows.masking import page_shows, redact
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext
@@ -430,8 +430,9 @@ _PAGE_TEXT_JS = """() => [document.documentElement.outerHTML, location.href,
 
 
 async def pages_show(context: BrowserContext, secrets: Iterable[str]) -> bool:
-    """True if a page of ``context`` (markup, input values or URL) contains a secret;
-    True as well when a page cannot be read (err on the safe side)."""
+    """True if a page of ``context`` (markup, input values or URL, or where screenshots
+    mask it: :func:`page_shows`) contains a secret; True as well when a page cannot be
+    read (err on the safe side)."""
     secrets = list(secrets)
     for page in context.pages:
         for frame in page.frames:
@@ -441,6 +442,8 @@ async def pages_show(context: BrowserContext, secrets: Iterable[str]) -> bool:
                 return True
             if redact(text, secrets) != text:
                 return True
+        if await page_shows(page, secrets):   # generated content, shadow roots, canvases
+            return True
     return False
 
 
