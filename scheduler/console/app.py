@@ -165,8 +165,13 @@ def _error_page(console: Console) -> Any:
 def create_app(dsn: str, settings: ConsoleSettings | None = None,
                service: Settings | None = None) -> ASGIApp:
     console = Console(dsn, settings or ConsoleSettings(), service or Settings())
-    from portalq.scheduler.console import (pages_admin, pages_jobs, pages_orders,
-                                           pages_overview, pages_sso)
+    from portalq.scheduler.console import (
+        pages_admin,
+        pages_jobs,
+        pages_orders,
+        pages_overview,
+        pages_sso,
+    )
     from portalq.scheduler.console.oidc import Config
     from portalq.scheduler.console.pages_needs import routes as needs_routes
 
