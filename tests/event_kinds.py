@@ -63,3 +63,19 @@ def failed_in_doubt(dsn: str, job_id: int) -> None:
         c.execute("UPDATE portalq.job_queue SET status = 'failed', attempts = 1, "
                   "finished_at = %s, checkpoint = %s, last_error = 'uncertain' WHERE id = %s",
                   (clock.now(), json.dumps(in_doubt()), job_id))
+
+
+def saved_then_lost(dsn: str, job_id: int) -> None:
+    """A first check that saved its marker and then lost its worker before deferring (the
+    service stopped): the job back in the queue, its marker saying one check was made."""
+    async def go() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            [job] = [j for j in await worker_api.claim(
+                c, worker="w1", limit=50, capacities=[Capacity("email", None)])
+                if j["id"] == job_id]
+            mark = waiting.waiting(job["checkpoint"], RULE, since=clock.now(), now=clock.now(),
+                                   what="the registry to decide")
+            await worker_api.save_checkpoint(c, job_id=job_id, worker="w1",
+                                             data={waiting.KEY: mark})
+            assert await worker_api.release(c, worker="w1", ids=[job_id]) == {job_id}
+    asyncio.run(go())

@@ -1,9 +1,10 @@
 """Results back to the app (issue 36): two more events, "waiting on the portal" and "decided".
 
 - ``waiting_on_portal``: a job deferred to look again at a portal that has not decided yet
-  (:mod:`jobs.waiting`): its deferral's ``detail.waiting_on`` names the portal, and its
-  checkpoint's ``waiting`` marker counts the checks. Told at the first check of a wait
-  (``checks`` 1) only: every re-check defers it again with a higher count, silently.
+  (:mod:`jobs.waiting`): its deferral's ``detail.waiting_on`` names the portal. Told at
+  the first such deferral of a wait (none since the checkpoint's ``waiting.since``, found by
+  the ``job_events_job`` index), not at every re-check; and not lost when the first check
+  saved its marker but its worker stopped before deferring (the count alone would miss it).
 - ``decided``: a person decided for the job -- an approval ``approved`` or ``rejected``
   (the checkpoint's ``approval.state`` leaving ``pending``: a row trigger on that column
   only, so a claim, which does not write the checkpoint, never evaluates it), or an
@@ -39,8 +40,10 @@ EVENTS_SOURCE = """
     UNION ALL
     SELECT i.job_id, 'waiting_on_portal', NULL, i.at
     FROM inserted i JOIN job_queue q ON q.id = i.job_id
-    WHERE i.to_status = 'deferred' AND i.detail ? 'waiting_on'
-      AND q.checkpoint #>> '{waiting,checks}' = '1'
+    WHERE i.to_status = 'deferred' AND i.detail ? 'waiting_on' AND q.checkpoint ? 'waiting'
+      AND NOT EXISTS (SELECT 1 FROM job_events e
+                      WHERE e.job_id = i.job_id AND e.id < i.id AND e.detail ? 'waiting_on'
+                        AND e.at >= (q.checkpoint #>> '{waiting,since}')::timestamptz)
     UNION ALL
     SELECT job_id, 'decided',
            CASE WHEN detail->>'event' = 'admin confirmed filed' THEN 'filed'

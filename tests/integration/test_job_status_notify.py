@@ -123,6 +123,15 @@ def test_waiting_on_the_portal_is_heard_once_when_the_wait_begins(dsn, frozen, l
                                     "status": "cancelled"}]]
 
 
+def test_a_wait_whose_first_check_was_lost_is_heard_at_its_first_deferral(dsn, frozen,
+                                                                          listener):
+    w = queue.enqueue("deliver", "ORD-L", payloads.DELIVER)
+    event_kinds.saved_then_lost(dsn, w.id)              # its marker says one check: not told
+    assert event_kinds.check_portal(dsn, w.id)["checks"] == 2
+    assert heard(listener, 1) == [[{"id": w.id, "order_id": "ORD-L", "type": "deliver",
+                                    "status": "waiting_on_portal"}]]
+
+
 def test_a_persons_decision_is_heard_with_what_was_decided(dsn, frozen, listener):
     ok, no, filed, not_filed = (queue.enqueue("deliver", f"ORD-{o}", payloads.DELIVER)
                                 for o in ("OK", "NO", "FILED", "NOT"))
