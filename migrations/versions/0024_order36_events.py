@@ -17,16 +17,16 @@ The statement trigger function on ``job_events`` (migrations 0021/0022) is repla
 that also selects these rows; claims insert ``running`` rows, which none of its branches
 selects, so they stay silent.
 
-Revision ID: order36_events
-Revises: 0022
+Revision ID: 0024
+Revises: 0023
 """
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "order36_events"
-down_revision = "0022"
+revision = "0024"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 
