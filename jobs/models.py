@@ -392,6 +392,7 @@ webhook_deliveries = Table(
     Column("body", LargeBinary),
     Column("delivered_at", TZ),
     Column("last_error", Text),
+    Column("decision", Text),   # a "decided" event's: approved, rejected, filed, not_filed
     UniqueConstraint("msg_id", name="webhook_deliveries_msg_id"),
     Index("webhook_deliveries_due", "next_try_at",
           postgresql_where=text("delivered_at IS NULL")),

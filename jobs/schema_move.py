@@ -3,7 +3,8 @@ portalq had a schema of its own moved into it.
 
 Until migration 0019 every object of portalq was created in ``public``. An installation
 of then is recognised by a ``public.alembic_version`` that holds one of portalq's own
-revisions (an application's alembic table holds its own revisions and is left alone);
+revisions (an application's alembic table holds its own revisions and is left alone, as
+is one the migrating role does not own: it could not move it, and may not even read it);
 its tables (with their sequences, indexes, constraints and triggers) and functions move
 into the schema with ``ALTER ... SET SCHEMA``: data kept, nothing copied. The same
 statements are part of ``portalq migrate --sql``, so a DBA can run them by hand.
@@ -29,6 +30,13 @@ DECLARE r record; ours boolean;
 BEGIN
     IF to_regclass('public.alembic_version') IS NULL
        OR to_regclass('{schema}.alembic_version') IS NOT NULL THEN
+        RETURN;
+    END IF;
+    -- moving needs its owner (or a superuser): a table this role does not own is the
+    -- application's (its role may not even read it), never portalq's installation
+    IF NOT coalesce(pg_has_role((SELECT relowner FROM pg_class
+                                 WHERE oid = to_regclass('public.alembic_version')),
+                                'USAGE'), false) THEN
         RETURN;
     END IF;
     -- dynamic: the table may not exist when the block is planned

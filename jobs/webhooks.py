@@ -35,7 +35,10 @@ from portalq.jobs.txn import use
 AConn = AsyncConnection[Any]
 
 #: the event kinds a subscription may want (a job's status, as ``portalq_job_status`` says)
-EVENTS = ("completed", "failed", "cancelled", "waiting_for_person")
+EVENTS = ("completed", "failed", "cancelled", "waiting_for_person", "waiting_on_portal",
+          "decided")
+#: what a person decided, in a ``decided`` event (migration 0023)
+DECISIONS = ("approved", "rejected", "filed", "not_filed")
 SECRET_PREFIX = "whsec_"
 #: a subscription whose attempts failed this many times running is paused (admins told once)
 PAUSE_AFTER = 15
@@ -163,6 +166,8 @@ async def body_of(conn: AConn, delivery: Mapping[str, Any]) -> bytes:
     if job is not None:   # pruned since: the event itself is still true
         public = masking.public_job(job)
         data = {**{k: public[k] for k in JOB_FIELDS}, "status": delivery["event"]}
+    if delivery.get("decision"):   # a "decided" event: what the person decided
+        data["decision"] = delivery["decision"]
     event = {"type": f"job.{delivery['event']}",
              "timestamp": delivery["created_at"].isoformat(), "data": data}
     return json.dumps(event, default=str, sort_keys=True, separators=(",", ":")).encode()

@@ -17,7 +17,8 @@ app = typer.Typer(no_args_is_help=True, help="Webhooks: signed deliveries of job
 @app.command("add")
 def add(url: str,
         events: Annotated[str, typer.Option(
-            help="comma-separated: completed, failed, cancelled, waiting_for_person")],
+            help="comma-separated: completed, failed, cancelled, waiting_for_person, "
+                 "waiting_on_portal, decided")],
         as_json: Annotated[bool, typer.Option("--json")] = False,
         database_url: DbUrl = None) -> None:
     """Subscribe URL to events; prints its id and signing secret (shown this once)."""

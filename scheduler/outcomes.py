@@ -45,6 +45,7 @@ from portalq.jobs.errors import (
 )
 from portalq.jobs.kinds import EscalationKind as Esc
 from portalq.jobs.kinds import EventKind, JobStatus
+from portalq.jobs.waiting import WaitOnPortal
 
 MIN_DEFER = timedelta(seconds=1)
 FAILED, DEFERRED = JobStatus.FAILED, JobStatus.DEFERRED
@@ -126,7 +127,10 @@ def decide(exc: BaseException, job: Mapping[str, Any], *, message: str, now: dat
         return Transition(DEFERRED, "deferred", message, run_at=when or now + MIN_DEFER,
                           refund_attempt=True,
                           detail={"event": EventKind.DEFERRED_BY_HANDLER,
-                                  "outage": getattr(exc, "outage", False)})
+                                  "outage": getattr(exc, "outage", False),
+                                  # the event "waiting on the portal" (migration 0023)
+                                  **({"waiting_on": exc.portal}
+                                     if isinstance(exc, WaitOnPortal) else {})})
     if isinstance(exc, BusinessError):
         return Transition(FAILED, "business", message, escalation=(Esc.BUSINESS, message))
     if isinstance(exc, UncertainOutcome):

@@ -1619,7 +1619,7 @@ SELECT id, pg_notify('portalq_outbox', 'webhook_deliveries') FROM w;
 
 -- name: webhook_due
 -- The oldest due delivery of a subscription that is not paused, locked while it is sent.
-SELECT d.id, d.msg_id, d.job_id, d.event, d.created_at, d.attempts, d.body,
+SELECT d.id, d.msg_id, d.job_id, d.event, d.decision, d.created_at, d.attempts, d.body,
        w.id AS subscription_id, w.url, w.key_id, w.secret
 FROM portalq.webhook_deliveries d
 JOIN portalq.webhook_subscriptions w ON w.id = d.subscription_id

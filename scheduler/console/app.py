@@ -165,13 +165,19 @@ def _error_page(console: Console) -> Any:
 def create_app(dsn: str, settings: ConsoleSettings | None = None,
                service: Settings | None = None) -> ASGIApp:
     console = Console(dsn, settings or ConsoleSettings(), service or Settings())
-    from portalq.scheduler.console import pages_admin, pages_jobs, pages_overview, pages_sso
+    from portalq.scheduler.console import (
+        pages_admin,
+        pages_jobs,
+        pages_orders,
+        pages_overview,
+        pages_sso,
+    )
     from portalq.scheduler.console.oidc import Config
     from portalq.scheduler.console.pages_needs import routes as needs_routes
 
     sso = Config.from_settings(console.settings, console.service)  # InputError: one line
     routes = [*pages_overview.routes(console), *needs_routes(console),
-              *pages_jobs.routes(console),
+              *pages_jobs.routes(console), *pages_orders.routes(console),
               *pages_admin.routes(console), *(pages_sso.routes(console, sso) if sso else []),
               Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
 

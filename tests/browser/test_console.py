@@ -197,7 +197,7 @@ def test_no_form_of_the_ssn_in_any_page_or_json(env, signin, run):
     ein = env["ids"]["ein"]
     paths = ["/", "/overview.json", "/jobs", "/jobs.json", "/jobs?job_type=obtain_ein",
              f"/jobs/{ein}", f"/jobs/{ein}.json", "/escalations", "/audit", "/audit.json",
-             "/portals"]
+             "/portals", "/orders/ORD-EIN-1"]
     for role in ROLES:
         page = signin(role)
         checked = 0

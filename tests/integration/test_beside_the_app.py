@@ -5,6 +5,7 @@ objects byte for byte as they were; an installation made before the schema moved
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import psycopg
@@ -205,3 +206,50 @@ def test_another_schema_by_setting(app_db, tmp_path):
     bad = run_cli("jobs", "list", env={**env, "PORTALQ_SCHEMA": "Robert'); DROP"})
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert "PORTALQ_SCHEMA" in bad.stderr
+
+
+def test_migrate_and_run_as_a_role_that_does_not_own_public_nor_create_in_it(app_db,
+                                                                             pg_server):
+    """PostgreSQL 15's default (and what a careful DBA does before it): the public schema
+    belongs to the database owner, nobody else may create in it. portalq's role may create
+    a schema in the database (its own), nothing more: migrate, enqueue and list work."""
+    from sqlalchemy.engine import make_url
+
+    _, dsn = app_db
+    role, password = f"pq_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    database = make_url(app_db[0]).database
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(APP_SCHEMA)
+        c.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")   # as PostgreSQL 15 has it
+        c.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+        c.execute(f'GRANT CONNECT, CREATE ON DATABASE "{database}" TO {role}')
+        before = _fingerprint(c)
+    url = pg_server.base.set(username=role, password=password, database=database) \
+        .render_as_string(hide_password=False)
+    try:
+        with psycopg.connect(pg_server.base.set(
+                drivername="postgresql", username=role, password=password,
+                database=database).render_as_string(hide_password=False)) as c:
+            assert c.execute("SELECT has_schema_privilege('public', 'CREATE'), "
+                             "pg_get_userbyid(nspowner) = current_user FROM pg_namespace "
+                             "WHERE nspname = 'public'").fetchone() == (False, False)
+        env = {"PORTALQ_DATABASE_URL": url}
+        out = run_cli("migrate", env=env)
+        assert out.returncode == 0, out.stderr
+        job = run_cli("enqueue", "name_search", "--order", "ORD-ROLE", "--payload", json.dumps({
+            "names": ["Maple Leaf Widgets Ltd."],
+            "applicant": {"name": "Ada Lovelace", "email": "ada@example.com",
+                          "phone": "604-555-0100"}}), env=env)
+        assert job.returncode == 0, job.stderr
+        listed = run_cli("jobs", "list", "--order", "ORD-ROLE", env=env)
+        assert listed.returncode == 0, listed.stderr
+        assert job.stdout.strip() in listed.stdout and "name_search" in listed.stdout
+        with psycopg.connect(dsn, autocommit=True) as c:
+            assert _fingerprint(c) == before
+            assert c.execute("SELECT pg_get_userbyid(nspowner) FROM pg_namespace "
+                             "WHERE nspname = 'portalq'").fetchone() == (role,)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("DROP SCHEMA IF EXISTS portalq CASCADE")
+            c.execute(f"DROP OWNED BY {role}")
+            c.execute(f"DROP ROLE {role}")

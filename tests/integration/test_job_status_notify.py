@@ -1,6 +1,7 @@
 """Results back to the app (issue 36): a real LISTEN connection on ``portalq_job_status``
 hears each decided job -- id, order id, type, status -- once per statement, and nothing of
-the queue's own work (claims).
+the queue's own work (claims, a waiting job's re-checks); a job that begins waiting on its
+portal, and a person's decision (with what was decided).
 
 A test that something is *not* sent never waits for silence: it does the silent thing, then
 a telling one, and checks that the first notification heard is the telling one's."""
@@ -16,9 +17,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from portalq.jobs import clock, questions, queue, worker_api
+from portalq.jobs import approvals, clock, questions, queue, worker_api
+from portalq.jobs.audit import Actor
 from portalq.jobs.worker_api import Capacity
-from tests import payloads
+from tests import event_kinds, payloads
 
 T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)
 CHANNEL = "portalq_job_status"
@@ -105,3 +107,53 @@ def test_heard_after_commit_only_and_whatever_the_callers_search_path(dsn, froze
         app.commit()
     assert heard(listener, 1) == [[
         {"id": b.id, "order_id": "ORD-B", "type": "deliver", "status": "cancelled"}]]
+
+
+def test_waiting_on_the_portal_is_heard_once_when_the_wait_begins(dsn, frozen, listener):
+    w = queue.enqueue("deliver", "ORD-W", payloads.DELIVER)
+    first = event_kinds.check_portal(dsn, w.id)        # the first check: heard
+    assert heard(listener, 1) == [[{"id": w.id, "order_id": "ORD-W", "type": "deliver",
+                                    "status": "waiting_on_portal"}]]
+    frozen.set(datetime.fromisoformat(first["next_check"]))
+    again = event_kinds.check_portal(dsn, w.id)        # a re-check (and its claim): silent
+    assert again["checks"] == 2
+    other = queue.enqueue("deliver", "ORD-X", payloads.DELIVER)
+    queue.cancel(other.id)                             # the next thing heard is this
+    assert heard(listener, 1) == [[{"id": other.id, "order_id": "ORD-X", "type": "deliver",
+                                    "status": "cancelled"}]]
+
+
+def test_a_wait_whose_first_check_was_lost_is_heard_at_its_first_deferral(dsn, frozen,
+                                                                          listener):
+    w = queue.enqueue("deliver", "ORD-L", payloads.DELIVER)
+    event_kinds.saved_then_lost(dsn, w.id)              # its marker says one check: not told
+    assert event_kinds.check_portal(dsn, w.id)["checks"] == 2
+    assert heard(listener, 1) == [[{"id": w.id, "order_id": "ORD-L", "type": "deliver",
+                                    "status": "waiting_on_portal"}]]
+
+
+def test_a_persons_decision_is_heard_with_what_was_decided(dsn, frozen, listener):
+    ok, no, filed, not_filed = (queue.enqueue("deliver", f"ORD-{o}", payloads.DELIVER)
+                                for o in ("OK", "NO", "FILED", "NOT"))
+    for job in (ok, no):
+        event_kinds.awaiting_approval(dsn, job.id)
+    for job in (filed, not_filed):
+        event_kinds.failed_in_doubt(dsn, job.id)
+    admin = Actor("ada", "admin", "cli")
+    with psycopg.connect(dsn) as c:
+        approvals.decide(c, admin, ok.id, "approved", "the review page is right")
+        approvals.decide(c, admin, no.id, "rejected", "wrong director")
+        c.commit()
+    queue.resolve_filed(filed.id, "BC1234567", actor="ada")
+    queue.resolve_not_filed(not_filed.id, actor="ada")
+
+    def told(job: Any, order: str, status: str, decision: str | None = None) -> dict[str, Any]:
+        return {"id": job.id, "order_id": f"ORD-{order}", "type": "deliver", "status": status,
+                **({"decision": decision} if decision else {})}
+
+    assert heard(listener, 5) == [
+        [told(ok, "OK", "decided", "approved")],
+        [told(no, "NO", "decided", "rejected")],
+        [told(no, "NO", "cancelled")],
+        [told(filed, "FILED", "completed"), told(filed, "FILED", "decided", "filed")],
+        [told(not_filed, "NOT", "decided", "not_filed")]]

@@ -23,11 +23,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from portalq.jobs import clock, questions, queue, webhooks, worker_api
+from portalq.jobs import approvals, clock, questions, queue, webhooks, worker_api
+from portalq.jobs.audit import Actor
 from portalq.jobs.worker_api import Capacity
 from portalq.scheduler import webhooks as sender
 from portalq.scheduler.config import Settings
-from tests import payloads
+from tests import event_kinds, payloads
 from tests.mailbox import Mailbox, free_port
 
 T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)
@@ -173,6 +174,48 @@ def test_every_event_is_delivered_signed_and_without_secrets(dsn, frozen, receiv
     assert [e["data"]["result"] for e in receiver.events() if e["data"]["id"] == done] == [
         {"sent": True}]
     assert send(dsn) == 0                        # delivered once: nothing is due again
+
+
+def test_waiting_on_the_portal_and_decided_are_delivered_once_signed(dsn, frozen, receiver):
+    """A job that begins waiting on its portal (its re-check: nothing more), an approval
+    approved and one rejected, an uncertain filing resolved filed and one not filed: each
+    one delivery, validly signed, saying what was decided. A subscriber to "cancelled"
+    only gets the rejected job's cancellation, not the decision."""
+    _, receiver.secret = webhooks.add(receiver.url, "waiting_on_portal,decided", by="test")
+    cancels = Receiver()
+    _, cancels.secret = webhooks.add(cancels.url, ["cancelled"], by="test")
+    receiver.start(), cancels.start()
+    try:
+        w = queue.enqueue("deliver", "ORD-W", payloads.DELIVER)
+        first = event_kinds.check_portal(dsn, w.id)
+        frozen.set(datetime.fromisoformat(first["next_check"]))
+        event_kinds.check_portal(dsn, w.id)          # a re-check: no delivery
+        ok, no, filed, not_filed = (queue.enqueue("deliver", f"ORD-{o}", payloads.DELIVER)
+                                    for o in ("OK", "NO", "FILED", "NOT"))
+        for job in (ok, no):
+            event_kinds.awaiting_approval(dsn, job.id)
+        for job in (filed, not_filed):
+            event_kinds.failed_in_doubt(dsn, job.id)
+        admin = Actor("ada", "admin", "cli")
+        with psycopg.connect(dsn) as c:
+            approvals.decide(c, admin, ok.id, "approved", "the review page is right")
+            approvals.decide(c, admin, no.id, "rejected", "wrong director")
+            c.commit()
+        queue.resolve_filed(filed.id, "BC1234567", actor="ada")
+        queue.resolve_not_filed(not_filed.id, actor="ada")
+        assert send(dsn) == 6
+    finally:
+        cancels.stop()
+    assert all(g["valid"] for g in receiver.got + cancels.got)
+    got = sorted((e["data"]["order_id"], e["type"], e["data"].get("decision"))
+                 for e in receiver.events())
+    assert got == [("ORD-FILED", "job.decided", "filed"), ("ORD-NO", "job.decided", "rejected"),
+                   ("ORD-NOT", "job.decided", "not_filed"),
+                   ("ORD-OK", "job.decided", "approved"),
+                   ("ORD-W", "job.waiting_on_portal", None)]
+    assert [(e["type"], e["data"]["order_id"]) for e in cancels.events()] == [
+        ("job.cancelled", "ORD-NO")]
+    assert send(dsn) == 0
 
 
 def test_an_endpoint_down_for_30s_gets_everything_after_under_the_same_ids(

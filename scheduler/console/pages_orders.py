@@ -1,0 +1,63 @@
+"""An order's page (issue 36): every job of one of the business's orders, its status, its
+result and its timeline -- what ``portalq orders show`` prints, for every role, nothing
+secret (:mod:`jobs.results` scrubs it as the console's job page does)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from portalq.jobs import results
+from portalq.scheduler.console.security import require
+
+if TYPE_CHECKING:
+    from portalq.scheduler.console.app import Console
+
+
+def order_url(order_id: Any) -> str:
+    """The page of an order: its id one path segment (a ``/``, ``?`` or ``#`` in it
+    escaped). An id a browser would take for a dot segment (``.``, ``..``) and drop from
+    the path goes in the query instead."""
+    text = str(order_id)
+    if text.strip(".") == "":
+        return f"/orders?{urlencode({'id': text})}"
+    return "/orders/" + quote(text, safe="")
+
+
+def timeline(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The job's transitions and what a person was asked or told about it, in time order."""
+    lines: list[dict[str, Any]] = []
+    for e in job["events"]:
+        detail = e.get("detail") if isinstance(e.get("detail"), dict) else {}
+        lines.append({"at": e["at"], "kind": "change", "attempt": e["attempt"],
+                      "text": f"{e['from_status'] or '·'} → {e['to_status']}",
+                      "note": detail.get("event") or "", "error": e["error"] or ""})
+    for x in job["escalations"]:
+        settled = " (resolved)" if x["resolved_at"] else ""
+        lines.append({"at": x["created_at"], "kind": "person", "attempt": None,
+                      "text": f"a person was told ({x['kind']}){settled}",
+                      "note": x["reason"] or "", "error": ""})
+    return sorted(lines, key=lambda line: line["at"])
+
+
+def routes(console: Console) -> list[Route]:
+    console.templates.env.filters["order_url"] = order_url
+
+    async def page(request: Request) -> Response:
+        require(request)
+        order_id = request.path_params.get("order_id") or request.query_params.get("id", "")
+
+        def load() -> results.OrderResult:
+            with console.db() as conn:
+                return results.order(order_id, conn)   # JobNotFound: a 404 page
+
+        view = await run_in_threadpool(load)
+        return console.render(request, "order.html", order=view,
+                              timelines={j["id"]: timeline(j) for j in view["jobs"]})
+
+    return [Route("/orders", page), Route("/orders/{order_id:path}", page)]
