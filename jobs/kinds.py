@@ -71,6 +71,8 @@ class EventKind(StrEnum):
     ADMIN_CONFIRMED_FILED = "admin confirmed filed"
     LOOKUP_BEFORE_PERSON = "one more attempt: a lookup before a person is asked"
     PORTAL_CHANGED = "portal changed: waits for an operator's resume"
+    ORDER_STEP_RELEASED = "order step released: the steps before it completed"
+    ORDER_CANCELLED = "order cancelled"
 
 
 class EscalationKind(StrEnum):

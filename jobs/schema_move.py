@@ -13,7 +13,15 @@ statements are part of ``portalq migrate --sql``, so a DBA can run them by hand.
 from __future__ import annotations
 
 from portalq.jobs.migrate import revisions
-from portalq.jobs.models import metadata
+
+#: the tables portalq had in ``public`` (revisions up to 0018, the last before the schema):
+#: an installation in public can hold no others, and a table named like a later one of
+#: portalq's (an application's own ``orders``, say) is the application's and stays
+IN_PUBLIC = ("alembic_version", "audit_log", "console_login_failures", "console_sessions",
+             "console_sso_identities", "console_users", "escalation_handling", "escalations",
+             "job_artifacts", "job_documents", "job_events", "job_questions", "job_queue",
+             "portal_accounts", "portal_closures", "portal_holidays", "portal_hours",
+             "portal_notices", "portal_outage_signs", "portals")
 
 
 def _literals(names: list[str]) -> str:
@@ -23,7 +31,7 @@ def _literals(names: list[str]) -> str:
 def move_sql(schema: str) -> str:
     """One DO block: moves portalq's objects from ``public`` into ``schema`` when ``public``
     holds an installation of portalq's and ``schema`` holds none yet; else does nothing."""
-    tables = _literals([*(t.name for t in metadata.tables.values()), "alembic_version"])
+    tables = _literals(list(IN_PUBLIC))
     ours_quoted = _literals(sorted(revisions())).replace("'", "''")
     return f"""DO $move$
 DECLARE r record; ours boolean;
