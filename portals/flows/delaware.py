@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from portalq.jobs import account_secrets, clock
+from portalq.jobs import account_secrets, clock, supplied
 from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.portals.calendar import zone
 from portalq.portals.flows import waiting
@@ -221,13 +221,12 @@ class _NotReceived(RetryableError):
 async def _the_document(ctx: FlowContext, p: FileEntityPayload) -> tuple[str, bytes]:
     """The business's own signed certificate (``--document``), else one built from ``p``."""
     check_name(p)
-    supplied = [d for d in await ctx.documents_of(ctx.job_id)
-                if d[1] == "application/pdf" and d[0].startswith("supplied_")]
-    if supplied:
-        name, _, pdf = supplied[0]
+    given = [d for d in await ctx.documents_of(ctx.job_id) if supplied.is_supplied(d[0])]
+    if given:
+        name, _, pdf = given[0]
         if not pdf.startswith(b"%PDF-"):
             raise BusinessError(f"Delaware: the supplied document {name} is not a PDF")
-        return name.removeprefix("supplied_"), pdf
+        return name.removeprefix(supplied.PREFIX), pdf
     return certificate_pdf(p)
 
 

@@ -237,3 +237,15 @@ def test_queued_request_rejected_by_staff_is_a_business_error_in_their_words(
     assert str(exc) == f"Delaware rejected service request {entry['service_request']}: {reason}"
     assert state(retry.checkpoints, "formation") == "refused"
     assert retry.checkpoints["waiting"] is None and len(portals.ledger(PORTAL)) == 1
+
+
+def test_the_business_supplied_certificate_is_uploaded_as_given(run, portals, de_ctx):
+    """``--document``: the signed PDF the business supplied is what eCorp2 receives, not one
+    built from the payload; the job's outputs stay the filed documents."""
+    ctx = de_ctx()
+    signed = b"%PDF-1.7\n% signed by the organizer, with a wet-ink signature scan\n%%EOF\n"
+    ctx.documents.put(ctx.job_id, "supplied_signed.pdf", "application/pdf", signed)
+    result = run(file_entity_de(ctx))
+    [entry] = portals.ledger(PORTAL)
+    assert uploaded(entry) == signed and entry["document"]["name"] == "signed.pdf"
+    assert result["documents"] == [f"Certificate_{entry['file_number']}.pdf"]
