@@ -9,11 +9,12 @@ registration letter, .pdf or .txt). The answer is a confirmation number
 ``decide_after_seconds`` the registry queues: the answer is the dated receipt only
 (confirmation number, received time), and neither the search nor the letter knows the
 submission until staff have processed it.
-Every accepted registration is a ledger entry (names only, plus the letter's digest).
+Every accepted registration is a ledger entry (names, the letter, its digest).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from typing import Any
@@ -88,8 +89,12 @@ def create_app(state: PortalState) -> Starlette:
                  + field("Contact phone", "contact_phone", v.get("contact_phone", ""))
                  + "</fieldset>" + field("Your file reference", "reference",
                                          v.get("reference", "")))
-        return show(STEPS[0], error + control.form(url(request, "/register"), inner, "Continue",
-                                              state, renamed="Next"), step=1)
+        # [S] (crtc.gc.ca g100): the telecom cover page needs no activation code
+        note = ('<p id="telecom-note">For telecom submission and Telecommunication service '
+                "provider's registration: Select the Telecom cover page. No activation code "
+                "(AC) is required for telecom submission.</p>")
+        return show(STEPS[0], error + note + control.form(
+            url(request, "/register"), inner, "Continue", state, renamed="Next"), step=1)
 
     @guard
     async def register(request: Request) -> Response:
@@ -157,7 +162,8 @@ def create_app(state: PortalState) -> Starlette:
             "province": cover["province"], "services": session["services"],
             "contact": cover["contact_name"], "reference": cover["reference"],
             "letter": {"filename": name, "size": len(body),
-                       "sha256": hashlib.sha256(body).hexdigest()},
+                       "sha256": hashlib.sha256(body).hexdigest(),
+                       "content": base64.b64encode(body).decode()},
             "submitted_on": now.date().isoformat()}))
         with state.lock:
             sessions.end(request)
