@@ -53,6 +53,14 @@ _MARKER_JS = """ids => ids.find(id => document.getElementById(id)) ?? null"""
 #: a page asking for a password is never a signed-in page, whatever else it shows
 _ASKS_PASSWORD_JS = """() => !!document.querySelector('input[type=password]')"""
 MAX_STEPS = 10
+#: the user name and password inputs of a portal's sign-in form ("": the stand-in kit's);
+#: GCKey (the CRTC's sign-in) [S]: ``#token1``, ``#token2``
+FIELDS = {"": ("#signin-username", "#signin-password"), "crtc": ("#token1", "#token2")}
+#: GCKey's page after a sign-in [S]: its ``h1[property=name]`` and a submit input that must
+#: be clicked to go back to the service
+_CONTINUE_JS = """() => !!document.querySelector('h1[property=name]')
+  && !!document.querySelector('input[type=submit]')
+  && !document.querySelector('input[type=password]')"""
 MAX_ASKS = 3
 
 
@@ -189,8 +197,9 @@ async def _steps(ctx: FlowContext, page: Page, creds: Credentials, portal: str, 
             raise PasswordChangeRequired(f"{who}: the portal requires a new password",
                                          account=creds.user)
         if marker == "signin-form":
-            await page.locator("#signin-username").fill(creds.user)
-            await page.locator("#signin-password").fill(creds.password)
+            user_field, password_field = FIELDS.get(portal, FIELDS[""])
+            await page.locator(user_field).fill(creds.user)
+            await page.locator(password_field).fill(creds.password)
             password_sent = True  # set before the click: whatever happens, never twice
             await _submit(page, "signin-form")
         elif marker == "captcha":
@@ -223,12 +232,20 @@ async def _steps(ctx: FlowContext, page: Page, creds: Credentials, portal: str, 
         elif marker == "signed-out":
             raise SessionLost(await page.locator("#signed-out").get_attribute("data-reason")
                               or "signed_out")
+        elif password_sent and await _continue_page(page):
+            # GCKey's page back to the service: it must be clicked (the service's session
+            # starts there)
+            await click_and_wait(page, page.locator("input[type=submit]").first)
         elif password_sent and await signed_in_page(page):
             return SignedIn(password_expires_in=days, asked=asked)
         else:  # never assumed: a page the flow does not know is not "signed in"
             raise RetryableError(f"sign-in: {who}: the portal shows a page that is neither a "
                                  "known sign-in step nor a signed-in page — portal changed?")
     raise RetryableError(f"sign-in: {who}: still not signed in after {MAX_STEPS} pages")
+
+
+async def _continue_page(page: Page) -> bool:
+    return await _marker(page) is None and bool(await page.evaluate(_CONTINUE_JS))
 
 
 async def signed_in_page(page: Page) -> bool:
