@@ -54,8 +54,11 @@ _MARKER_JS = """ids => ids.find(id => document.getElementById(id)) ?? null"""
 _ASKS_PASSWORD_JS = """() => !!document.querySelector('input[type=password]')"""
 MAX_STEPS = 10
 #: the user name and password inputs of a portal's sign-in form ("": the stand-in kit's);
-#: GCKey (the CRTC's sign-in) [S]: ``#token1``, ``#token2``
-FIELDS = {"": ("#signin-username", "#signin-password"), "crtc": ("#token1", "#token2")}
+#: GCKey (the CRTC's sign-in) [S]: ``#token1``, ``#token2``; eCorp2 (Delaware) [S]: its
+#: Angular ``formcontrolname`` inputs
+FIELDS = {"": ("#signin-username", "#signin-password"), "crtc": ("#token1", "#token2"),
+          "delaware_icis": ("input[formcontrolname=userName]",
+                            "input[formcontrolname=password]")}
 #: GCKey's page after a sign-in [S]: its ``h1[property=name]`` and a submit input that must
 #: be clicked to go back to the service
 _CONTINUE_JS = """() => !!document.querySelector('h1[property=name]')

@@ -301,3 +301,18 @@ def test_gckey_two_pages_token_fields_then_the_page_back_to_the_service(
     assert fields == [1, 1, 0] and back == 1 and still == 1
     assert heading == "Telecom Cover Page"    # sign_in clicked the page back to the service
     assert password_attempts(portals) == ["accepted", "accepted"]
+
+
+def test_ecorp2_sign_in_by_its_formcontrolname_inputs(portals, ctx, in_page):
+    enable(portals, portal="delaware_icis")
+    base = portals.url("delaware")
+
+    async def flow(page: Any) -> list[Any]:
+        await sign_in(ctx, page, GOOD, portal="delaware_icis",
+                      start="/signin?next=/delaware/services/e-filing")
+        return [await page.locator("h1").inner_text(), page.url]
+
+    heading, url = in_page(flow)
+    assert heading == "Document Filing and Certificate Request Service"
+    assert url == f"{base}/services/e-filing"
+    assert password_attempts(portals, "delaware_icis") == ["accepted"]
