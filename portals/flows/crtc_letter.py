@@ -20,7 +20,7 @@ NAME = "registration-letter.pdf"
 
 
 def lists(p: ProcessCrtcPayload) -> list[str]:
-    chosen = list(p.registration_lists) or list(dict.fromkeys(
+    chosen: list[str] = list(p.registration_lists) or list(dict.fromkeys(
         LIST_OF_SERVICE[s] for s in p.services if s in LIST_OF_SERVICE))
     if not chosen:
         raise BusinessError("crtc: the registration letter names no registration list (set "
