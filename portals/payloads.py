@@ -131,6 +131,13 @@ class CrtcContact(_Model):
     phone: str = Field(pattern=r"^\+?[\d\s().-]{7,20}$")
 
 
+#: the CRTC's registration lists (crtc.gc.ca/eng/comm/telecom/registr2.htm)
+CrtcList = Literal[
+    "Reseller of Telecommunications Services", "Reseller of High-Speed Retail Internet Services",
+    "BITS Licensee", "PCLEC", "CLEC", "Non-Dominant Carrier", "Wireless Carrier", "CPTSP",
+    "DSL Provider", "Proposed Full MVNO", "Full MVNO"]
+
+
 class ProcessCrtcPayload(_Model):
     company_name: str = Field(min_length=1)
     incorporation_number: str | None = None
@@ -139,6 +146,12 @@ class ProcessCrtcPayload(_Model):
         default=["reseller"], min_length=1)
     contact: CrtcContact
     letter_text: str = Field(min_length=1)
+    #: the registration letter's content besides ``letter_text``: the address, facilities
+    #: or not, the lists (default from ``services``: reseller and internet map to the two
+    #: reseller lists)
+    address: Address | None = None
+    facilities_based: bool = False
+    registration_lists: list[CrtcList] = Field(default_factory=list)
 
 
 class DocumentRef(_Model):

@@ -84,11 +84,14 @@ def enqueue(
     max_attempts: Annotated[int, typer.Option(envvar="PORTALQ_MAX_ATTEMPTS")] = 5,
     idempotency_key: Annotated[str | None, typer.Option()] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the job row")] = False,
+    document: Annotated[Path | None, typer.Option(
+        help="a PDF the business supplies (file_entity DE: its signed certificate), "
+             "stored sealed with the job")] = None,
     database_url: DbUrl = None,
 ) -> None:
     """Enqueue one job; prints its id. Without --payload the payload is built from the order
     by the job type's order source."""
-    from portalq.jobs import queue
+    from portalq.jobs import queue, supplied
 
     given = payload is not None or payload_file is not None
     data = _load_payload(payload, payload_file) if given else None
@@ -98,9 +101,18 @@ def enqueue(
         from portalq.jobs.orders import payload_for_order
 
         data = payload_for_order(job_type, order)
-    result = queue.enqueue(job_type, order, data, run_at=when, priority=priority,
-                           max_attempts=max_attempts, idempotency_key=idempotency_key,
-                           portal=portal)
+    options: dict[str, Any] = {"run_at": when, "priority": priority,
+                               "max_attempts": max_attempts,
+                               "idempotency_key": idempotency_key, "portal": portal}
+    if document is None:
+        result = queue.enqueue(job_type, order, data, **options)
+    else:
+        supplied.check_accepted(job_type, data)
+        name, pdf = supplied.read_pdf(document)   # checked before anything is written
+        with queue.connect() as conn, conn.transaction():   # the job with its document
+            result = queue.enqueue(job_type, order, data, conn=conn, **options)
+            if result.created:
+                supplied.attach(conn, result.id, name, pdf)
     if as_json:
         print_json(_public({**queue.get_job(result.id), "created": result.created}))
     else:

@@ -141,6 +141,11 @@ def _crtc_account(standins: Any) -> None:
     standins.state["crtc"].accounts.configure({"enabled": True, "accounts": {
         "demo-filings": {"password": password, "mfa": "email", "email": DEMO_EMAIL}}})
     os.environ["PORTALQ_ACCOUNT_CRTC_DEMO_PASSWORD"] = password   # the secrets provider
+    # the Delaware flow pays with the payment method the secrets provider holds: a test card
+    os.environ.setdefault("PORTALQ_ACCOUNT_DELAWARE_ICIS_PAYMENT_METHOD", (
+        '{"type": "CREDITCARD", "name": "Demo Filer", "number": "4111111111111111", '
+        '"expiry": "12/30", "address": "251 Little Falls Dr, Wilmington DE 19808", '
+        '"phone": "302-555-0101"}'))
     with queue.connect() as conn:
         accounts.add(conn, Actor("demo", None, "demo"), "crtc", DEMO_ACCOUNT, "demo-filings")
 

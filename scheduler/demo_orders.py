@@ -52,5 +52,6 @@ def samples() -> dict[str, tuple[str, str, dict[str, Any]]]:
         "crtc_down": ("process_crtc", "ORD-1006", {
             "company_name": "Prairie Voice Inc.", "province": "AB", "services": ["voip"],
             "contact": {"name": "Sam Lee", "email": "sam@example.com", "phone": "403-555-0100"},
-            "letter_text": "Prairie Voice Inc. registers as a VoIP provider."}),
+            "letter_text": "Prairie Voice Inc. registers as a VoIP provider.",
+            "registration_lists": ["Reseller of Telecommunications Services"]}),
     }

@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import hashlib
 import itertools
+import json
 import os
 import shutil
 import subprocess
@@ -32,6 +33,11 @@ _counter = itertools.count()
 TEST_HOME = Path(os.environ.get("PORTALQ_TEST_HOME", f"/tmp/portalq-test-{os.getuid()}"))
 # one keyring for the tests and the services and CLIs they start (their PORTALQ_HOME differs)
 os.environ.setdefault("PORTALQ_KEY_FILE", str(TEST_HOME / "keys.json"))
+# the Delaware flow pays with the secrets provider's payment method (a test card)
+os.environ.setdefault("PORTALQ_ACCOUNT_DELAWARE_ICIS_PAYMENT_METHOD", json.dumps({
+    "type": "CREDITCARD", "name": "Ada Filer", "number": "4111111111111111",
+    "expiry": "12/30", "address": "251 Little Falls Dr, Wilmington DE 19808",
+    "phone": "302-555-0101"}))
 # Hypothesis fails an example that takes over 200 ms: a test that depends on the machine
 # being idle (seen at load 16: 310 ms for a URL round trip). Speed is the benchmarks' job.
 hypothesis_settings.register_profile("portalq", deadline=None, database=None)

@@ -1,7 +1,11 @@
 """CRTC flow: register the company as a telecommunications service provider.
 
-Telecom Cover Page → Attach Documents (the registration letter, sent as a text file made
-from ``letter_text``) → confirmation number and confirmation letter PDF.
+GCKey sign-in (when an account is configured) → the Telecom Cover Page (recognised by "No
+activation code (AC) is required for telecom submission") → Attach Documents (the
+registration letter, a PDF built from the payload: legal name and address, facilities or
+not, the registration lists, ``letter_text``, the acknowledgement of obligations;
+:mod:`.crtc_letter`) → the dated receipt (confirmation number, received time), or the
+confirmation letter PDF once staff processed it.
 
 Submission ``crtc_registration`` (jobs/submission.py), its reference the portal's "Your file
 reference", confirmed with ``confirmation="CRTC-2026-000123"``.
@@ -27,8 +31,11 @@ from portalq.jobs.submission import Submission
 from portalq.portals.flows import waiting
 from portalq.portals.flows.base import browser_page, page_text
 from portalq.portals.flows.context import FlowContext
+from portalq.portals.flows.crtc_letter import NAME as LETTER
+from portalq.portals.flows.crtc_letter import letter_pdf
 from portalq.portals.flows.pages import PortalPage
 from portalq.portals.flows.signin import SessionLost, sign_in_with_account
+from portalq.portals.payloads import ProcessCrtcPayload
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -41,6 +48,7 @@ SERVICE_LABELS = {"reseller": "Reseller of telecommunications services",
                   "voip": "Local VoIP services", "long_distance": "Long distance services",
                   "internet": "Internet services"}
 CONFIRMATION = r"CRTC-\d{4}-\d{6}"
+NO_AC = "No activation code (AC) is required for telecom submission"
 
 
 class CrtcPortal(PortalPage):
@@ -62,8 +70,13 @@ class CrtcPortal(PortalPage):
 
     async def register(self, p: Any, sub: Submission) -> dict[str, Any]:
         page = self.page
+        pdf = letter_pdf(ProcessCrtcPayload.model_validate(dict(p)))   # bad input stops here
         await self.goto(f"{self.base}/register", "the registration")
         await self.expect_step("Telecom Cover Page")
+        if NO_AC not in " ".join((await page.locator("body").inner_text()).split()):
+            # other submissions need an activation code by phone: not this flow's page
+            raise RetryableError(f"{PORTAL}: the Telecom cover page does not say "
+                                 f"{NO_AC!r} — portal changed?")
         await self.fill("Legal name of the company", p["company_name"])
         await self.fill("Incorporation number", p.get("incorporation_number"))
         if not await self.select("Province of incorporation", p["province"]):
@@ -81,11 +94,10 @@ class CrtcPortal(PortalPage):
 
         await self.expect_step("Attach Documents")
         await page.get_by_label("Registration letter (PDF or text)").set_input_files(
-            {"name": "registration-letter.txt", "mimeType": "text/plain",
-             "buffer": p["letter_text"].encode("utf-8")})
+            {"name": LETTER, "mimeType": "application/pdf", "buffer": pdf})
         await self.shot("documents")
         # an admin's approval first, where it is asked for: of exactly this page and letter
-        letter = hashlib.sha256(p["letter_text"].encode("utf-8")).hexdigest()
+        letter = hashlib.sha256(pdf).hexdigest()
         await self.ctx.approve(f"{await page_text(page)}\nletter sha256 {letter}",
                                evidence=lambda: self.shot("review-for-approval"))
         await self.ctx.step("submit")

@@ -13,7 +13,7 @@ from email.message import EmailMessage
 from email.utils import make_msgid
 from typing import Any
 
-from portalq.jobs import clock
+from portalq.jobs import clock, supplied
 from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.payloads import DeliverPayload
@@ -27,6 +27,8 @@ async def collect(ctx: FlowContext, p: DeliverPayload) -> list[tuple[str, str, b
         docs = await ctx.documents_of(ref.source_job_id)
         if ref.name is not None:
             docs = [d for d in docs if d[0] == ref.name]
+        else:   # outputs only, never what the business supplied with the job
+            docs = [d for d in docs if not supplied.is_supplied(d[0])]
         if not docs:
             what = f"document {ref.name!r}" if ref.name else "documents"
             raise RetryableError(f"job {ref.source_job_id} has no {what} (yet)")

@@ -58,6 +58,17 @@ MAX_STEPS = 10
 SIGNIN_PAGES = ("one of the sign-in steps (elements with the ids "
                 + ", ".join(f"#{m}" for m in _MARKERS)
                 + ") or, once the password was sent, a page the portal shows signed in")
+#: the user name and password inputs of a portal's sign-in form ("": the stand-in kit's);
+#: GCKey (the CRTC's sign-in) [S]: ``#token1``, ``#token2``; eCorp2 (Delaware) [S]: its
+#: Angular ``formcontrolname`` inputs
+FIELDS = {"": ("#signin-username", "#signin-password"), "crtc": ("#token1", "#token2"),
+          "delaware_icis": ("input[formcontrolname=userName]",
+                            "input[formcontrolname=password]")}
+#: GCKey's page after a sign-in [S]: its ``h1[property=name]`` and a submit input that must
+#: be clicked to go back to the service
+_CONTINUE_JS = """() => !!document.querySelector('h1[property=name]')
+  && !!document.querySelector('input[type=submit]')
+  && !document.querySelector('input[type=password]')"""
 MAX_ASKS = 3
 
 
@@ -194,8 +205,9 @@ async def _steps(ctx: FlowContext, page: Page, creds: Credentials, portal: str, 
             raise PasswordChangeRequired(f"{who}: the portal requires a new password",
                                          account=creds.user)
         if marker == "signin-form":
-            await page.locator("#signin-username").fill(creds.user)
-            await page.locator("#signin-password").fill(creds.password)
+            user_field, password_field = FIELDS.get(portal, FIELDS[""])
+            await page.locator(user_field).fill(creds.user)
+            await page.locator(password_field).fill(creds.password)
             password_sent = True  # set before the click: whatever happens, never twice
             await _submit(page, "signin-form")
         elif marker == "captcha":
@@ -228,6 +240,10 @@ async def _steps(ctx: FlowContext, page: Page, creds: Credentials, portal: str, 
         elif marker == "signed-out":
             raise SessionLost(await page.locator("#signed-out").get_attribute("data-reason")
                               or "signed_out")
+        elif password_sent and await _continue_page(page):
+            # GCKey's page back to the service: it must be clicked (the service's session
+            # starts there)
+            await click_and_wait(page, page.locator("input[type=submit]").first)
         elif password_sent and await signed_in_page(page):
             return SignedIn(password_expires_in=days, asked=asked)
         else:  # never assumed: a page the flow does not know is not "signed in"
@@ -235,6 +251,10 @@ async def _steps(ctx: FlowContext, page: Page, creds: Credentials, portal: str, 
                                 "known sign-in step nor a signed-in page — portal changed?",
                                 where="sign-in", expected=SIGNIN_PAGES)
     raise RetryableError(f"sign-in: {who}: still not signed in after {MAX_STEPS} pages")
+
+
+async def _continue_page(page: Page) -> bool:
+    return await _marker(page) is None and bool(await page.evaluate(_CONTINUE_JS))
 
 
 async def signed_in_page(page: Page) -> bool:

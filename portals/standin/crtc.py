@@ -9,11 +9,12 @@ registration letter, .pdf or .txt). The answer is a confirmation number
 ``decide_after_seconds`` the registry queues: the answer is the dated receipt only
 (confirmation number, received time), and neither the search nor the letter knows the
 submission until staff have processed it.
-Every accepted registration is a ledger entry (names only, plus the letter's digest).
+Every accepted registration is a ledger entry (names, the letter, its digest).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from typing import Any
@@ -23,6 +24,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from portalq.jobs import clock
 from portalq.portals.calendar import zone
@@ -31,6 +33,7 @@ from portalq.portals.standin.kit.control import alert, checkbox, field, search_f
 from portalq.portals.standin.kit.pages import esc, url
 from portalq.portals.standin.kit.pdf import make_pdf, pdf_response
 from portalq.portals.standin.kit.session import Sessions
+from portalq.portals.standin.kit.signin import AUTH_COOKIE
 from portalq.portals.standin.kit.state import PortalState, drop_connection
 
 BRAND = "My CRTC Account - Canadian Radio-television and Telecommunications Commission"
@@ -46,15 +49,58 @@ SERVICES = {"reseller": "Reseller of telecommunications services",
             "voip": "Local VoIP services", "long_distance": "Long distance services",
             "internet": "Internet services"}
 MAX_LETTER = 2_000_000
+RETURNED = "gckey_returned"
 FIRST_NUMBER = 123
 
 
 def signin_look(title: str, body: str, status: int = 200) -> Response:
-    """How this portal draws its sign-in pages (see :mod:`portals.standin.kit.signin`)."""
-    return pages.page(BRAND, title, body, status=status)
+    """How this portal draws its sign-in pages (see :mod:`portals.standin.kit.signin`):
+    GCKey's user name ``#token1`` and password ``#token2`` [S]."""
+    for kit, gckey in (("signin-username", "token1"), ("signin-password", "token2")):
+        body = body.replace(f'id="{kit}"', f'id="{gckey}"').replace(f'for="{kit}"',
+                                                                    f'for="{gckey}"')
+    return pages.page("GCKey", title, body, status=status)
 
 
-def create_app(state: PortalState) -> Starlette:
+def _gckey_return(app: ASGIApp, state: PortalState) -> ASGIApp:
+    """GCKey's page after a sign-in [S]: ``h1[property=name]`` and an ``input[type=submit]``
+    that must be clicked to go back to the service; until it is, the service shows it
+    instead of any page. Its words are not sourced [?]."""
+
+    def returned(auth: str) -> str:
+        return hashlib.sha256(f"gckey-return:{auth}".encode()).hexdigest()[:24]
+
+    async def gate(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not state.accounts.config.enabled:
+            await app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        r = pages.root(request)
+        auth = request.cookies.get(AUTH_COOKIE, "")
+        path = request.url.path[len(r):] or "/"
+        if path == "/gckey/return" and request.method == "POST" and auth:
+            nxt = str((await request.form()).get("next", ""))
+            response: Response = RedirectResponse(nxt if nxt.startswith(f"{r}/") else f"{r}/",
+                                                  status_code=303)
+            response.set_cookie(RETURNED, returned(auth), path=r or "/", httponly=True,
+                                samesite="lax")
+        elif auth and request.cookies.get(RETURNED) != returned(auth):
+            target = f"{request.url.path}?{request.url.query}".rstrip("?")
+            response = pages.page("GCKey", "GCKey", (
+                '<h1 property="name">You have successfully signed in with GCKey</h1>'
+                "<p>Select Continue to return to My CRTC Account.</p>"
+                f'<form method="post" action="{r}/gckey/return"><input type="hidden" '
+                f'name="next" value="{esc(target)}"><input type="submit" value="Continue">'
+                "</form>"))
+        else:
+            await app(scope, receive, send)
+            return
+        await response(scope, receive, send)
+
+    return gate
+
+
+def create_app(state: PortalState) -> ASGIApp:
     guard = pages.guard(state, pages.ca_gate(state, BRAND, HOURS))
     sessions = Sessions(state, "crtc_session")
 
@@ -88,8 +134,12 @@ def create_app(state: PortalState) -> Starlette:
                  + field("Contact phone", "contact_phone", v.get("contact_phone", ""))
                  + "</fieldset>" + field("Your file reference", "reference",
                                          v.get("reference", "")))
-        return show(STEPS[0], error + control.form(url(request, "/register"), inner, "Continue",
-                                              state, renamed="Next"), step=1)
+        # [S] (crtc.gc.ca g100): the telecom cover page needs no activation code
+        note = ('<p id="telecom-note">For telecom submission and Telecommunication service '
+                "provider's registration: Select the Telecom cover page. No activation code "
+                "(AC) is required for telecom submission.</p>")
+        return show(STEPS[0], error + note + control.form(
+            url(request, "/register"), inner, "Continue", state, renamed="Next"), step=1)
 
     @guard
     async def register(request: Request) -> Response:
@@ -157,7 +207,8 @@ def create_app(state: PortalState) -> Starlette:
             "province": cover["province"], "services": session["services"],
             "contact": cover["contact_name"], "reference": cover["reference"],
             "letter": {"filename": name, "size": len(body),
-                       "sha256": hashlib.sha256(body).hexdigest()},
+                       "sha256": hashlib.sha256(body).hexdigest(),
+                       "content": base64.b64encode(body).decode()},
             "submitted_on": now.date().isoformat()}))
         with state.lock:
             sessions.end(request)
@@ -215,7 +266,7 @@ def create_app(state: PortalState) -> Starlette:
             '<p id="no-results">No submissions match this reference.</p>')
         return show("Find a submission", search + result)
 
-    return Starlette(routes=[
+    return _gckey_return(Starlette(routes=[
         Route("/", home), Route("/register", register, methods=["GET", "POST"]),
         Route("/register/documents", documents, methods=["GET", "POST"]),
-        Route("/letters/{number}.pdf", letter), Route("/submissions", submissions)])
+        Route("/letters/{number}.pdf", letter), Route("/submissions", submissions)]), state)

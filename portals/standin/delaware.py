@@ -1,38 +1,45 @@
-"""Delaware Division of Corporations (ICIS-like) online filing stand-in.
+"""Delaware Division of Corporations stand-in: eCorp2's "Document Filing and Certificate
+Request Service" (``../shared/portals/delaware.txt``).
 
-    GET  /                         home; closed notice (200, no form) / maintenance (503)
-    POST /file/begin               new session (30 min idle), then the three steps:
-    GET|POST /file/<step>          entity -> details -> review (POST review = the filing)
-    GET  /lookup?ref=<client ref>  filings by the filer's client reference (reconciliation);
-                                   a request queued for staff (``decide_after_seconds``) is
-                                   acknowledged with its Service Request Number only and not
-                                   listed here until staff file it
-    GET  /documents/<token>/Certificate_<file number>.pdf
+    GET  /                          home: the service tiles (``.service-item a``)
+    GET  /services/e-filing         the e-filing app (:mod:`.delaware_spa`): priority,
+                                    request type, return method, corporation name, document
+                                    type, the signed certificate uploaded as a PDF ->
+                                    Continue -> confirmation dialog -> payment -> "Your
+                                    request has been successfully submitted" with a Service
+                                    Request Number; /services/payment and
+                                    /services/confirmation are the same app (deep links)
+    POST /api/e-filing              the app's request: filing, document and payment [?]
+    GET  /services/request-status   the account's requests [?]: service request number,
+                                    corporation name, document type, submitted, status;
+                                    once staff filed one, its file number and stamped document
+    GET  /documents/<token>/<name>  the stamped document of a filed request
 
-Business rules a flow must treat as permanent: entity name without the required ending
-(LLC: "LLC"/"L.L.C."/"Limited Liability Company"; corporation: "Inc."/"Corporation"/...),
-registered office outside Delaware, and "not eligible for online filing": a corporation
-authorising more than one class of stock, or a name using "Bank"/"Trust" (needs the State
-Bank Commissioner's approval) — those must be filed on paper.
+Staff decide later (``decide_after_seconds``; ``staff_outcome`` "approve" or
+"reject: <reason>"); until then a request is "Pending" and has no file number. The upload
+must be a PDF (``%PDF-``) [?: the real portal's check and words unknown]. Sign-in is the
+kit's gate (off unless switched on), drawn with eCorp2's ``formcontrolname`` inputs.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import random
-import re
 from datetime import timedelta
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from portalq.jobs import clock
 from portalq.portals.calendar import zone
+from portalq.portals.standin import delaware_spa as spa
 from portalq.portals.standin.kit import pages
-from portalq.portals.standin.kit.control import SUBMIT_JS, continue_button, dialog_script
+from portalq.portals.standin.kit.control import dialog_script
 from portalq.portals.standin.kit.pages import esc, layout, root
 from portalq.portals.standin.kit.pdf import make_pdf, pdf_response
 from portalq.portals.standin.kit.session import Sessions
@@ -40,59 +47,35 @@ from portalq.portals.standin.kit.state import PortalState, drop_connection
 
 TITLE = "Delaware Division of Corporations"
 DE_TZ = zone("America/New_York")
+# [?] the real closed notice's words; the hours are sourced (weekdays; filing dates to 22:30)
 CLOSED = ("The Division of Corporations online filing system is not available at this time. "
           "Filings are accepted Monday through Friday until 10:30 p.m. Eastern Time.")
-STEPS = {"entity": "Step 1 of 3: Entity Information",
-         "details": "Step 2 of 3: Registered Agent and Details",
-         "review": "Step 3 of 3: Review and Submit"}
-DOC_TYPES = {"LLC": "Certificate of Formation (LLC)",
-             "CORPORATION": "Certificate of Incorporation (Stock Corporation)"}
-ENDINGS = {"LLC": r"\b(LLC|L\.L\.C\.|Limited Liability Company)$",
-           "CORPORATION": r"\b(Inc\.?|Incorporated|Corporation|Corp\.?|Company|Co\.|Limited"
-                          r"|Ltd\.?)$"}
-FIELDS = {"entity": ["docType", "entityName", "clientRef"],
-          "details": ["agentName", "agentStreet", "agentCity", "agentState", "agentZip",
-                      "authorizedPerson", "shareClasses"]}
-
-
-def _field(name: str, label: str, control: str = "") -> str:
-    control = control or f'<input id="{name}" name="{name}">'
-    return f'<label for="{name}">{esc(label)}</label>{control}'
-
-
-def _problem(slug: str, d: dict[str, str], doc_type: str) -> tuple[str, bool] | None:
-    """(message, not_eligible) for invalid input, else None."""
-    required = [k for k in FIELDS[slug] if k != "shareClasses" and not d.get(k, "").strip()]
-    if required:
-        return "Required: " + ", ".join(required), False
-    if slug == "entity":
-        if d["docType"] not in DOC_TYPES:
-            return "Select a document type.", False
-        if not re.search(ENDINGS[d["docType"]], d["entityName"].strip(), re.I):
-            kind = "limited liability company" if d["docType"] == "LLC" else "corporation"
-            return f"The name of a {kind} must end with a designator such as " \
-                   f"{'LLC' if d['docType'] == 'LLC' else 'Inc.'}.", False
-        if re.search(r"\b(bank|banking|trust)\b", d["entityName"], re.I):
-            return ("Names containing 'Bank' or 'Trust' require approval of the State Bank "
-                    "Commissioner."), True
-        if not re.fullmatch(r"[A-Za-z0-9._-]{1,40}", d["clientRef"]):
-            return "Client reference: up to 40 letters, digits, '.', '_' or '-'.", False
-    if slug == "details":
-        if d["agentState"].upper() != "DE":
-            return "The registered office must be located in the State of Delaware.", False
-        classes = [c for c in d.get("shareClasses", "").splitlines() if c.strip()]
-        if doc_type == "CORPORATION":
-            if not classes:
-                return "A corporation must authorise at least one class of stock.", False
-            if len(classes) > 1:
-                return ("Certificates of incorporation authorising more than one class of "
-                        "stock must be filed by mail or courier."), True
-    return None
+FEE = "$110.00"   # [?] the fee shown; a filing fee plus the priority's fee in reality
+FIELDS = ["workFlowPriority", "documentUploadRequestType", "returnMethod", "corporationName",
+          "documentType"]
+PAYMENT = ["paymentType", "cardName", "cardNumber", "cardExpiry", "address", "phone"]
+MAX_UPLOAD = 10 * 1024 * 1024   # [?]
 
 
 def signin_look(title: str, body: str, status: int = 200) -> Response:
-    """How this portal draws its sign-in pages (see :mod:`portals.standin.kit.signin`)."""
+    """The kit's sign-in pages in eCorp2's look: its ``formcontrolname`` inputs [S]."""
+    body = (body.replace('id="signin-username"', 'id="signin-username" formcontrolname="userName"')
+            .replace('id="signin-password"', 'id="signin-password" formcontrolname="password"'))
     return layout(TITLE, f"<h1>{esc(title)}</h1>{body}", status=status)
+
+
+def _problem(form: dict[str, str], upload: Any) -> str | None:
+    missing = [k for k in FIELDS + PAYMENT if not form.get(k, "").strip()]
+    if missing:
+        return "Required: " + ", ".join(missing)
+    if form["workFlowPriority"] not in spa.PRIORITIES \
+            or form["documentUploadRequestType"] not in spa.REQUEST_TYPES \
+            or form["returnMethod"] not in spa.RETURN_METHODS \
+            or form["paymentType"] not in spa.PAYMENT_TYPES:
+        return "Select a valid option."
+    if not isinstance(upload, UploadFile):
+        return "Please upload the document."
+    return None
 
 
 def create_app(state: PortalState) -> Starlette:
@@ -102,89 +85,42 @@ def create_app(state: PortalState) -> Starlette:
 
     @guard
     async def home(request: Request) -> Response:
-        r = root(request)
-        return layout(TITLE, f"<h1>Online Filing</h1><form method=post action='{r}/file/begin'>"
-                      f"<button class=btn type=submit>Start a New Filing</button></form>"
-                      f"<p><a href='{r}/lookup'>Filing Status Lookup</a></p>")
+        return layout(TITLE, f"<h1>{TITLE}</h1><div class=service-item><a href='{root(request)}"
+                      f"/services/e-filing'>Document Filing</a></div><div class=service-item>"
+                      f"<a href='{root(request)}/services/request-status'>Request Status</a>"
+                      "</div>")
 
     @guard
-    async def begin(request: Request) -> Response:
-        response = RedirectResponse(f"{root(request)}/file/entity", status_code=303)
-        sessions.new(response, path=root(request), data={})
+    async def app(request: Request) -> Response:
+        label = "Proceed" if state.faults.changed_selector else "Continue"
+        response = layout(TITLE, spa.page_body(label), script=(
+            f"const API = '{root(request)}/api/e-filing';" + dialog_script(state) + spa.SCRIPT))
+        # the app's session: one step in once the page is loaded (``expire_session`` drops it)
+        _, session = sessions.new(response, path=root(request) or "/")
+        session["steps"] = 1
         return response
 
-    def render(request: Request, slug: str, session: dict[str, Any],
-               problem: str | None = None) -> Response:
-        head = f"<h1>{esc(STEPS[slug])}</h1>"
-        if problem:
-            head += f"<p class=error role=alert>{esc(problem)}</p>"
-        if slug == "entity":
-            opts = "".join(f"<option value={k}>{esc(v)}</option>" for k, v in DOC_TYPES.items())
-            body = (_field("docType", "Document type", f"<select id=docType name=docType>"
-                           f"<option value=''>Select</option>{opts}</select>")
-                    + _field("entityName", "Entity name")
-                    + _field("clientRef", "Client reference (your own, for status lookup)"))
-        elif slug == "details":
-            body = (_field("agentName", "Registered agent name")
-                    + _field("agentStreet", "Registered office street")
-                    + _field("agentCity", "City") + _field("agentState", "State")
-                    + _field("agentZip", "ZIP code")
-                    + _field("authorizedPerson", "Authorized person / incorporator")
-                    + _field("shareClasses", "Classes of stock, one per line: name: shares "
-                             "(corporations only)", "<textarea id=shareClasses "
-                             "name=shareClasses></textarea>"))
-        else:
-            d = {**session["data"]["entity"], **session["data"]["details"]}
-            rows = [("Document", DOC_TYPES[d["docType"]]), ("Entity name", d["entityName"]),
-                    ("Registered agent", d["agentName"]),
-                    ("Registered office", f'{d["agentStreet"]}, {d["agentCity"]}, '
-                                          f'{d["agentState"]} {d["agentZip"]}'),
-                    ("Authorized person", d["authorizedPerson"]),
-                    ("Client reference", d["clientRef"]), ("Filing fee", "$110.00")]
-            items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows)
-            body = f"<dl>{items}</dl>"
-        button = continue_button(state, "Submit Filing" if slug == "review" else "Continue")
-        return layout(TITLE, f"{head}<form class=step method=post action='{root(request)}/file/"
-                      f"{slug}'>{body}</form>{button}", script=dialog_script(state) + SUBMIT_JS)
-
-    @guard
-    async def step(request: Request) -> Response:
-        slug = request.path_params["step"]
-        session = sessions.current(request)
-        if slug not in STEPS:
-            return layout(TITLE, "<h1>Page not found</h1>", status=404)
-        if session is None:
-            return layout(TITLE, "<h1>Session timed out</h1><p>Your session has timed out. "
-                          "Please start your filing again.</p>")
-        order = list(STEPS)
-        earliest = next((s for s in order[:2] if s not in session["data"]), "review")
-        if order.index(slug) > order.index(earliest):
-            return RedirectResponse(f"{root(request)}/file/{earliest}", status_code=303)
-        if request.method == "GET":
-            return render(request, slug, session)
-        form = {k: str(v) for k, v in (await request.form()).items()}
-        if slug == "review":
-            return await submit(request, session)
-        data = {k: form.get(k, "").strip() for k in FIELDS[slug]}
-        doc_type = session["data"].get("entity", {}).get("docType", "")
-        found = _problem(slug, data, doc_type)
-        if found and found[1]:
-            return layout(TITLE, f"<h1>Not eligible for online filing</h1><p class=error>"
-                          f"{esc(found[0])}</p><p>This document cannot be filed online.</p>")
-        if found:
-            return render(request, slug, session, found[0])
-        session["data"][slug] = data
-        session["steps"] += 1
-        return RedirectResponse(f"{root(request)}/file/{order[order.index(slug) + 1]}",
-                                status_code=303)
-
-    async def submit(request: Request, session: dict[str, Any]) -> Response:
+    async def api(request: Request) -> Response:
+        await pages.delay(state)
+        if state.faults.maintenance or not state.is_open():
+            return JSONResponse({"message": CLOSED}, status_code=503)
+        if sessions.current(request) is None:   # [?] the real app's words and status
+            return JSONResponse({"message": "Your session has timed out. Please sign in "
+                                            "again."}, status_code=401)
+        data = await request.form()
+        form = {k: str(v) for k, v in data.items() if not isinstance(v, UploadFile)}
+        upload = data.get("document")
+        if (found := _problem(form, upload)) is not None:
+            return JSONResponse({"message": found}, status_code=400)
+        assert isinstance(upload, UploadFile)
+        pdf = await upload.read()
+        if not pdf.startswith(b"%PDF-") or len(pdf) > MAX_UPLOAD:
+            return JSONResponse({"message": "The document must be a PDF file."},  # [?]
+                                status_code=400)
         code = state.take_error()
         if code:
-            return layout(TITLE, f"<h1>System Error</h1><p class=error>An unexpected error "
-                          f"occurred while processing your filing. Please try again later. "
-                          f"(Error {esc(code)})</p>", status=500)
-        d = {**session["data"]["entity"], **session["data"]["details"]}
+            return JSONResponse({"message": f"An unexpected error occurred while processing "
+                                            f"your request. (Error {code})"}, status_code=500)
         now = clock.now()
         with state.lock:
             seq = len(state.ledger) + 1
@@ -192,91 +128,68 @@ def create_app(state: PortalState) -> Starlette:
         token = hashlib.sha256(f"{file_number}{now}{random.random()}".encode()).hexdigest()[:20]
         entry = state.record(state.queue({
             "file_number": file_number, "service_request": f"{20260000 + seq}",
-            "entity_name": d["entityName"], "entity_type": d["docType"],
-            "client_ref": d["clientRef"], "agent": d["agentName"],
-            "office": f'{d["agentStreet"]}, {d["agentCity"]}, DE {d["agentZip"]}',
-            "authorized_person": d["authorizedPerson"],
-            "share_classes": [c.strip() for c in d["shareClasses"].splitlines() if c.strip()],
-            "filed": now.astimezone(DE_TZ).strftime("%m/%d/%Y %I:%M %p"),
-            "token": token, "certificate": f"Certificate_{file_number}.pdf",
-            "payment": {"amount": "$110.00", "at": now.isoformat()},
+            "corporation_name": form["corporationName"], "document_type": form["documentType"],
+            "priority": form["workFlowPriority"], "request_type": form["documentUploadRequestType"],
+            "return_method": form["returnMethod"],
+            "document": {"name": upload.filename, "size": len(pdf),
+                         "pdf": base64.b64encode(pdf).decode()},
+            "submitted": now.astimezone(DE_TZ).strftime("%m/%d/%Y %I:%M %p"),
+            "token": token, "stamped": f"Certificate_{file_number}.pdf",
+            # never the card number: the last four digits, as a receipt shows them
+            "payment": {"type": form["paymentType"], "amount": FEE, "at": now.isoformat(),
+                        "card": form["cardNumber"][-4:]},
         }))
-        session["data"].clear()
         await state.hang_if_asked()
         if state.faults.drop_after_submit:
             return drop_connection(request)
-        if not state.decided(entry):
-            # queued for staff (eCorp2): the Service Request Number only; the file number
-            # and the stamped certificate come when staff file it
-            return layout(TITLE, f"<h1>Request Submitted</h1><p>Your request has been "
-                          f"successfully submitted</p><table class=table-borderless><tr><td>"
-                          f"Service Request Number:</td><td id=service-request>"
-                          f"{entry['service_request']}</td></tr></table>")
-        return layout(TITLE, f"<h1>Filing Accepted</h1><p>File Number: <strong id=file-number>"
-                      f"{file_number}</strong></p><p>Service Request Number: "
-                      f"{entry['service_request']}</p><p>Client reference: {esc(d['clientRef'])}"
-                      f"</p><p><a id=certificate href='{cert_url(request, entry)}'>Download the "
-                      f"filed certificate</a></p>")
-
-    def cert_url(request: Request, entry: dict[str, Any]) -> str:
-        return f"{root(request)}/documents/{entry['token']}/{entry['certificate']}"
+        return JSONResponse({"serviceRequestNumber": entry["service_request"]})
 
     @guard
-    async def lookup(request: Request) -> Response:
-        ref = request.query_params.get("ref", "").strip()
-        body = (f"<h1>Filing Status Lookup</h1><form method=get><label for=ref>Client reference"
-                f"</label><input id=ref name=ref value='{esc(ref)}'><button class=btn "
-                f"type=submit>Search</button></form>")
-        if ref:
-            with state.lock:
-                # a request still queued for staff is not listed (not filed yet)
-                hits = [e for e in state.ledger if e["client_ref"] == ref and state.decided(e)]
-            if hits:
-                rows = "".join(row(request, e) for e in hits)
-                body += (f"<table id=results><tr><th>File Number</th><th>Entity Name</th>"
-                         f"<th>Status</th><th>Filed</th><th></th></tr>{rows}</table>")
-            else:
-                body += f"<p id=no-results>No filings found for client reference {esc(ref)}.</p>"
-        return layout(TITLE, body)
+    async def status(request: Request) -> Response:
+        with state.lock:
+            entries = list(state.ledger)
+        rows = "".join(row(request, e) for e in entries)
+        return layout(TITLE, "<h1>Request Status</h1><table id=requests class=table><thead><tr>"
+                      "<th>Service Request Number</th><th>Corporation Name</th><th>Document "
+                      "Type</th><th>Submitted</th><th>Status</th><th>File Number</th><th>"
+                      f"Document</th></tr></thead><tbody>{rows}</tbody></table>")
 
     def row(request: Request, e: dict[str, Any]) -> str:
-        """A filed request, or one staff rejected (``staff_outcome="reject:<reason>"``):
-        its service request number, "Rejected" and their reason; no file number."""
+        """One request: pending until staff decide; filed (its file number and stamped
+        document) or rejected (their reason) after."""
+        cells = (f"<td class=service-request>{e['service_request']}</td><td class=corporation>"
+                 f"{esc(e['corporation_name'])}</td><td>{esc(e['document_type'])}</td><td "
+                 f"class=submitted>{e['submitted']}</td>")
+        if not state.decided(e):
+            return f"<tr class=pending>{cells}<td class=status>Pending</td><td></td><td></td></tr>"
         outcome = str(e.get("staff_outcome") or "")
         if outcome.startswith("reject"):
             reason = outcome.partition(":")[2].strip() or "Rejected by the Division."
-            return (f"<tr class=rejected><td class=service-request>{e['service_request']}</td>"
-                    f"<td>{esc(e['entity_name'])}</td><td>Rejected</td><td class=reason>"
-                    f"{esc(reason)}</td><td></td></tr>")
-        return (f"<tr><td class=file-number>{e['file_number']}</td><td>{esc(e['entity_name'])}"
-                f"</td><td>Filed</td><td>{e['filed']}</td><td><a class=certificate "
-                f"href='{cert_url(request, e)}'>Certificate</a></td></tr>")
+            return (f"<tr class=rejected>{cells}<td class=status>Rejected</td><td "
+                    f"class=reason colspan=2>{esc(reason)}</td></tr>")
+        href = f"{root(request)}/documents/{e['token']}/{e['stamped']}"
+        return (f"<tr class=filed>{cells}<td class=status>Filed</td><td class=file-number>"
+                f"{e['file_number']}</td><td><a class=document href='{href}'>Stamped "
+                "document</a></td></tr>")
 
     @documents_guard
     async def document(request: Request) -> Response:
         token, name = request.path_params["token"], request.path_params["name"]
-        e = state.find(token=token, certificate=name)
-        if e is None or not state.decided(e):
+        e = state.find(token=token, stamped=name)
+        if e is None or not state.decided(e) or str(e.get("staff_outcome")).startswith("reject"):
             return layout(TITLE, "<h1>Document not found</h1>", status=404)
-        llc = e["entity_type"] == "LLC"
-        kind = "FORMATION" if llc else "INCORPORATION"
-        lines = [f"FIRST: The name of the {'limited liability company' if llc else 'corporation'}"
-                 f" is {e['entity_name']}.",
-                 f"SECOND: The address of its registered office in the State of Delaware is "
-                 f"{e['office']}. The name of its registered agent at such address is "
-                 f"{e['agent']}."]
-        if not llc:
-            stock = "; ".join(e["share_classes"])
-            lines.append(f"THIRD: The corporation is authorized to issue: {stock}.")
-        lines.append(f"IN WITNESS WHEREOF, the undersigned has executed this Certificate. "
-                     f"{'Authorized Person' if llc else 'Incorporator'}: {e['authorized_person']}")
+        # [?] the real stamped document is the uploaded one with the Division's stamp; here
+        # a stamp page naming it
+        filed = clock.now().astimezone(DE_TZ).strftime("%m/%d/%Y %I:%M %p")
         pdf = make_pdf(["State of Delaware", "Secretary of State", "Division of Corporations",
-                        f"Delivered and FILED {e['filed']}", f"SR {e['service_request']} - "
-                        f"File Number {e['file_number']}", "", f"CERTIFICATE OF {kind}"], lines)
+                        f"Delivered and FILED {filed}", f"SR {e['service_request']} - "
+                        f"File Number {e['file_number']}", "", e["document_type"].upper()],
+                       [f"{e['corporation_name']}", f"Document received: "
+                        f"{e['document']['name']} ({e['document']['size']} bytes)"])
         return pdf_response(pdf, name)
 
     return Starlette(routes=[
-        Route("/", home), Route("/file/begin", begin, methods=["POST"]),
-        Route("/file/{step}", step, methods=["GET", "POST"]),
-        Route("/lookup", lookup), Route("/documents/{token}/{name}", document),
+        Route("/", home), Route("/services/e-filing", app), Route("/services/payment", app),
+        Route("/services/confirmation", app), Route("/services/request-status", status),
+        Route("/api/e-filing", api, methods=["POST"]), Route("/documents/{token}/{name}", document),
     ])

@@ -334,7 +334,7 @@ def test_changed_data_after_approval_asks_again(db, dsn, tmp_path, standin_serve
 
 #: pages a signed-in session lasts: one filing and a bit, so the next job's reused session
 #: runs out in the middle of its flow
-PAGES_PER_SESSION = 8
+PAGES_PER_SESSION = 10   # two of them GCKey's page back to the service and its Continue
 
 
 def test_a_session_expiring_mid_flow_signs_in_again_without_filing_twice(

@@ -79,7 +79,8 @@ def test_ten_sigkills_lose_nothing_file_nothing_twice_fail_nothing(
     finally:
         mailbox.stop()
     ledger = portals.ledger("delaware_icis")
-    per_job = collections.Counter(e["client_ref"] for e in ledger)
+    # eCorp2's form has no client reference: a filing is its job's by its corporation name
+    per_job = collections.Counter(e["corporation_name"] for e in ledger)
     crashes = sum(r[3] for r in rows)
     print(f"chaos: {KILLS} kills ({kills_after_submit} right after a submission), "
           f"{crashes} crashed runs rescued, {len(ledger)} filings for {JOBS} jobs, "
@@ -90,7 +91,7 @@ def test_ten_sigkills_lose_nothing_file_nothing_twice_fail_nothing(
     # reached the portal: it was never filed, and never filed blindly again
     assert all(r[1] == "completed" or (r[1] == "failed" and "was lost" in r[4])
                for r in rows), rows
-    refs = {f"PQ-{r[0]}" for r in asked}
+    refs = {f"Chaos {ids.index(r[0])} LLC" for r in asked}
     assert not refs & set(per_job)
     assert len(ledger) == JOBS - len(asked) and set(per_job.values()) == {1}  # none twice
     assert crashes >= KILLS // 2          # the kills did hit running jobs ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from datetime import UTC, datetime
@@ -26,7 +27,9 @@ def crtc_ctx(make_ctx, traced=False, **overrides):
 
 
 def test_registration_end_to_end(run, portals, make_ctx):
-    ctx = crtc_ctx(make_ctx, traced=True)
+    ctx = crtc_ctx(make_ctx, traced=True, address={
+        "street": "1 Harbour Way", "city": "Victoria", "region": "BC", "postal_code": "V8W 1A1",
+        "country": "CA"})
     result = run(process_crtc(ctx))
 
     number = result["confirmation"]
@@ -39,8 +42,20 @@ def test_registration_end_to_end(run, portals, make_ctx):
     [entry] = portals.ledger(CRTC)
     assert entry["confirmation"] == number and entry["services"] == ["reseller", "voip"]
     assert entry["province"] == "BC" and entry["contact"] == "Ann Lee"
-    letter = CRTC_PAYLOAD["letter_text"].encode()
+    # the registration letter: a PDF built from the payload, with what the CRTC asks for
+    letter = base64.b64decode(entry["letter"]["content"])
+    assert entry["letter"]["filename"] == "registration-letter.pdf"
+    assert letter.startswith(b"%PDF-")
+    text = b" ".join(re.sub(rb"\\(.)", rb"\1", m) for m in
+                     re.findall(rb"\(((?:\\.|[^\\)])*)\) '", letter))
     assert entry["letter"]["sha256"] == hashlib.sha256(letter).hexdigest()
+    for words in (b"Legal name: Cedar Harbour Telecom Ltd. (incorporation number BC1234567",
+                  b"Address: 1 Harbour Way, Victoria, BC V8W 1A1, CA",
+                  b"non-facilities-based provider",
+                  b"registration list(s): Reseller of Telecommunications Services.",
+                  CRTC_PAYLOAD["letter_text"][:60].encode(),
+                  b"acknowledges the obligations"):
+        assert words in text, words
     assert entry["reference"] == record(ctx.checkpoints, "crtc_registration").reference
     assert state(ctx.checkpoints, "crtc_registration") == "confirmed"
     assert record(ctx.checkpoints, "crtc_registration").confirmation["confirmation"] == number
@@ -165,3 +180,11 @@ def test_portal_rules_are_business_errors(run, portals, make_ctx):
     with pytest.raises(BusinessError, match="province .WA. is not a Canadian province"):
         run(process_crtc(crtc_ctx(make_ctx, province="WA")))
     assert portals.ledger(CRTC) == []
+
+
+def test_no_registration_list_is_a_business_error_before_anything_is_sent(
+        run, portals, make_ctx):
+    with pytest.raises(BusinessError, match="names no registration list"):
+        run(process_crtc(crtc_ctx(make_ctx, services=["voip"])))
+    assert portals.ledger(CRTC) == []
+

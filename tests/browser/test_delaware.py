@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
+import base64
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from flowkit import inflate_all
+from flowkit import assert_no_secret, inflate_all
 
 from portalq.jobs.clock import FrozenClock, set_clock
 from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
@@ -33,48 +33,71 @@ def fails(run, ctx, exc_type):
     return info.value
 
 
+def uploaded(entry: dict[str, Any]) -> bytes:
+    return base64.b64decode(entry["document"]["pdf"])
+
+
 def test_llc_formation_end_to_end(run, portals, de_ctx):
+    """eCorp2's e-filing: the form's choices, the certificate built from the payload and
+    uploaded as a PDF, the confirmation dialog, the payment, the Service Request Number;
+    the request status then shows it filed with its file number and stamped document."""
     ctx = de_ctx()
     result = run(file_entity_de(ctx))
-    assert re.fullmatch(r"\d{7}", result["file_number"])
-    assert result["documents"] == [f"Certificate_{result['file_number']}.pdf"]
-    [(name, content_type, pdf)] = ctx.documents.by_job[ctx.job_id]
-    assert content_type == "application/pdf" and pdf.startswith(b"%PDF-")
-    text = inflate_all(pdf)
-    assert b"CERTIFICATE OF FORMATION" in text and b"Blue Heron Ventures LLC" in text
     [entry] = portals.ledger(PORTAL)
-    assert entry["file_number"] == result["file_number"]
-    assert entry["client_ref"] == record(ctx.checkpoints, "formation").reference == f"PQ-{ctx.job_id}"
+    assert result["file_number"] == entry["file_number"]
+    assert result["service_request"] == entry["service_request"]
+    assert (entry["priority"], entry["request_type"], entry["return_method"]) == (
+        "NormalProcessing", "documentFilingRequest", "RegularMail")
+    assert (entry["corporation_name"], entry["document_type"]) == (
+        "Blue Heron Ventures LLC", "Certificate of Formation")
+    pdf = uploaded(entry)
+    assert pdf.startswith(b"%PDF-") and entry["document"]["name"] == "Certificate_of_Formation.pdf"
+    assert b"CERTIFICATE OF FORMATION" in pdf and b"Blue Heron Ventures LLC" in pdf
+    assert b"Corporation Service Company" in pdf and b"Authorized Person: /s/ Ada Filer" in pdf
+    assert entry["payment"] == {**entry["payment"], "type": "CREDITCARD", "card": "1111",
+                                "amount": "$110.00"}
+    assert result["documents"] == [f"Certificate_{result['file_number']}.pdf"]
+    [(name, content_type, stamped)] = ctx.documents.by_job[ctx.job_id]
+    assert content_type == "application/pdf" and stamped.startswith(b"%PDF-")
+    text = inflate_all(stamped)
+    assert b"CERTIFICATE OF FORMATION" in text and b"Blue Heron Ventures LLC" in text
+    assert record(ctx.checkpoints, "formation").confirmation == {
+        "service_request": entry["service_request"], "file_number": entry["file_number"],
+        "certificate_url": record(ctx.checkpoints, "formation").confirmation[
+            "certificate_url"]}
     assert state(ctx.checkpoints, "formation") == "confirmed"
     assert [p.name for p in sorted(ctx.artifacts_dir.glob("*.png"))] == [
-        "01-home.png", "02-entity.png", "03-details.png", "04-review.png", "05-filed.png"]
+        "01-request.png", "02-confirm.png", "03-submitted.png", "04-status.png"]
+    assert assert_no_secret(ctx.artifacts_dir, "4111111111111111")   # the card, masked
     assert not (ctx.artifacts_dir / "trace.zip").exists()  # retain-on-failure, succeeded
 
 
-def test_corporation_with_one_share_class(run, portals, de_ctx):
+def test_corporation_certificate_names_its_stock_and_incorporator(run, portals, de_ctx):
     ctx = de_ctx(entity_type="CORPORATION", legal_name="Heron Robotics, Inc.",
                  incorporators=[{"first_name": "Ida", "last_name": "Incorporator"}],
                  share_classes=[{"name": "Common", "max_shares": 1500}])
     result = run(file_entity_de(ctx))
-    text = inflate_all(ctx.documents.by_job[ctx.job_id][0][2])
-    assert b"CERTIFICATE OF INCORPORATION" in text and b"Common: 1500" in text
-    assert portals.ledger(PORTAL)[0]["authorized_person"] == "Ida Incorporator"
-    assert result["file_number"]
+    [entry] = portals.ledger(PORTAL)
+    assert entry["document_type"] == "Certificate of Incorporation"
+    pdf = uploaded(entry)
+    assert b"CERTIFICATE OF INCORPORATION" in pdf and b"Common: 1500" in pdf
+    assert b"Incorporator: /s/ Ida Incorporator" in pdf
+    assert result["file_number"] == entry["file_number"]
 
 
-def test_not_eligible_for_online_filing_is_a_business_error(run, portals, de_ctx):
-    ctx = de_ctx(entity_type="CORPORATION", legal_name="Heron Robotics, Inc.",
-                 share_classes=[{"name": "Common", "max_shares": 1000},
-                                {"name": "Preferred", "max_shares": 100}])
-    exc = fails(run, ctx, BusinessError)
-    assert "not eligible for online filing" in str(exc) and "more than one class" in str(exc)
-    assert portals.ledger(PORTAL) == [] and state(ctx.checkpoints, "formation") is None
-    assert (ctx.artifacts_dir / "trace.zip").exists()  # kept: the attempt failed
-
-
-def test_name_without_designator_is_a_business_error(run, portals, de_ctx):
+def test_name_without_designator_is_a_business_error_before_anything_is_filed(
+        run, portals, de_ctx):
     exc = fails(run, de_ctx(legal_name="Blue Heron Ventures"), BusinessError)
     assert "must end with a designator" in str(exc)
+    assert portals.ledger(PORTAL) == []
+
+
+def test_no_payment_method_is_a_business_error_nothing_filed(
+        run, portals, de_ctx, monkeypatch):
+    monkeypatch.delenv("PORTALQ_ACCOUNT_DELAWARE_ICIS_PAYMENT_METHOD")
+    ctx = de_ctx()
+    assert "no payment method configured" in str(fails(run, ctx, BusinessError))
+    assert portals.ledger(PORTAL) == [] and state(ctx.checkpoints, "formation") is None
 
 
 def test_closed_and_maintenance(run, portals, de_ctx):
@@ -108,7 +131,7 @@ def test_system_error_at_submit_waits_then_goes_to_a_person_never_files_again(
     set_clock(clock)
     portals.control(PORTAL, error_code="E503", error_times=1)
     ctx = de_ctx()
-    assert "HTTP 500" in str(fails(run, ctx, RetryableError))
+    assert "Error E503" in str(fails(run, ctx, RetryableError))
     assert state(ctx.checkpoints, "formation") == "submitting" and portals.ledger(PORTAL) == []
     retry = ctx.retry()
     wait = fails(run, retry, WaitOnPortal)
@@ -124,8 +147,9 @@ def test_system_error_at_submit_waits_then_goes_to_a_person_never_files_again(
 
 def test_dropped_answer_while_queued_waits_and_files_once(run, portals, de_ctx):
     """The answer is lost right after the click while the registry keeps the request queued
-    for an hour: its lookup says "not found" meanwhile; the job waits (no resubmission),
-    and ends filed with the registry's number once staff file it: one filing, one payment."""
+    for an hour: the request status lists it pending; the job records its Service Request
+    Number and waits (no resubmission), and ends filed with the registry's number once staff
+    file it: one filing, one payment."""
     clock = FrozenClock(datetime.now(UTC))
     set_clock(clock)
     portals.control(PORTAL, drop_after_submit=True, decide_after_seconds=3600)
@@ -142,6 +166,9 @@ def test_dropped_answer_while_queued_waits_and_files_once(run, portals, de_ctx):
         assert wait.when == clock.instant + timedelta(minutes=15 * 2 ** (checks - 1))
         assert str(wait).startswith("waiting on delaware_icis since ")
         assert len(portals.ledger(PORTAL)) == 1
+        assert attempt.checkpoints["reconciled"] == "found"
+        assert record(attempt.checkpoints, "formation").confirmation == {
+            "service_request": portals.ledger(PORTAL)[0]["service_request"]}
     clock.advance(minutes=30)                                   # staff filed it
     done = attempt.retry()
     result = run(file_entity_de(done))
@@ -210,3 +237,15 @@ def test_queued_request_rejected_by_staff_is_a_business_error_in_their_words(
     assert str(exc) == f"Delaware rejected service request {entry['service_request']}: {reason}"
     assert state(retry.checkpoints, "formation") == "refused"
     assert retry.checkpoints["waiting"] is None and len(portals.ledger(PORTAL)) == 1
+
+
+def test_the_business_supplied_certificate_is_uploaded_as_given(run, portals, de_ctx):
+    """``--document``: the signed PDF the business supplied is what eCorp2 receives, not one
+    built from the payload; the job's outputs stay the filed documents."""
+    ctx = de_ctx()
+    signed = b"%PDF-1.7\n% signed by the organizer, with a wet-ink signature scan\n%%EOF\n"
+    ctx.documents.put(ctx.job_id, "supplied_signed.pdf", "application/pdf", signed)
+    result = run(file_entity_de(ctx))
+    [entry] = portals.ledger(PORTAL)
+    assert uploaded(entry) == signed and entry["document"]["name"] == "signed.pdf"
+    assert result["documents"] == [f"Certificate_{entry['file_number']}.pdf"]

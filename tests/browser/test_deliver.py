@@ -42,6 +42,7 @@ def test_delivers_the_certificate_a_filing_job_stored(run, portals, make_ctx, de
 def test_several_sources_and_a_named_document(run, make_ctx, mailbox):
     job = make_ctx("deliver", deliver_payload({"source_job_id": 11},
                                               {"source_job_id": 12, "name": "CP575_1.pdf"}))
+    job.documents.put(11, "supplied_signed.pdf", "application/pdf", PDF)   # input, not output
     job.documents.put(11, "Certificate_7100037.pdf", "application/pdf", PDF)
     job.documents.put(12, "CP575_1.pdf", "application/pdf", PDF)
     job.documents.put(12, "notes.txt", "text/plain", b"not this one")

@@ -205,14 +205,15 @@ def test_captcha_is_answered_by_a_person_through_ask(portals, ctx, in_page):
 
 def test_session_expiring_mid_flow_is_detected_and_signing_in_again_works(portals, ctx,
                                                                            in_page):
-    enable(portals, session_pages=2)
+    enable(portals, session_pages=4)
     base = portals.url("crtc")
 
     async def flow(page: Any) -> list[Any]:
-        await sign_in(ctx, page, GOOD)  # lands on the home page: page 1
-        await page.goto(f"{base}/register")  # page 2
+        # GCKey's page back to the service and its Continue: pages 1 and 2
+        await sign_in(ctx, page, GOOD)  # lands on the home page: page 3
+        await page.goto(f"{base}/register")  # page 4
         seen = [await session_lost(page)]
-        await page.goto(f"{base}/submissions")  # page 3: past the session's life
+        await page.goto(f"{base}/submissions")  # page 5: past the session's life
         seen.append(await session_lost(page))
         with pytest.raises(SessionLost) as caught:
             await check_session(page)
@@ -272,3 +273,46 @@ def test_sign_in_is_never_traced(portals, make_ctx, run):
     assert b"Telecom Cover Page" in everything  # tracing resumed after the sign-in
     for never in (PASSWORD.encode(), SEED.encode(), b"/signin"):
         assert never not in everything, never
+
+
+def test_gckey_two_pages_token_fields_then_the_page_back_to_the_service(
+        portals, ctx, in_page):
+    """GCKey (the CRTC's sign-in): user name ``#token1``, password ``#token2``, then a page
+    with ``h1[property=name]`` whose submit input must be clicked to return to the service."""
+    enable(portals)
+    base = portals.url("crtc")
+
+    async def flow(page: Any) -> list[Any]:
+        await page.goto(f"{base}/register")
+        fields = [await page.locator(s).count() for s in ("#token1", "#token2",
+                                                           "#signin-username")]
+        await page.locator("#token1").fill(ACCOUNT)
+        await page.locator("#token2").fill(PASSWORD)
+        await page.locator("button[type=submit]").click()
+        await page.wait_for_load_state()
+        back = await page.locator("h1[property=name]").count()
+        await page.goto(f"{base}/submissions")      # the service waits for the click
+        still = await page.locator("h1[property=name]").count()
+        await page.context.clear_cookies()
+        await sign_in(ctx, page, GOOD, start="/signin?next=/crtc/register")
+        return [fields, back, still, await page.locator("h1").inner_text()]
+
+    fields, back, still, heading = in_page(flow)
+    assert fields == [1, 1, 0] and back == 1 and still == 1
+    assert heading == "Telecom Cover Page"    # sign_in clicked the page back to the service
+    assert password_attempts(portals) == ["accepted", "accepted"]
+
+
+def test_ecorp2_sign_in_by_its_formcontrolname_inputs(portals, ctx, in_page):
+    enable(portals, portal="delaware_icis")
+    base = portals.url("delaware")
+
+    async def flow(page: Any) -> list[Any]:
+        await sign_in(ctx, page, GOOD, portal="delaware_icis",
+                      start="/signin?next=/delaware/services/e-filing")
+        return [await page.locator("h1").inner_text(), page.url]
+
+    heading, url = in_page(flow)
+    assert heading == "Document Filing and Certificate Request Service"
+    assert url == f"{base}/services/e-filing"
+    assert password_attempts(portals, "delaware_icis") == ["accepted"]
