@@ -389,17 +389,21 @@ def grant_app(dsn: str, database: str) -> None:
     from portalq.jobs.database import schema
 
     role = f'"{APP_ROLE}"'
-    owned = schema()   # portalq's own schema: its objects, and nothing in public
+    owned = schema()
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'GRANT CONNECT, TEMPORARY ON DATABASE "{database}" TO {role}')
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {owned}")
-        conn.execute(f"GRANT USAGE ON SCHEMA {owned} TO {role}")
-        for what, privs in (("TABLES", "SELECT, INSERT, UPDATE, DELETE, TRUNCATE"),
-                            ("SEQUENCES", "USAGE, SELECT, UPDATE"),
-                            ("FUNCTIONS", "EXECUTE")):
-            conn.execute(f"GRANT {privs} ON ALL {what} IN SCHEMA {owned} TO {role}")
-            conn.execute(f"ALTER DEFAULT PRIVILEGES FOR ROLE {OWNER} IN SCHEMA {owned} "
-                         f"GRANT {privs} ON {what} TO {role}")
+        # portalq's schema, and public: the embedded database is portalq's own, and the
+        # business's tables it reads or plugins write (an order source, a ledger) are
+        # made there by the owner, as before portalq had a schema
+        for target in (owned, "public"):
+            conn.execute(f"GRANT USAGE ON SCHEMA {target} TO {role}")
+            for what, privs in (("TABLES", "SELECT, INSERT, UPDATE, DELETE, TRUNCATE"),
+                                ("SEQUENCES", "USAGE, SELECT, UPDATE"),
+                                ("FUNCTIONS", "EXECUTE")):
+                conn.execute(f"GRANT {privs} ON ALL {what} IN SCHEMA {target} TO {role}")
+                conn.execute(f"ALTER DEFAULT PRIVILEGES FOR ROLE {OWNER} IN SCHEMA {target} "
+                             f"GRANT {privs} ON {what} TO {role}")
 
 
 def grant_after_migration(url: str) -> None:

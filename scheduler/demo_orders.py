@@ -1,5 +1,6 @@
-"""The demo's sample orders: one of every job type, one business error, one that fails five
-times (the CRTC portal starts answering 500), one for a portal closed at start-up."""
+"""The demo's sample orders: one of every job type, one business error, one whose answer is
+lost after the click (the CRTC portal starts answering 500: it waits, then asks a person),
+one for a portal closed at start-up."""
 
 from __future__ import annotations
 

@@ -48,11 +48,11 @@ def test_demo_runs_every_sample_to_its_outcome(server_home):
         ("ORD-1004", "file_entity"): "completed",    # Delaware, after its closed window
         ("ORD-1004", "obtain_ein"): "completed",
         ("ORD-1005", "process_crtc"): "completed",
-        ("ORD-1006", "process_crtc"): "failed",      # five failed attempts
+        ("ORD-1006", "process_crtc"): "failed",      # lost answer: waited, then a person
         ("ORD-1004", "deliver"): "completed",
     }
     attempts = {(o, t): a for o, t, _, a, _ in rows}
-    assert attempts[("ORD-1006", "process_crtc")] == 5
+    assert attempts[("ORD-1006", "process_crtc")] <= 2   # submitted once, never again
     assert deferred_first >= 1
     results = {(o, t): r for o, t, _, _, r in rows}
     assert results[("ORD-1004", "obtain_ein")]["ein"][2] == "-"
@@ -64,7 +64,7 @@ def test_demo_runs_every_sample_to_its_outcome(server_home):
     assert mails and all(stat.S_IMODE(p.stat().st_mode) == 0o600
                          for p in (home / "demo-mailbox").glob("*.eml"))
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
-    assert any("attempts: process_crtc" in s and "ORD-1006" in s for s in subjects), subjects
+    assert any("uncertain: process_crtc" in s and "ORD-1006" in s for s in subjects), subjects
     assert any("business: name_search" in s and "ORD-1002" in s for s in subjects), subjects
     assert any("CP 575" in s for s in subjects), subjects
     assert "ORD-1006" in out.stdout and "mailbox" in out.stdout
