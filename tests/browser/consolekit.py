@@ -126,3 +126,23 @@ class MovableClock:
 
     def __call__(self) -> datetime:
         return datetime.now(UTC) + self.offset
+
+
+async def sign_in_page(browser: Any, base: str, role: str, contexts: list[Any],
+                       **context_options: Any) -> Any:
+    """A fresh browser context signed in to the console at ``base`` as ``role``; the page
+    collects Content-Security-Policy complaints in ``page.csp_errors``. The context is
+    added to ``contexts`` before signing in, so the caller closes it whatever happens."""
+    ctx = await browser.new_context(base_url=base, **context_options)
+    ctx.set_default_timeout(10_000)
+    contexts.append(ctx)
+    page = await ctx.new_page()
+    page.csp_errors = []
+    page.on("console", lambda m: page.csp_errors.append(m.text)
+            if "Content Security Policy" in m.text else None)
+    await page.goto("/login")
+    await page.fill("input[name=name]", role)
+    await page.fill("input[name=password]", PASSWORD)
+    await page.click("button[type=submit]")
+    await page.wait_for_url(base + "/")
+    return page

@@ -19,6 +19,7 @@ from consolekit import (
     add_users,
     assert_no_ssn,
     seed,
+    sign_in_page,
 )
 from flowkit import SSN
 
@@ -50,24 +51,10 @@ def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def signin(env, browser, run):
-    contexts = []
+    contexts: list[Any] = []
 
     def sign_in(role: str) -> Any:
-        async def go() -> Any:
-            ctx = await browser.new_context(base_url=env["base"])
-            ctx.set_default_timeout(10_000)
-            contexts.append(ctx)
-            page = await ctx.new_page()
-            page.csp_errors = []  # type: ignore[attr-defined]
-            page.on("console", lambda m: page.csp_errors.append(m.text)  # type: ignore[attr-defined]
-                    if "Content Security Policy" in m.text else None)
-            await page.goto("/login")
-            await page.fill("input[name=name]", role)
-            await page.fill("input[name=password]", PASSWORD)
-            await page.click("button[type=submit]")
-            await page.wait_for_url(env["base"] + "/")
-            return page
-        return run(go())
+        return run(sign_in_page(browser, env["base"], role, contexts))
 
     yield sign_in
     for ctx in contexts:

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from consolekit import PASSWORD, ConsoleServer, add_users
+from consolekit import ConsoleServer, add_users, sign_in_page
 
 from portalq.jobs import clock
 from tests.needs_seed import seed
@@ -35,26 +35,12 @@ def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def signin(env, browser, run):
-    contexts = []
+    contexts: list[Any] = []
 
     def sign_in(role: str, width: int = 1440, height: int = 900) -> Any:
-        async def go() -> Any:
-            ctx = await browser.new_context(base_url=env["base"],
-                                            viewport={"width": width, "height": height},
-                                            timezone_id="Europe/Berlin")
-            ctx.set_default_timeout(10_000)
-            contexts.append(ctx)
-            page = await ctx.new_page()
-            page.csp_errors = []  # type: ignore[attr-defined]
-            page.on("console", lambda m: page.csp_errors.append(m.text)  # type: ignore
-                    if "Content Security Policy" in m.text else None)
-            await page.goto("/login")
-            await page.fill("input[name=name]", role)
-            await page.fill("input[name=password]", PASSWORD)
-            await page.click("button[type=submit]")
-            await page.wait_for_url(env["base"] + "/")
-            return page
-        return run(go())
+        return run(sign_in_page(browser, env["base"], role, contexts,
+                                   viewport={"width": width, "height": height},
+                                   timezone_id="Europe/Berlin"))
 
     yield sign_in
     for ctx in contexts:

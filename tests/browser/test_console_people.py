@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from consolekit import PASSWORD, ROLES, ConsoleServer, add_users, assert_no_ssn
+from consolekit import ROLES, ConsoleServer, add_users, assert_no_ssn, sign_in_page
 from flowkit import SSN, inflate_all
 
 from portalq.jobs import clock, queue, worker_api
@@ -57,21 +57,10 @@ def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def signin(env, browser, run):
-    contexts = []
+    contexts: list[Any] = []
 
     def sign_in(role: str) -> Any:
-        async def go() -> Any:
-            ctx = await browser.new_context(base_url=env["base"], accept_downloads=True)
-            ctx.set_default_timeout(10_000)
-            contexts.append(ctx)
-            page = await ctx.new_page()
-            await page.goto("/login")
-            await page.fill("input[name=name]", role)
-            await page.fill("input[name=password]", PASSWORD)
-            await page.click("button[type=submit]")
-            await page.wait_for_url(env["base"] + "/")
-            return page
-        return run(go())
+        return run(sign_in_page(browser, env["base"], role, contexts, accept_downloads=True))
 
     yield sign_in
     for ctx in contexts:
