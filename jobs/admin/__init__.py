@@ -1,0 +1,2 @@
+"""The console's data: users, sign-in (passwords, SSO), the audit log, the console's reads and
+writes."""
