@@ -78,7 +78,7 @@ def _ein(i: int) -> dict[str, Any]:
 KIND = os.environ.get("PQ_PAYLOAD", "small")
 if KIND == "ein":
     from portalq.portals import catalogue  # noqa: F401  (registers obtain_ein)
-    from portalq.portals.payloads import ObtainEinPayload
+    from portalq.portals.irs.payload import ObtainEinPayload
 
     _EIN = types.get("obtain_ein")
     types.register(types.JobType("bench_plain", ObtainEinPayload, PORTAL,

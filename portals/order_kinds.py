@@ -18,15 +18,10 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from portalq.jobs.business.pipelines import OrderKind, Step, StepResult, register_order_kind
-from portalq.portals.payloads import (
-    Address,
-    Applicant,
-    Person,
-    ResponsibleParty,
-    ShareClass,
-    ThirdPartyDesignee,
-    _Model,
-)
+from portalq.portals.bc.payload import Applicant
+from portalq.portals.irs.payload import ThirdPartyDesignee
+from portalq.portals.payloads import Address, Person, ResponsibleParty, ShareClass
+from portalq.portals.payloads import Model as _Model
 
 _EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 _PHONE = r"^\+?[\d\s().-]{7,20}$"

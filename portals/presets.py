@@ -1,17 +1,21 @@
-"""Seed data for the known portals: hours, holidays, cut-offs, session limits.
+"""Portals as declared in code: hours, holidays, cut-offs, session limits.
 
-Plain data (see shared portal-facts.md for sources): the database is seeded from it, and
-tests build calendars from it. Hours differ between sources, so alternatives are kept
-side by side in HOURS_PRESETS and chosen by name.
+Each portal declares itself (portalq's own in its folder, ``portals/<portal>/portal.py``;
+a plugin's in its own package); the database is seeded from these declarations, and tests
+build calendars from them. Hours differ between sources, so named weekly schedules are
+kept side by side in HOURS_PRESETS and chosen by name (``portalq portals set-hours``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from portalq.jobs import plugins
 from portalq.portals.calendar import Closure, PortalCalendar, Window, parse_hours
 
-__all__ = ["HOURS_PRESETS", "PRESETS", "PortalPreset", "calendar_from_preset"]
+__all__ = ["HOURS_PRESETS", "PRESETS", "PortalPreset", "calendar_from_preset", "declare_portal",
+           "declared_portals"]
 
 #: named weekly schedules; portal codes name their default hours
 HOURS_PRESETS: dict[str, tuple[Window, ...]] = {
@@ -55,61 +59,40 @@ class PortalPreset:
                 "closes": [w.closes for w in self.windows]}
 
 
-PRESETS: dict[str, PortalPreset] = {
-    p.code: p
-    for p in (
-        PortalPreset(
-            code="bc_corporate_online",
-            name="BC Registries / BC Corporate Online",
-            timezone="America/Vancouver",
-            windows=HOURS_PRESETS["bc_corporate_online"],
-            holiday_country="CA",
-            holiday_subdiv="BC",
-            max_concurrent_sessions=2,
-            cutoff_minutes=20,
-        ),
-        PortalPreset(
-            code="irs_ein",
-            name="IRS EIN Assistant",
-            timezone="America/New_York",
-            windows=HOURS_PRESETS["irs_ein"],
-            holiday_country="US",  # federal holidays only
-            holiday_subdiv=None,
-            max_concurrent_sessions=1,
-            cutoff_minutes=15,  # one session, 15 min idle expiry
-        ),
-        PortalPreset(
-            code="delaware_icis",
-            name="Delaware ICIS",
-            timezone="America/New_York",
-            windows=HOURS_PRESETS["delaware_icis"],
-            holiday_country="US",
-            holiday_subdiv="DE",
-            max_concurrent_sessions=2,
-            cutoff_minutes=15,
-        ),
-        PortalPreset(
-            code="crtc",
-            name="CRTC My CRTC Account",
-            timezone="America/Toronto",
-            windows=HOURS_PRESETS["crtc"],  # upload is 24/7
-            holiday_country=None,
-            holiday_subdiv=None,
-            max_concurrent_sessions=2,
-            cutoff_minutes=0,
-        ),
-        PortalPreset(
-            code="email",
-            name="Email delivery",
-            timezone="UTC",
-            windows=HOURS_PRESETS["email"],
-            holiday_country=None,
-            holiday_subdiv=None,
-            max_concurrent_sessions=10,
-            cutoff_minutes=0,
-        ),
-    )
-}
+class _Declared(Mapping[str, PortalPreset]):
+    """Every declared portal by code: portalq's own (each in its folder, ``portals/irs/
+    portal.py`` ...) and plugins'. Reading it loads the plugins first (the entry points, so
+    this module imports no portal: the portals import it to declare themselves)."""
+
+    def _all(self) -> dict[str, PortalPreset]:
+        plugins.load()
+        return _PORTALS
+
+    def __getitem__(self, code: str) -> PortalPreset:
+        return self._all()[code]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict(self._all()))
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+_PORTALS: dict[str, PortalPreset] = {}
+PRESETS: Mapping[str, PortalPreset] = _Declared()
+
+
+def declare_portal(portal: PortalPreset) -> PortalPreset:
+    """A portal a plugin brings: ``portalq migrate`` (and ``portalq run``) add its row and
+    weekly hours when the database has no portal of that code yet -- never overwriting what
+    an operator changed since (hours, closures, the address)."""
+    _PORTALS[portal.code] = portal
+    return portal
+
+
+def declared_portals() -> list[PortalPreset]:
+    """Every declared portal (plugins loaded first)."""
+    return list(PRESETS.values())
 
 
 def calendar_from_preset(

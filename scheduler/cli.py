@@ -293,7 +293,7 @@ def _audited(action: str, job_id: int, reason: str, change: Any) -> None:
     committed together -- as the console records its actions."""
     from portalq.jobs import queue
     from portalq.jobs.admin import actions as console_actions
-    from portalq.jobs.admin.audit import Actor
+    from portalq.jobs.audit import Actor
 
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
@@ -307,8 +307,7 @@ def answer(job_id: int,
                                                             "characters, yes/no")],
            database_url: DbUrl = None) -> None:
     """Answer the question a running job is waiting on (from any host)."""
-    from portalq.jobs import queue
-    from portalq.jobs.admin import audit
+    from portalq.jobs import audit, queue
     from portalq.jobs.operations import questions
 
     _use_url(database_url)
@@ -338,8 +337,7 @@ def reject(job_id: int, note: Annotated[str, typer.Option("--note", help="why")]
 
 
 def _decide(job_id: int, state: str, note: str, database_url: str | None) -> None:
-    from portalq.jobs import queue
-    from portalq.jobs.admin import audit
+    from portalq.jobs import audit, queue
     from portalq.jobs.operations import approvals
 
     _use_url(database_url)

@@ -22,7 +22,7 @@ Reason = Annotated[str | None, typer.Option("--reason", help="why (kept in the a
 
 
 def _actor() -> Any:
-    from portalq.jobs.admin.audit import Actor
+    from portalq.jobs.audit import Actor
     from portalq.scheduler.cli import _actor as who
 
     return Actor(who(), None, "cli")

@@ -23,7 +23,7 @@ def _password(confirm: bool) -> str:
 
 
 def _audit_cli(conn: object, action: str, target: str, reason: str, after: object) -> None:
-    from portalq.jobs.admin import audit
+    from portalq.jobs import audit
     from portalq.scheduler.cli import _actor
 
     audit.record(conn, audit.Actor(_actor(), None, "cli"), action, target, reason,
@@ -105,7 +105,7 @@ def audit(target: Annotated[str | None, typer.Option(help="e.g. job:42, portal:i
           database_url: DbUrl = None) -> None:
     """The audit log, newest first: who did what, when, why (before/after with --json)."""
     from portalq.jobs import queue
-    from portalq.jobs.admin import audit as audit_log
+    from portalq.jobs import audit as audit_log
 
     _use_url(database_url)
     with queue.connect() as c:

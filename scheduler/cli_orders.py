@@ -67,8 +67,7 @@ def cancel(
 ) -> None:
     """Cancel what has not run of an order (pending, waiting and held jobs); a running job
     runs on, a failed one is left for a person."""
-    from portalq.jobs import queue
-    from portalq.jobs.admin import audit
+    from portalq.jobs import audit, queue
     from portalq.jobs.business import order_runs
 
     _use_url(database_url)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from portalq.jobs import clock, queue
-from portalq.jobs.admin.audit import Actor
+from portalq.jobs.audit import Actor
 from portalq.jobs.operations import portal_rows as portals_repo
 from portalq.portals import calendar as cal
 from portalq.scheduler import calendar_cache as calendars
@@ -227,7 +227,7 @@ def refresh_holidays(
 ) -> None:
     """Recompute every portal's stored holidays with the installed `holidays` package
     (last year to five years ahead; the service's tick extends them by itself; audited)."""
-    from portalq.jobs.admin import audit
+    from portalq.jobs import audit
 
     _use_url(database_url)
     with queue.connect() as c, c.transaction():

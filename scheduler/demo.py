@@ -139,7 +139,7 @@ def _crtc_account(standins: Any) -> None:
     import os
     import secrets
 
-    from portalq.jobs.admin.audit import Actor
+    from portalq.jobs.audit import Actor
     from portalq.jobs.operations import accounts
 
     password = secrets.token_urlsafe(12)

@@ -1,2 +1,1 @@
-"""The console's data: users, sign-in (passwords, SSO), the audit log, the console's reads and
-writes."""
+"""The console's data: users, sign-in (passwords, SSO), the console's reads and writes."""

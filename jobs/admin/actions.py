@@ -9,9 +9,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from portalq.jobs import clock, queue
-from portalq.jobs.admin import audit
-from portalq.jobs.admin.audit import Actor
+from portalq.jobs import audit, clock, queue
+from portalq.jobs.audit import Actor
 from portalq.jobs.db import sql
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound
 from portalq.jobs.kinds import JobStatus

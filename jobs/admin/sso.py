@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from portalq.jobs import clock
-from portalq.jobs.admin import audit
+from portalq.jobs import audit, clock
 from portalq.jobs.admin import users as console_users
 from portalq.jobs.admin.users import Throttle, User
 from portalq.jobs.db import sql

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from portalq.jobs import clock, limits
-from portalq.jobs.admin import audit
+from portalq.jobs import audit, clock, limits
 from portalq.jobs.db import sql
 from portalq.jobs.errors import IllegalTransition, InputError
 from portalq.jobs.secrets import crypto

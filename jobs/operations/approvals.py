@@ -14,8 +14,7 @@ import hashlib
 from datetime import timedelta
 from typing import Any
 
-from portalq.jobs import clock, limits, queue
-from portalq.jobs.admin import audit
+from portalq.jobs import audit, clock, limits, queue
 from portalq.jobs.db import sql
 from portalq.jobs.errors import IllegalTransition
 

@@ -30,12 +30,12 @@ from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.jobs.submission import Submission
 from portalq.portals.crtc.letter import NAME as LETTER
 from portalq.portals.crtc.letter import letter_pdf
+from portalq.portals.crtc.payload import ProcessCrtcPayload
 from portalq.portals.flows import wait_on_portal as waiting
 from portalq.portals.flows.base import browser_page, page_text
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import PortalPage
 from portalq.portals.flows.signin import SessionLost, sign_in_with_account
-from portalq.portals.payloads import ProcessCrtcPayload
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

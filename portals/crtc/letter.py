@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from portalq.jobs import clock
 from portalq.jobs.errors import BusinessError
+from portalq.portals.crtc.payload import ProcessCrtcPayload
 from portalq.portals.flows.pdfdoc import make_pdf
-from portalq.portals.payloads import ProcessCrtcPayload
 
 #: the payload's services that name one list each; the others need ``registration_lists``
 LIST_OF_SERVICE = {"reseller": "Reseller of Telecommunications Services",

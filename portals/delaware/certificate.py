@@ -10,8 +10,9 @@ The PDF itself: :mod:`.pdfdoc` (no PDF library in the base install).
 from __future__ import annotations
 
 from portalq.jobs.errors import BusinessError
+from portalq.portals.entity.payload import FileEntityPayload
 from portalq.portals.flows.pdfdoc import make_pdf
-from portalq.portals.payloads import FileEntityPayload, Person
+from portalq.portals.payloads import Person
 
 #: Delaware's name rules (8 Del. C. 102(a)(1), 6 Del. C. 18-102): checked before anything
 #: is uploaded, so a name the Division must refuse is never filed nor paid

@@ -39,12 +39,12 @@ from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.jobs.secrets import account_secrets
 from portalq.portals.calendar import zone
 from portalq.portals.delaware.certificate import certificate_pdf, check_name, document_type
+from portalq.portals.entity.payload import FileEntityPayload
 from portalq.portals.flows import wait_on_portal as waiting
 from portalq.portals.flows.base import Evidence, browser_page, fetch_document, has_document
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import WordedPage, absolute_url
 from portalq.portals.flows.signin import sign_in_with_account
-from portalq.portals.payloads import FileEntityPayload
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

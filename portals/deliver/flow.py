@@ -16,8 +16,8 @@ from typing import Any
 from portalq.jobs import clock
 from portalq.jobs.business import supplied
 from portalq.jobs.errors import BusinessError, RetryableError
+from portalq.portals.deliver.payload import DeliverPayload
 from portalq.portals.flows.context import FlowContext
-from portalq.portals.payloads import DeliverPayload
 
 
 async def collect(ctx: FlowContext, p: DeliverPayload) -> list[tuple[str, str, bytes]]:

@@ -24,8 +24,8 @@ from portalq.portals.flows.browser import untraced
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import AppPage
 from portalq.portals.irs.answers import AFTER, BEFORE, Answer, classify
+from portalq.portals.irs.payload import ObtainEinPayload
 from portalq.portals.irs.review import check_review
-from portalq.portals.payloads import ObtainEinPayload
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator, Page

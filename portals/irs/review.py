@@ -11,7 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from portalq.jobs.errors import BusinessError, PortalChanged
-from portalq.portals.payloads import ObtainEinPayload
+from portalq.portals.irs.payload import ObtainEinPayload
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

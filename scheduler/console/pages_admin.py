@@ -11,9 +11,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from portalq.jobs import clock
+from portalq.jobs import audit, clock
 from portalq.jobs.admin import actions as console_actions
-from portalq.jobs.admin import audit
 from portalq.jobs.admin import reads as console_repo
 from portalq.jobs.admin import users as console_users
 from portalq.jobs.clock import parse_instant

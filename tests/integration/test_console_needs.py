@@ -10,7 +10,7 @@ from datetime import timedelta
 from portalq.jobs import clock, queue
 from portalq.jobs.admin import needs as console_needs
 from portalq.jobs.admin import reads as console_repo
-from portalq.jobs.admin.audit import Actor
+from portalq.jobs.audit import Actor
 from portalq.jobs.db.sql import query
 from portalq.jobs.operations import approvals, questions
 from tests.needs_seed import seed

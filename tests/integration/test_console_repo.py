@@ -10,12 +10,11 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from portalq.jobs import queue
+from portalq.jobs import audit, queue
 from portalq.jobs.admin import actions as console_actions
-from portalq.jobs.admin import audit
 from portalq.jobs.admin import reads as console_repo
-from portalq.jobs.admin.audit import Actor
 from portalq.jobs.admin.reads import JobFilter
+from portalq.jobs.audit import Actor
 from portalq.jobs.db.sql import query
 from portalq.jobs.errors import IllegalTransition, InputError
 from tests import payloads

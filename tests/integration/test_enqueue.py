@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from portalq.jobs import queue, types
 from portalq.jobs.errors import InputError
-from portalq.portals.payloads import NameSearchPayload
+from portalq.portals.bc.payload import NameSearchPayload
 from tests import payloads
 
 # name_search that may also be sent to the portals these tests name, so what answers an

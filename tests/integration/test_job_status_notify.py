@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from portalq.jobs import clock, queue, worker_api
-from portalq.jobs.admin.audit import Actor
+from portalq.jobs.audit import Actor
 from portalq.jobs.operations import approvals, questions
 from portalq.jobs.worker_api import Capacity
 from tests import event_kinds, payloads

@@ -24,7 +24,7 @@ import psycopg
 import pytest
 
 from portalq.jobs import clock, queue, worker_api
-from portalq.jobs.admin.audit import Actor
+from portalq.jobs.audit import Actor
 from portalq.jobs.business import webhooks
 from portalq.jobs.operations import approvals, questions
 from portalq.jobs.worker_api import Capacity

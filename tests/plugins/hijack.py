@@ -23,7 +23,7 @@ class Payload(BaseModel):
 
 _how = os.environ.get("PORTALQ_TEST_HIJACK", "")
 if _how == "replace":
-    from portalq.portals.catalogue import ObtainEinPayload
+    from portalq.portals.irs.payload import ObtainEinPayload
 
     register(JobType("obtain_ein", ObtainEinPayload, "irs_ein"))
 elif _how == "typo":

@@ -978,7 +978,7 @@ UPDATE portalq.portals SET holiday_country = NULL, holiday_subdiv = NULL, cutoff
 SELECT 1;
 
 -- =========================================================================================
--- The admin console (scheduler/console), run from jobs/admin/reads.py and jobs/admin/audit.py.
+-- The admin console (scheduler/console), run from jobs/admin/reads.py and jobs/audit.py.
 -- =========================================================================================
 
 -- name: console_user_add

@@ -1,0 +1,2 @@
+"""``file_entity``: one job type, filed on the portal of the entity's jurisdiction (BC or
+Delaware)."""
