@@ -67,14 +67,17 @@ def _command(cmd: Any, path: list[str], out: list[str]) -> None:
         out.append("| option | kind | meaning |\n|---|---|---|")
         out.extend(_param_row(p) for p in params)
         out.append("")
-    for name in sorted(subs or {}):
-        sub = subs[name]
+    for name, sub in sorted((subs or {}).items()):
         if not sub.hidden:
             _command(sub, [*path, name], out)
 
 
 def render() -> str:
-    cli._register()  # the command groups that live in their own modules
+    # the command groups that live in modules of their own are added by cli._register (what
+    # main() does first); should they come to be added at import, there is nothing to call
+    register = getattr(cli, "_register", None)
+    if register is not None:
+        register()
     root = typer.main.get_command(cli.app)
     out = [HEADER]
     _command(root, ["portalq"], out)
