@@ -61,8 +61,10 @@ def _command(cmd: Any, path: list[str], out: list[str]) -> None:
     params = [p for p in cmd.get_params(ctx) if p.name != "help" and not p.hidden]
     subs = getattr(cmd, "commands", None)
     if not subs:
-        usage = " ".join(cmd.collect_usage_pieces(ctx))
-        out.append(f"```\n{' '.join(path)} {usage}\n```\n")
+        args = [p.name.upper() if p.required else f"[{p.name.upper()}]"
+                for p in params if p.param_type_name == "argument"]
+        usage = " ".join([*path, "[OPTIONS]", *args])
+        out.append(f"```\n{usage}\n```\n")
     if params:
         out.append("| option | kind | meaning |\n|---|---|---|")
         out.extend(_param_row(p) for p in params)
