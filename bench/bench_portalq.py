@@ -12,7 +12,7 @@ released after their imports (READY/GO handshake), queue-empty polling, pickup l
 from the return of the enqueue call (committed) to the start of the handler.
 
 Public API only:
-  * schema: ``jobs.migrate.upgrade(url)`` + ``scheduler.calendars.store_holidays(url)``
+  * schema: ``jobs.db.migrate.upgrade(url)`` + ``scheduler.calendar_cache.store_holidays(url)``
     (the alembic migrations and the portals' stored holidays, as ``portalq migrate``);
     a 24/7 portal ``bench`` without a session limit (the SQL of tests/service_helpers.py
     ``add_local_portal``); the seeded portals stay as the migrations leave them.
@@ -76,8 +76,8 @@ def _url() -> str:
 
 
 def setup() -> None:
-    from portalq.jobs.migrate import upgrade
-    from portalq.scheduler.calendars import store_holidays
+    from portalq.jobs.db.migrate import upgrade
+    from portalq.scheduler.calendar_cache import store_holidays
 
     upgrade(_url())            # as `portalq migrate` does: the schema, then the holidays
     store_holidays(_url())
@@ -136,7 +136,7 @@ def _settings(conc: str) -> Any:
 async def _run_worker(settings: Any) -> None:
     """portalq.scheduler.service.serve() minus the migration check and the tick: the same pool,
     the same settled heap, the same loops, the same graceful stop."""
-    from portalq.jobs.database import database_url, libpq_dsn
+    from portalq.jobs.db.location import database_url, libpq_dsn
     from portalq.scheduler.worker import Worker, make_pool
 
     dsn = libpq_dsn(database_url(settings.database_url))

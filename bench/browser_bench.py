@@ -73,7 +73,7 @@ async def bare(runs: int, urls: dict[str, str], folder: Path) -> list[float]:
     from playwright.async_api import async_playwright
 
     from portalq.portals.flows import browser as b
-    from portalq.portals.flows.irs import obtain_ein
+    from portalq.portals.irs.flow import obtain_ein
 
     config = b.load_config()
     out = []
@@ -93,8 +93,8 @@ async def queued(runs: int, standin_url: str, folder: Path) -> list[float]:
     import psycopg
 
     from portalq.jobs import queue
-    from portalq.jobs.database import embedded, libpq_dsn
-    from portalq.jobs.migrate import upgrade
+    from portalq.jobs.db.location import embedded, libpq_dsn
+    from portalq.jobs.db.migrate import upgrade
     from portalq.scheduler.config import Settings
     from portalq.scheduler.service import serve
 
@@ -144,7 +144,7 @@ async def queued(runs: int, standin_url: str, folder: Path) -> list[float]:
 
 
 async def main() -> None:
-    from portalq.portals.standin.app import StandinServer
+    from portalq.portals.standin.server import StandinServer
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)

@@ -53,7 +53,7 @@ PASSWORD = "bench password 123"
 
 
 def server() -> Any:
-    from portalq.jobs.embedded import EmbeddedPostgres
+    from portalq.jobs.db.embedded import EmbeddedPostgres
 
     pg = EmbeddedPostgres(Path(tempfile.gettempdir()) / "portalq-consolebench")
     pg.ensure_running()
@@ -79,8 +79,8 @@ def reuse(pg: Any) -> tuple[str, int] | None:
 
 
 def prepare(pg: Any) -> tuple[str, int]:
-    from portalq.jobs.migrate import upgrade
-    from portalq.scheduler.calendars import store_holidays
+    from portalq.jobs.db.migrate import upgrade
+    from portalq.scheduler.calendar_cache import store_holidays
 
     again = reuse(pg)
     if again:
@@ -304,7 +304,7 @@ def main() -> None:
     pg = server()
     print(f"generating {ROWS:,} rows ...", file=sys.stderr)
     dsn, job = prepare(pg)
-    from portalq.jobs import console_users
+    from portalq.jobs.admin import users as console_users
 
     with psycopg.connect(dsn, autocommit=True) as c:
         console_users.add_user(c, "bench", "admin", PASSWORD)

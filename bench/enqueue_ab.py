@@ -12,7 +12,7 @@ repetitions). Printed: each side's median jobs/s and the median of the per-round
 (portalq / PGQueuer of the same round), with their quartiles. ENQ_N (20,000) jobs a round,
 ENQ_BATCH (1,000) a batch; ENQ_SINGLE (2,000) jobs one per transaction, 0 to leave out.
 ENQ_OLD_BLOCK=32768[,8192...]: more sides in the batch rounds, portalq with its COPY sent in
-blocks of that size (32768 is psycopg's own; jobs.sql.COPY_BLOCK is portalq's), for the A/B.
+blocks of that size (32768 is psycopg's own; jobs.db.sql.COPY_BLOCK is portalq's), for the A/B.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _rounds(rounds: int, run: Callable[[Any], Coroutine[Any, Any, float]], n: in
             old_blocks: list[int] | None = None, line: float | None = None) -> None:
     import psycopg._copy_base as copy_base
 
-    from portalq.jobs import sql
+    from portalq.jobs.db import sql
 
     sides: list[tuple[str, Any, int | None]] = [("portalq", sc.PQ, sql.COPY_BLOCK),
                                               ("pgqueuer", sc.PGQ, None)]

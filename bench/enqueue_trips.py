@@ -83,7 +83,7 @@ def main() -> None:
     with sb._conn(url) as c:   # autocommit: the enqueue's own transaction
         for jt in ("bench_plain", "bench_sealed"):
             own_transaction(c, jt)
-    from portalq.jobs.database import libpq_dsn
+    from portalq.jobs.db.location import libpq_dsn
 
     with psycopg.connect(libpq_dsn(url)) as c:
         for jt in ("bench_plain", "bench_sealed"):

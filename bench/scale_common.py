@@ -293,7 +293,7 @@ def claim_cost(due: int, runs: int = 5) -> dict[str, float]:
     ANALYZE: server time and buffers touched, median of `runs` -- much less disturbed by
     the machine's load than a pickup latency."""
     from portalq.jobs import clock
-    from portalq.jobs.sql import statement
+    from portalq.jobs.db.sql import statement
 
     params = {"portals": ["bench"], "limits": [None], "limit": 50, "portal_count": 1,
               "worker": "x", "now": clock.now(), "job_types": None,

@@ -75,7 +75,7 @@ def _job_insert(db: str, n: int) -> float:
     fixed, psycopg's prepared statement: the row without the queue's Python."""
     import bench_portalq
 
-    from portalq.jobs import sql
+    from portalq.jobs.db import sql
 
     now = datetime.now(UTC)
     params = {"id": None, "job_type": bench_portalq.JOB_TYPE, "order_id": bench_portalq.ORDER,

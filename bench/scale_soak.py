@@ -55,11 +55,11 @@ def _rate() -> float:
 
 
 def _setup() -> None:
-    from portalq.jobs.migrate import upgrade
+    from portalq.jobs.db.migrate import upgrade
 
     sc.common.recreate_db(sc.PQ.db)
     upgrade(sc.common.dsn(sc.PQ.db).replace("postgresql://", "postgresql+psycopg://", 1), SCHEMA)
-    from portalq.scheduler.calendars import store_holidays
+    from portalq.scheduler.calendar_cache import store_holidays
 
     store_holidays(sc.common.dsn(sc.PQ.db).replace("postgresql://", "postgresql+psycopg://", 1))
     sc.sql(sc.PQ.db, "INSERT INTO portalq.portals (code, name, timezone, max_concurrent_sessions) "

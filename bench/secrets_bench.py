@@ -96,8 +96,8 @@ else:
 
 
 def setup() -> str:
-    from portalq.jobs.embedded import EmbeddedPostgres
-    from portalq.jobs.migrate import upgrade
+    from portalq.jobs.db.embedded import EmbeddedPostgres
+    from portalq.jobs.db.migrate import upgrade
 
     home = Path(os.environ.get("PQ_BENCH_HOME", "/tmp/pq-secrets-bench"))
     os.environ["PORTALQ_HOME"] = str(home)
@@ -120,7 +120,7 @@ def setup() -> str:
 
 
 def _conn(url: str) -> psycopg.Connection[Any]:
-    from portalq.jobs.database import libpq_dsn
+    from portalq.jobs.db.location import libpq_dsn
 
     return psycopg.connect(libpq_dsn(url), autocommit=True)
 
@@ -199,7 +199,7 @@ def bench_batch(url: str) -> dict[str, float]:
 
 
 async def _drain(url: str) -> float:
-    from portalq.jobs.database import libpq_dsn
+    from portalq.jobs.db.location import libpq_dsn
     from portalq.scheduler.config import Settings
     from portalq.scheduler.worker import Worker, make_pool
 

@@ -36,7 +36,8 @@ from typing import Any
 import psycopg
 from pydantic import BaseModel
 
-from portalq.jobs import clock, sql, types, worker_api
+from portalq.jobs import clock, types, worker_api
+from portalq.jobs.db import sql
 from portalq.jobs.queue import NewJob, enqueue_many
 
 DB = os.environ.get("TICK_DB", "portalq_tick")
@@ -57,7 +58,7 @@ types.register(types.JobType(JOB_TYPE, _Payload, PORTAL))
 def _server(embedded: bool) -> tuple[str, Any]:
     """(dsn of the postgres database, embedded server or None)."""
     if embedded:
-        from portalq.jobs.embedded import EmbeddedPostgres
+        from portalq.jobs.db.embedded import EmbeddedPostgres
 
         pg = EmbeddedPostgres(Path(tempfile.gettempdir()) / "portalq-tickbench")
         pg.ensure_running()
@@ -74,14 +75,14 @@ def _db_dsn(admin_dsn: str, db: str) -> str:
 
 
 def prepare(admin_dsn: str) -> str:
-    from portalq.jobs.migrate import upgrade
+    from portalq.jobs.db.migrate import upgrade
 
     with psycopg.connect(admin_dsn, autocommit=True) as c:
         c.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
         c.execute(f'CREATE DATABASE "{DB}"')
     dsn = _db_dsn(admin_dsn, DB)
     upgrade(dsn.replace("postgresql://", "postgresql+psycopg://", 1))   # as `portalq migrate`
-    from portalq.scheduler.calendars import store_holidays
+    from portalq.scheduler.calendar_cache import store_holidays
 
     store_holidays(dsn.replace("postgresql://", "postgresql+psycopg://", 1))
     now = clock.now()
@@ -117,7 +118,7 @@ async def _timed(fn: Any) -> float:
 async def measure(dsn: str) -> dict[str, Any]:
     from psycopg_pool import AsyncConnectionPool
 
-    from portalq.scheduler import calendars
+    from portalq.scheduler import calendar_cache as calendars
     from portalq.scheduler.config import Settings
     from portalq.scheduler.tick import Tick
     from portalq.scheduler.worker import Worker

@@ -69,7 +69,7 @@ async def statements(n: int = 400) -> None:
     import scale_common as sc
 
     from portalq.jobs import worker_api
-    from portalq.jobs.database import database_url, libpq_dsn
+    from portalq.jobs.db.location import database_url, libpq_dsn
     from portalq.scheduler.worker import Worker, make_pool
 
     sc.ensure_server()

@@ -2,7 +2,7 @@
 
 Every console action writes its row in the transaction of the change itself (an action
 that rolls back leaves no row; a row always means it happened). ``before``/``after`` are
-passed through :mod:`jobs.masking` by the caller, so no secret value is ever stored here.
+passed through :mod:`jobs.secrets.redaction` by the caller, so no secret value is ever stored here.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from portalq.jobs import clock, limits, sql
+from portalq.jobs import clock, limits
+from portalq.jobs.db import sql
 from portalq.jobs.errors import InputError
 
 

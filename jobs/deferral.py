@@ -19,7 +19,8 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from portalq.jobs import clock, sql
+from portalq.jobs import clock
+from portalq.jobs.db import sql
 from portalq.jobs.kinds import EventKind
 
 AConn = AsyncConnection[Any]

@@ -1,8 +1,8 @@
 """Enqueueing: every job of a batch validated (jobs.limits, its type's schema) before
-anything is written, its secrets sealed bound to its id (jobs.secrets_at_rest), then one
+anything is written, its secrets sealed bound to its id (jobs.secrets.sealing), then one
 INSERT, or for a large batch without idempotency keys one binary COPY.
 
-``conn`` as everywhere in the queue's API (:mod:`jobs.txn`): the caller's connection (the
+``conn`` as everywhere in the queue's API (:mod:`jobs.db.txn`): the caller's connection (the
 job exists iff its transaction commits) or ``None`` (one of portalq's own).
 """
 
@@ -17,9 +17,17 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from portalq.jobs import clock, crypto, id_blocks, key_registry, limits, secrets_at_rest, sql, types
+from portalq.jobs import (
+    clock,
+    id_blocks,
+    limits,
+    types,
+)
+from portalq.jobs.db import sql
+from portalq.jobs.db.txn import use as _use
 from portalq.jobs.errors import BatchInputError, IllegalTransition, InputError
-from portalq.jobs.txn import use as _use
+from portalq.jobs.secrets import crypto, key_registry
+from portalq.jobs.secrets import sealing as secrets_at_rest
 
 
 @dataclass

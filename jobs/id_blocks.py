@@ -1,5 +1,5 @@
 """Job ids known before the INSERT, for the jobs whose secrets are sealed bound to their id
-(jobs/secrets_at_rest.py): taken from job_queue's sequence in blocks, per connection.
+(jobs/secrets/sealing.py): taken from job_queue's sequence in blocks, per connection.
 
 A block is fetched when a connection has none left (one ``nextval`` round trip for the
 whole block); its size grows fourfold while a connection keeps using up its blocks within
@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from portalq.jobs import sql
+from portalq.jobs.db import sql
 
 MAX_BLOCK = 256
 MAX_AGE = 1.0

@@ -3,7 +3,7 @@ retry, rescue, deferral, pruning. The worker's async side is :mod:`jobs.worker_a
 
 ``conn`` may be a psycopg ``Connection``, a SQLAlchemy ``Connection`` or ``Session`` (the
 statement then runs inside *its* transaction: the job exists iff that commits), or
-``None`` (a connection of portalq's own, committed before returning): :mod:`jobs.txn`.
+``None`` (a connection of portalq's own, committed before returning): :mod:`jobs.db.txn`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ from typing import Any, cast
 import psycopg
 from psycopg.types.json import Jsonb
 
-from portalq.jobs import clock, limits, portals_repo, secrets_at_rest, sql, submission
+from portalq.jobs import clock, limits, submission
+from portalq.jobs.db import sql
+from portalq.jobs.db.txn import connect, raw_connection
+from portalq.jobs.db.txn import use as _use
 from portalq.jobs.enqueue import (
     COPY_MIN,
     Enqueued,
@@ -25,9 +28,9 @@ from portalq.jobs.enqueue import (
 )
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound
 from portalq.jobs.kinds import EventKind, JobStatus
+from portalq.jobs.operations import portal_rows as portals_repo
 from portalq.jobs.rows import JobDetail, JobListRow, JobRow
-from portalq.jobs.txn import connect, raw_connection
-from portalq.jobs.txn import use as _use
+from portalq.jobs.secrets import sealing as secrets_at_rest
 
 __all__ = ["ACTIVE", "COPY_MIN", "Enqueued", "NewJob", "connect", "enqueue", "enqueue_many",
            "raw_connection", "rate_key_for"]
@@ -169,7 +172,7 @@ def resolve_filed(job_id: int, confirmation: str, *, actor: str = "admin",
         sql.fetch(c, "admin_complete", {
             "id": job_id, "result": Jsonb(result), "now": clock.now(), "actor": actor,
             "detail": Jsonb({"event": EventKind.ADMIN_CONFIRMED_FILED, "note": note or ""})})
-        from portalq.jobs import order_runs  # the steps after it, if it is an order's
+        from portalq.jobs.business import order_runs  # the steps after it, if it is an order's
 
         order_runs.release_ready([job["order_id"]], conn=c)
 

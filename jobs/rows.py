@@ -5,7 +5,7 @@ They are ``TypedDict``s: at run time the plain dicts psycopg's ``dict_row`` buil
 are), and to mypy rows whose keys and value types are known. Statuses and kinds are the
 ``Literal`` words of :mod:`jobs.kinds` (a ``StrEnum`` member compares equal to them).
 
-Each says the statement it is the row of (``jobs/sql/queries.sql``); a test checks that
+Each says the statement it is the row of (``jobs/db/sql/queries.sql``); a test checks that
 the statements return exactly these columns.
 """
 

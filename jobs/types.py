@@ -57,7 +57,7 @@ class JobType:
     #: False: after a crash past the point of no return the portal offers no lookup, so the
     #: job goes to a human instead of back to the queue (e.g. the IRS EIN Assistant)
     reconcilable: bool = True
-    #: fields never shown in logs, errors or emails; sealed at rest (jobs/secrets_at_rest.py)
+    #: fields never shown in logs, errors or emails; sealed at rest (jobs/secrets/sealing.py)
     secret_fields: tuple[str, ...] = ()
     #: checkpoint keys whose values are personal data or capabilities: sealed at rest too
     secret_checkpoints: tuple[str, ...] = ()
@@ -74,7 +74,7 @@ class JobType:
     #: portal's accounts (jobs spread over them, least recently used first)
     account: str | None = None
     #: builds the payload from the business's order (``portalq enqueue T --order O``);
-    #: without one, ``PORTALQ_ORDER_SQL_<TYPE>`` may map orders (jobs/orders.py)
+    #: without one, ``PORTALQ_ORDER_SQL_<TYPE>`` may map orders (jobs/business/orders.py)
     order_source: OrderSource | None = None
 
     def portal_for(self, payload: BaseModel) -> str:

@@ -20,12 +20,15 @@ from psycopg import AsyncConnection
 from psycopg import sql as psql
 from psycopg.types.json import Jsonb
 
-from portalq.jobs import clock, crypto, portals_repo, sql, types
+from portalq.jobs import clock, types
 from portalq.jobs.checkpoints import LOOKUP_ANSWERS, past_point_of_no_return, rescue_decision
+from portalq.jobs.db import sql
 from portalq.jobs.deferral import DeferIncomplete as DeferIncomplete
 from portalq.jobs.deferral import defer_portal as defer_portal
 from portalq.jobs.kinds import Channel, LockKey
+from portalq.jobs.operations import portal_rows as portals_repo
 from portalq.jobs.rows import ClaimRow
+from portalq.jobs.secrets import crypto
 
 AConn = AsyncConnection[Any]
 log = logging.getLogger("portalq.queue")
@@ -178,9 +181,9 @@ async def complete_many(conn: AConn, *, worker: str,
 
 
 async def _release_steps(conn: AConn, orders: list[str]) -> None:
-    """The steps after the orders' steps just completed (jobs/order_runs.py). Their
+    """The steps after the orders' steps just completed (jobs/business/order_runs.py). Their
     completion is committed: should this fail, the leader's sweep releases them."""
-    from portalq.jobs import order_runs
+    from portalq.jobs.business import order_runs
 
     try:
         await order_runs.arelease_ready(conn, orders)

@@ -1,4 +1,4 @@
-"""Alembic environment: the target metadata is jobs.models; the URL comes from portalq.
+"""Alembic environment: the target metadata is jobs.db.models; the URL comes from portalq.
 
 Every object of portalq lives in one schema (``PORTALQ_SCHEMA``, default ``portalq``),
 the version table included, so that portalq can live in the business's own database beside
@@ -6,7 +6,7 @@ its tables, its own ``job_queue`` and its own ``alembic_version``. The migration
 objects unqualified and run with the search path set to that schema alone. An installation
 made before the schema existed (its objects in ``public``, its revision in
 ``public.alembic_version``) is moved into the schema first, data kept
-(:data:`portalq.jobs.schema_move.MOVE_SQL`).
+(:data:`portalq.jobs.db.schema_move.MOVE_SQL`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from portalq.jobs.database import schema
-from portalq.jobs.models import metadata
-from portalq.jobs.schema_move import prepare_statements
+from portalq.jobs.db.location import schema
+from portalq.jobs.db.models import metadata
+from portalq.jobs.db.schema_move import prepare_statements
 
 config = context.config
 SCHEMA = schema()
@@ -28,7 +28,7 @@ def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from portalq.jobs.database import database_url
+    from portalq.jobs.db.location import database_url
 
     return database_url()
 

@@ -26,13 +26,13 @@ _EXPORTS = {
     "show_job": "portalq.jobs.queue", "list_jobs": "portalq.jobs.queue",
     "cancel": "portalq.jobs.queue", "retry": "portalq.jobs.queue",
     # results back to the app: an order's jobs, a job's status, result and timeline
-    "order": "portalq.jobs.results", "result": "portalq.jobs.results",
+    "order": "portalq.jobs.business.results", "result": "portalq.jobs.business.results",
     # orders as pipelines: create one (in the caller's transaction or alone), cancel it
-    "enqueue_order": "portalq.jobs.order_runs", "cancel_order": "portalq.jobs.order_runs",
-    "OrderCreated": "portalq.jobs.order_runs",
+    "enqueue_order": "portalq.jobs.business.order_runs", "cancel_order": "portalq.jobs.business.order_runs",
+    "OrderCreated": "portalq.jobs.business.order_runs",
     # order kinds, for plugins
-    "OrderKind": "portalq.jobs.pipelines", "Step": "portalq.jobs.pipelines",
-    "StepResult": "portalq.jobs.pipelines", "register_order_kind": "portalq.jobs.pipelines",
+    "OrderKind": "portalq.jobs.business.pipelines", "Step": "portalq.jobs.business.pipelines",
+    "StepResult": "portalq.jobs.business.pipelines", "register_order_kind": "portalq.jobs.business.pipelines",
     # job types, for plugins
     "JobType": "portalq.jobs.types", "RateLimit": "portalq.jobs.types",
     "register": "portalq.jobs.types",
@@ -54,6 +54,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from portalq.jobs.business.order_runs import OrderCreated, cancel_order, enqueue_order
+    from portalq.jobs.business.pipelines import OrderKind, Step, StepResult, register_order_kind
+    from portalq.jobs.business.results import order, result
     from portalq.jobs.errors import (
         BusinessError,
         DeferUntil,
@@ -62,8 +65,6 @@ if TYPE_CHECKING:
         RetryableError,
         UncertainOutcome,
     )
-    from portalq.jobs.order_runs import OrderCreated, cancel_order, enqueue_order
-    from portalq.jobs.pipelines import OrderKind, Step, StepResult, register_order_kind
     from portalq.jobs.queue import (
         Enqueued,
         NewJob,
@@ -76,7 +77,6 @@ if TYPE_CHECKING:
         retry,
         show_job,
     )
-    from portalq.jobs.results import order, result
     from portalq.jobs.types import JobType, RateLimit, register
     from portalq.portals.flows.context import FlowContext
 

@@ -59,7 +59,7 @@ register(JobType("file_entity", FileEntityPayload, _entity_portal,
                  flow="portalq.portals.flows.entity:file_entity"))
 register(JobType(
     "obtain_ein", ObtainEinPayload, "irs_ein",
-    flow="portalq.portals.flows.irs:obtain_ein",
+    flow="portalq.portals.irs.flow:obtain_ein",
     reconcilable=False,
     rate_limit=RateLimit(key=_tax_id),
     secret_fields=("responsible_party.ssn", "responsible_party.itin"),
@@ -67,10 +67,10 @@ register(JobType(
     secret_checkpoints=("cp575_url",),
 ))
 register(JobType("name_search", NameSearchPayload, "bc_corporate_online",
-                 flow="portalq.portals.flows.bc:name_search"))
+                 flow="portalq.portals.bc.flow:name_search"))
 register(JobType("process_crtc", ProcessCrtcPayload, "crtc",
-                 flow="portalq.portals.flows.crtc:process_crtc"))
-register(JobType("deliver", DeliverPayload, "email", flow="portalq.portals.flows.deliver:deliver",
+                 flow="portalq.portals.crtc.flow:process_crtc"))
+register(JobType("deliver", DeliverPayload, "email", flow="portalq.portals.deliver.flow:deliver",
                  uses_browser=False))
 
 #: where each built-in portal's stand-in is served, under ``PORTALQ_STANDIN_URL``

@@ -1,5 +1,5 @@
 """portalq's own order kinds (issue 41), declared beside its job types the way a plugin
-declares its own (jobs/pipelines.py):
+declares its own (jobs/business/pipelines.py):
 
 - ``delaware_llc``: file the LLC with Delaware, apply for its EIN with the name as filed,
   mail the certificate and the CP 575;
@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from portalq.jobs.pipelines import OrderKind, Step, StepResult, register_order_kind
+from portalq.jobs.business.pipelines import OrderKind, Step, StepResult, register_order_kind
 from portalq.portals.payloads import (
     Address,
     Applicant,

@@ -45,7 +45,7 @@ class PortalPreset:
     url: str | None = None
 
     def as_row(self) -> dict[str, object]:
-        """The seed row (portals + portal_hours) :func:`jobs.migrate.seed_portals` takes."""
+        """The seed row (portals + portal_hours) :func:`jobs.db.migrate.seed_portals` takes."""
         return {"code": self.code, "name": self.name, "timezone": self.timezone,
                 "holiday_country": self.holiday_country, "holiday_subdiv": self.holiday_subdiv,
                 "max_concurrent_sessions": self.max_concurrent_sessions,

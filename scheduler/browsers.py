@@ -1,6 +1,6 @@
 """The browsers a worker process drives: one local Chromium, started on first use and
 restarted when it died, or contexts from a pool of remote browser servers
-(``portals.flows.pool.BrowserPool``) for the portals it serves."""
+(``portals.flows.remote_browsers.BrowserPool``) for the portals it serves."""
 
 from __future__ import annotations
 

@@ -46,21 +46,21 @@ def migrate(database_url: DbUrl = None,
             sql: Annotated[bool, typer.Option("--sql", help="print the SQL, run nothing")] = False,
             ) -> None:
     """Apply schema migrations (idempotent)."""
-    from portalq.jobs import migrate as m
+    from portalq.jobs.db import migrate as m
 
     if sql:
         typer.echo(m.offline_sql())
         return
     from rich.console import Console
 
-    from portalq.jobs.database import database_url as resolve
+    from portalq.jobs.db.location import database_url as resolve
 
     with Console(stderr=True).status("starting the database and applying migrations ..."):
         url = resolve(database_url)
         before = m.current(url)
         m.upgrade(url)
         after = m.current(url)
-        from portalq.scheduler.calendars import seed_declared_portals, store_holidays
+        from portalq.scheduler.calendar_cache import seed_declared_portals, store_holidays
 
         added = seed_declared_portals(url)
         stored = store_holidays(url)
@@ -76,7 +76,7 @@ def enqueue(
     job_type: Annotated[str, typer.Argument(help="file_entity, obtain_ein, name_search, ...")],
     order: Annotated[str, typer.Option("--order", envvar="PORTALQ_ORDER", help="order id")],
     payload: Annotated[str | None, typer.Option(
-        help="payload as JSON (default: built from the order, see jobs/orders.py)")] = None,
+        help="payload as JSON (default: built from the order, see jobs/business/orders.py)")] = None,
     payload_file: Annotated[Path | None, typer.Option(help="payload JSON file")] = None,
     portal: Annotated[str | None, typer.Option(help="portal code (default: by type)")] = None,
     run_at: Annotated[str | None, typer.Option(help="ISO 8601 instant")] = None,
@@ -91,14 +91,15 @@ def enqueue(
 ) -> None:
     """Enqueue one job; prints its id. Without --payload the payload is built from the order
     by the job type's order source."""
-    from portalq.jobs import queue, supplied
+    from portalq.jobs import queue
+    from portalq.jobs.business import supplied
 
     given = payload is not None or payload_file is not None
     data = _load_payload(payload, payload_file) if given else None
     when = _parse_instant(run_at, "--run-at")
     _use_url(database_url)
     if data is None:
-        from portalq.jobs.orders import payload_for_order
+        from portalq.jobs.business.orders import payload_for_order
 
         data = payload_for_order(job_type, order)
     options: dict[str, Any] = {"run_at": when, "priority": priority,
@@ -167,7 +168,7 @@ def enqueue_batch(
 
 def _public(job: Mapping[str, Any]) -> dict[str, Any]:
     """A job for display: secret payload fields shown as [encrypted] or [erased]."""
-    from portalq.jobs import secrets_at_rest
+    from portalq.jobs.secrets import sealing as secrets_at_rest
     from portalq.jobs.types import get
 
     out = dict(job)
@@ -290,7 +291,8 @@ def jobs_retry(
 def _audited(action: str, job_id: int, reason: str, change: Any) -> None:
     """An admin change of a job and its audit row (who, what, when, why, before/after),
     committed together -- as the console records its actions."""
-    from portalq.jobs import console_actions, queue
+    from portalq.jobs import queue
+    from portalq.jobs.admin import actions as console_actions
     from portalq.jobs.audit import Actor
 
     queue.get_job(job_id)   # an unknown id: one line, exit 2
@@ -305,7 +307,8 @@ def answer(job_id: int,
                                                             "characters, yes/no")],
            database_url: DbUrl = None) -> None:
     """Answer the question a running job is waiting on (from any host)."""
-    from portalq.jobs import audit, questions, queue
+    from portalq.jobs import audit, queue
+    from portalq.jobs.operations import questions
 
     _use_url(database_url)
     queue.get_job(job_id)   # an unknown id: one line, exit 2
@@ -334,7 +337,8 @@ def reject(job_id: int, note: Annotated[str, typer.Option("--note", help="why")]
 
 
 def _decide(job_id: int, state: str, note: str, database_url: str | None) -> None:
-    from portalq.jobs import approvals, audit, queue
+    from portalq.jobs import audit, queue
+    from portalq.jobs.operations import approvals
 
     _use_url(database_url)
     queue.get_job(job_id)   # an unknown id: one line, exit 2
@@ -431,7 +435,7 @@ def standin(host: Annotated[str, typer.Option(envvar="PORTALQ_STANDIN_HOST")] = 
             port: Annotated[int, typer.Option(envvar="PORTALQ_STANDIN_PORT")] = 8765) -> None:
     """Serve the stand-in portals (BC Registries, IRS EIN, Delaware, CRTC) locally."""
     _need_demo_extra()
-    from portalq.portals.standin.app import serve
+    from portalq.portals.standin.server import serve
 
     if not 0 <= port <= 65535:
         fail(f"--port must be 0..65535, got {port}")
@@ -441,7 +445,7 @@ def standin(host: Annotated[str, typer.Option(envvar="PORTALQ_STANDIN_HOST")] = 
 @db_app.command("start")
 def db_start() -> None:
     """Start the embedded PostgreSQL server (if not running); print its URL."""
-    from portalq.jobs.database import embedded
+    from portalq.jobs.db.location import embedded
 
     typer.echo(embedded().ensure_running())
 
@@ -449,7 +453,7 @@ def db_start() -> None:
 @db_app.command("stop")
 def db_stop() -> None:
     """Stop the embedded PostgreSQL server."""
-    from portalq.jobs.database import embedded
+    from portalq.jobs.db.location import embedded
 
     embedded().stop()
     typer.echo("stopped")
@@ -459,8 +463,8 @@ def db_stop() -> None:
 def db_url(database_url: DbUrl = None) -> None:
     """Print the database URL portalq uses (starting the embedded server if needed); a
     password is shown as ***."""
-    from portalq.jobs.database import database_url as resolve
-    from portalq.jobs.database import parse_url
+    from portalq.jobs.db.location import database_url as resolve
+    from portalq.jobs.db.location import parse_url
 
     typer.echo(parse_url(resolve(database_url)).redacted())
 

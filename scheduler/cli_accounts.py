@@ -1,7 +1,7 @@
-"""``portalq accounts ...``: the portal accounts flows sign in with (jobs/accounts.py).
+"""``portalq accounts ...``: the portal accounts flows sign in with (jobs/operations/accounts.py).
 
     portalq accounts list [--portal P] [--json]
-    portalq accounts add PORTAL NAME --username U      (its secrets: jobs/account_secrets.py)
+    portalq accounts add PORTAL NAME --username U      (its secrets: jobs/secrets/account_secrets.py)
     portalq accounts pause|resume PORTAL NAME --reason "..."
     portalq accounts check PORTAL NAME                 signs in once, says what it found
 
@@ -33,7 +33,9 @@ def list_accounts(portal: Annotated[str | None, typer.Option()] = None,
                   as_json: Annotated[bool, typer.Option("--json")] = False,
                   database_url: DbUrl = None) -> None:
     """Accounts, their state, and which of their secrets the provider has (never values)."""
-    from portalq.jobs import account_secrets, accounts, queue
+    from portalq.jobs import queue
+    from portalq.jobs.operations import accounts
+    from portalq.jobs.secrets import account_secrets
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -57,7 +59,8 @@ def add(portal: str, name: str,
         username: Annotated[str, typer.Option("--username", help="the portal's user name")],
         reason: Reason = None, database_url: DbUrl = None) -> None:
     """Add an account; put its password (and TOTP seed) in the secrets provider."""
-    from portalq.jobs import accounts, queue
+    from portalq.jobs import queue
+    from portalq.jobs.operations import accounts
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -70,7 +73,8 @@ def add(portal: str, name: str,
 @app.command("pause")
 def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """No job signs in with it until resumed (its jobs wait, spending no attempt)."""
-    from portalq.jobs import accounts, queue
+    from portalq.jobs import queue
+    from portalq.jobs.operations import accounts
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -81,7 +85,8 @@ def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = N
 @app.command("resume")
 def resume(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """After its secret is fixed: jobs sign in with it again."""
-    from portalq.jobs import accounts, queue
+    from portalq.jobs import queue
+    from portalq.jobs.operations import accounts
 
     _use_url(database_url)
     with queue.connect() as conn:
@@ -136,8 +141,11 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
 
     from playwright.async_api import Error as PlaywrightError
 
-    from portalq.jobs import account_secrets, accounts, portals_repo, queue
+    from portalq.jobs import queue
     from portalq.jobs.errors import AccountError, HandlerOutcome
+    from portalq.jobs.operations import accounts
+    from portalq.jobs.operations import portal_rows as portals_repo
+    from portalq.jobs.secrets import account_secrets
     from portalq.portals.flows.signin import Credentials
     from portalq.scheduler.config import Settings
 

@@ -1,4 +1,4 @@
-"""``portalq adopt``: take over the business's old queue (jobs/adopt.py).
+"""``portalq adopt``: take over the business's old queue (jobs/business/adopt.py).
 
     portalq adopt                       dry run: what each row of public.job_queue becomes
     portalq adopt --apply               import it (again: nothing imported twice)
@@ -29,8 +29,8 @@ def adopt(
     jobs waiting for a person (they may have been filed), failed rows failed jobs; finished
     rows are counted, others skipped with the reason. The legacy table is only read.
     Stop the old dispatcher first."""
-    from portalq.jobs import adopt as a
     from portalq.jobs import queue
+    from portalq.jobs.business import adopt as a
 
     if apply and dry_run:
         fail("give --apply or --dry-run, not both")

@@ -29,13 +29,13 @@ def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
-#: the exit code of a database error, by what it means (:func:`jobs.connections.classify_error`)
+#: the exit code of a database error, by what it means (:func:`jobs.db.connections.classify_error`)
 _DB_EXITS = {"unavailable": EXIT_DB, "value": EXIT_INPUT, "other": 1}
 
 
 def database_error(exc: BaseException) -> tuple[int | None, str]:
     """(exit code, one-line message) for a database error, else (None, "")."""
-    from portalq.jobs.connections import classify_error
+    from portalq.jobs.db.connections import classify_error
 
     found = classify_error(exc)
     if found is None:

@@ -35,7 +35,8 @@ def users_add(name: str,
               role: Annotated[str, typer.Option(help="viewer | operator | admin")] = "viewer",
               database_url: DbUrl = None) -> None:
     """Add a console user; the password comes from standard input or a prompt."""
-    from portalq.jobs import console_users, queue
+    from portalq.jobs import queue
+    from portalq.jobs.admin import users as console_users
 
     if role not in console_users.RANK:
         fail(f"unknown role {role!r} (one of viewer, operator, admin)")
@@ -51,7 +52,8 @@ def users_add(name: str,
 @users_app.command("passwd")
 def users_passwd(name: str, database_url: DbUrl = None) -> None:
     """Set a user's password (standard input or a prompt)."""
-    from portalq.jobs import console_users, queue
+    from portalq.jobs import queue
+    from portalq.jobs.admin import users as console_users
 
     password = _password(confirm=True)
     _use_url(database_url)
@@ -64,7 +66,8 @@ def users_passwd(name: str, database_url: DbUrl = None) -> None:
 @users_app.command("disable")
 def users_disable(name: str, database_url: DbUrl = None) -> None:
     """Disable a user: their sessions end at once, they cannot sign in."""
-    from portalq.jobs import console_users, queue
+    from portalq.jobs import queue
+    from portalq.jobs.admin import users as console_users
 
     _use_url(database_url)
     with queue.connect() as c, c.transaction():
@@ -77,7 +80,8 @@ def users_disable(name: str, database_url: DbUrl = None) -> None:
 def users_list(as_json: Annotated[bool, typer.Option("--json")] = False,
                database_url: DbUrl = None) -> None:
     """Console users, roles, last activity."""
-    from portalq.jobs import console_users, queue
+    from portalq.jobs import queue
+    from portalq.jobs.admin import users as console_users
 
     _use_url(database_url)
     with queue.connect() as c:
@@ -122,9 +126,9 @@ def console(host: Annotated[str | None, typer.Option(
     """Serve the admin console (sign in with a user from `portalq users add`)."""
     from pydantic import ValidationError
 
-    from portalq.jobs import migrate
-    from portalq.jobs.database import database_url as resolve
-    from portalq.jobs.database import libpq_dsn
+    from portalq.jobs.db import migrate
+    from portalq.jobs.db.location import database_url as resolve
+    from portalq.jobs.db.location import libpq_dsn
     from portalq.scheduler.console.app import serve
     from portalq.scheduler.console.config import ConsoleSettings
 

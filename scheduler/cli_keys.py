@@ -1,4 +1,4 @@
-"""``portalq keys ...``: the keys that seal secrets at rest (see jobs/crypto.py).
+"""``portalq keys ...``: the keys that seal secrets at rest (see jobs/secrets/crypto.py).
 
     portalq keys status          which key is current, how many stored values each wraps
     portalq keys rotate          a new current key (key file), every data key re-wrapped
@@ -19,7 +19,7 @@ app = typer.Typer(no_args_is_help=True, help="Encryption keys: status, rotate, r
 
 
 def _provider() -> Any:
-    from portalq.jobs import crypto
+    from portalq.jobs.secrets import crypto
 
     return crypto.provider()
 
@@ -32,13 +32,13 @@ def _plugins() -> None:
 
 
 def _where(p: Any) -> str:
-    from portalq.jobs import crypto
+    from portalq.jobs.secrets import crypto
 
     if isinstance(p, crypto.FileKeyring):
         return f"key file {p.path}"
     if isinstance(p, crypto.EnvKeys):
         return "PORTALQ_KEK"
-    from portalq.jobs.vault_transit import VaultTransit
+    from portalq.jobs.secrets.vault_transit import VaultTransit
 
     if isinstance(p, VaultTransit):
         return f"Vault transit key {p.mount}/{p.key} at {p.addr}"
@@ -50,7 +50,9 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False,
            database_url: DbUrl = None) -> None:
     """The current key, the keys known, the stored values each one wraps (and, for a key
     file, the databases recorded as using it)."""
-    from portalq.jobs import crypto, key_registry, keys, queue
+    from portalq.jobs import queue
+    from portalq.jobs.secrets import crypto, key_registry
+    from portalq.jobs.secrets import rotation as keys
 
     _use_url(database_url)
     p = _provider()
@@ -80,7 +82,8 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
     """Make a new key current (key file: a new key; Vault: a new version of the Transit key;
     with PORTALQ_KEK, the first key listed there) and re-wrap every stored data key with
     it, in batches, while the service runs."""
-    from portalq.jobs import keys, queue
+    from portalq.jobs import queue
+    from portalq.jobs.secrets import rotation as keys
 
     _use_url(database_url)
     _plugins()
@@ -115,7 +118,9 @@ def retire(key_id: str, database_url: DbUrl = None,
                "status`): retire a key older than the record")] = False) -> None:
     """Delete an old key, after re-wrapping whatever still used it in this database and in
     every other database recorded as using the key file."""
-    from portalq.jobs import crypto, keys, queue
+    from portalq.jobs import queue
+    from portalq.jobs.secrets import crypto
+    from portalq.jobs.secrets import rotation as keys
 
     _use_url(database_url)
     _plugins()
@@ -138,7 +143,7 @@ def retire(key_id: str, database_url: DbUrl = None,
 def forget_database(name: str) -> None:
     """Drop a database that no longer exists from the key file's record (`keys status`
     lists them), so that `keys retire` stops asking for it."""
-    from portalq.jobs import crypto, key_registry
+    from portalq.jobs.secrets import crypto, key_registry
 
     p = _provider()
     if not isinstance(p, crypto.FileKeyring):

@@ -4,7 +4,7 @@
     portalq orders show ORD-1001 [--json]     # every job, its status, result and timeline
     portalq orders cancel ORD-1001 --reason "the client withdrew"
 
-Orders as pipelines live in jobs/order_runs.py; what became of an order in jobs/results.py
+Orders as pipelines live in jobs/business/order_runs.py; what became of an order in jobs/business/results.py
 (nothing secret is shown).
 """
 
@@ -42,7 +42,7 @@ def enqueue_order(
 ) -> None:
     """Create an order: all its jobs at once, the first steps pending, the others held
     until the steps they need completed. Prints one line per step."""
-    from portalq.jobs import order_runs
+    from portalq.jobs.business import order_runs
 
     if (input_file is None) == (input_json is None):
         fail("give --input-file or --input (one of them)")
@@ -66,7 +66,8 @@ def cancel(
 ) -> None:
     """Cancel what has not run of an order (pending, waiting and held jobs); a running job
     runs on, a failed one is left for a person."""
-    from portalq.jobs import audit, order_runs, queue
+    from portalq.jobs import audit, queue
+    from portalq.jobs.business import order_runs
 
     _use_url(database_url)
     actor = cli_actor()
@@ -103,7 +104,7 @@ def _timeline(job: dict[str, Any]) -> list[tuple[Any, str]]:
 def show(order_id: str, as_json: Annotated[bool, typer.Option("--json")] = False,
          database_url: DbUrl = None) -> None:
     """Every job of an order: its status, its result and its timeline."""
-    from portalq.jobs import results
+    from portalq.jobs.business import results
 
     _use_url(database_url)
     view = results.order(order_id)

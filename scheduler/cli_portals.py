@@ -1,6 +1,6 @@
 """``portalq portals ...``: opening hours, closures, next opening, pause/resume.
 
-Every change is audited like the console's (``jobs.console_actions``): the change and its
+Every change is audited like the console's (``jobs.admin.actions``): the change and its
 audit row -- who (the OS user), what, when, why, before and after -- commit together."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
-from portalq.jobs import clock, portals_repo, queue
+from portalq.jobs import clock, queue
 from portalq.jobs.audit import Actor
+from portalq.jobs.operations import portal_rows as portals_repo
 from portalq.portals import calendar as cal
-from portalq.scheduler import calendars
+from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler.cli_common import (
     DbUrl,
     _parse_instant,
@@ -144,7 +145,7 @@ def set_hours(
     database_url: DbUrl = None,
 ) -> None:
     """Replace a portal's weekly hours (audited)."""
-    from portalq.jobs import console_actions
+    from portalq.jobs.admin import actions as console_actions
     from portalq.portals.presets import HOURS_PRESETS
 
     if bool(windows) == bool(preset):
@@ -173,7 +174,7 @@ def close(code: str,
           reason: Annotated[str, typer.Option(help="why (shown to operators)")],
           database_url: DbUrl = None) -> None:
     """Record a one-off closure (maintenance, system conversion; audited)."""
-    from portalq.jobs import console_actions
+    from portalq.jobs.admin import actions as console_actions
 
     starts, ends = _parse_instant(start, "--from"), _parse_instant(end, "--to")
     assert starts is not None and ends is not None
@@ -197,7 +198,7 @@ def pause(code: str,
               help="why (shown in portals list; kept in the audit log)")] = "operator",
           database_url: DbUrl = None) -> None:
     """Pause a portal by hand: its jobs wait (no attempts spent) until `resume` (audited)."""
-    from portalq.jobs import console_actions
+    from portalq.jobs.admin import actions as console_actions
 
     _use_url(database_url)
     with queue.connect() as c:
@@ -210,7 +211,7 @@ def resume(code: str,
            reason: Annotated[str, _reason("portalq portals resume")] = "portalq portals resume",
            database_url: DbUrl = None) -> None:
     """Resume a paused portal (audited)."""
-    from portalq.jobs import console_actions
+    from portalq.jobs.admin import actions as console_actions
 
     _use_url(database_url)
     with queue.connect() as c:

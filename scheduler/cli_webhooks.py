@@ -1,4 +1,4 @@
-"""``portalq webhooks ...``: the app's endpoints told of its jobs' results (:mod:`jobs.webhooks`).
+"""``portalq webhooks ...``: the app's endpoints told of its jobs' results (:mod:`jobs.business.webhooks`).
 
 ``add`` prints the subscription's signing secret once: the receiver verifies each delivery
 with it (Standard Webhooks); portalq keeps it sealed and never shows it again."""
@@ -22,7 +22,7 @@ def add(url: str,
         as_json: Annotated[bool, typer.Option("--json")] = False,
         database_url: DbUrl = None) -> None:
     """Subscribe URL to events; prints its id and signing secret (shown this once)."""
-    from portalq.jobs import webhooks
+    from portalq.jobs.business import webhooks
 
     _use_url(database_url)
     sub_id, secret = webhooks.add(url, events, by=cli_actor())
@@ -36,7 +36,7 @@ def add(url: str,
 def list_(as_json: Annotated[bool, typer.Option("--json")] = False,
           database_url: DbUrl = None) -> None:
     """Subscriptions: their events, health and waiting deliveries (never their secrets)."""
-    from portalq.jobs import webhooks
+    from portalq.jobs.business import webhooks
 
     _use_url(database_url)
     rows = webhooks.subscriptions()
@@ -52,7 +52,7 @@ def list_(as_json: Annotated[bool, typer.Option("--json")] = False,
 @app.command("remove")
 def remove(subscription_id: int, database_url: DbUrl = None) -> None:
     """Drop a subscription with its waiting deliveries."""
-    from portalq.jobs import webhooks
+    from portalq.jobs.business import webhooks
 
     _use_url(database_url)
     webhooks.remove(subscription_id)
@@ -62,7 +62,7 @@ def remove(subscription_id: int, database_url: DbUrl = None) -> None:
 @app.command("resume")
 def resume(subscription_id: int, database_url: DbUrl = None) -> None:
     """Send again to a subscription paused for its failures (its waiting deliveries first)."""
-    from portalq.jobs import webhooks
+    from portalq.jobs.business import webhooks
 
     _use_url(database_url)
     webhooks.resume(subscription_id)
@@ -74,7 +74,7 @@ def log(subscription_id: int, limit: Annotated[int, typer.Option()] = 50,
         as_json: Annotated[bool, typer.Option("--json")] = False,
         database_url: DbUrl = None) -> None:
     """A subscription's deliveries, newest first: delivered or not, attempts, last error."""
-    from portalq.jobs import webhooks
+    from portalq.jobs.business import webhooks
 
     _use_url(database_url)
     rows = webhooks.log(subscription_id, limit)

@@ -155,15 +155,15 @@ class Settings(BaseSettings):
     @classmethod
     def _parsable_url(cls, value: str | None) -> str | None:
         if value:
-            from portalq.jobs.database import parse_url
+            from portalq.jobs.db.location import parse_url
 
             parse_url(value)  # InputError, never quoting the password
         return value
 
     def pool_options(self) -> dict[str, Any]:
         """psycopg options for connections to ``database_url`` (see
-        :func:`jobs.database.connect_options`)."""
-        from portalq.jobs.database import connect_options
+        :func:`jobs.db.location.connect_options`)."""
+        from portalq.jobs.db.location import connect_options
 
         return connect_options(self.direct_database_url)
 
@@ -173,14 +173,14 @@ class Settings(BaseSettings):
     def artifacts(self) -> Path:
         if self.artifacts_dir is not None:
             return self.artifacts_dir
-        from portalq.jobs.database import home
+        from portalq.jobs.db.location import home
 
         return home() / "artifacts"
 
     def browser_endpoints(self) -> dict[str, str]:
         """Remote browser per portal: ``PORTALQ_BROWSER_WS_<CODE>``; ``"*"``:
         ``PORTALQ_BROWSER_WS`` for the others (none: a local Chromium)."""
-        from portalq.portals.flows.pool import endpoints_from_env
+        from portalq.portals.flows.remote_browsers import endpoints_from_env
 
         return endpoints_from_env(os.environ, self.browser_ws)
 

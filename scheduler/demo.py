@@ -18,9 +18,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from portalq.jobs import clock, portals_repo, queue
-from portalq.jobs.database import embedded, home
-from portalq.jobs.migrate import upgrade
+from portalq.jobs import clock, queue
+from portalq.jobs.db.location import embedded, home
+from portalq.jobs.db.migrate import upgrade
+from portalq.jobs.operations import portal_rows as portals_repo
 from portalq.scheduler import status as st
 from portalq.scheduler.config import Settings
 from portalq.scheduler.demo_orders import samples
@@ -80,7 +81,7 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
     from aiosmtpd.controller import Controller
 
     from portalq.jobs import files
-    from portalq.portals.standin.app import StandinServer
+    from portalq.portals.standin.server import StandinServer
     from portalq.scheduler.service import serve
 
     files.owner_only_process()
@@ -138,8 +139,8 @@ def _crtc_account(standins: Any) -> None:
     import os
     import secrets
 
-    from portalq.jobs import accounts
     from portalq.jobs.audit import Actor
+    from portalq.jobs.operations import accounts
 
     password = secrets.token_urlsafe(12)
     standins.state["crtc"].accounts.configure({"enabled": True, "accounts": {
@@ -159,7 +160,7 @@ def _answer_waiting(ids: dict[str, int], mailbox: Path, answered: set[int],
     """A job waiting for an e-mailed code: say how to answer it, and answer it."""
     import re
 
-    from portalq.jobs import questions
+    from portalq.jobs.operations import questions
 
     for job_id in ids.values():
         job = queue.get_job(job_id)

@@ -5,7 +5,7 @@ blocks datacenter addresses; a registry may allow only a known address).
     PORTALQ_PROXY_<CODE>_BYPASS=.example.org,<-loopback>   (optional: Playwright's bypass)
 
 The password is never in the setting: it comes from the secrets provider
-(:mod:`jobs.account_secrets`, account ``proxy``: the file
+(:mod:`jobs.secrets.account_secrets`, account ``proxy``: the file
 ``<PORTALQ_SECRETS_DIR>/account_<code>_proxy_password`` or the variable
 ``PORTALQ_ACCOUNT_<CODE>_PROXY_PASSWORD``), fetched for each browser context and kept
 only in its options. Every browser context of that portal (local or remote browser) gets
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from portalq.jobs import account_secrets
 from portalq.jobs.errors import InputError
+from portalq.jobs.secrets import account_secrets
 
 PREFIX = "PORTALQ_PROXY_"
 SCHEMES = ("http", "https", "socks5")

@@ -15,7 +15,7 @@ from typing import Any
 from portalq.jobs import worker_api
 from portalq.jobs.kinds import ArtifactKind
 from portalq.portals.flows.browser import MISSING_EVIDENCE
-from portalq.scheduler.dbpool import Database, first_line
+from portalq.scheduler.node_db import Database, first_line
 
 log = logging.getLogger("portalq.worker")
 

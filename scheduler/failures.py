@@ -12,9 +12,10 @@ from typing import Any
 
 from portalq.jobs import clock, types, worker_api
 from portalq.jobs.errors import PortalChanged
-from portalq.scheduler import calendars, metrics, outcomes
+from portalq.scheduler import calendar_cache as calendars
+from portalq.scheduler import metrics, outcomes
 from portalq.scheduler.config import Settings
-from portalq.scheduler.dbpool import Database, first_line
+from portalq.scheduler.node_db import Database, first_line
 
 log = logging.getLogger("portalq.worker")
 

@@ -169,7 +169,7 @@ def actions(settings: Settings, esc: Mapping[str, Any]) -> list[Action]:
 
 
 def describe(settings: Settings, esc: Mapping[str, Any]) -> Mail:
-    from portalq.jobs.secrets_at_rest import checkpoint_for_display
+    from portalq.jobs.secrets.sealing import checkpoint_for_display
 
     jid = esc["job_id"]
     mail = Mail(subject=subject(esc), job_link=settings.job_url(jid),

@@ -10,7 +10,8 @@ import logging
 import time
 from typing import Any
 
-from portalq.jobs import crypto, worker_api
+from portalq.jobs import worker_api
+from portalq.jobs.secrets import crypto
 
 log = logging.getLogger("portalq.worker")
 

@@ -16,8 +16,10 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from portalq.jobs import account_secrets, accounts, clock, questions
+from portalq.jobs import clock
 from portalq.jobs.errors import AccountError, BusinessError, DeferUntil
+from portalq.jobs.operations import accounts, questions
+from portalq.jobs.secrets import account_secrets
 
 log = logging.getLogger("portalq.worker")
 

@@ -11,9 +11,10 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from portalq.jobs.database import database_url, direct_database_url, libpq_dsn
-from portalq.jobs.migrate import upgrade_if_needed
-from portalq.scheduler import logs, metrics, webhooks
+from portalq.jobs.db.location import database_url, direct_database_url, libpq_dsn
+from portalq.jobs.db.migrate import upgrade_if_needed
+from portalq.scheduler import logs, metrics
+from portalq.scheduler import webhook_sender as webhooks
 from portalq.scheduler.config import Settings
 from portalq.scheduler.tick import Tick
 from portalq.scheduler.worker import Worker, make_pool
@@ -26,7 +27,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
                 stop: asyncio.Event | None = None, install_signals: bool = True) -> None:
     check_zone_data()  # before anything: on old zone data every BC deferral is an hour off
     from portalq.jobs import files
-    from portalq.jobs.database import home
+    from portalq.jobs.db.location import home
 
     files.owner_only_process()   # artifacts, traces, mails: nobody else can read them
     files.private_dir(home())
@@ -36,7 +37,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
         log.error("artifacts folder %s cannot be made (%s): jobs run, their evidence is "
                   "recorded as missing", settings.artifacts(),
                   (str(exc).splitlines() or [type(exc).__name__])[0][:300])
-        from portalq.scheduler import context
+        from portalq.scheduler import job_context as context
 
         context.said_no_folder()
     timeout = settings.connect_timeout_seconds
@@ -46,7 +47,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     direct_url = direct_database_url(settings.database_url, settings.direct_database_url,
                                      connect_timeout=timeout)
     await asyncio.to_thread(upgrade_if_needed, direct_url)
-    from portalq.scheduler.calendars import seed_declared_portals
+    from portalq.scheduler.calendar_cache import seed_declared_portals
 
     added = await asyncio.to_thread(seed_declared_portals, direct_url)
     if added:
@@ -58,7 +59,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     endpoints = settings.browser_endpoints()
     if endpoints:
         from portalq.portals.flows import browser as browser_config
-        from portalq.portals.flows.pool import BrowserPool
+        from portalq.portals.flows.remote_browsers import BrowserPool
 
         # remote browsers per portal (or one for all): JobContext takes contexts from it
         worker.browsers.remote = BrowserPool(

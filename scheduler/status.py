@@ -6,8 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from portalq.jobs import clock, jobs_repo, outbox, portals_repo, txn, waiting
+from portalq.jobs import clock, waiting
+from portalq.jobs import readouts as jobs_repo
+from portalq.jobs.db import txn
 from portalq.jobs.kinds import FINAL
+from portalq.jobs.operations import outbox
+from portalq.jobs.operations import portal_rows as portals_repo
 
 
 def snapshot(conn: Any = None) -> dict[str, Any]:

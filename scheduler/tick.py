@@ -10,8 +10,10 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from portalq.jobs import clock, connections, worker_api
-from portalq.scheduler import calendars, mailer, metrics
+from portalq.jobs import clock, worker_api
+from portalq.jobs.db import connections
+from portalq.scheduler import calendar_cache as calendars
+from portalq.scheduler import mailer, metrics
 from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.tick")
@@ -213,7 +215,7 @@ class Tick:
 
 
 async def _released(conn: Any) -> int:
-    from portalq.jobs import order_runs
+    from portalq.jobs.business import order_runs
 
     return len(await order_runs.arelease_held(conn))
 

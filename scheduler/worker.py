@@ -5,7 +5,7 @@ claim loop at once; a short poll catches deferred jobs coming due and missed not
 Completions are flushed in batches; heartbeats for all running jobs go in one statement.
 
 This module holds the loops (listen, claim, flush, heartbeat, lease watchdog) and a job's
-run; the pieces they use live apart: the connection pool (:mod:`scheduler.dbpool`), the
+run; the pieces they use live apart: the connection pool (:mod:`scheduler.node_db`), the
 leases (:mod:`scheduler.leases`), the browsers (:mod:`scheduler.browsers`), evidence
 (:mod:`scheduler.evidence`) and failure recording (:mod:`scheduler.failures`, deciding
 through the pure :mod:`scheduler.outcomes`).
@@ -22,18 +22,20 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from portalq.jobs import clock, connections, worker_api
+from portalq.jobs import clock, worker_api
+from portalq.jobs.db import connections
+from portalq.jobs.db.pool import Pool
 from portalq.jobs.kinds import Channel
-from portalq.jobs.pool import Pool
 from portalq.jobs.rows import ClaimRow
-from portalq.scheduler import calendars, evidence, metrics, roles
+from portalq.scheduler import calendar_cache as calendars
+from portalq.scheduler import evidence, metrics, roles
 from portalq.scheduler.browsers import Browsers
 from portalq.scheduler.config import Settings
-from portalq.scheduler.context import JobContext, LostJob
-from portalq.scheduler.dbpool import Backoff, Database, first_line, make_pool
 from portalq.scheduler.failures import FailureRecorder
 from portalq.scheduler.handlers import handler_for
+from portalq.scheduler.job_context import JobContext, LostJob
 from portalq.scheduler.leases import Leases
+from portalq.scheduler.node_db import Backoff, Database, first_line, make_pool
 from portalq.scheduler.node_keys import NodeKeys
 
 __all__ = ["Backoff", "Worker", "make_pool"]

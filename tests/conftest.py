@@ -107,7 +107,7 @@ class TestServer:
         if url:
             self.base = make_url(url).set(drivername="postgresql+psycopg")
         else:
-            from portalq.jobs.embedded import EmbeddedPostgres
+            from portalq.jobs.db.embedded import EmbeddedPostgres
 
             home = TEST_HOME
             settings = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
@@ -159,8 +159,8 @@ class TestServer:
                                 (self.template,)).fetchone():
                     return
                 conn.execute(f'CREATE DATABASE "{self.template}"')
-                from portalq.jobs.migrate import upgrade
-                from portalq.scheduler.calendars import store_holidays
+                from portalq.jobs.db.migrate import upgrade
+                from portalq.scheduler.calendar_cache import store_holidays
 
                 upgrade(self.url(self.template))           # as `portalq migrate` does
                 store_holidays(self.url(self.template))
@@ -216,7 +216,7 @@ def server_home() -> Iterator[Path]:
 
 @pytest.fixture
 def dsn(db: str) -> str:
-    from portalq.jobs.database import libpq_dsn
+    from portalq.jobs.db.location import libpq_dsn
 
     return libpq_dsn(db)
 

@@ -90,7 +90,7 @@ admin_users = {user}
         args = [binary, str(ini)]
         if os.geteuid() == 0:
             # PgBouncer refuses to run as root: as the embedded server's system user
-            from portalq.jobs.embedded import SYSTEM_USER
+            from portalq.jobs.db.embedded import SYSTEM_USER
 
             entry = pwd.getpwnam(SYSTEM_USER)
             for path in [self.folder, *self.folder.iterdir()]:

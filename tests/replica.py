@@ -27,7 +27,7 @@ from pathlib import Path
 import psycopg
 
 from portalq.jobs import files
-from portalq.jobs.embedded import APP_ROLE, DEFAULT_DB, EmbeddedPostgres
+from portalq.jobs.db.embedded import APP_ROLE, DEFAULT_DB, EmbeddedPostgres
 from tests.service_helpers import wait_until
 
 

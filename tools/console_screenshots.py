@@ -27,7 +27,8 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from portalq.jobs import clock, console_users, queue  # noqa: E402
+from portalq.jobs import clock, queue  # noqa: E402
+from portalq.jobs.admin import users as console_users
 from tests import payloads  # noqa: E402
 
 PASSWORD = "screenshot password"
@@ -35,9 +36,9 @@ DB = "portalq_console_shots"
 
 
 def database() -> str:
-    from portalq.jobs.embedded import EmbeddedPostgres
-    from portalq.jobs.migrate import upgrade
-    from portalq.scheduler.calendars import store_holidays
+    from portalq.jobs.db.embedded import EmbeddedPostgres
+    from portalq.jobs.db.migrate import upgrade
+    from portalq.scheduler.calendar_cache import store_holidays
 
     pg = EmbeddedPostgres(Path(tempfile.gettempdir()) / "portalq-console-shots")
     pg.ensure_running()

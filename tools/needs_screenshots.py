@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import console_screenshots as shots  # noqa: E402
 
-from portalq.jobs import console_users  # noqa: E402
+from portalq.jobs.admin import users as console_users  # noqa: E402
 from tests.needs_seed import seed  # noqa: E402
 
 REVIEW = """<body style="font-family:sans-serif;margin:0">

@@ -4,7 +4,7 @@ where set.
 * The ``enqueued`` event row is no longer written: it held nothing the job row lacks
   (its time is ``created_at``, a new job is always ``pending``), and it doubled the rows
   and index entries written per enqueue. ``jobs show`` derives it from the job row
-  (``job_events`` in jobs/sql/queries.sql). Existing ones are deleted, so none shows twice.
+  (``job_events`` in jobs/db/sql/queries.sql). Existing ones are deleted, so none shows twice.
 * The unique constraint on ``idempotency_key`` becomes a partial unique index
   (``WHERE idempotency_key IS NOT NULL``): most jobs have no key, and each of them cost
   an entry in that index.

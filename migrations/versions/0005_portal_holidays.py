@@ -2,7 +2,7 @@
 computing them with the `holidays` package, which imports every country (~8 MiB in each
 worker process). Schema only: `portalq migrate` stores them right after the migrations
 (last year .. five years ahead), and the maintenance tick stores whatever is missing
-(scheduler.calendars.refresh_holidays).
+(scheduler.calendar_cache.refresh_holidays).
 
 Revision ID: 0005
 Revises: 0004

@@ -2,7 +2,7 @@
 
 ``job_queue.secret_*`` hold a job's secret payload fields (SSNs, ITINs...) sealed with a
 per-job data key wrapped by a key-encryption key kept outside the database (see
-jobs/crypto.py); the payload itself keeps only a marker. They are set to NULL (erased) when
+jobs/secrets/crypto.py); the payload itself keeps only a marker. They are set to NULL (erased) when
 the job completes or is cancelled, and for failed jobs after a retention period.
 ``job_documents.key_id`` names the KEK of a sealed document.
 

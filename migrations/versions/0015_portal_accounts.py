@@ -1,5 +1,5 @@
 """Portal accounts: who signs in where (issue 16); questions a flow asks a person. Secrets are never stored here: a
-password or TOTP seed comes from the secrets provider (jobs/account_secrets.py); a reused
+password or TOTP seed comes from the secrets provider (jobs/secrets/account_secrets.py); a reused
 browser session (Playwright storage state) is sealed at rest like the payloads' secrets.
 
 Revision ID: 0015
@@ -32,7 +32,7 @@ def upgrade() -> None:
         sa.Column("in_use_until", TZ),
         sa.Column("last_used_at", TZ),
         sa.Column("password_expires_on", sa.Date),
-        # sealed (jobs/crypto.py) Playwright storage state, dropped when the portal ends it
+        # sealed (jobs/secrets/crypto.py) Playwright storage state, dropped when the portal ends it
         sa.Column("session_state", sa.LargeBinary),
         sa.Column("session_key_id", sa.Text),
         sa.Column("created_at", TZ, nullable=False, server_default=sa.text("now()")),
@@ -50,7 +50,7 @@ def upgrade() -> None:
         sa.Column("question", sa.Text, nullable=False),
         sa.Column("asked_at", TZ, nullable=False),
         sa.Column("deadline", TZ, nullable=False),
-        # sealed (jobs/crypto.py), erased once the flow has read it
+        # sealed (jobs/secrets/crypto.py), erased once the flow has read it
         sa.Column("answer", sa.LargeBinary),
         sa.Column("answer_key_id", sa.Text),
         sa.Column("answered_at", TZ),

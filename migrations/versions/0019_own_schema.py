@@ -2,7 +2,7 @@
 
 The tables, sequences, functions and the version table are created in (or, for an
 installation made before this revision, moved into) portalq's schema by the environment
-(``migrations/env.py``, :mod:`portalq.jobs.schema_move`), before any revision runs. The
+(``migrations/env.py``, :mod:`portalq.jobs.db.schema_move`), before any revision runs. The
 functions' bodies name tables unqualified; they run in the caller's transaction, and the
 caller may be the business's application (the enqueue trigger) with a search path of its
 own, so each function carries its search path: PostgreSQL's catalog, then the schema.

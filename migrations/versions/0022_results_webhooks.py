@@ -8,7 +8,7 @@
   and none is made up by a rollback). Its ``msg_id`` is the ``webhook-id`` of every attempt;
   its body is built once, at the first attempt, and sent unchanged on every retry.
 - ``webhook_attempts``: the delivery log, one row per HTTP attempt. Delivered deliveries
-  and their log are deleted after ``jobs.webhooks.KEEP`` (the sender prunes them hourly).
+  and their log are deleted after ``jobs.business.webhooks.KEEP`` (the sender prunes them hourly).
 
 The statement triggers of ``0021`` now also write the deliveries, and
 NOTIFY ``portalq_outbox`` (the leader's sender wakes) only when they wrote any: with no

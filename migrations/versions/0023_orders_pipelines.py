@@ -1,7 +1,7 @@
 """Orders as pipelines (issue 41): ``orders`` (one row per order of a declared kind, its
 input sealed until no step waits for it) and ``order_steps`` (each step's job, the steps it
 comes after, whether it is held). A held step is a ``deferred`` job whose ``run_at`` is
-jobs.order_runs.HELD_UNTIL: the claim's index range (run_at <= now) never reaches it, so
+jobs.business.order_runs.HELD_UNTIL: the claim's index range (run_at <= now) never reaches it, so
 the claim is unchanged.
 
 Revision ID: 0023

@@ -10,11 +10,11 @@ from portalq.portals.flows.context import FlowContext
 async def file_entity(ctx: FlowContext) -> dict[str, Any]:
     jurisdiction = ctx.payload.get("jurisdiction")
     if jurisdiction == "BC":
-        from portalq.portals.flows.bc import file_entity_bc
+        from portalq.portals.bc.flow import file_entity_bc
 
         return await file_entity_bc(ctx)
     if jurisdiction == "DE":
-        from portalq.portals.flows.delaware import file_entity_de
+        from portalq.portals.delaware.flow import file_entity_de
 
         return await file_entity_de(ctx)
     from portalq.jobs.types import NoFlow

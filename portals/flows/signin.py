@@ -19,7 +19,7 @@ Secrets: the whole step runs inside :func:`portals.flows.browser.untraced` (noth
 in a trace; tracing resumes only if no page shows the password or seed), password inputs
 are masked in every screenshot (:data:`portals.flows.base.SENSITIVE_SELECTOR`), and no
 error text carries a secret. Written against the stand-ins' sign-in markers
-(:mod:`portals.standin.kit.signin`), which imitate what the real portals show.
+(:mod:`portals.standin.kit.sign_in_gate`), which imitate what the real portals show.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 import argparse
 
-from portalq.portals.standin.app import serve
+from portalq.portals.standin.server import serve
 
 parser = argparse.ArgumentParser(prog="python -m portals.standin")
 parser.add_argument("--host", default="127.0.0.1")

@@ -21,9 +21,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from portalq.jobs import console_repo, console_users
+from portalq.jobs.admin import reads as console_repo
+from portalq.jobs.admin import users as console_users
+from portalq.jobs.db.pool import make_sync_pool
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound, PortalqError
-from portalq.jobs.pool import make_sync_pool
 from portalq.scheduler.config import Settings
 from portalq.scheduler.console.config import ConsoleSettings, secret_key
 from portalq.scheduler.console.security import SecurityHeaders, Sessions, SignInRequired, derive

@@ -72,7 +72,7 @@ def secret_key(settings: ConsoleSettings) -> str:
     (0600, never overwritten) on first use."""
     if settings.secret:
         return settings.secret
-    from portalq.jobs.database import home
+    from portalq.jobs.db.location import home
 
     path = Path(home()) / "console-secret"
     try:

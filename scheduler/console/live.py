@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 
-from portalq.jobs import connections
+from portalq.jobs.db import connections
 from portalq.jobs.kinds import Channel
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ class Hub:
                 q.put_nowait(fragment)
 
     def session_live(self, token: str) -> bool:
-        from portalq.jobs import console_users
+        from portalq.jobs.admin import users as console_users
 
         with self.console.db() as conn:
             return console_users.session_live(conn, token, self.console.sessions.idle)

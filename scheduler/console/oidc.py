@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from portalq.jobs import clock
-from portalq.jobs.console_users import RANK
+from portalq.jobs.admin.users import RANK
 from portalq.jobs.errors import InputError
 
 if TYPE_CHECKING:

@@ -11,10 +11,14 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from portalq.jobs import audit, clock, console_actions, console_repo, console_users, masking
+from portalq.jobs import audit, clock
+from portalq.jobs.admin import actions as console_actions
+from portalq.jobs.admin import reads as console_repo
+from portalq.jobs.admin import users as console_users
 from portalq.jobs.clock import parse_instant
 from portalq.jobs.errors import InputError
-from portalq.scheduler import calendars
+from portalq.jobs.secrets import redaction as masking
+from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler.console.pages_jobs import _reason, actor, text_param
 from portalq.scheduler.console.pages_overview import portal_states
 from portalq.scheduler.console.security import require

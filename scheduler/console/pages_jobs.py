@@ -15,13 +15,18 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from portalq.jobs import console_actions, console_needs, console_repo, masking, portals_repo, types
+from portalq.jobs import types
+from portalq.jobs.admin import actions as console_actions
+from portalq.jobs.admin import needs as console_needs
+from portalq.jobs.admin import reads as console_repo
+from portalq.jobs.admin.users import User
 from portalq.jobs.audit import Actor
 from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.clock import parse_instant
-from portalq.jobs.console_users import User
+from portalq.jobs.db.models import JOB_STATUSES
 from portalq.jobs.errors import InputError
-from portalq.jobs.models import JOB_STATUSES
+from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.jobs.secrets import redaction as masking
 from portalq.scheduler.console.pages_needs import back_to, portal_zones
 from portalq.scheduler.console.security import require
 

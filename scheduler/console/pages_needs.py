@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from portalq.jobs import console_needs
-from portalq.scheduler import calendars
+from portalq.jobs.admin import needs as console_needs
+from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:

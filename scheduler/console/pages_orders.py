@@ -1,6 +1,6 @@
 """An order's page (issue 36): every job of one of the business's orders, its status, its
 result and its timeline -- what ``portalq orders show`` prints, for every role, nothing
-secret (:mod:`jobs.results` scrubs it as the console's job page does)."""
+secret (:mod:`jobs.business.results` scrubs it as the console's job page does)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from portalq.jobs import results
+from portalq.jobs.business import results
 from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:

@@ -12,9 +12,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from portalq.jobs import clock, console_repo, console_users
+from portalq.jobs import clock
+from portalq.jobs.admin import reads as console_repo
+from portalq.jobs.admin import users as console_users
 from portalq.portals import calendar as cal
-from portalq.scheduler import calendars
+from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler.console.live import stream
 from portalq.scheduler.console.security import require
 

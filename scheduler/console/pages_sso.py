@@ -7,7 +7,7 @@ to forge): a fresh ``state``, ``nonce`` and PKCE verifier go into a short-lived 
 cookie (HttpOnly, SameSite=Lax so that it comes back on the provider's redirect, path
 ``/login/sso`` only) and the browser to the provider. ``GET /login/sso/callback`` checks
 the state against that cookie, exchanges the code, verifies the ID token, maps its claims
-to a role and records the user (:mod:`jobs.console_sso`); from then on the session is a
+to a role and records the user (:mod:`jobs.admin.sso`); from then on the session is a
 password session's twin (idle expiry, CSRF on writes). Refusals are one line on the
 sign-in page; a refused identity is audited; failures count towards the sign-in throttle
 (by address; by name once the identity is known).
@@ -26,7 +26,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from portalq.jobs import clock, console_repo, console_sso, console_users
+from portalq.jobs import clock
+from portalq.jobs.admin import reads as console_repo
+from portalq.jobs.admin import sso as console_sso
+from portalq.jobs.admin import users as console_users
 from portalq.scheduler.console.oidc import (
     FLOW_SECONDS,
     Config,

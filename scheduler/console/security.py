@@ -1,7 +1,7 @@
 """Sign-in state, roles and response headers.
 
 - Session cookie ``portalq_session``: an itsdangerous-signed random token (HttpOnly,
-  SameSite=Strict); the session itself is a row (``jobs.console_users``) that ends when
+  SameSite=Strict); the session itself is a row (``jobs.admin.users``) that ends when
   idle longer than ``PORTALQ_CONSOLE_IDLE_MINUTES`` (time from ``jobs.clock``).
 - CSRF: asgi-csrf (a signed double-submit token, cookie ``csrftoken`` + form field) on every
   POST, sign-in included; SameSite=Strict on both cookies as well.
@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from portalq.jobs.console_users import User
+from portalq.jobs.admin.users import User
 
 COOKIE = "portalq_session"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "

@@ -104,7 +104,7 @@ def test_illegal_transition_exit_code(db, dsn):
 
 
 def test_migrate_is_idempotent_and_prints_sql(db):
-    from portalq.jobs.migrate import head_revision
+    from portalq.jobs.db.migrate import head_revision
 
     out = run_cli("migrate")
     assert out.returncode == 0 and f"schema at {head_revision()}" in out.stdout

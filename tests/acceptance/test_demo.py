@@ -9,7 +9,7 @@ import stat
 import psycopg
 import pytest
 
-from portalq.jobs.embedded import EmbeddedPostgres
+from portalq.jobs.db.embedded import EmbeddedPostgres
 from tests.conftest import run_cli
 
 

@@ -32,7 +32,7 @@ from portalq.jobs.errors import BusinessError, InputError
 from portalq.jobs.submission import Reporting
 from portalq.jobs.types import validate_payload
 from portalq.portals.flows.browser import BrowserConfig, load_config, new_context
-from portalq.portals.standin.app import StandinServer
+from portalq.portals.standin.server import StandinServer
 
 _job_ids = itertools.count(1001)
 

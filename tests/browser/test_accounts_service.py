@@ -234,7 +234,8 @@ def test_jobs_on_one_account_sign_in_once(db, dsn, tmp_path, standin_server, por
     for four filings; a session the portal let expire is dropped and signed in anew."""
     from datetime import UTC, datetime, timedelta
 
-    from portalq.jobs import clock, crypto
+    from portalq.jobs import clock
+    from portalq.jobs.secrets import crypto
 
     open_all_hours(dsn)
     mailbox = Mailbox().start()

@@ -28,7 +28,7 @@ from portalq.jobs.errors import (
     UncertainOutcome,
 )
 from portalq.jobs.waiting import WaitOnPortal
-from portalq.portals.flows.bc import file_entity_bc, name_search
+from portalq.portals.bc.flow import file_entity_bc, name_search
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

@@ -12,7 +12,7 @@ from bckit import BC, MONDAY_10_PT, NAME_SEARCH, build, entries
 from portalq.jobs.clock import FrozenClock, set_clock
 from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
 from portalq.jobs.waiting import WaitOnPortal
-from portalq.portals.flows.bc import name_search
+from portalq.portals.bc.flow import name_search
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

@@ -28,7 +28,7 @@ from flowkit import free_port
 
 from portalq.jobs import queue
 from portalq.portals.flows.browser import BrowserUnavailable, BrowserVersionMismatch, load_config
-from portalq.portals.flows.pool import BrowserPool
+from portalq.portals.flows.remote_browsers import BrowserPool
 from tests.plugins import page_job  # noqa: F401 - registers page_job here too
 from tests.service_helpers import Service, add_local_portal, wait_until
 

@@ -255,7 +255,7 @@ def test_every_action_is_audited(env, signin, run):
     assert "Queued again with the new payload" in run(page.locator("#done").inner_text())
     row = job_row(dsn, ids["ein"])
     assert row["payload"]["legal_name"] == "Widgets Two LLC"
-    from portalq.jobs.secrets_at_rest import reveal
+    from portalq.jobs.secrets.sealing import reveal
 
     assert reveal(row)["responsible_party"]["ssn"] == SSN and row["status"] == "pending"
     assert state(row["checkpoint"], "ein_application") == "submitting"  # checkpoints kept

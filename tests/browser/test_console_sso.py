@@ -23,7 +23,8 @@ from consolekit import ConsoleServer, MovableClock
 from flowkit import free_port
 from joserfc.jwk import RSAKey
 
-from portalq.jobs import clock, console_users
+from portalq.jobs import clock
+from portalq.jobs.admin import users as console_users
 from portalq.jobs.errors import IllegalTransition
 from tests.oidc_provider import PASSWORD, OidcProvider, ProviderServer
 

@@ -14,7 +14,7 @@ from flowkit import inflate_all
 from portalq.jobs.clock import FrozenClock, set_clock
 from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
 from portalq.jobs.waiting import WaitOnPortal
-from portalq.portals.flows.crtc import process_crtc
+from portalq.portals.crtc.flow import process_crtc
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

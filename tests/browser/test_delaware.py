@@ -12,7 +12,7 @@ from flowkit import assert_no_secret, inflate_all
 from portalq.jobs.clock import FrozenClock, set_clock
 from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
 from portalq.jobs.waiting import WaitOnPortal
-from portalq.portals.flows.delaware import file_entity_de
+from portalq.portals.delaware.flow import file_entity_de
 from tests.checkpoints import record, state
 
 pytestmark = pytest.mark.browser

@@ -6,8 +6,8 @@ import pytest
 from flowkit import free_port
 
 from portalq.jobs.errors import BusinessError, RetryableError
-from portalq.portals.flows.delaware import file_entity_de
-from portalq.portals.flows.deliver import deliver
+from portalq.portals.delaware.flow import file_entity_de
+from portalq.portals.deliver.flow import deliver
 
 PDF = b"%PDF-1.4\n% test document\n"
 

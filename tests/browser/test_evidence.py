@@ -12,7 +12,7 @@ import pytest
 
 from portalq.portals.flows.base import Evidence
 from portalq.portals.flows.browser import MISSING_EVIDENCE, close_context, new_context, untraced
-from portalq.portals.flows.irs import obtain_ein
+from portalq.portals.irs.flow import obtain_ein
 
 pytestmark = pytest.mark.browser
 

@@ -22,8 +22,8 @@ from portalq.jobs.errors import (
     RetryableError,
     UncertainOutcome,
 )
-from portalq.portals.flows.irs import obtain_ein
-from portalq.portals.flows.irs_review import ReviewChanged, ReviewValuesDiffer
+from portalq.portals.irs.flow import obtain_ein
+from portalq.portals.irs.review import ReviewChanged, ReviewValuesDiffer
 from portalq.scheduler.outcomes import Policy, PortalState, decide, is_outage_sign
 from tests.checkpoints import record, state
 

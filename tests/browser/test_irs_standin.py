@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from portalq.portals.standin import irs_texts as tx
+from portalq.portals.irs import standin_texts as tx
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,8 @@ import asyncio
 import psycopg
 import pytest
 
-from portalq.jobs import order_runs, queue
+from portalq.jobs import queue
+from portalq.jobs.business import order_runs
 from tests.conftest import run_cli
 from tests.mailbox import Mailbox
 from tests.order_inputs import DELAWARE_LLC

@@ -28,9 +28,9 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from portalq.jobs.embedded import EmbeddedPostgres
-from portalq.jobs.migrate import upgrade
-from portalq.portals.standin.app import StandinServer
+from portalq.jobs.db.embedded import EmbeddedPostgres
+from portalq.jobs.db.migrate import upgrade
+from portalq.portals.standin.server import StandinServer
 from tests import netns, payloads
 from tests.replica import free_port
 from tests.service_helpers import (
@@ -47,7 +47,7 @@ JOBS = 6
 STALE = 3.0
 NET = {"db": "10.231.0", "portals": "10.232.0"}
 LEAD_NET = {"db": "10.233.0"}
-#: the leader's session lock (``try_leader_lock`` in jobs/sql/queries.sql): who holds it,
+#: the leader's session lock (``try_leader_lock`` in jobs/db/sql/queries.sql): who holds it,
 #: from where (an address: a TCP client, here a namespace; NULL: the Unix socket)
 LEADER = ("SELECT host(a.client_addr) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = "
           "l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "

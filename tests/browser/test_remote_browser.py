@@ -19,7 +19,7 @@ import pytest
 from flowkit import assert_no_secret
 
 from portalq.portals.flows.browser import launch, load_config, resolve_executable
-from portalq.portals.flows.irs import obtain_ein
+from portalq.portals.irs.flow import obtain_ein
 
 pytestmark = pytest.mark.browser
 

@@ -27,7 +27,7 @@ def _service(db, tmp_path, standin_server, mailbox, **env):
 
 def _documents(dsn, job_id):
     """The job's stored documents, opened (they are sealed at rest)."""
-    from portalq.jobs import crypto
+    from portalq.jobs.secrets import crypto
 
     with psycopg.connect(dsn) as c:
         rows = c.execute("SELECT name, data, key_id FROM portalq.job_documents WHERE job_id = %s",

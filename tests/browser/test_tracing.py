@@ -19,7 +19,7 @@ from portalq.portals.flows.browser import (
     parse_config,
     untraced,
 )
-from portalq.portals.flows.irs import obtain_ein
+from portalq.portals.irs.flow import obtain_ein
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "playwright.config"
 

@@ -139,7 +139,7 @@ def test_an_installation_in_public_moves_into_the_schema_with_its_data(app_db):
     """Before the schema, portalq's objects were in public and its version in
     public.alembic_version: made here by migrating to 0018 and moving it all back."""
     url, dsn = app_db
-    from portalq.jobs import migrate
+    from portalq.jobs.db import migrate
 
     migrate.upgrade(url, "0018")
     with psycopg.connect(dsn, autocommit=True) as c:

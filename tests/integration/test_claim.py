@@ -334,7 +334,7 @@ def test_claim_cancelled_while_its_answer_is_in_flight_puts_its_jobs_back(
     before its rows reached the node (found beside a CPU hog: the job stayed 'running' under
     a node that never got it, until the stale-heartbeat rescue). Here the answer is held at
     a gate after the real statement ran; the cancel comes meanwhile."""
-    from portalq.jobs import sql
+    from portalq.jobs.db import sql
 
     job = queue.enqueue("name_search", "C1", payloads.NAME_SEARCH)
     real = sql.afetch

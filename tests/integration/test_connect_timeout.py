@@ -15,7 +15,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from portalq.jobs import queue
-from portalq.jobs.database import database_url, libpq_dsn
+from portalq.jobs.db.location import database_url, libpq_dsn
 from portalq.scheduler.config import Settings
 from portalq.scheduler.worker import make_pool
 

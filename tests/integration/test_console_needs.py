@@ -1,4 +1,4 @@
-"""What the "Needs you" page lists (jobs.console_needs) on a real database: each sort read
+"""What the "Needs you" page lists (jobs.admin.needs) on a real database: each sort read
 from its cause, gone when the cause goes, failed jobs grouped by cause, the count in the
 navigation the same as the page's items, and the queries on indexes."""
 
@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from portalq.jobs import approvals, clock, console_needs, console_repo, questions, queue
+from portalq.jobs import clock, queue
+from portalq.jobs.admin import needs as console_needs
+from portalq.jobs.admin import reads as console_repo
 from portalq.jobs.audit import Actor
-from portalq.jobs.sql import query
+from portalq.jobs.db.sql import query
+from portalq.jobs.operations import approvals, questions
 from tests.needs_seed import seed
 
 OPS = Actor("ops", "operator")

@@ -10,11 +10,13 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from portalq.jobs import audit, console_actions, console_repo, queue
+from portalq.jobs import audit, queue
+from portalq.jobs.admin import actions as console_actions
+from portalq.jobs.admin import reads as console_repo
+from portalq.jobs.admin.reads import JobFilter
 from portalq.jobs.audit import Actor
-from portalq.jobs.console_repo import JobFilter
+from portalq.jobs.db.sql import query
 from portalq.jobs.errors import IllegalTransition, InputError
-from portalq.jobs.sql import query
 from tests import payloads
 from tests.checkpoints import in_doubt, state
 
@@ -180,7 +182,8 @@ def test_portal_pause_resume_closure_audited(conn):
 
 
 def test_sessions_end_when_idle_or_when_the_user_is_disabled(conn):
-    from portalq.jobs import clock, console_users
+    from portalq.jobs import clock
+    from portalq.jobs.admin import users as console_users
 
     frozen = clock.FrozenClock(T0)
     clock.set_clock(frozen)
@@ -207,7 +210,7 @@ def test_sessions_end_when_idle_or_when_the_user_is_disabled(conn):
 def test_closure_removed_and_hours_set_audited(conn):
     from datetime import time as dtime
 
-    from portalq.jobs import sql
+    from portalq.jobs.db import sql
 
     closure = console_actions.add_closure(conn, OPS, "crtc", T0, T0 + timedelta(hours=2), "x")
     with pytest.raises(InputError):

@@ -13,7 +13,10 @@ from datetime import timedelta
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from portalq.jobs import clock, crypto, keys, queue, secrets_at_rest
+from portalq.jobs import clock, queue
+from portalq.jobs.secrets import crypto
+from portalq.jobs.secrets import rotation as keys
+from portalq.jobs.secrets import sealing as secrets_at_rest
 from tests.plugins import ledger  # noqa: F401 - registers ledger_secret
 from tests.service_helpers import add_local_portal
 

@@ -11,8 +11,11 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from portalq.jobs import clock, crypto, key_providers, keys, queue, secrets_at_rest, worker_api
+from portalq.jobs import clock, queue, worker_api
 from portalq.jobs.errors import InputError
+from portalq.jobs.secrets import crypto, key_providers
+from portalq.jobs.secrets import rotation as keys
+from portalq.jobs.secrets import sealing as secrets_at_rest
 from tests import payloads
 from tests.plugins import ledger  # noqa: F401 - registers ledger_secret
 

@@ -12,7 +12,7 @@ import pytest
 
 from portalq.jobs import clock, queue, worker_api
 from portalq.jobs.worker_api import Capacity
-from portalq.scheduler import calendars
+from portalq.scheduler import calendar_cache as calendars
 from tests import payloads
 from tests.service_helpers import Service, add_local_portal, wait_until
 

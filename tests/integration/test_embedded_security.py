@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from portalq.jobs import embedded
+from portalq.jobs.db import embedded
 from tests.conftest import TEST_HOME, run_cli
 from tests.service_helpers import files_under
 
@@ -55,7 +55,7 @@ def test_no_connection_without_the_password_even_through_the_socket(pg):
 
 
 def test_portalq_runs_as_a_role_without_superuser_rights(pg, db, monkeypatch):
-    from portalq.jobs.database import database_url
+    from portalq.jobs.db.location import database_url
 
     monkeypatch.delenv("PORTALQ_DATABASE_URL")
     monkeypatch.setenv("PORTALQ_HOME", str(TEST_HOME))

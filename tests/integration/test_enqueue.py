@@ -238,7 +238,7 @@ def test_the_batch_copy_stores_each_row_as_it_arrives(conn, dsn):
     work and the server's never overlapped. Seen from another session: the first row's id
     is in the primary key while the COPY is still being written (a row with the same id
     waits for the COPY's transaction), not only once the COPY ends."""
-    from portalq.jobs import sql
+    from portalq.jobs.db import sql
     from portalq.jobs.enqueue import _COPY_TYPES
 
     now = datetime(2026, 12, 1, 15, tzinfo=UTC)
@@ -288,7 +288,7 @@ def test_a_large_batch_reaches_the_server_in_small_blocks(conn, dsn):
     ``sql.COPY_BLOCK`` bytes and a row."""
     import tempfile
 
-    from portalq.jobs import sql
+    from portalq.jobs.db import sql
 
     with psycopg.connect(dsn, autocommit=True) as c, tempfile.TemporaryFile("w+") as f:
         c.pgconn.trace(f.fileno())

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 from portalq.jobs import queue
-from portalq.jobs.database import libpq_dsn
-from portalq.jobs.migrate import upgrade
+from portalq.jobs.db.location import libpq_dsn
+from portalq.jobs.db.migrate import upgrade
 from tests.conftest import run_cli
 from tests.plugins.ledger import secret_ssn
 from tests.replica import Pair, free_port

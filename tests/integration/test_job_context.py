@@ -14,8 +14,8 @@ import pytest
 from portalq.jobs import queue, worker_api
 from portalq.jobs.worker_api import Capacity
 from portalq.scheduler.config import Settings
-from portalq.scheduler.context import JobContext, LostJob
-from portalq.scheduler.dbpool import make_pool
+from portalq.scheduler.job_context import JobContext, LostJob
+from portalq.scheduler.node_db import make_pool
 from tests.service_helpers import add_local_portal
 
 

@@ -17,8 +17,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from portalq.jobs import approvals, clock, questions, queue, worker_api
+from portalq.jobs import clock, queue, worker_api
 from portalq.jobs.audit import Actor
+from portalq.jobs.operations import approvals, questions
 from portalq.jobs.worker_api import Capacity
 from tests import event_kinds, payloads
 

@@ -9,9 +9,12 @@ import json
 import psycopg
 import pytest
 
-from portalq.jobs import crypto, key_registry, keys, queue, secrets_at_rest
-from portalq.jobs.database import libpq_dsn
+from portalq.jobs import queue
+from portalq.jobs.db.location import libpq_dsn
 from portalq.jobs.errors import IllegalTransition
+from portalq.jobs.secrets import crypto, key_registry
+from portalq.jobs.secrets import rotation as keys
+from portalq.jobs.secrets import sealing as secrets_at_rest
 from tests.conftest import run_cli
 from tests.plugins import ledger
 from tests.service_helpers import add_local_portal

@@ -8,7 +8,8 @@ import re
 import psycopg
 import pytest
 
-from portalq.jobs import crypto, queue
+from portalq.jobs import queue
+from portalq.jobs.secrets import crypto
 from tests.conftest import run_cli
 from tests.plugins.ledger import secret_ssn
 from tests.service_helpers import Service, add_local_portal, wait_until

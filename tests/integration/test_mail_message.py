@@ -199,7 +199,7 @@ def test_a_mail_has_text_html_the_screenshot_inline_links_and_its_thread(conn, d
     assert first["In-Reply-To"] is None
     assert second["In-Reply-To"] == first["Message-ID"] == second["References"]
     # the console shows the stored mail: its text, and the screenshot it carried
-    from portalq.jobs.console_repo import mail_text
+    from portalq.jobs.admin.reads import mail_text
 
     stored = conn.execute("SELECT message FROM portalq.escalations ORDER BY id").fetchone()[0]
     shown = mail_text(stored)

@@ -10,9 +10,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine
 
-from portalq.jobs import migrate
-from portalq.jobs.models import metadata
-from portalq.jobs.sql import statement
+from portalq.jobs.db import migrate
+from portalq.jobs.db.models import metadata
+from portalq.jobs.db.sql import statement
 
 
 def test_migrated_schema_matches_models(db):

@@ -13,8 +13,10 @@ import psycopg
 import pytest
 
 import tests.plugins.order_steps  # noqa: F401 - registers test_llc and its job types
-from portalq.jobs import clock, order_runs, queue, secrets_at_rest, worker_api
+from portalq.jobs import clock, queue, worker_api
+from portalq.jobs.business import order_runs
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound
+from portalq.jobs.secrets import sealing as secrets_at_rest
 from portalq.jobs.worker_api import Capacity
 from tests.service_helpers import add_local_portal
 
@@ -237,7 +239,8 @@ def test_an_order_is_part_of_the_callers_transaction(db, dsn):
 
 def test_a_waiting_orders_sealed_input_is_rotated_and_keeps_its_key_from_retiring(
         db, dsn, tmp_path):
-    from portalq.jobs import crypto, keys
+    from portalq.jobs.secrets import crypto
+    from portalq.jobs.secrets import rotation as keys
 
     add_local_portal(dsn)
     ring = crypto.FileKeyring(tmp_path / "keys.json")

@@ -122,7 +122,7 @@ def test_instant_pickup_through_pgbouncer(db, dsn, pooled, tmp_path):
 
 
 def queue_dsn(url: str) -> str:
-    from portalq.jobs.database import libpq_dsn
+    from portalq.jobs.db.location import libpq_dsn
 
     return libpq_dsn(url)
 

@@ -14,7 +14,8 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from portalq.jobs import clock, sql, worker_api
+from portalq.jobs import clock, worker_api
+from portalq.jobs.db import sql
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 

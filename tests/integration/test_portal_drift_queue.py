@@ -9,7 +9,8 @@ from typing import Any
 
 import psycopg
 
-from portalq.jobs import console_repo, queue, worker_api
+from portalq.jobs import queue, worker_api
+from portalq.jobs.admin import reads as console_repo
 from portalq.jobs.kinds import EscalationKind
 from tests import payloads
 

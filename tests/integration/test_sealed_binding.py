@@ -12,7 +12,10 @@ import os
 import psycopg
 import pytest
 
-from portalq.jobs import crypto, id_blocks, keys, queue, secrets_at_rest
+from portalq.jobs import id_blocks, queue
+from portalq.jobs.secrets import crypto
+from portalq.jobs.secrets import rotation as keys
+from portalq.jobs.secrets import sealing as secrets_at_rest
 from portalq.scheduler.config import Settings
 from tests.plugins import ledger
 from tests.service_helpers import add_local_portal, worker_in_process

@@ -126,8 +126,8 @@ def test_service_survives_postgres_restart_and_drains_everything(tmp_path, serve
                                                                  monkeypatch):
     """On a server of its own (embedded, fsync off), which it stops and starts under load,
     whatever server the other tests use."""
-    from portalq.jobs.embedded import EmbeddedPostgres
-    from portalq.jobs.migrate import upgrade
+    from portalq.jobs.db.embedded import EmbeddedPostgres
+    from portalq.jobs.db.migrate import upgrade
 
     pg = EmbeddedPostgres(server_home, settings={"fsync": "off"})
     db, dsn = pg.ensure_running(), pg.dsn()

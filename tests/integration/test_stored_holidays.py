@@ -14,7 +14,7 @@ import psycopg
 
 from portalq.jobs import clock
 from portalq.portals import calendar as cal
-from portalq.scheduler import calendars
+from portalq.scheduler import calendar_cache as calendars
 from tests.conftest import ROOT, run_cli
 from tests.service_helpers import Service, wait_until
 
@@ -71,7 +71,7 @@ def test_a_worker_process_loads_calendars_without_importing_the_holidays_package
 import asyncio, sys, json
 from datetime import datetime, UTC
 import psycopg
-from portalq.scheduler import calendars
+from portalq.scheduler import calendar_cache as calendars
 from portalq.portals import calendar as cal
 async def main():
     async with await psycopg.AsyncConnection.connect({dsn!r}) as c:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from portalq.jobs import crypto
+from portalq.jobs.secrets import crypto
 from tests import payloads
 from tests.conftest import run_cli
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from portalq.jobs.embedded import EmbeddedPostgres
+from portalq.jobs.db.embedded import EmbeddedPostgres
 from tests.conftest import ROOT, ServerUsers
 
 

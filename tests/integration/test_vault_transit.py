@@ -12,8 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from portalq.jobs import crypto, keys, queue, secrets_at_rest
-from portalq.jobs.vault_transit import VaultTransit
+from portalq.jobs import queue
+from portalq.jobs.secrets import crypto
+from portalq.jobs.secrets import rotation as keys
+from portalq.jobs.secrets import sealing as secrets_at_rest
+from portalq.jobs.secrets.vault_transit import VaultTransit
 from tests.conftest import run_cli
 from tests.mailbox import free_port
 from tests.plugins import ledger

@@ -23,10 +23,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from portalq.jobs import approvals, clock, questions, queue, webhooks, worker_api
+from portalq.jobs import clock, queue, worker_api
 from portalq.jobs.audit import Actor
+from portalq.jobs.business import webhooks
+from portalq.jobs.operations import approvals, questions
 from portalq.jobs.worker_api import Capacity
-from portalq.scheduler import webhooks as sender
+from portalq.scheduler import webhook_sender as sender
 from portalq.scheduler.config import Settings
 from tests import event_kinds, payloads
 from tests.mailbox import Mailbox, free_port
@@ -294,7 +296,9 @@ def test_an_endpoint_that_keeps_failing_is_paused_and_admins_told_once(dsn, froz
 
 def test_a_subscriptions_secret_follows_key_rotation_and_retirement(dsn, frozen, receiver,
                                                                      tmp_path):
-    from portalq.jobs import crypto, keys, txn
+    from portalq.jobs.db import txn
+    from portalq.jobs.secrets import crypto
+    from portalq.jobs.secrets import rotation as keys
 
     ring = crypto.FileKeyring(tmp_path / "keys.json")
     crypto.set_provider(ring)

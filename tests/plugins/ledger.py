@@ -47,7 +47,7 @@ _lock = asyncio.Lock()
 async def _db() -> psycopg.AsyncConnection[Any]:
     global _conn
     if _conn is None or _conn.closed:
-        from portalq.jobs.database import connect_options, database_url, libpq_dsn
+        from portalq.jobs.db.location import connect_options, database_url, libpq_dsn
 
         # connect_options: no prepared statements behind PgBouncer (test_pgbouncer.py)
         _conn = await psycopg.AsyncConnection.connect(libpq_dsn(database_url()), autocommit=True,

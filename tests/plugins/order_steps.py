@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from portalq.jobs import pipelines, types
+from portalq.jobs import types
+from portalq.jobs.business import pipelines
 
 
 class FilePayload(BaseModel):

@@ -4,7 +4,7 @@ recorded the request, before the job was deferred)."""
 
 from __future__ import annotations
 
-from portalq.jobs import approvals
+from portalq.jobs.operations import approvals
 
 
 def test_changed_since_an_approval_is_kept_when_the_request_is_recorded_again():

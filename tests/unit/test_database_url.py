@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import make_url
 
-from portalq.jobs.database import database_url, libpq_dsn, parse_url
+from portalq.jobs.db.location import database_url, libpq_dsn, parse_url
 from portalq.jobs.errors import InputError
 
 

@@ -258,7 +258,7 @@ def test_settings_read_secret_files(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("PORTALQ_SMTP_URL", raising=False)
     settings = Settings()
     assert settings.smtp_url == "smtp://mailer:s3cret@smtp.example:587"
-    from portalq.jobs.database import database_url
+    from portalq.jobs.db.location import database_url
 
     assert database_url().split("?")[0] == "postgresql+psycopg://u:pw@db/portalq"
     monkeypatch.setenv("PORTALQ_SMTP_URL", "smtp://env:25")   # the environment wins

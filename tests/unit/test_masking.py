@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from portalq.jobs import masking
+from portalq.jobs.secrets import redaction as masking
 from tests import payloads
 
 SSN = "123-45-6789"

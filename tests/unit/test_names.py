@@ -12,7 +12,7 @@ import portalq.migrations as migrations
 from portalq.jobs.kinds import FINAL, Channel, JobStatus, LockKey
 
 ROOT = Path(jobs.__file__).parent.parent
-QUERIES = resources.files("portalq.jobs.sql").joinpath("queries.sql").read_text()
+QUERIES = resources.files("portalq.jobs.db.sql").joinpath("queries.sql").read_text()
 
 
 def test_job_statuses_are_exactly_those_the_schema_allows():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from portalq.jobs import pipelines
+from portalq.jobs.business import pipelines
 from portalq.jobs.errors import InputError
 
 

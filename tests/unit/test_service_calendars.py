@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, time
 
-from portalq.scheduler import calendars
+from portalq.scheduler import calendar_cache as calendars
 
 NOW = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)  # Tuesday noon in New York
 

@@ -1,10 +1,10 @@
-"""Statements with values written into their text (jobs.sql.statement, issue 19)."""
+"""Statements with values written into their text (jobs.db.sql.statement, issue 19)."""
 
 from __future__ import annotations
 
 import pytest
 
-from portalq.jobs import sql
+from portalq.jobs.db import sql
 
 
 def test_the_claims_limit_and_portal_count_are_written_in_and_nothing_else_changes():

@@ -1,4 +1,4 @@
-"""The stand-in's account book (portals/standin/kit/accounts.py): configuration checks,
+"""The stand-in's account book (portals/standin/kit/portal_accounts.py): configuration checks,
 lock-out counting, session life. Pure: no server, no browser."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from portalq.jobs import clock
-from portalq.portals.standin.kit.accounts import Accounts
+from portalq.portals.standin.kit.portal_accounts import Accounts
 from portalq.portals.standin.kit.state import PortalState
 
 

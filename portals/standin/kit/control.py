@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from portalq.portals.standin.kit.pages import esc
+from portalq.portals.standin.kit.html import esc
 from portalq.portals.standin.kit.state import PortalState
 
 # ---- Canadian registries: labelled fields and a submit button ---------------------------

@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from portalq.jobs import clock
-from portalq.portals.standin.kit.accounts import Accounts
+from portalq.portals.standin.kit.portal_accounts import Accounts
 
 
 def drop_connection(request: Request) -> Response:

@@ -1,0 +1,1 @@
+"""BC Registries: Name Request and incorporation flows, and their stand-in."""

@@ -1,0 +1,2 @@
+"""The CRTC's registration of telecommunications service providers: the flow, its letter, the
+stand-in."""

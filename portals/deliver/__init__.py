@@ -1,0 +1,1 @@
+"""Delivery by mail of the documents other jobs stored (no browser)."""

@@ -1,0 +1,418 @@
+"""The client side of the IRS stand-in: one script that is the whole application, as the
+real one is a React bundle (``portals/irs-applyein.txt`` §1-8).
+
+Every step change is ``history.pushState`` (no document load); answers of the API render
+inline in ``div[aria-live=polite]`` with an ``<h2>`` (no ``role=alert``); radios register
+only through their ``<label>`` (a click on the input itself does nothing); the idle timer
+shows a ``role=dialog`` modal, then routes to ``sessionExpired``; the letter is a
+``data:application/pdf`` link built from the page's state. Labels marked ``[?]`` in
+:mod:`portals.irs.standin_texts` are not in the extract.
+"""
+
+from __future__ import annotations
+
+APP_JS = r"""
+const C = window.IRS, T = C.texts, B = C.base;
+const S = {sid: null, data: {}, result: null, busy: false};
+const esc = (v) => String(v == null ? '' : v).replace(/[&<>"']/g,
+  (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
+const $ = (s) => document.querySelector(s);
+const route = () => location.pathname.slice(B.length).replace(/^\/+|\/+$/g, '');
+function go(r) { history.pushState({}, '', B + '/' + r); render(); }
+window.addEventListener('popstate', render);
+
+// ---- pieces --------------------------------------------------------------------------
+function indicator(step) {
+  if (!step) return '';
+  const items = T.steps.map((label, i) => {
+    const n = i + 1, mark = n === step ? 'active' : 'not active';
+    const title = n < step ? `<a href="#" aria-label="${esc(label)} completed">${esc(label)}</a>`
+      : `<div class="stepIndicator-title${n === step ? ' stepIndicator-title-active' : ''}"` +
+        ` aria-hidden="true">${esc(label)}</div>`;
+    return `<li class="stepIndicator-item">${title}<span class="sr-only">${esc(label)} ${mark}` +
+      `</span></li>`;
+  }).join('');
+  return `<div class="stepIndicator-wrapper"><h2 class="stepIndicator-heading">Step ${step}of ` +
+    `6: ${esc(T.steps[step - 1])}</h2><nav aria-label="Progress Tracker" role="navigation">` +
+    `<ol role="list" class="stepIndicator-flexWrap">${items}</ol></nav></div>`;
+}
+function radios(name, legend, options, hidden) {
+  const items = Object.entries(options).map(([v, t]) =>
+    `<div class="radio"><input type="radio" id="${v}${name}id" name="${name}" value="${esc(v)}"` +
+    ` tabindex="-1"><label for="${v}${name}id" data-value="${esc(v)}">${esc(t)}</label></div>`
+  ).join('');
+  return `<fieldset id="${name}-group" data-radio="${name}"${hidden ? ' hidden' : ''}>` +
+    `<legend>${esc(legend)}</legend>${items}</fieldset>`;
+}
+const yesNo = (name, legend, hidden) => radios(name, legend, {yes: 'Yes', no: 'No'}, hidden);
+function text(name, label, extra) {
+  return `<div class="field"><label for="${name}">${esc(label)}</label>` +
+    `<input id="${name}" name="${name}" ${extra || ''}></div>`;
+}
+function select(name, label, options) {
+  const opts = options.map(([v, t]) => `<option value="${esc(v)}">${esc(t)}</option>`).join('');
+  return `<div class="field"><label for="${name}">${esc(label)}</label><select id="${name}"` +
+    ` name="${name}"><option value="">Select</option>${opts}</select></div>`;
+}
+const STATES = C.states.map((s) => [s, s]);
+const MONTHS = C.months.map((m, i) => [String(i + 1), m]);
+function buttons(next) {
+  const cont = C.changedSelector
+    ? '<a href="#" role="button" class="btn go" aria-label="Proceed">Proceed</a>'
+    : `<a href="#" role="button" class="btn go" aria-label="Continue">Continue</a>`;
+  return `<div class="buttons"><a href="#" role="button" class="btn back" aria-label="Back">Back` +
+    `</a>${next || cont}<a href="${B}/" class="cancel" aria-label="${esc(T.cancelAria)}">Cancel` +
+    `</a></div>`;
+}
+function alertBox(msg, lines, list) {
+  const ps = lines.map((l) => `<p>${esc(l)}</p>`).join('');
+  const items = (list || []).map((l) => `<li>${esc(l)}</li>`).join('');
+  const ul = items ? `<ul>${items}</ul>` : '';
+  $('#alert').innerHTML = `<div class="sectionAlert sectionAlert--error"><h2>${esc(msg)}</h2>` +
+    `${ul}${ps}</div>`;
+}
+function showAnswer(page, key, ref) {
+  const [msg, lines] = T.alerts[page + '/' + key];
+  alertBox(msg, lines.map((l) => l.replace('{{referenceNumber}}', ref || '')));
+}
+function inputErrors(errors) {
+  const key = errors.length === 1 ? 'all/pageErrorInputError1' : 'all/pageErrorInputError2';
+  alertBox(T.alerts[key][0].replace('{{numberOfErrors}}', errors.length), [], errors);
+  return false;
+}
+const val = (n) => { const e = document.getElementById(n); return e ? e.value.trim() : ''; };
+const choice = (n) => S.data[n] || '';
+
+// ---- the pages -------------------------------------------------------------------------
+const PAGES = {
+  '': splash, applyForEin: splash,
+  legalStructure: {body: () =>
+    radios('legalStructureInput', 'What type of legal structure is applying for an EIN?',
+           T.structures) +
+    radios('corporationsSubType', 'What type of corporation are you applying for?',
+           Object.fromEntries(T.subTypes.CORPORATIONS.map((t) => [t, t])), true) +
+    radios('partnershipsSubType', 'What type of partnership are you applying for?',
+           Object.fromEntries(T.subTypes.PARTNERSHIPS.map((t) => [t, t])), true) +
+    `<fieldset id="members-group" hidden><legend>${esc(T.llcMembers)}</legend>` +
+    text('llcMembersInput', 'Number of members', 'type="number" min="1"') + '</fieldset>' +
+    select('stateLocatedInput', 'State where located', STATES) +
+    radios('reasonForApplyingInputControl', 'Why is the entity requesting an EIN?', T.reasons) +
+    `<div class="field"><input type="checkbox" id="reviewConfirm"><label for="reviewConfirm">` +
+    `Review and confirm</label></div>`,
+    check: () => {
+      const e = [], st = choice('legalStructureInput');
+      if (!st) e.push('Legal Structure: Selection is required.');
+      if (st === 'CORPORATIONS' && !choice('corporationsSubType'))
+        e.push('Corporation Type: Selection is required.');
+      if (st === 'PARTNERSHIPS' && !choice('partnershipsSubType'))
+        e.push('Partnership Type: Selection is required.');
+      if (st === 'LLC' && !(+val('llcMembersInput') >= 1))
+        e.push('Number of members: Entry is required.');
+      if (!val('stateLocatedInput')) e.push('State where located: Selection is required.');
+      if (!choice('reasonForApplyingInputControl'))
+        e.push('Reason for applying: Selection is required.');
+      if (!$('#reviewConfirm').checked) e.push(T.confirmError);
+      return e.length ? inputErrors(e) : keep(['llcMembersInput', 'stateLocatedInput']);
+    }, next: () => go('identityOfEntities')},
+  identityOfEntities: {body: () =>
+    text('responsibleFirstName', 'First name') + text('responsibleMiddleName', 'Middle name') +
+    text('responsibleLastName', 'Last name') + text('responsibleSuffix', 'Suffix') +
+    text('responsibleSsn', 'SSN/ITIN', 'autocomplete="off" maxlength="11" inputmode="numeric"') +
+    yesNo('entityRoleRadioInput', 'Are you the responsible party?'),
+    check: () => {
+      const e = [];
+      if (!val('responsibleFirstName')) e.push('First name: Entry is required.');
+      if (!val('responsibleLastName')) e.push('Last name: Entry is required.');
+      if (!/^\d{3}-?\d{2}-?\d{4}$/.test(val('responsibleSsn')))
+        e.push('SSN/ITIN: Entry is invalid.');
+      if (!choice('entityRoleRadioInput')) e.push('Responsible party: Selection is required.');
+      return e.length ? inputErrors(e) : keep(['responsibleFirstName', 'responsibleMiddleName',
+        'responsibleLastName', 'responsibleSuffix', 'responsibleSsn']);
+    }, next: eligibility},
+  thirdPartyEntries: {body: () =>
+    text('designeeName', "Third party designee's name") + text('designeeStreet', 'Street') +
+    text('designeeCity', 'City') + select('designeeState', 'State', STATES) +
+    text('designeeZip', 'ZIP code') + text('designeePhone', 'Phone number') +
+    text('designeeFax', 'Fax number'),
+    check: () => {
+      const e = ['designeeName', 'designeeStreet', 'designeeCity', 'designeeState', 'designeeZip',
+                 'designeePhone'].filter((n) => !val(n)).map((n) => `${n}: Entry is required.`);
+      return e.length ? inputErrors(e) : keep(['designeeName', 'designeeStreet', 'designeeCity',
+        'designeeState', 'designeeZip', 'designeePhone', 'designeeFax']);
+    }, next: () => go('addAddresses')},
+  addAddresses: {body: () =>
+    text('physicalStreet', 'Street') + text('physicalCity', 'City') +
+    select('physicalState', 'State', STATES) + text('physicalZipCode', 'ZIP code') +
+    text('thePhone', 'Phone number') +
+    yesNo('otherAddress', 'Do you have a different mailing address?'),
+    check: () => {
+      const e = ['physicalStreet', 'physicalCity', 'physicalState', 'thePhone']
+        .filter((n) => !val(n)).map((n) => `${n}: Entry is required.`);
+      if (!/^\d{5}(-?\d{4})?$/.test(val('physicalZipCode'))) e.push('ZIP code: Entry is invalid.');
+      if (!choice('otherAddress')) e.push('Mailing address: Selection is required.');
+      return e.length ? inputErrors(e) : keep(['physicalStreet', 'physicalCity', 'physicalState',
+        'physicalZipCode', 'thePhone']);
+    }, next: () => go('verifyAddresses')},
+  verifyAddresses: {body: () => `<h3>Physical address</h3><p class="address">` +
+    `${esc(S.data.physicalStreet)}<br>${esc(S.data.physicalCity)}, ${esc(S.data.physicalState)} ` +
+    `${esc(S.data.physicalZipCode)}</p>`,
+    check: () => true, next: () => go('additionalDetails')},
+  additionalDetails: {body: () =>
+    text('legalNameInput', 'Legal name') + text('dbaNameInput', 'Trade name (DBA)') +
+    select('stateInput', 'State where the entity is organized', STATES) +
+    select('startDateMonthInput', 'Start month', MONTHS) +
+    text('startDateYearInput', 'Start year', 'inputmode="numeric"') +
+    select('closingMonthInput', 'Closing month of accounting year', MONTHS) +
+    yesNo('highwayVehiclesInput', 'Does the business own a highway motor vehicle with a taxable ' +
+          'gross weight of 55,000 pounds or more?') +
+    yesNo('gamblingWagerInput', 'Does the business involve gambling or wagering?') +
+    yesNo('fileForm720Input', 'Does the business need to file Form 720?') +
+    yesNo('atfInput', 'Does the business sell or manufacture alcohol, tobacco, or firearms?') +
+    yesNo('hasEmployeesInput', 'Does the business have or expect to have employees?') +
+    text('employeesInput', 'Number of employees expected in the next 12 months',
+         'type="number" min="0"'),
+    check: () => {
+      const e = ['legalNameInput', 'stateInput', 'startDateMonthInput', 'closingMonthInput']
+        .filter((n) => !val(n)).map((n) => `${n}: Entry is required.`);
+      if (!/^\d{4}$/.test(val('startDateYearInput'))) e.push('Start year: Entry is invalid.');
+      for (const n of ['highwayVehiclesInput', 'gamblingWagerInput', 'fileForm720Input',
+                       'atfInput', 'hasEmployeesInput'])
+        if (!choice(n)) e.push(`${n}: Selection is required.`);
+      return e.length ? inputErrors(e) : keep(['legalNameInput', 'dbaNameInput', 'stateInput',
+        'startDateMonthInput', 'startDateYearInput', 'closingMonthInput', 'employeesInput']);
+    }, next: () => go('activityAndServices')},
+  activityAndServices: {body: () =>
+    radios('entityBusinessCategoryInput', 'Which category best describes your business?',
+           Object.fromEntries(C.categories.map((t) => [t, t]))) +
+    text('businessActivityInput', 'Describe the principal activity of the business'),
+    check: () => {
+      const e = [];
+      if (!choice('entityBusinessCategoryInput'))
+        e.push('Business category: Selection is required.');
+      if (!val('businessActivityInput')) e.push('Principal activity: Entry is required.');
+      return e.length ? inputErrors(e) : keep(['businessActivityInput']);
+    }, next: () => go('reviewAndSubmit')},
+  reviewAndSubmit: {body: review, check: () => true, next: submit},
+  einAssignment: {body: assignment},
+  thankYou: {body: () => '<p>Thank you for using Apply for EIN.</p>'},
+  sessionExpired: {body: () => '<p>Your session has expired due to inactivity. You must start' +
+    ' a new application; it cannot be saved.</p>'},
+  serviceUnavailable: {body: () => '<p>We are unable to process your request at this time.' +
+    ' Please try again later.</p>'},
+};
+function keep(names) { for (const n of names) S.data[n] = val(n); return true; }
+
+function splash() {
+  return `<p>Apply for an Employer Identification Number (EIN) online. You must complete this` +
+    ` application in one session; it cannot be saved.</p><a href="${B}/legalStructure"` +
+    ` id="begin">Begin Application Now</a>`;
+}
+function rows() {
+  const d = S.data, who = [d.responsibleFirstName, d.responsibleMiddleName,
+                           d.responsibleLastName, d.responsibleSuffix].filter(Boolean).join(' ');
+  const sub = d.corporationsSubType || d.partnershipsSubType;
+  const out = [
+    ['Legal structure', T.structures[d.legalStructureInput] + (sub ? ': ' + sub : '')],
+    ['Reason for applying', T.reasons[d.reasonForApplyingInputControl]],
+    ['Responsible party', who],
+    ['SSN/ITIN', 'XXX-XX-' + d.responsibleSsn.slice(-4)],
+    ['Physical address',
+     `${d.physicalStreet}, ${d.physicalCity}, ${d.physicalState} ${d.physicalZipCode}`],
+    ['Phone number', d.thePhone],
+    ['Legal name', d.legalNameInput],
+    ['Start date', `${C.months[+d.startDateMonthInput - 1]} ${d.startDateYearInput}`],
+    [C.reviewChanged === 'label' ? 'Principal business activity' : 'Principal activity',
+     d.businessActivityInput]];
+  if (d.entityRoleRadioInput === 'no') out.push(['Third party designee', d.designeeName]);
+  return out;
+}
+function review() {
+  const dl = rows().map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join('');
+  // a redesign (the reviewChanged fault): a question the application now requires
+  const extra = C.reviewChanged === 'field'
+    ? yesNo('signatureAuthorityInput', 'Are you authorized to sign this application?') : '';
+  return `<dl class="review">${dl}</dl>` + extra +
+    radios('confirmationLetterRadioInput', 'Confirmation Letter',
+           {DIGITAL: T.letterDigital, MAIL: T.letterMail}) +
+    `<p>${esc(T.submitInstructions)}</p>`;
+}
+function assignment() {
+  const r = S.result;
+  const letter = r.confirmationLetter
+    ? `<p>${esc(T.digitalNote)}</p><button type="button" id="download"` +
+      ` aria-label="${esc(T.download)}">` +
+      `${esc(T.download)}</button>` : `<p>${esc(T.mailNote)}</p>`;
+  return `<div class="sectionAlert sectionAlert--success"><p>${esc(T.congratulations)}</p>` +
+    `<p>${esc(T.savePrint)}</p></div><dl class="assignment"><dt>EIN assigned</dt><dd>` +
+    `${esc(r.ein)}</dd><dt>Legal name</dt><dd>${esc(r.legalName)}</dd><dt>Name control</dt>` +
+    `<dd>${esc(r.nameControl)}</dd><dt>Confirmation letter</dt><dd>${letter}</dd></dl>` +
+    `<button type="button" aria-label="Print Page">Print Page</button>` +
+    `<button type="button" id="exit" aria-label="Exit Application">Exit Application</button>` +
+    `<button type="button" id="another" aria-label="Apply for another EIN">Apply for another EIN` +
+    `</button>`;
+}
+
+// ---- the API (the real app: X-IRS-Session-Id, 90 s timeout, a timeout or network error is
+// recorded as httpStatus 500) ---------------------------------------------------------------
+async function api(path, body) {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), C.appTimeoutMs);
+  try {
+    const resp = await fetch(`${B}/api/${path}`, {method: 'POST', signal: abort.signal,
+      headers: {'Content-Type': 'application/json', 'X-IRS-Session-Id': S.sid || ''},
+      body: JSON.stringify(body || {})});
+    let json = {};
+    try { json = await resp.json(); } catch (e) { json = {}; }
+    return {status: resp.status, json};
+  } catch (e) {
+    return {status: 500, json: {}};
+  } finally { clearTimeout(timer); }
+}
+function identityKey(st, ref) {
+  if (st === 400 && ref === 'SameTinDeceased') return 'pageErrorSameTinDeceased';
+  if (st === 400 && ref === 'SameTinProtected') return 'pageErrorSameTinProtected';
+  if (st === 400 && ref === '112') return 'pageError400Ref112';
+  if (st === 401 && ['102', '115', '101'].includes(ref)) return 'pageError401Ref' + ref;
+  if (st === 429 && ['114', '105'].includes(ref)) return 'pageError429Ref' + ref;
+  return [500, 400, 401, 429].includes(st) ? 'pageError500' : null;
+}
+function submitKey(st, ref) {
+  if (st === 400 && ref === '112') return 'pageError400Ref112';
+  if (st === 401 && ['103', '112'].includes(ref)) return 'pageError401Ref' + ref;
+  if (st === 403 && ref === '101') return 'pageError403Ref101';
+  if (st === 429 && ['101', '114'].includes(ref)) return 'pageError429Ref' + ref;
+  return [400, 401, 403, 429, 500].includes(st) ? 'pageError500' : null;
+}
+async function eligibility() {
+  const d = S.data;
+  const {status, json} = await api('eligibility', {ssn: d.responsibleSsn,
+    firstName: d.responsibleFirstName, lastName: d.responsibleLastName,
+    responsibleParty: d.entityRoleRadioInput === 'yes'});
+  if (status === 200 && json.eligibilityToken) {
+    S.token = json.eligibilityToken;
+    return go(d.entityRoleRadioInput === 'yes' ? 'addAddresses' : 'thirdPartyEntries');
+  }
+  const key = identityKey(status, json.ref);
+  if (key) return showAnswer('identity', key, json.ref);
+  go('serviceUnavailable');
+}
+async function submit() {
+  if (!choice('confirmationLetterRadioInput')) return inputErrors([T.letterRequired]);
+  if (C.reviewChanged === 'field' && !choice('signatureAuthorityInput'))
+    return inputErrors(['Please answer: are you authorized to sign this application?']);
+  $('#progress').hidden = false;
+  const {status, json} = await api('application', {token: S.token, data: S.data});
+  $('#progress').hidden = true;
+  if (status === 200 && json.einResult) { S.result = json.einResult; return go('einAssignment'); }
+  const key = submitKey(status, json.ref);
+  if (key) return showAnswer('reviewAndSubmit', key, json.ref);
+  go('serviceUnavailable');
+}
+
+// ---- rendering and events --------------------------------------------------------------
+const OPEN = ['', 'applyForEin', 'thankYou', 'sessionExpired', 'serviceUnavailable'];
+function render() {
+  let r = route();
+  if (!(r in T.routes)) r = '';
+  if (!OPEN.includes(r) && !S.sid) { history.replaceState({}, '', B + '/'); r = ''; }
+  if (r === 'einAssignment' && !S.result) { history.replaceState({}, '', B + '/'); r = ''; }
+  const [title, step] = T.routes[r], page = PAGES[r];
+  document.title = title;
+  const body = typeof page === 'function' ? page() : page.body();
+  const form = page.check ? buttons(r === 'reviewAndSubmit'
+    ? `<button type="button" class="btn submit" aria-label="${esc(T.submit)}">${esc(T.submit)}` +
+      `</button>` : '') : '';
+  $('#root').innerHTML = `${indicator(step)}<h1>${esc(title)}</h1><div aria-live="polite"` +
+    ` class="fixSectionAlert" id="alert"></div><form onsubmit="return false">${body}</form>` +
+    `<div id="progress" role="progressbar" hidden>Please wait while your application is being` +
+    ` processed.</div>${form}`;
+  for (const [k, v] of Object.entries(S.data)) {  // a step revisited shows what was entered
+    const e = document.getElementById(k);
+    if (e && e.tagName !== 'FIELDSET') e.value = v;
+  }
+  document.querySelectorAll('[data-radio]').forEach((g) => {
+    const name = g.dataset.radio;
+    g.querySelectorAll('input').forEach((i) => { i.checked = S.data[name] === i.value; });
+  });
+  reveal();
+  window.scrollTo(0, 0);
+}
+function reveal() {  // the legal structure's dependent questions
+  const st = S.data.legalStructureInput;
+  const show = (id, on) => { const e = document.getElementById(id); if (e) e.hidden = !on; };
+  show('corporationsSubType-group', st === 'CORPORATIONS');
+  show('partnershipsSubType-group', st === 'PARTNERSHIPS');
+  show('members-group', st === 'LLC');
+}
+document.addEventListener('click', async (ev) => {
+  const t = ev.target;
+  const label = t.closest('[data-radio] label');
+  if (label) {  // the real app listens on the label: a click on the input is not a choice
+    ev.preventDefault();
+    const name = label.closest('[data-radio]').dataset.radio;
+    S.data[name] = label.dataset.value;
+    label.closest('[data-radio]').querySelectorAll('input').forEach(
+      (i) => { i.checked = i.value === label.dataset.value; });
+    if (['corporationsSubType', 'partnershipsSubType'].includes(name)) {}
+    else if (name === 'legalStructureInput') { delete S.data.corporationsSubType;
+      delete S.data.partnershipsSubType; }
+    reveal();
+    return;
+  }
+  if (t.matches('input[type=radio]')) { ev.preventDefault(); return; }
+  if (t.id === 'begin') { ev.preventDefault(); return begin(); }
+  if (t.id === 'download') return letter();
+  if (t.id === 'exit') return go('thankYou');
+  if (t.id === 'another') { S.data = {}; S.result = null; return go('legalStructure'); }
+  if (t.closest('.back')) { ev.preventDefault(); return history.back(); }
+  const act = t.closest('a.go, button.submit');
+  if (!act) return;
+  ev.preventDefault();
+  if (S.busy || !CONFIRM()) return;
+  const page = PAGES[route()];
+  $('#alert').innerHTML = '';
+  if (!page.check()) return;
+  S.busy = true;
+  try { await page.next(); } finally { S.busy = false; }
+});
+async function begin() {
+  const {status, json} = await api('session');
+  if (status !== 200 || !json.sessionId) return go('serviceUnavailable');
+  S.sid = json.sessionId; S.data = {}; S.result = null;
+  go('legalStructure'); idle();
+}
+function letter() {
+  const l = S.result.confirmationLetter, a = document.createElement('a');
+  a.href = 'data:application/pdf;base64,' + l.content;
+  a.download = l.letterType + '.pdf';
+  document.body.appendChild(a); a.click(); a.remove();
+}
+
+// ---- the idle timer: modal after C.idleMs, sessionExpired C.countdownMs later --------------
+let idleTimer = null, tick = null;
+function idle() {
+  clearTimeout(idleTimer);
+  if (!S.sid || document.querySelector('.timeout-modal')) return;
+  idleTimer = setTimeout(modal, C.idleMs);
+}
+function modal() {
+  const end = Date.now() + C.countdownMs, box = document.createElement('div');
+  box.className = 'timeout-modal timeout-modal--active';
+  box.setAttribute('role', 'dialog'); box.setAttribute('aria-modal', 'true');
+  box.innerHTML = `<h2>${esc(T.moreTime)}</h2><p class="left"></p>` +
+    `<button type="button" class="stay">Continue Session</button>`;  // [?] button label
+  document.body.appendChild(box);
+  const show = () => {
+    const s = Math.max(0, Math.ceil((end - Date.now()) / 1000));
+    box.querySelector('.left').textContent = T.expiresIn.replace(
+      '{time}', `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`);
+    if (s <= 0) { clearInterval(tick); box.remove(); S.sid = null; go('sessionExpired'); }
+  };
+  show(); tick = setInterval(show, 250);
+  box.querySelector('.stay').addEventListener('click', async (ev) => {
+    ev.stopPropagation(); clearInterval(tick); box.remove(); await api('keepalive'); idle();
+  });
+}
+['click', 'keydown'].forEach((e) => document.addEventListener(e, idle, true));
+render();
+"""
