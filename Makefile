@@ -11,7 +11,7 @@ PYTEST_N = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist load)
 # extras installed with portalq: the image (deploy/Dockerfile) builds with EXTRAS= (none)
 EXTRAS ?= test
 
-.PHONY: help venv browser pgbouncer demo test test-slow test-all lint bench bench-browser bench-scale clean
+.PHONY: help venv browser pgbouncer demo test test-slow test-all lint docs bench bench-browser bench-scale clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -37,6 +37,7 @@ test: venv browser pgbouncer  ## lint, then the test suite (unit, integration, b
 	$(VENV)/bin/ruff check portalq jobs scheduler portals tests
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+	$(MAKE) --no-print-directory docs
 	$(PY) -m pytest -q $(PYTEST_N) -m "not slow" --durations=15 $(PYTEST_ARGS)
 
 test-slow: venv browser pgbouncer  ## the slow runs: chaos, exactly-once drains, partitions, failover, exhaustive oracle
@@ -48,6 +49,11 @@ lint: venv  ## ruff + import-layer contracts + mypy
 	$(VENV)/bin/ruff check portalq jobs scheduler portals tests
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+
+docs: venv  ## build the documentation site with --strict (generated references checked first)
+	$(PY) docs/gen/cli_ref.py --check
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$tmp/site"
 
 bench: venv  ## portalq vs PGQueuer vs Procrastinate, same run (../shared/bench/peers)
 	DRIVER_DIRS=bench EXTRA_PIP="-e ." LIBS="portalq pgqueuer procrastinate" \

@@ -1,7 +1,8 @@
 """Input limits and checks of what goes into a job, before anything reaches PostgreSQL.
 
 Every bad value raises :class:`~jobs.errors.InputError` with a message that names the field
-but never echoes a payload value (it may be personal data). The limits (README "Limits"):
+but never echoes a payload value (it may be personal data). The limits
+(docs/reference/exit-codes.md):
 
 - order id: 1..200 characters, no control characters or line breaks;
 - idempotency key: 1..200 characters, same characters as an order id;

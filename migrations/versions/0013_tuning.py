@@ -18,7 +18,8 @@ cost), so a vacuum of the table's indexes takes minutes, during which more piles
 No fillfactor: no status change can be a HOT update (``status`` is in the predicate of
 the claim, waiting, running, failed and finished indexes, and ``heartbeat_at`` and
 ``started_at`` are indexed too), so free space kept in each page would only make the
-table larger. The soak's ``n_tup_hot_upd`` shows it (docs/benchmarks-scale-log.md).
+table larger. The soak's ``n_tup_hot_upd`` shows it (the history of
+docs/benchmarks-scale-log.md).
 
 Revision ID: 0013
 Revises: 0011

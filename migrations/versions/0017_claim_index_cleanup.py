@@ -7,8 +7,9 @@ the end of a table of millions of finished ones. So the claim index (the waiting
 a few hundred pages) kept the entries of every job claimed since the table was last
 vacuumed with its indexes, and every claim read them: with 10 M finished jobs the claim
 touched 307 buffers after the first drain of 20,000 jobs and 1,312 after the fifth
-(bench/scale_bench.py history; docs/benchmarks-scale-log.md, "Third pass"; the other half
-of that slowdown was the claim's plan, fixed in the claim statement itself). With the index pass
+(bench/scale_bench.py history; the third pass in the history of docs/benchmarks-scale-log.md;
+the other half of that slowdown was the claim's plan, fixed in the claim statement itself).
+With the index pass
 always on, the claim stays at ~330 buffers however often it runs; the price is that each
 vacuum of ``job_queue`` reads all its indexes (about 1 GB at 10 M finished jobs, a second
 or two, once per 1 % of churn under migration 0013's settings).

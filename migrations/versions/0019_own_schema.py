@@ -6,7 +6,8 @@ installation made before this revision, moved into) portalq's schema by the envi
 functions' bodies name tables unqualified; they run in the caller's transaction, and the
 caller may be the business's application (the enqueue trigger) with a search path of its
 own, so each function carries its search path: PostgreSQL's catalog, then the schema.
-A function added after this revision sets its own (see docs/operations.md).
+A function added after this revision sets its own (see docs/howto/deployment.md, "In the
+business's own database").
 
 Revision ID: 0019
 Revises: 0018

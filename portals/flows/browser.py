@@ -268,7 +268,7 @@ def _no_sandbox_warning(why: str) -> None:
     if why not in _warned:   # once per process
         _warned.add(why)
         log.warning("%s: Chromium runs WITHOUT its sandbox. Run portalq as a non-root user "
-                    "to keep it (see README, Data protection)", why)
+                    "to keep it (see docs/concepts/data-protection.md)", why)
 
 
 def _sandbox(config: BrowserConfig) -> bool:

@@ -5,8 +5,7 @@ CLI all find the new primary by themselves, and every job completes exactly once
 
 Replication is synchronous here (the primary's commits wait for the replica's flush), so
 nothing committed is lost and "exactly once" is exact. What asynchronous replication can
-lose, and what portalq does about it, is in the README ("Failover") and
-docs/operations.md."""
+lose, and what portalq does about it, is in docs/howto/failover.md."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ def test_enqueue_in_callers_transaction_through_pgbouncer(pooled, dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("CREATE TABLE orders (id text PRIMARY KEY)")
         add_local_portal(dsn)
-    # the README's advice behind PgBouncer: no server-side prepared statements
+    # the deployment guide's advice behind PgBouncer (docs/howto/deployment.md): no server-side prepared statements
     engine = create_engine(pooled, connect_args={"prepare_threshold": None})
     try:
         # more rounds than psycopg's prepare threshold (5), on one pooled connection
