@@ -104,8 +104,8 @@ def audit(target: Annotated[str | None, typer.Option(help="e.g. job:42, portal:i
           as_json: Annotated[bool, typer.Option("--json")] = False,
           database_url: DbUrl = None) -> None:
     """The audit log, newest first: who did what, when, why (before/after with --json)."""
-    from portalq.jobs import queue
     from portalq.jobs import audit as audit_log
+    from portalq.jobs import queue
 
     _use_url(database_url)
     with queue.connect() as c:
