@@ -76,13 +76,14 @@ SELECT code FROM portalq.portals WHERE code = ANY(%(codes)s::text[]);
 -- Bulk enqueue of jobs without idempotency keys (jobs.queue.enqueue_many): binary COPY,
 -- one statement (atomic on its own), ids from next_job_ids; fires the NOTIFY trigger once.
 -- payload is passed as JSON text (sql.copy_in json_text=True).
+-- The column list is the one place of the columns' order: jobs/enqueue_paths.py reads it
+-- and takes each value by its column's name.
 -- The WHERE keeps every row (random() is in [0, 1)); it is there because it is volatile:
 -- PostgreSQL then stores each row as it arrives instead of buffering rows for one
 -- multi-row insert per 1,000 (copyfrom.c: a volatile WHERE means CIM_SINGLE). With the
 -- buffer, a batch of up to 1,000 was stored only after its last row, so the client's
 -- validation and sealing and the server's index inserts ran one after the other; row by
--- row they overlap (issue 19: batches of 1,000, 17.6 -> 12.2 us a job, median;
--- test_enqueue.py::test_the_batch_copy_stores_each_row_as_it_arrives).
+-- row they overlap (test_enqueue.py::test_the_batch_copy_stores_each_row_as_it_arrives).
 COPY portalq.job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
                 max_attempts, rate_key, created_at, updated_at, secret_key_id, secret_dek,
                 secret_data) FROM STDIN (FORMAT BINARY) WHERE random() >= 0;
