@@ -134,8 +134,8 @@ RETURNING job_id;
 -- The limit and the number of portals are written into the text (jobs.sql.statement), so
 -- the prepared claim's generic plan sees them: with the limit a parameter it joined the
 -- UPDATE by a sequential scan, and without the count it guessed ten portals and looked
--- dearer than a custom plan, so the server planned every claim anew (0.57 ms, more than
--- running it: issue 19).
+-- dearer than a custom plan, so the server planned every claim anew, at a cost above
+-- running it (issue 19).
 -- inline: limit, portal_count
 WITH caps AS MATERIALIZED (
     SELECT c.portal,
@@ -178,7 +178,7 @@ WITH caps AS MATERIALIZED (
             -- the statement's own limit, a value the planner sees: with the portal's cap
             -- here (known only at run time) it planned for a large share of the due jobs,
             -- and beside a long history read all of them by job_queue_waiting_id and
-            -- sorted them (16.7 ms a claim with 20,000 due, not 0.4: issue 19). The cap
+            -- sorted them, many times a claim's usual cost (issue 19). The cap
             -- still holds: rows are locked only as the LIMIT below pulls them.
             LIMIT %(limit)s
             FOR UPDATE SKIP LOCKED
