@@ -84,27 +84,32 @@ def insert_many(c: psycopg.Connection[Any], rows: list[dict[str, Any]]) -> list[
     unknown = [r["unknown_portal"] for r in inserted if r["unknown_portal"] is not None]
     if unknown:  # nothing was inserted
         raise InputError(f"unknown portal {unknown[0]!r}")
+    return _matched(c, rows, inserted)
+
+
+def _matched(c: psycopg.Connection[Any], rows: list[dict[str, Any]],
+             inserted: list[dict[str, Any]]) -> list[Written]:
+    """Each row's job: the inserted ones come back in insertion order; a row skipped (its
+    idempotency key existed) is looked up by its key."""
     out: list[Written | None] = [None] * len(rows)
     by_key: dict[str, int] = {}
     pos = 0
-    # rows come back in insertion order; skipped ones (existing keys) are looked up
     for i, r in enumerate(rows):
-        if pos < len(inserted) and inserted[pos]["idempotency_key"] == r["idempotency_key"]:
+        key = r["idempotency_key"]
+        if pos < len(inserted) and inserted[pos]["idempotency_key"] == key:
             out[i] = (inserted[pos]["id"], True)
-            if r["idempotency_key"]:
-                by_key[r["idempotency_key"]] = inserted[pos]["id"]
+            if key:
+                by_key[key] = inserted[pos]["id"]
             pos += 1
-    missing = [r["idempotency_key"] for i, r in enumerate(rows) if out[i] is None]
+    missing = [r["idempotency_key"] for r, w in zip(rows, out, strict=True) if w is None]
     if missing:
         found = sql.fetch(c, "ids_by_idempotency_key", {"keys": missing})
         if not outside_transaction(c):  # a key taken by another type since: roll back
             check_existing_keys(found, rows)
         for row in found:
             by_key.setdefault(row["idempotency_key"], row["id"])
-        for i, r in enumerate(rows):
-            if out[i] is None:
-                out[i] = (by_key[r["idempotency_key"]], False)
-    return [w for w in out if w is not None]
+    return [w if w is not None else (by_key[r["idempotency_key"]], False)
+            for r, w in zip(rows, out, strict=True)]
 
 
 def copy_batch(c: psycopg.Connection[Any], rows: list[dict[str, Any]], now: datetime,
