@@ -257,7 +257,8 @@ ADAPTER = common.Adapter(
     version=_version(),
     db=DB,
     setup=setup,
-    reset_sql="TRUNCATE portalq.job_queue, job_events CASCADE",   # + artifacts, documents, escalations
+    # CASCADE: + artifacts, documents, escalations
+    reset_sql="TRUNCATE portalq.job_queue, portalq.job_events CASCADE",
     pending_sql=f"SELECT count(*) FROM portalq.job_queue WHERE {_UNFINISHED}",
     exists_sql=f"SELECT EXISTS (SELECT 1 FROM portalq.job_queue WHERE {_UNFINISHED})",
     enqueue_single=enqueue_single,

@@ -11,8 +11,9 @@ into a table emptied before it (the adapters' reset_sql, as `make bench` does be
 repetitions). Printed: each side's median jobs/s and the median of the per-round ratios
 (portalq / PGQueuer of the same round), with their quartiles. ENQ_N (20,000) jobs a round,
 ENQ_BATCH (1,000) a batch; ENQ_SINGLE (2,000) jobs one per transaction, 0 to leave out.
-ENQ_OLD_BLOCK=32768[,8192...]: more sides in the batch rounds, portalq with its COPY sent in
-blocks of that size (32768 is psycopg's own; jobs.db.sql.COPY_BLOCK is portalq's), for the A/B.
+ENQ_OLD_BLOCK=0[,8192...]: more sides in the batch rounds, portalq with its COPY sent in
+blocks of that size (0: psycopg's own, 32 KiB; jobs.enqueue_paths.COPY_BLOCK is portalq's),
+for the A/B.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import scale_common as sc  # noqa: E402
 N = int(os.environ.get("ENQ_N", "20000"))
 BATCH = int(os.environ.get("ENQ_BATCH", "1000"))
 SINGLE = int(os.environ.get("ENQ_SINGLE", "2000"))
-OLD_BLOCKS = [int(x) for x in os.environ.get("ENQ_OLD_BLOCK", "").split(",") if x]
+OLD_BLOCKS = [int(x) for x in os.environ.get("ENQ_OLD_BLOCK", "").split(",") if x != ""]
 
 
 def _quartiles(xs: list[float]) -> str:
@@ -41,11 +42,10 @@ def _quartiles(xs: list[float]) -> str:
 
 def _rounds(rounds: int, run: Callable[[Any], Coroutine[Any, Any, float]], n: int,
             old_blocks: list[int] | None = None, line: float | None = None) -> None:
-    import psycopg._copy_base as copy_base
+    from portalq.jobs import enqueue_paths
 
-    from portalq.jobs.db import sql
-
-    sides: list[tuple[str, Any, int | None]] = [("portalq", sc.PQ, sql.COPY_BLOCK),
+    ours = enqueue_paths.COPY_BLOCK
+    sides: list[tuple[str, Any, int | None]] = [("portalq", sc.PQ, ours),
                                               ("pgqueuer", sc.PGQ, None)]
     for size in old_blocks or []:
         sides.append((f"portalq, {size} B blocks", sc.PQ, size))
@@ -55,8 +55,8 @@ def _rounds(rounds: int, run: Callable[[Any], Coroutine[Any, Any, float]], n: in
     for r in range(rounds):
         got = {}
         for name, a, block in (sides if r % 2 == 0 else sides[::-1]):
-            if block:
-                copy_base.BUFFER_SIZE = block
+            if block is not None:
+                enqueue_paths.COPY_BLOCK = block   # this bench process's own module
             sc.sql(a.db, a.reset_sql)
             got[name] = n / asyncio.run(run(a))
         for name in rates:
@@ -64,7 +64,7 @@ def _rounds(rounds: int, run: Callable[[Any], Coroutine[Any, Any, float]], n: in
         ratios.append(got["portalq"] / got["pgqueuer"])
         for name in old_ratios:
             old_ratios[name].append(got[name] / got["pgqueuer"])
-    copy_base.BUFFER_SIZE = sql.COPY_BLOCK
+    enqueue_paths.COPY_BLOCK = ours
     for name, xs in old_ratios.items():
         print(f"  {name} / PGQueuer, per round: {_quartiles(xs)}")
     for name, xs in rates.items():

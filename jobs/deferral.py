@@ -25,7 +25,7 @@ from portalq.jobs.kinds import EventKind
 
 AConn = AsyncConnection[Any]
 
-#: rows per statement: ~0.1 s of work on a quiet machine, a second or two on a loaded one
+#: rows per statement: each statement short even on a loaded machine
 BATCH = 10_000
 #: refused rows after which a deferral gives up for this tick: a constraint that refuses a
 #: whole portal's jobs would otherwise cost two statements per job

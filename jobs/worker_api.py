@@ -61,8 +61,8 @@ async def claim(conn: AConn, *, worker: str, capacities: Sequence[Capacity], lim
     Portal-wide session limits hold across nodes: claims of limited portals are
     serialised by a lock taken inside the statement, and count the jobs already running
     everywhere after taking it (see ``claim`` in queries.sql). Jobs under a per-key rate
-    limit are then checked together, in one short transaction (four round trips a claim:
-    they were four a job, and rate-limited types drained at ~1,100-1,400 jobs/s).
+    limit are then checked together, in one short transaction (four round trips a claim,
+    where they were four a job).
     ``key_ids``: the keys this node holds; a sealed job wrapped by another is not claimed
     (None: any job).
     """

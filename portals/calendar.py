@@ -281,7 +281,7 @@ class PortalCalendar:
     cutoff_minutes: int = 0
     #: the region's holidays already known for some years (the service passes the ones
     #: stored in the database), as (year, dates) pairs; other years come from the
-    #: ``holidays`` package, which is imported only then (it weighs ~8 MiB: every country)
+    #: ``holidays`` package, which is imported only then (it loads every country's module)
     known_holidays: tuple[tuple[int, frozenset[date]], ...] = ()
     # derived once, so is_open stays cheap; not part of equality or repr
     _known: Mapping[int, frozenset[date]] = field(init=False, repr=False, compare=False)

@@ -38,7 +38,7 @@ OUTBOX_ERRORS = Counter("portalq_outbox_errors_total", "Mails that could not be 
 @functools.lru_cache(maxsize=4096)
 def labelled(metric: Any, *values: str) -> Any:
     """``metric.labels(*values)``, looked up once: the worker observes three labelled
-    metrics per job, 3-5 µs a look-up (issue 19). Only for metrics whose children are
+    metrics per job, and each look-up has a cost (issue 19). Only for metrics whose children are
     never removed (not JOBS, cleared at every scrape)."""
     return metric.labels(*values)
 

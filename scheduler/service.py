@@ -133,7 +133,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
 def settle_heap() -> None:
     """Keep what startup made (modules, job types, calendars, the pool) out of the garbage
     collector's passes: collected once, then frozen (``gc.freeze``). A full pass over that
-    heap took 34-42 ms, and the loops stood still meanwhile: a pickup that came in then
+    heap is long, and the loops stand still meanwhile: a pickup that came in then
     waited for it (issue 19, bench/pickup_trace.py). Later objects are collected as
     before. Only for a process that is the service's own: frozen objects are never freed."""
     gc.collect()

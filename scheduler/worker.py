@@ -98,8 +98,8 @@ class Worker:
     def capacities(self) -> list[worker_api.Capacity]:
         """What a claim may take now, per startable portal. Kept until the first portal's
         capacity or day can change (:func:`calendars.stable_until`) or the portals are
-        refreshed: computing it took 90-120 µs per claim with six portals, on the path
-        from an enqueue's commit to its handler's start (issue 19)."""
+        refreshed: computed per claim, it was a cost on the path from an enqueue's commit
+        to its handler's start (issue 19)."""
         now = clock.now()
         cached = self._caps
         if cached is not None and cached[0] is self._portals_seen and cached[1] <= now < cached[2]:
@@ -248,9 +248,8 @@ class Worker:
         counts it so), so holding its completion holds no work back; it only writes
         several claims' completions in one statement. At 10 slots the completion had been
         a statement per claim, beside the claim's own, and with a busy core beside them
-        the two statements' round trips were what the drain was made of (issue 19,
-        same-run A/B at conc=10 with a busy core beside: 2,099 -> 3,248 jobs/s, the
-        worker's CPU 177 -> 130 µs a job). The cost: a job stays 'running' in the table up
+        the two statements' round trips were what the drain was made of (issue 19; the
+        figures are in docs/benchmarks.md). The cost: a job stays 'running' in the table up
         to FLUSH_HOLD_SECONDS after its handler returned (its lease held and renewed as
         before), and a node that dies meanwhile leaves it to the stale-heartbeat rescue,
         as it would a job finishing while its completion is being written."""

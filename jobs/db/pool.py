@@ -38,8 +38,8 @@ async def _usable(conn: connections.Connection) -> None:
 
 def _cap_pool_reconnects(cap: float) -> None:
     """psycopg_pool re-opens lost connections with a backoff that starts at 1 s and
-    doubles without bound (1, 2, 4, 8 s ...): work resumed ~5.6 s after a PostgreSQL
-    restart. Its attempts are objects of one class with tunable class constants; this
+    doubles without bound (1, 2, 4, 8 s ...): work resumed seconds late after a
+    PostgreSQL restart. Its attempts are objects of one class with tunable class constants; this
     gives the pool a subclass that starts at 50 ms and never waits longer than ``cap``."""
     from psycopg_pool import base, pool_async
 

@@ -239,13 +239,18 @@ def test_the_batch_copy_stores_each_row_as_it_arrives(conn, dsn):
     is in the primary key while the COPY is still being written (a row with the same id
     waits for the COPY's transaction), not only once the COPY ends."""
     from portalq.jobs.db import sql
-    from portalq.jobs.enqueue import _COPY_TYPES
+    from portalq.jobs.enqueue_paths import copy_columns
 
     now = datetime(2026, 12, 1, 15, tzinfo=UTC)
+    columns = copy_columns()
 
     def row(i: int) -> tuple:
-        return (i, "name_search", "ORD-1", "bc_corporate_online", "{}", "pending", 0, now, 5,
-                None, now, now, None, None, None)
+        return columns.values({
+            "id": i, "job_type": "name_search", "order_id": "ORD-1",
+            "portal": "bc_corporate_online", "payload": "{}", "status": "pending",
+            "priority": 0, "run_at": now, "max_attempts": 5, "rate_key": None,
+            "created_at": now, "updated_at": now, "secret_key_id": None, "secret_dek": None,
+            "secret_data": None})
 
     with psycopg.connect(dsn, autocommit=True) as c, \
             psycopg.connect(dsn, autocommit=True) as other:
@@ -270,12 +275,12 @@ def test_the_batch_copy_stores_each_row_as_it_arrives(conn, dsn):
             else:
                 return "no row stored yet"
             try:
-                sql.copy_in(other, "enqueue_copy", _COPY_TYPES, [row(first)], json_text=True)
+                sql.copy_in(other, "enqueue_copy", columns.types, [row(first)], json_text=True)
                 return "the same id stored apart"
             except psycopg.errors.LockNotAvailable:
                 return "waited"
 
-        sql.copy_in(c, "enqueue_copy", _COPY_TYPES, rows(), json_text=True)
+        sql.copy_in(c, "enqueue_copy", columns.types, rows(), json_text=True)
     assert seen == ["waited"]
     assert count_jobs(conn) == 600
 
@@ -283,12 +288,11 @@ def test_the_batch_copy_stores_each_row_as_it_arrives(conn, dsn):
 def test_a_large_batch_reaches_the_server_in_small_blocks(conn, dsn):
     """issue 19: psycopg sends a COPY's rows in blocks of 32 KiB (about 250 jobs), so once
     the client had made its last row the server still had a whole block to store before
-    the commit, and the next batch waited for it (2.3-2.6 ms of a 1,000-job batch's
-    ~10 ms). Seen in the protocol: every CopyData message is at most one block of
-    ``sql.COPY_BLOCK`` bytes and a row."""
+    the commit, and the next batch waited for it. Seen in the protocol: every CopyData
+    message is at most one block of ``enqueue_paths.COPY_BLOCK`` bytes and a row."""
     import tempfile
 
-    from portalq.jobs.db import sql
+    from portalq.jobs import enqueue_paths
 
     with psycopg.connect(dsn, autocommit=True) as c, tempfile.TemporaryFile("w+") as f:
         c.pgconn.trace(f.fileno())
@@ -301,9 +305,69 @@ def test_a_large_batch_reaches_the_server_in_small_blocks(conn, dsn):
                  if len(parts) > 2 and parts[0] == "F" and parts[2].startswith("CopyData")]
     assert count_jobs(conn) == 1000
     row = sum(sizes) / 1000
-    assert sql.COPY_BLOCK <= 4096
-    assert max(sizes) <= sql.COPY_BLOCK + 2 * row, sizes[:3]
-    assert len(sizes) >= sum(sizes) // (sql.COPY_BLOCK + 2 * row)
+    assert enqueue_paths.COPY_BLOCK <= 4096
+    assert max(sizes) <= enqueue_paths.COPY_BLOCK + 2 * row, sizes[:3]
+    assert len(sizes) >= sum(sizes) // (enqueue_paths.COPY_BLOCK + 2 * row)
+
+
+def test_the_copy_writes_each_column_as_the_table_types_it(conn):
+    """The batch COPY's columns are its statement's (queries.sql, enqueue_copy), each typed
+    by its name in ``enqueue_paths.COPY_COLUMN_TYPES``: those types are the table's."""
+    from portalq.jobs.enqueue_paths import copy_columns
+
+    table = dict(conn.execute(
+        "SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+        "WHERE a.attrelid = 'portalq.job_queue'::regclass AND a.attnum > 0 "
+        "AND NOT a.attisdropped").fetchall())
+    columns = copy_columns()
+    assert len(columns.names) == 15 and "id" in columns.names
+    assert dict(zip(columns.names, columns.types, strict=True)) == {
+        n: table[n] for n in columns.names}
+
+
+# run in a fresh interpreter: every psycopg module loaded first, its attributes noted,
+# then portalq imported and a job and a COPY batch enqueued, then compared
+_PSYCOPG_UNTOUCHED = """
+import importlib, json, pkgutil, sys
+import psycopg
+for m in pkgutil.walk_packages(psycopg.__path__, "psycopg."):
+    try:
+        importlib.import_module(m.name)
+    except ImportError:   # an optional part (e.g. a driver extra) not installed
+        pass
+
+def snapshot():
+    return {name: dict(vars(mod)) for name, mod in list(sys.modules.items())
+            if name.split(".")[0] in ("psycopg", "psycopg_c", "psycopg_binary", "psycopg_pool")}
+
+before = snapshot()
+from portalq.jobs import queue
+payload = json.loads(sys.argv[2])
+with psycopg.connect(sys.argv[1], autocommit=True) as c:
+    queue.enqueue("name_search", "ORD-1", payload, conn=c)
+    queue.enqueue_many([queue.NewJob("name_search", f"ORD-{i}", payload)
+                        for i in range(2 * queue.COPY_MIN)], conn=c)
+after = snapshot()
+missing = object()
+print(sorted(f"{m}.{k}" for m, attrs in before.items() for k in attrs.keys() | after[m].keys()
+             if attrs.get(k, missing) is not after[m].get(k, missing)))
+"""
+
+
+def test_importing_and_enqueueing_leave_psycopg_as_it_was(conn, dsn):
+    """portalq shares psycopg with the business's own application when it enqueues
+    in-process: importing portalq and enqueueing (one job; a batch through COPY) changes no
+    attribute of any psycopg module."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _PSYCOPG_UNTOUCHED, dsn,
+                          json.dumps(payloads.NAME_SEARCH)],
+                         capture_output=True, text=True, cwd="/", timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+    assert count_jobs(conn) == 1 + 2 * queue.COPY_MIN
 
 
 def test_large_batch_in_a_rolled_back_transaction_leaves_nothing(conn, dsn):

@@ -3,15 +3,16 @@ functions that execute them (sync psycopg connections and async ones alike)."""
 
 from __future__ import annotations
 
+import io
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache, lru_cache
 from importlib import resources
+from itertools import islice
 from typing import Any
 
-import psycopg._copy_base
-from psycopg import AsyncConnection, Connection
-from psycopg.copy import LibpqWriter
+from psycopg import AsyncConnection, Connection, Copy, Cursor
+from psycopg.copy import FileWriter, LibpqWriter
 from psycopg.pq import ExecStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_dumps
@@ -99,21 +100,21 @@ def fetch_value(conn: Connection[Any], name: str, params: dict[str, Any] | None 
         return None if row is None else row[0]
 
 
-#: the size of the blocks a COPY's rows are sent in (psycopg's is 32 KiB, about 250 jobs).
-#: The server stores a block while the client makes the next, so what it still has to store
-#: after the client's last row, before the commit, is one block: at 32 KiB that tail was
-#: 2.3-2.6 ms of a 1,000-job batch's ~10 ms, at 4 KiB 0.9-1.2 ms (issue 19: batches of
-#: 1,000, 64,094 -> 70,904 jobs/s interleaved; test_enqueue.py::
-#: test_a_large_batch_reaches_the_server_in_small_blocks). psycopg has no setting for it, so
-#: its module constant is set; that test fails if a psycopg release stops reading it.
-COPY_BLOCK = 4096
-psycopg._copy_base.BUFFER_SIZE = COPY_BLOCK
+def copy_columns(name: str) -> tuple[str, ...]:
+    """The columns the named ``COPY table (a, b, ...) FROM STDIN`` lists, in its order."""
+    found = re.match(r"COPY\s+\S+\s*\(([^)]*)\)\s+FROM\s+STDIN", query(name), flags=re.I)
+    if found is None:
+        raise ValueError(f"{name} is not a COPY of named columns FROM STDIN")
+    return tuple(c.strip() for c in found.group(1).split(","))
 
 
 def copy_in(conn: Connection[Any], name: str, types: Sequence[str],
-            rows: Iterable[Sequence[Any]], *, json_text: bool = False) -> None:
+            rows: Iterable[Sequence[Any]], *, json_text: bool = False, block: int = 0,
+            ) -> None:
     """Run the named ``COPY ... FROM STDIN (FORMAT BINARY)`` with ``rows`` (column types
-    ``types``). ``json_text``: json/jsonb values are already JSON text (sent as is)."""
+    ``types``). ``json_text``: json/jsonb values are already JSON text (sent as is).
+    ``block``: send the rows in blocks of about this many bytes (0: psycopg's own size);
+    each block is flushed to the server as soon as it is made."""
     with conn.cursor() as cur:
         if json_text:
             set_json_dumps(_as_is, context=cur)
@@ -121,12 +122,57 @@ def copy_in(conn: Connection[Any], name: str, types: Sequence[str],
             # bytea by its oid is psycopg's DB-API Binary-aware dumper, two Python calls per
             # value; bytes need none: this is its C dumper (psycopg's optimised twin)
             cur.adapters.register_dumper(bytes, BytesBinaryDumper)
-        # each block flushed to the server as it is made (not every MiB, psycopg's default):
-        # the server stores the first rows while the later ones are still being made
+        oids = [cur.adapters.types[t].oid for t in types]
+        # flush_threshold=0: each block goes to the server as it is made (psycopg's default
+        # waits for a MiB), so the server stores the first rows while the later ones are made
         with cur.copy(query(name), writer=LibpqWriter(cur, flush_threshold=0)) as copy:
-            copy.set_types(types)
-            for row in rows:
-                copy.write_row(row)
+            if not block:
+                copy.set_types(oids)
+                for row in rows:
+                    copy.write_row(row)
+                return
+            header, trailer = _binary_frame(cur)
+            written = False
+            for data in _encoded_blocks(cur, oids, iter(rows), block, header, trailer):
+                copy.write(header + data if not written else data)
+                written = True
+            if written:   # rows written as blocks: the format's end marker is ours to send
+                copy.write(trailer)
+
+
+def _encoded_blocks(cur: Cursor[Any], oids: Sequence[int], rows: Iterator[Sequence[Any]],
+                    block: int, header: bytes, trailer: bytes) -> Iterator[bytes]:
+    """``rows`` in the binary COPY format without its header and end marker, in pieces of
+    about ``block`` bytes. Each piece is encoded by psycopg itself, a :class:`psycopg.Copy`
+    written to memory (its public way to make COPY data without sending it); the rows a
+    piece takes follow the mean row size seen so far."""
+    per, made_rows, made_bytes = 8, 0, 0
+    while True:
+        out = io.BytesIO()
+        with Copy(cur, binary=True, writer=FileWriter(out)) as enc:
+            enc.set_types(oids)
+            n = 0
+            for row in islice(rows, per):
+                enc.write_row(row)
+                n += 1
+        if not n:
+            return
+        data = out.getvalue()
+        body = data[len(header):len(data) - len(trailer)]
+        made_rows += n
+        made_bytes += len(body)
+        per = max(1, block * made_rows // made_bytes)
+        yield body
+
+
+def _binary_frame(cur: Cursor[Any]) -> tuple[bytes, bytes]:
+    """The binary COPY format's header and end marker, as psycopg writes them around no
+    rows."""
+    out = io.BytesIO()
+    with Copy(cur, binary=True, writer=FileWriter(out)):
+        pass
+    data = out.getvalue()
+    return data[:-2], data[-2:]
 
 
 def _as_is(text: str) -> str:

@@ -76,13 +76,14 @@ SELECT code FROM portalq.portals WHERE code = ANY(%(codes)s::text[]);
 -- Bulk enqueue of jobs without idempotency keys (jobs.queue.enqueue_many): binary COPY,
 -- one statement (atomic on its own), ids from next_job_ids; fires the NOTIFY trigger once.
 -- payload is passed as JSON text (sql.copy_in json_text=True).
+-- The column list is the one place of the columns' order: jobs/enqueue_paths.py reads it
+-- and takes each value by its column's name.
 -- The WHERE keeps every row (random() is in [0, 1)); it is there because it is volatile:
 -- PostgreSQL then stores each row as it arrives instead of buffering rows for one
 -- multi-row insert per 1,000 (copyfrom.c: a volatile WHERE means CIM_SINGLE). With the
 -- buffer, a batch of up to 1,000 was stored only after its last row, so the client's
 -- validation and sealing and the server's index inserts ran one after the other; row by
--- row they overlap (issue 19: batches of 1,000, 17.6 -> 12.2 us a job, median;
--- test_enqueue.py::test_the_batch_copy_stores_each_row_as_it_arrives).
+-- row they overlap (test_enqueue.py::test_the_batch_copy_stores_each_row_as_it_arrives).
 COPY portalq.job_queue (id, job_type, order_id, portal, payload, status, priority, run_at,
                 max_attempts, rate_key, created_at, updated_at, secret_key_id, secret_dek,
                 secret_data) FROM STDIN (FORMAT BINARY) WHERE random() >= 0;
@@ -133,8 +134,8 @@ RETURNING job_id;
 -- The limit and the number of portals are written into the text (jobs.db.sql.statement), so
 -- the prepared claim's generic plan sees them: with the limit a parameter it joined the
 -- UPDATE by a sequential scan, and without the count it guessed ten portals and looked
--- dearer than a custom plan, so the server planned every claim anew (0.57 ms, more than
--- running it: issue 19).
+-- dearer than a custom plan, so the server planned every claim anew, at a cost above
+-- running it (issue 19).
 -- inline: limit, portal_count
 WITH caps AS MATERIALIZED (
     SELECT c.portal,
@@ -177,7 +178,7 @@ WITH caps AS MATERIALIZED (
             -- the statement's own limit, a value the planner sees: with the portal's cap
             -- here (known only at run time) it planned for a large share of the due jobs,
             -- and beside a long history read all of them by job_queue_waiting_id and
-            -- sorted them (16.7 ms a claim with 20,000 due, not 0.4: issue 19). The cap
+            -- sorted them, many times a claim's usual cost (issue 19). The cap
             -- still holds: rows are locked only as the LIMIT below pulls them.
             LIMIT %(limit)s
             FOR UPDATE SKIP LOCKED
