@@ -40,7 +40,7 @@ from portalq.jobs import clock, limits, masking, queue, sql, submission, types
 from portalq.jobs.database import schema as portalq_schema
 from portalq.jobs.errors import BatchInputError, InputError
 from portalq.jobs.kinds import EscalationKind
-from portalq.jobs.orders import payload_for_order, sql_variable
+from portalq.jobs.orders import order_query, payload_for_order
 
 DEFAULT_TABLE = "public.job_queue"
 #: the columns a legacy queue must have (others, e.g. portal_tz, portal_hours, order_type,
@@ -236,9 +236,7 @@ def _plan_one(row: LegacyRow, table: Table, type_map: Mapping[str, str],
 
 def _payload(jt: types.JobType, row: LegacyRow) -> dict[str, Any]:
     """By the type's order source where it has one, else the row's own payload."""
-    import os
-
-    if jt.order_source is not None or os.environ.get(sql_variable(jt.name), "").strip():
+    if jt.order_source is not None or order_query(jt.name):
         return payload_for_order(jt.name, row.order_id or "")
     payload = row.payload
     if isinstance(payload, str | bytes):
