@@ -124,7 +124,8 @@ class JobSettings(Section):
     plugins: str = Field("", description="comma-separated modules imported at start; they "
                          "register job types and handlers")
     max_payload_bytes: int = Field(DEFAULT_MAX_PAYLOAD_BYTES, description="the largest "
-                                   "payload (JSON) a job may carry")
+                                   "payload (JSON, in bytes) a job may carry; at most "
+                                   "255 MiB")
     order_sql_timeout: float = Field(10.0, description="statement timeout in seconds of a "
                                      "PORTALQ_ORDER_SQL_<JOB_TYPE> query (0.001 to 3600)")
 
