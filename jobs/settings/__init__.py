@@ -63,9 +63,17 @@ _lock = threading.Lock()
 _built: dict[type[Section], tuple[tuple[str | None, ...], Section]] = {}
 
 
+_names: dict[type[Section], tuple[str, ...]] = {}
+
+
 def _key(section: type[Section]) -> tuple[str | None, ...]:
-    names = (CONFIG_ENV, SECRETS_DIR_ENV, *section.env_names().values())
-    return tuple(os.environ.get(name) for name in names)
+    """The section's variables as they are now (a few dictionary look-ups: it is asked
+    once per enqueue call)."""
+    names = _names.get(section)
+    if names is None:
+        names = _names[section] = (CONFIG_ENV, SECRETS_DIR_ENV,
+                                   *section.env_names().values())
+    return tuple(map(os.environ.get, names))
 
 
 def error_message(section: type[Section], exc: ValidationError) -> str:
