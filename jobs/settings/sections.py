@@ -27,18 +27,22 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 class DatabaseSettings(Section):
     title: ClassVar[str] = "Database"
 
-    database_url: str | None = Field(None, description="PostgreSQL URL; unset: the "
+    database_url: str | None = Field(None, description="PostgreSQL URL (postgresql://user:"
+                                     "pass@host/db; percent-encode / ? # % in the user or "
+                                     "password; several hosts for failover); unset: the "
                                      "embedded server in PORTALQ_HOME")
     direct_database_url: str | None = Field(
         None, description="PostgreSQL itself, when database_url is a transaction pooler "
-        "(PgBouncer): LISTEN, the leader's advisory lock and migrations use it; unset: "
-        "database_url")
+        "(PgBouncer in transaction mode): LISTEN, the leader's advisory lock and migrations "
+        "use it, and prepared statements are off on database_url; unset: database_url")
     db_schema: str = Field(DEFAULT_SCHEMA, validation_alias="PORTALQ_SCHEMA",
-                           description="the schema holding every object of portalq (a "
-                           "lower-case name; never public or pg_*)")
+                           description="the schema holding every object of portalq "
+                           "(tables, functions, its alembic version table): a lower-case "
+                           "name, never public or pg_*")
     connect_timeout_seconds: float = Field(10.0, gt=0, le=3600, description="longest wait "
-                                           "for a database connection to open (libpq "
-                                           "counts whole seconds, at least 2)")
+                                           "for a database connection to open, then exit 4 "
+                                           "or a retry (libpq counts whole seconds, at "
+                                           "least 2)")
 
     @field_validator("db_schema")
     @classmethod
@@ -76,9 +80,9 @@ class ServiceSettings(Section):
                          "(default: host:pid)")
     workers: int = Field(4, ge=1, le=256, description="jobs run concurrently by this process")
     portals: str = Field("", description="comma-separated portals this node claims jobs of "
-                         "(its role); empty: all")
+                         "(its role; portalq run --portals); empty: all")
     job_types: str = Field("", description="comma-separated job types this node claims "
-                           "(its role); empty: all")
+                           "(its role; portalq run --job-types); empty: all")
     tick_seconds: float = Field(60.0, gt=0, description="period of the maintenance tick")
     claim_batch: int = Field(50, ge=1, description="jobs claimed per round trip")
     poll_seconds: float = Field(1.0, gt=0, description="idle re-check for jobs coming due")
@@ -89,20 +93,23 @@ class ServiceSettings(Section):
                                        "long is rescued")
     job_timeout_seconds: float = Field(900.0, gt=0, description="a handler running longer "
                                        "is cancelled and retried")
-    retry_base_seconds: float = Field(30.0, gt=0, description="first retry backoff (doubles "
-                                      "per attempt, with jitter)")
+    retry_base_seconds: float = Field(30.0, gt=0, description="retry backoff: "
+                                      "base·2^(attempt-1), half jittered, capped at "
+                                      "PORTALQ_RETRY_CAP_SECONDS")
     retry_cap_seconds: float = Field(3600.0, gt=0, description="longest retry backoff")
     crash_limit: int = Field(3, ge=0, description="rescues after a worker died that refund "
                              "the attempt; one more escalates the job as 'crashing'")
     reconnect_cap_seconds: float = Field(1.0, gt=0, description="longest wait between "
-                                         "reconnect attempts to the database")
+                                         "reconnect attempts to the database (the first: "
+                                         "50 ms, jittered)")
     grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time running jobs get to "
                                  "finish before they are released")
     approval: str = Field("", description="comma-separated job types or portals whose jobs "
                           "stop at the review page for an admin's approval before they submit")
     question_deadline_seconds: float = Field(600.0, gt=0, le=86400, description="how long "
                                              "a flow waits for a person's answer (an "
-                                             "e-mailed code) before its attempt is refunded")
+                                             "e-mailed code, portalq jobs answer) before its "
+                                             "attempt is refunded")
     log_format: str = Field("text", pattern="^(text|json)$", description="text (key=value) "
                             "or json (one object per line)")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING, ERROR or CRITICAL")
@@ -121,8 +128,9 @@ class ServiceSettings(Section):
 class JobSettings(Section):
     title: ClassVar[str] = "Jobs, plugins and orders"
 
-    plugins: str = Field("", description="comma-separated modules imported at start; they "
-                         "register job types and handlers")
+    plugins: str = Field("", description="comma-separated modules every command imports; "
+                         "they declare job types, handlers and portals (also: the "
+                         "portalq.plugins entry-point group)")
     max_payload_bytes: int = Field(DEFAULT_MAX_PAYLOAD_BYTES, description="the largest "
                                    "payload (JSON, in bytes) a job may carry; at most "
                                    "255 MiB")
@@ -158,7 +166,8 @@ class JobSettings(Section):
 class RetentionSettings(Section):
     title: ClassVar[str] = "Retention"
 
-    retention_days: float = Field(30.0, gt=0, description="finished jobs and artifacts kept")
+    retention_days: float = Field(30.0, gt=0, description="completed and cancelled jobs and "
+                                  "their artifact folders are pruned after this many days")
     secret_retention_days: float = Field(30.0, gt=0, description="a failed job's secret "
                                          "values (SSNs...) kept for an admin retry, then "
                                          "erased; completed/cancelled jobs' at once")
@@ -239,15 +248,17 @@ class TestSettings(Section):
     title: ClassVar[str] = "Tests and demos only"
     __test__: ClassVar[bool] = False   # not a pytest class
 
-    frozen_now: str | None = Field(None, description="an ISO 8601 instant the clock stands "
-                                   "at (with a UTC offset)")
-    clock_offset_s: float | None = Field(None, description="seconds added to the wall clock")
+    frozen_now: str | None = Field(None, description="an ISO 8601 instant portalq's one "
+                                   "clock stands at (with a UTC offset; tests, drills)")
+    clock_offset_s: float | None = Field(None, description="seconds added to the wall clock "
+                                         "(tests, drills)")
     portal_check_seconds: float | None = Field(None, description="replaces every portal "
                                                "check interval and its cap")
     lost_answer_window_seconds: float | None = Field(None, description="replaces every "
                                                      "lost-answer window")
     irs_processing_timeout: float | None = Field(None, description="seconds the IRS flow "
-                                                 "waits for the answer to Submit EIN Request")
+                                                 "waits for the answer to Submit EIN Request "
+                                                 "(unset: 150)")
 
 
 class Settings(DatabaseSettings, FilesSettings, ServiceSettings, JobSettings,
