@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # process keeps two cores busy; PYTEST_WORKERS=0 runs the suite in one process
 PYTEST_WORKERS ?= 3
 PYTEST_N = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist load)
-# extras installed with portalq: the image (deploy/Dockerfile) builds with EXTRAS= (none)
+# extras installed with portalq: the image (deploy/Dockerfile) builds with EXTRAS=console
 EXTRAS ?= test
 
 .PHONY: help venv browser pgbouncer demo test test-slow test-all lint docs bench bench-browser bench-scale clean

@@ -9,10 +9,11 @@ to the wall clock) or ``PORTALQ_FROZEN_NOW`` (an ISO 8601 instant).
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+
+from portalq.jobs import settings
 
 _lock = threading.Lock()
 
@@ -22,13 +23,12 @@ def _system_now() -> datetime:
 
 
 def _from_env() -> Callable[[], datetime]:
-    frozen = os.environ.get("PORTALQ_FROZEN_NOW")
-    if frozen:
-        instant = parse_instant(frozen)
+    knobs = settings.current(settings.TestSettings)
+    if knobs.frozen_now:
+        instant = parse_instant(knobs.frozen_now)
         return lambda: instant
-    offset = os.environ.get("PORTALQ_CLOCK_OFFSET_S")
-    if offset:
-        delta = timedelta(seconds=float(offset))
+    if knobs.clock_offset_s is not None:
+        delta = timedelta(seconds=knobs.clock_offset_s)
         return lambda: _system_now() + delta
     return _system_now
 

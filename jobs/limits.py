@@ -15,7 +15,6 @@ but never echoes a payload value (it may be personal data). The limits
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -23,15 +22,12 @@ from typing import Any
 
 from pydantic_core import to_json
 
-from portalq.jobs import clock
+from portalq.jobs import clock, settings
 from portalq.jobs.errors import InputError
 
+DEFAULT_MAX_PAYLOAD_BYTES = settings.sections.DEFAULT_MAX_PAYLOAD_BYTES
 MAX_ORDER_ID = 200
 MAX_IDEMPOTENCY_KEY = 200
-DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
-#: above it a read buffer cannot be sized (1e30: OverflowError) and PostgreSQL's jsonb
-#: refuses the value anyway (at most 255 MiB)
-MAX_PAYLOAD_BYTES_LIMIT = 255 * 1024 * 1024
 RUN_AT_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 RUN_AT_HORIZON = timedelta(days=3653)  # ten years
 MAX_LIST_LIMIT = 100_000
@@ -41,20 +37,7 @@ _TEXT_CONTROLS = frozenset("\t\n\r")
 
 def max_payload_bytes() -> int:
     """``PORTALQ_MAX_PAYLOAD_BYTES`` (default 256 KiB)."""
-    raw = os.environ.get("PORTALQ_MAX_PAYLOAD_BYTES")
-    if raw is None:
-        return DEFAULT_MAX_PAYLOAD_BYTES
-    raw = raw.strip()
-    if not raw:
-        return DEFAULT_MAX_PAYLOAD_BYTES
-    try:
-        value = int(raw) if len(raw) <= 20 else 0   # int() of 5000 digits: ValueError
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_PAYLOAD_BYTES_LIMIT:
-        raise InputError("PORTALQ_MAX_PAYLOAD_BYTES must be an integer from 1 to "
-                         f"{MAX_PAYLOAD_BYTES_LIMIT}, got {raw[:40]!r}")
-    return value
+    return settings.current(settings.JobSettings).max_payload_bytes
 
 
 # Unicode categories Cc (controls: U+0000-001F, U+007F-009F), Zl/Zp (U+2028, U+2029) and Cs

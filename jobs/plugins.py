@@ -20,10 +20,10 @@ already declared (:func:`jobs.types.register`).
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from importlib.metadata import entry_points
 
+from portalq.jobs import settings
 from portalq.jobs.errors import InputError
 
 GROUP = "portalq.plugins"
@@ -74,7 +74,7 @@ def load(spec: str | None = None) -> None:
     """Import the entry-point plugins and those in ``spec`` (default ``PORTALQ_PLUGINS``).
     Idempotent; safe to call from every entry point."""
     global _loading
-    wanted = (os.environ.get("PORTALQ_PLUGINS") if spec is None else spec) or ""
+    wanted = (settings.current(settings.JobSettings).plugins if spec is None else spec) or ""
     if wanted in _done:
         return
     with _lock:

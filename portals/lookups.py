@@ -15,10 +15,10 @@ test sees a person asked within seconds.
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from datetime import timedelta
 
+from portalq.jobs import settings
 from portalq.jobs.waiting import LookupRule
 
 H = timedelta(hours=1)
@@ -64,11 +64,11 @@ def rule(portal: str, submission: str) -> LookupRule:
     """The declared rule of ``portal``'s submission ``submission`` (KeyError: none declared,
     which is a programming error: every queueing flow declares its own)."""
     found = RULES[(portal, submission)]
-    override = os.environ.get("PORTALQ_PORTAL_CHECK_SECONDS")
-    if override:
-        every = timedelta(seconds=float(override))
+    knobs = settings.current(settings.TestSettings)
+    if knobs.portal_check_seconds is not None:
+        every = timedelta(seconds=knobs.portal_check_seconds)
         found = replace(found, check_every=every, check_cap=every)
-    window = os.environ.get("PORTALQ_LOST_ANSWER_WINDOW_SECONDS")
-    if window:
-        found = replace(found, lost_answer_window=timedelta(seconds=float(window)))
+    if knobs.lost_answer_window_seconds is not None:
+        window = timedelta(seconds=knobs.lost_answer_window_seconds)
+        found = replace(found, lost_answer_window=window)
     return found

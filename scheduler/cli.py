@@ -490,8 +490,8 @@ def _register() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    _register()
     try:
+        _register()   # a bad setting read at import (the clock's): one line, as below
         rc = app(args=argv, standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
@@ -566,13 +566,12 @@ def run_service(
         smtp_target(settings.smtp_url)
     except SmtpUrlError as exc:
         fail(str(exc))
-    import os
-
+    from portalq.jobs import settings as all_settings
     from portalq.jobs.errors import InputError
     from portalq.scheduler import egress
 
     try:   # a malformed proxy setting: one line at start (the portals are checked later)
-        egress.proxies(os.environ)
+        egress.proxies(all_settings.family(egress.PREFIX))
     except InputError as exc:
         fail(str(exc))
     run(settings)

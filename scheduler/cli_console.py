@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from importlib.util import find_spec
 from typing import Annotated
 
 import typer
@@ -10,6 +11,25 @@ import typer
 from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json, printable
 
 users_app = typer.Typer(no_args_is_help=True, help="Console users and their roles.")
+
+#: what the console and its users need beyond the base install (the console extra)
+CONSOLE_MODULES = ("starlette", "uvicorn", "python_multipart", "argon2", "itsdangerous",
+                   "asgi_csrf", "authlib", "joserfc", "httpx2")
+#: what the message tells an operator to run
+CONSOLE_EXTRA = "pip install 'portalq[console]'"
+
+
+def needs_console_extra() -> None:
+    """One line and exit 2 when the console's packages are not installed (a base install:
+    the queue, the service and the CLI)."""
+    missing = [name for name in CONSOLE_MODULES if find_spec(name) is None]
+    if missing:
+        fail(f"the console is not installed (no {', '.join(missing)}): {CONSOLE_EXTRA}")
+
+
+@users_app.callback()
+def _users() -> None:
+    needs_console_extra()
 
 
 def _password(confirm: bool) -> str:
@@ -124,6 +144,7 @@ def console(host: Annotated[str | None, typer.Option(
                 help="port [env PORTALQ_CONSOLE_PORT, default 8780]")] = None,
             database_url: DbUrl = None) -> None:
     """Serve the admin console (sign in with a user from `portalq users add`)."""
+    needs_console_extra()
     from pydantic import ValidationError
 
     from portalq.jobs.db import migrate

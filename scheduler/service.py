@@ -11,6 +11,7 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from portalq.jobs import settings as all_settings
 from portalq.jobs.db.location import database_url, direct_database_url, libpq_dsn
 from portalq.jobs.db.migrate import upgrade_if_needed
 from portalq.scheduler import logs, metrics
@@ -143,11 +144,9 @@ def settle_heap() -> None:
 def _egress(portals: dict[str, Any]) -> dict[str, Any]:
     """Each portal's egress proxy, checked (unknown portal, password missing: exit 2) and
     logged like the portals' addresses, without credentials."""
-    import os
-
     from portalq.scheduler import egress
 
-    found = egress.proxies(os.environ)
+    found = egress.proxies(all_settings.family(egress.PREFIX))
     egress.check(found, portals)
     for code, proxy in sorted(found.items()):
         log.info("portal %s: browser traffic through proxy %s", code, proxy.shown())

@@ -43,7 +43,7 @@ from portalq.jobs import (
     submission,
     types,
 )
-from portalq.jobs.business.orders import payload_for_order, sql_variable
+from portalq.jobs.business.orders import order_query, payload_for_order
 from portalq.jobs.db import sql
 from portalq.jobs.db.location import schema as portalq_schema
 from portalq.jobs.errors import BatchInputError, InputError
@@ -244,9 +244,7 @@ def _plan_one(row: LegacyRow, table: Table, type_map: Mapping[str, str],
 
 def _payload(jt: types.JobType, row: LegacyRow) -> dict[str, Any]:
     """By the type's order source where it has one, else the row's own payload."""
-    import os
-
-    if jt.order_source is not None or os.environ.get(sql_variable(jt.name), "").strip():
+    if jt.order_source is not None or order_query(jt.name):
         return payload_for_order(jt.name, row.order_id or "")
     payload = row.payload
     if isinstance(payload, str | bytes):

@@ -23,7 +23,6 @@ Either way the payload is validated like any other (jobs/types.py); ``--payload`
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from portalq.jobs import limits, types
+from portalq.jobs import limits, settings, types
 from portalq.jobs.errors import InputError
 
 DEFAULT_TIMEOUT_S = 10
@@ -42,19 +41,14 @@ def sql_variable(job_type: str) -> str:
     return f"PORTALQ_ORDER_SQL_{job_type.upper()}"
 
 
+def order_query(job_type: str) -> str:
+    """The query of ``PORTALQ_ORDER_SQL_<JOB_TYPE>`` ("" when unset)."""
+    return (settings.variable("PORTALQ_ORDER_SQL_", job_type.upper()) or "").strip()
+
+
 def timeout_ms() -> int:
     """``PORTALQ_ORDER_SQL_TIMEOUT`` in milliseconds (seconds, 0.001 to 3600)."""
-    raw = os.environ.get("PORTALQ_ORDER_SQL_TIMEOUT", "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT_S * 1000
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = -1.0
-    if not 0.001 <= seconds <= 3600:
-        raise InputError("PORTALQ_ORDER_SQL_TIMEOUT must be seconds between 0.001 and 3600, "
-                         f"got {raw[:40]!r}")
-    return int(seconds * 1000)
+    return int(settings.current(settings.JobSettings).order_sql_timeout * 1000)
 
 
 def _check_query(job_type: str, query: str) -> None:
@@ -81,7 +75,7 @@ def payload_for_order(job_type: str, order_id: str, dsn: str | None = None) -> d
         if data is None:
             raise InputError(f"no order {order_id!r} in the order source of {job_type}")
         return _object(data, job_type)
-    query = os.environ.get(sql_variable(job_type), "").strip()
+    query = order_query(job_type)
     if not query:
         raise InputError(f"{job_type} has no order source: give --payload or --payload-file, "
                          f"declare order_source on the job type, or set "

@@ -7,14 +7,13 @@ Resolving one needs no SQLAlchemy: the worker process never imports it (memory).
 from __future__ import annotations
 
 import math
-import os
-import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
+from portalq.jobs import settings
 from portalq.jobs.errors import InputError
 
 if TYPE_CHECKING:
@@ -24,9 +23,9 @@ if TYPE_CHECKING:
 
 
 def home() -> Path:
-    value = os.environ.get("PORTALQ_HOME")
-    if value:
-        return Path(value).expanduser()
+    value = settings.current(settings.FilesSettings).home
+    if value is not None:
+        return value.expanduser()
     from platformdirs import user_data_path
 
     return user_data_path("portalq", appauthor=False)
@@ -38,8 +37,7 @@ def embedded() -> EmbeddedPostgres:
     return EmbeddedPostgres(home())
 
 
-DEFAULT_SCHEMA = "portalq"
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+DEFAULT_SCHEMA = settings.sections.DEFAULT_SCHEMA
 
 
 @lru_cache(maxsize=1)
@@ -47,16 +45,9 @@ def schema() -> str:
     """The database schema that holds every object of portalq (``PORTALQ_SCHEMA``, default
     ``portalq``): nothing of portalq goes into ``public`` or any schema of the business's
     application. A plain lower-case identifier, so it is written into SQL unquoted."""
-    name = os.environ.get("PORTALQ_SCHEMA", DEFAULT_SCHEMA).strip()
-    if not _SCHEMA_NAME.fullmatch(name) or name in ("public", "pg_catalog", "information_schema"):
-        raise InputError(f"PORTALQ_SCHEMA: {name!r} is not a schema portalq can own (a "
-                         "lower-case name of letters, digits and _, not public or pg_*)")
-    if name.startswith("pg_"):
-        raise InputError(f"PORTALQ_SCHEMA: {name!r}: names starting pg_ are PostgreSQL's")
-    return name
+    return settings.current(settings.DatabaseSettings).db_schema
 
 
-DEFAULT_CONNECT_TIMEOUT = 10.0
 _SCHEMES = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg",
             "postgresql+psycopg": "postgresql+psycopg"}
 
@@ -102,17 +93,7 @@ class ParsedUrl:
 def connect_timeout_setting() -> float:
     """``PORTALQ_CONNECT_TIMEOUT_SECONDS`` (default 10): the longest any database connection
     may take to open. libpq counts whole seconds, at least 2."""
-    raw = os.environ.get("PORTALQ_CONNECT_TIMEOUT_SECONDS", "").strip()
-    if not raw:
-        return DEFAULT_CONNECT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 3600:
-        raise InputError("PORTALQ_CONNECT_TIMEOUT_SECONDS must be a number of seconds in "
-                         f"(0, 3600], got {raw!r}")
-    return value
+    return settings.current(settings.DatabaseSettings).connect_timeout_seconds
 
 
 def parse_url(url: str, what: str = "PORTALQ_DATABASE_URL") -> ParsedUrl:
@@ -202,25 +183,11 @@ def _multihost_query(netloc_hosts: str, query: tuple[tuple[str, str], ...],
     return out + rest
 
 
-def secret_file(name: str) -> str | None:
-    """The value of setting ``name`` (e.g. ``database_url``) from a file in
-    ``PORTALQ_SECRETS_DIR`` (Kubernetes/compose secrets mounted as files), if there is one.
-    The file is named ``PORTALQ_<NAME>`` or ``portalq_<name>``; surrounding whitespace is
-    dropped."""
-    folder = os.environ.get("PORTALQ_SECRETS_DIR")
-    if not folder:
-        return None
-    for candidate in (f"PORTALQ_{name.upper()}", f"portalq_{name.lower()}"):
-        path = Path(folder) / candidate
-        if path.is_file():
-            return path.read_text().strip() or None
-    return None
-
-
 def database_url(url: str | None = None, *, connect_timeout: float | None = None) -> str:
     """The SQLAlchemy URL to use, starting the embedded server when none is configured.
     It carries the connect timeout (``connect_timeout``) unless the URL sets its own."""
-    url = url or os.environ.get("PORTALQ_DATABASE_URL") or secret_file("database_url")
+    # the setting: the variable, the config file or a file in PORTALQ_SECRETS_DIR
+    url = url or settings.current(settings.DatabaseSettings).database_url
     if not url:
         url = embedded().ensure_running()
     parsed = parse_url(url)
@@ -237,15 +204,13 @@ def direct_database_url(url: str | None = None, direct: str | None = None, *,
     """The URL for what a transaction pooler (PgBouncer in transaction mode) cannot carry:
     LISTEN, the leader's session advisory lock, migrations. ``direct`` (or
     ``PORTALQ_DIRECT_DATABASE_URL``, or its secret file), else the main URL."""
-    direct = direct or os.environ.get("PORTALQ_DIRECT_DATABASE_URL") or secret_file(
-        "direct_database_url")
+    direct = direct or settings.current(settings.DatabaseSettings).direct_database_url
     return database_url(direct or url, connect_timeout=connect_timeout)
 
 
 def behind_pooler(direct: str | None = None) -> bool:
     """A direct URL is configured: the main URL is then a transaction pooler."""
-    return bool(direct or os.environ.get("PORTALQ_DIRECT_DATABASE_URL")
-                or secret_file("direct_database_url"))
+    return bool(direct or settings.current(settings.DatabaseSettings).direct_database_url)
 
 
 def connect_options(direct: str | None = None) -> dict[str, Any]:

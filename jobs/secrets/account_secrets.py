@@ -16,11 +16,10 @@ kept only in that flow's memory.
 
 from __future__ import annotations
 
-import os
 import stat
-from pathlib import Path
 from typing import Protocol
 
+from portalq.jobs import settings
 from portalq.jobs.errors import InputError
 
 KEYS = ("password", "totp_seed")
@@ -38,16 +37,16 @@ class FilesAndEnvironment:
     """The default provider (see the module docstring)."""
 
     def get(self, portal: str, account: str, key: str) -> str | None:
-        folder = os.environ.get("PORTALQ_SECRETS_DIR")
-        if folder:
-            path = Path(folder) / f"account_{_name(portal, account, key)}"
+        folder = settings.current(settings.FilesSettings).secrets_dir
+        if folder is not None:
+            path = folder / f"account_{_name(portal, account, key)}"
             if path.is_file():
                 mode = path.stat().st_mode
                 if mode & (stat.S_IRWXG | stat.S_IRWXO):
                     raise InputError(f"secret file {path.name} is readable by others "
                                      f"(mode {stat.filemode(mode)}): chmod 600 it")
                 return path.read_text().strip() or None
-        return os.environ.get(f"PORTALQ_ACCOUNT_{_name(portal, account, key).upper()}") or None
+        return settings.variable("PORTALQ_ACCOUNT_", _name(portal, account, key).upper())
 
 
 _provider: SecretsProvider = FilesAndEnvironment()

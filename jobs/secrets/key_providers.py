@@ -35,7 +35,7 @@ from typing import Protocol, runtime_checkable
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from portalq.jobs import files
+from portalq.jobs import files, settings
 from portalq.jobs.errors import InputError, PortalqError
 
 NONCE = 12
@@ -297,7 +297,8 @@ PROVIDERS = ("file", "env", "vault-transit")
 
 
 def _from_env() -> KeyProvider:
-    kind = os.environ.get("PORTALQ_KEY_PROVIDER", "").strip().lower()
+    keys = settings.current(settings.KeySettings)
+    kind = keys.key_provider.strip().lower()
     if kind and kind not in PROVIDERS:
         raise KeyError_(f"PORTALQ_KEY_PROVIDER must be one of {', '.join(PROVIDERS)}, "
                         f"not {kind[:40]!r}")
@@ -305,13 +306,13 @@ def _from_env() -> KeyProvider:
         from portalq.jobs.secrets.vault_transit import VaultTransit
 
         return VaultTransit.from_env()
-    if kind == "env" and not os.environ.get("PORTALQ_KEK"):
+    kek = keys.kek.get_secret_value() if keys.kek else ""
+    if kind == "env" and not kek:
         raise KeyError_("PORTALQ_KEY_PROVIDER=env needs PORTALQ_KEK")
-    if kind != "file" and os.environ.get("PORTALQ_KEK"):
-        return EnvKeys(os.environ["PORTALQ_KEK"], os.environ.get("PORTALQ_HMAC_KEY"))
-    path = os.environ.get("PORTALQ_KEY_FILE")
-    if path:
-        return FileKeyring(Path(path).expanduser())
+    if kind != "file" and kek:
+        return EnvKeys(kek, keys.hmac_key.get_secret_value() if keys.hmac_key else None)
+    if keys.key_file is not None:
+        return FileKeyring(keys.key_file.expanduser())
     from portalq.jobs.db.location import home
 
     return FileKeyring(home() / "keys.json")

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from portalq.jobs import files
+from portalq.jobs import files, settings
 from portalq.jobs.errors import InputError
 from portalq.jobs.secrets.key_providers import KeyError_
 
@@ -48,6 +48,27 @@ from portalq.jobs.secrets.key_providers import KeyError_
 RECHECK_SECONDS = 5.0
 TIMEOUT_SECONDS = 10.0
 _HMAC_LABEL = base64.b64encode(b"portalq rate keys").decode()
+
+
+def _vault_variables() -> dict[str, str]:
+    """Vault's own variables, as its CLI reads them (not portalq settings)."""
+    values = {"VAULT_ADDR": os.environ.get("VAULT_ADDR"),
+              "VAULT_TOKEN": os.environ.get("VAULT_TOKEN"),
+              "VAULT_TOKEN_FILE": os.environ.get("VAULT_TOKEN_FILE"),
+              "VAULT_NAMESPACE": os.environ.get("VAULT_NAMESPACE"),
+              "VAULT_CACERT": os.environ.get("VAULT_CACERT")}
+    return {name: value for name, value in values.items() if value}
+
+
+def _portalq_variables() -> dict[str, str]:
+    """The PORTALQ_* Vault settings under their variable names (what from_env reads)."""
+    keys = settings.current(settings.KeySettings)
+    values = {"PORTALQ_VAULT_TOKEN_FILE": keys.vault_token_file,
+              "PORTALQ_VAULT_TRANSIT_KEY": keys.vault_transit_key,
+              "PORTALQ_VAULT_TRANSIT_MOUNT": keys.vault_transit_mount,
+              "PORTALQ_VAULT_HMAC_KEY": keys.vault_hmac_key,
+              "PORTALQ_HMAC_KEY": keys.hmac_key.get_secret_value() if keys.hmac_key else None}
+    return {name: str(value) for name, value in values.items() if value}
 
 
 class VaultTransit:
@@ -77,7 +98,11 @@ class VaultTransit:
         self._checked = 0.0
 
     @classmethod
-    def from_env(cls, env: Any = os.environ) -> VaultTransit:
+    def from_env(cls, env: Any = None) -> VaultTransit:
+        """From Vault's own variables (``VAULT_ADDR``...) and the Vault settings
+        (jobs.settings.KeySettings); ``env``: one mapping of both names instead."""
+        if env is None:
+            env = {**_vault_variables(), **_portalq_variables()}
         addr = env.get("VAULT_ADDR")
         if not addr:
             raise KeyError_("PORTALQ_KEY_PROVIDER=vault-transit needs VAULT_ADDR")

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from portalq.jobs import settings
 from portalq.portals.flows.masking import page_shows, redact
 
 if TYPE_CHECKING:
@@ -131,7 +132,9 @@ def load_config(path: str | os.PathLike[str] | None = None,
     The default file missing (e.g. an installed package) means built-in defaults; a file
     named explicitly must exist. ``$PORTALQ_BROWSER_WS`` overrides ``ws_endpoint``.
     """
-    env = os.environ if env is None else env
+    if env is None:
+        knobs = settings.current(settings.BrowserSettings)
+        env = {CONFIG_ENV: str(knobs.playwright_config or ""), WS_ENV: knobs.browser_ws}
     explicit = path or env.get(CONFIG_ENV)
     target = Path(explicit) if explicit else DEFAULT_CONFIG_PATH
     if target.is_file():

@@ -13,11 +13,11 @@ issued). The IRS has no lookup: a submission without an answer is never sent aga
 
 from __future__ import annotations
 
-import os
 import re
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
+from portalq.jobs import settings
 from portalq.jobs.errors import BusinessError, UncertainOutcome
 from portalq.portals.flows.base import Evidence, browser_page, download
 from portalq.portals.flows.browser import untraced
@@ -51,8 +51,8 @@ IDLE_QUESTION = "Do you need more time?"
 def processing_timeout_ms() -> float:
     """How long the flow waits for the answer to "Submit EIN Request":
     ``PORTALQ_IRS_PROCESSING_TIMEOUT`` seconds, else :data:`PROCESSING_TIMEOUT_MS`."""
-    value = os.environ.get("PORTALQ_IRS_PROCESSING_TIMEOUT", "").strip()
-    return float(value) * 1000 if value else PROCESSING_TIMEOUT_MS
+    value = settings.current(settings.TestSettings).irs_processing_timeout
+    return value * 1000 if value is not None else PROCESSING_TIMEOUT_MS
 
 
 class ApplyForEin(AppPage):
