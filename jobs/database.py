@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
+from portalq.jobs.embedded import EmbeddedPostgres
 from portalq.jobs.errors import InputError
+from portalq.jobs.schema_name import DEFAULT_SCHEMA as DEFAULT_SCHEMA  # re-exported
+from portalq.jobs.schema_name import schema as schema  # re-exported
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
-
-    from portalq.jobs.embedded import EmbeddedPostgres
 
 
 def home() -> Path:
@@ -33,27 +33,7 @@ def home() -> Path:
 
 
 def embedded() -> EmbeddedPostgres:
-    from portalq.jobs.embedded import EmbeddedPostgres
-
     return EmbeddedPostgres(home())
-
-
-DEFAULT_SCHEMA = "portalq"
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-
-
-@lru_cache(maxsize=1)
-def schema() -> str:
-    """The database schema that holds every object of portalq (``PORTALQ_SCHEMA``, default
-    ``portalq``): nothing of portalq goes into ``public`` or any schema of the business's
-    application. A plain lower-case identifier, so it is written into SQL unquoted."""
-    name = os.environ.get("PORTALQ_SCHEMA", DEFAULT_SCHEMA).strip()
-    if not _SCHEMA_NAME.fullmatch(name) or name in ("public", "pg_catalog", "information_schema"):
-        raise InputError(f"PORTALQ_SCHEMA: {name!r} is not a schema portalq can own (a "
-                         "lower-case name of letters, digits and _, not public or pg_*)")
-    if name.startswith("pg_"):
-        raise InputError(f"PORTALQ_SCHEMA: {name!r}: names starting pg_ are PostgreSQL's")
-    return name
 
 
 DEFAULT_CONNECT_TIMEOUT = 10.0

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from portalq.jobs import files
+from portalq.jobs.schema_name import schema
 
 DEFAULT_DB = "portalq"
 SYSTEM_USER = "embedded_postgres"
@@ -385,8 +386,6 @@ def grant_app(dsn: str, database: str) -> None:
     """Let the app role use ``database``'s tables (now and those the owner creates later):
     read and write rows, nothing more. Idempotent."""
     import psycopg
-
-    from portalq.jobs.database import schema
 
     role = f'"{APP_ROLE}"'
     owned = schema()

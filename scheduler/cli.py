@@ -27,6 +27,7 @@ from portalq.scheduler.cli_common import (
     _load_payload,
     _parse_instant,
     _use_url,
+    cli_actor,
     database_error,
     fail,
     print_json,
@@ -273,16 +274,16 @@ def jobs_retry(
     reason = note or "portalq jobs retry"
     if confirmed_filed is not None:
         _audited("job.confirm_filed", job_id, reason, lambda c: queue.resolve_filed(
-            job_id, confirmed_filed, actor=_actor(), note=note, conn=c))
+            job_id, confirmed_filed, actor=cli_actor(), note=note, conn=c))
         typer.echo(f"job {job_id} completed as filed ({confirmed_filed.strip()})")
         return
     if not_filed:
         _audited("job.not_filed", job_id, reason, lambda c: queue.resolve_not_filed(
-            job_id, actor=_actor(), note=note, conn=c))
+            job_id, actor=cli_actor(), note=note, conn=c))
         typer.echo(f"job {job_id} resumes from before its submission")
         return
     _audited("job.retry_with_payload" if patch else "job.retry", job_id, reason,
-             lambda c: queue.retry(job_id, payload_patch=patch, note=note, actor=_actor(),
+             lambda c: queue.retry(job_id, payload_patch=patch, note=note, actor=cli_actor(),
                                    conn=c))
     typer.echo(f"job {job_id} queued again")
 
@@ -295,7 +296,7 @@ def _audited(action: str, job_id: int, reason: str, change: Any) -> None:
 
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
-        console_actions.job_action(conn, Actor(_actor(), None, "cli"), action, job_id,
+        console_actions.job_action(conn, Actor(cli_actor(), None, "cli"), action, job_id,
                                    reason, lambda: change(conn))
 
 
@@ -310,8 +311,8 @@ def answer(job_id: int,
     _use_url(database_url)
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
-        asked = questions.answer(conn, job_id, code, by=_actor())
-        audit.record(conn, audit.Actor(_actor(), None, "cli"), "job.answer", f"job:{job_id}",
+        asked = questions.answer(conn, job_id, code, by=cli_actor())
+        audit.record(conn, audit.Actor(cli_actor(), None, "cli"), "job.answer", f"job:{job_id}",
                      f"answered: {asked[:200]}")   # never the answer itself
     typer.echo(f"job {job_id}: answered")
 
@@ -339,7 +340,7 @@ def _decide(job_id: int, state: str, note: str, database_url: str | None) -> Non
     _use_url(database_url)
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
-        approvals.decide(conn, audit.Actor(_actor(), None, "cli"), job_id, state, note)
+        approvals.decide(conn, audit.Actor(cli_actor(), None, "cli"), job_id, state, note)
 
 
 @jobs_app.command("cancel")
@@ -349,14 +350,8 @@ def jobs_cancel(job_id: int, database_url: DbUrl = None) -> None:
 
     _use_url(database_url)
     _audited("job.cancel", job_id, "portalq jobs cancel",
-             lambda c: queue.cancel(job_id, actor=_actor(), conn=c))
+             lambda c: queue.cancel(job_id, actor=cli_actor(), conn=c))
     typer.echo(f"job {job_id} cancelled")
-
-
-def _actor() -> str:
-    from portalq.scheduler.cli_common import cli_actor
-
-    return cli_actor()
 
 
 @app.command()

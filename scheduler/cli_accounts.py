@@ -14,18 +14,16 @@ from typing import Annotated, Any
 
 import typer
 
-from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json, printable
+from portalq.jobs.audit import Actor
+from portalq.scheduler.cli_common import DbUrl, _use_url, cli_actor, fail, print_json, printable
 
 app = typer.Typer(no_args_is_help=True, help="Portal accounts: list, add, pause, resume, check.")
 
 Reason = Annotated[str | None, typer.Option("--reason", help="why (kept in the audit log)")]
 
 
-def _actor() -> Any:
-    from portalq.jobs.audit import Actor
-    from portalq.scheduler.cli import _actor as who
-
-    return Actor(who(), None, "cli")
+def _actor() -> Actor:
+    return Actor(cli_actor(), None, "cli")
 
 
 @app.command("list")

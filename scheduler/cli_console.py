@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json, printable
+from portalq.jobs import audit as audit_log
+from portalq.scheduler.cli_common import DbUrl, _use_url, cli_actor, fail, print_json, printable
 
 users_app = typer.Typer(no_args_is_help=True, help="Console users and their roles.")
 
@@ -23,10 +24,7 @@ def _password(confirm: bool) -> str:
 
 
 def _audit_cli(conn: object, action: str, target: str, reason: str, after: object) -> None:
-    from portalq.jobs import audit
-    from portalq.scheduler.cli import _actor
-
-    audit.record(conn, audit.Actor(_actor(), None, "cli"), action, target, reason,
+    audit_log.record(conn, audit_log.Actor(cli_actor(), None, "cli"), action, target, reason,
                  after=after)
 
 

@@ -50,7 +50,7 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False,
            database_url: DbUrl = None) -> None:
     """The current key, the keys known, the stored values each one wraps (and, for a key
     file, the databases recorded as using it)."""
-    from portalq.jobs import crypto, key_registry, keys, queue
+    from portalq.jobs import crypto, key_record, key_registry, keys, queue
 
     _use_url(database_url)
     p = _provider()
@@ -61,7 +61,7 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False,
         if isinstance(p, crypto.FileKeyring):
             key_registry.note(c, p)
             out["databases"] = sorted(e["name"] for e in
-                                      key_registry.read(p.path)["databases"].values())
+                                      key_record.read(p.path)["databases"].values())
     if as_json:
         print_json(out)
         return

@@ -23,7 +23,7 @@ from portalq.portals.flows.base import Evidence, browser_page, download
 from portalq.portals.flows.browser import untraced
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.irs_answers import AFTER, BEFORE, Answer, classify
-from portalq.portals.flows.irs_review import check_review
+from portalq.portals.flows.irs_review import REASONS, STRUCTURES, check_review
 from portalq.portals.flows.pages import AppPage
 from portalq.portals.payloads import ObtainEinPayload
 
@@ -33,15 +33,6 @@ if TYPE_CHECKING:
 PORTAL = "irs_ein"
 SUBMISSION = "ein_application"
 EIN_RE = r"\d{2}-\d{7}"
-#: payload -> (structure label, sub-type label)  (facts §9)
-STRUCTURES = {"LLC": ("Limited Liability Company (LLC)", None),
-              "CORPORATION": ("Corporations", "Corporation"),
-              "PARTNERSHIP": ("Partnerships", "Partnership"),
-              "SOLE_PROPRIETOR": ("Sole Proprietor", None)}
-REASONS = {"NEW_BUSINESS": "Started a new business", "HIRED_EMPLOYEES": "Hired employee(s)",
-           "BANKING_NEEDS": "Banking purposes",
-           "CHANGING_LEGAL_STRUCTURE": "Changed type of organization",
-           "PURCHASED_BUSINESS": "Purchased active business"}
 #: the app's processing "can take up to two minutes" and its own request gives up at 90 s:
 #: the flow waits longer than both, so the app's own answer is what ends the wait (ms)
 PROCESSING_TIMEOUT_MS = 150_000
