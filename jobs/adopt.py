@@ -25,6 +25,7 @@ could claim, and an error leaves nothing written.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -236,8 +237,6 @@ def _plan_one(row: LegacyRow, table: Table, type_map: Mapping[str, str],
 
 def _payload(jt: types.JobType, row: LegacyRow) -> dict[str, Any]:
     """By the type's order source where it has one, else the row's own payload."""
-    import os
-
     if jt.order_source is not None or os.environ.get(sql_variable(jt.name), "").strip():
         return payload_for_order(jt.name, row.order_id or "")
     payload = row.payload

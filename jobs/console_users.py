@@ -20,7 +20,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from portalq.jobs import clock, sql
 from portalq.jobs.errors import IllegalTransition, InputError
-from portalq.jobs.models import CONSOLE_ROLES
+from portalq.jobs.kinds import CONSOLE_ROLES
 
 RANK = {role: n for n, role in enumerate(CONSOLE_ROLES)}
 MIN_PASSWORD = 12

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
+from psycopg import ProgrammingError
+from psycopg.conninfo import make_conninfo
+
 from portalq.jobs.embedded import EmbeddedPostgres
 from portalq.jobs.errors import InputError
 from portalq.jobs.schema_name import DEFAULT_SCHEMA as DEFAULT_SCHEMA  # re-exported
@@ -27,6 +30,7 @@ def home() -> Path:
     value = os.environ.get("PORTALQ_HOME")
     if value:
         return Path(value).expanduser()
+    # platformdirs only without PORTALQ_HOME: enqueue in a business's process needs neither
     from platformdirs import user_data_path
 
     return user_data_path("portalq", appauthor=False)
@@ -238,9 +242,6 @@ def connect_options(direct: str | None = None) -> dict[str, Any]:
 
 def libpq_dsn(url: str) -> str:
     """The psycopg/libpq form (``key=value ...``) of a SQLAlchemy or PostgreSQL URL."""
-    from psycopg import ProgrammingError
-    from psycopg.conninfo import make_conninfo
-
     parsed = parse_url(url)
     params: dict[str, Any] = {"host": parsed.host, "port": parsed.port, "user": parsed.user,
                               "password": parsed.password, "dbname": parsed.database}
@@ -256,6 +257,7 @@ def libpq_dsn(url: str) -> str:
 
 @lru_cache(maxsize=8)
 def engine(url: str | None = None) -> Engine:
+    # alembic and SQLAlchemy only to migrate: the worker never loads them
     from sqlalchemy import create_engine
 
     return create_engine(database_url(url), pool_pre_ping=True, future=True,

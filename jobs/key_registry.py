@@ -37,6 +37,7 @@ from typing import Any
 import psycopg
 
 from portalq.jobs import clock, sql
+from portalq.jobs.database import connect_options
 from portalq.jobs.errors import KeyError_
 from portalq.jobs.key_providers import FileKeyring
 from portalq.jobs.key_record import read, record_path, update
@@ -145,7 +146,5 @@ def unrecorded(p: FileKeyring) -> list[str]:
 @contextmanager
 def connect_dsn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     """A connection to a recorded database (committed on success)."""
-    from portalq.jobs.database import connect_options
-
     with psycopg.connect(dsn, **connect_options()) as conn:
         yield conn

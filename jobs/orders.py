@@ -32,6 +32,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from portalq.jobs import limits, types
+from portalq.jobs.database import database_url, libpq_dsn
 from portalq.jobs.errors import InputError
 
 DEFAULT_TIMEOUT_S = 10
@@ -91,8 +92,6 @@ def payload_for_order(job_type: str, order_id: str, dsn: str | None = None) -> d
 
 
 def _from_sql(job_type: str, query: str, order_id: str, dsn: str | None) -> dict[str, Any]:
-    from portalq.jobs.database import database_url, libpq_dsn
-
     limit = timeout_ms()
     try:
         with psycopg.connect(dsn or libpq_dsn(database_url())) as conn:

@@ -14,7 +14,7 @@ from typing import Any, cast
 import psycopg
 from psycopg.types.json import Jsonb
 
-from portalq.jobs import clock, limits, portals_repo, secrets_at_rest, sql, submission
+from portalq.jobs import clock, limits, order_runs, portals_repo, secrets_at_rest, sql, submission
 from portalq.jobs.enqueue import (
     COPY_MIN,
     Enqueued,
@@ -169,8 +169,6 @@ def resolve_filed(job_id: int, confirmation: str, *, actor: str = "admin",
         sql.fetch(c, "admin_complete", {
             "id": job_id, "result": Jsonb(result), "now": clock.now(), "actor": actor,
             "detail": Jsonb({"event": EventKind.ADMIN_CONFIRMED_FILED, "note": note or ""})})
-        from portalq.jobs import order_runs  # the steps after it, if it is an order's
-
         order_runs.release_ready([job["order_id"]], conn=c)
 
 

@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 
 from portalq.jobs import limits, masking, sql
 from portalq.jobs.errors import JobNotFound
+from portalq.jobs.queue import get_job
 from portalq.jobs.txn import use
 
 #: the columns of a job shown to the application (never the payload or its seals)
@@ -52,7 +53,5 @@ def order(order_id: str, conn: Any = None) -> OrderResult:
 
 def result(job_id: int, conn: Any = None) -> dict[str, Any]:
     """One job's status, result and timeline, fit to show (:class:`JobNotFound` if none)."""
-    from portalq.jobs.queue import get_job
-
     with use(conn) as c:
         return _view(c, dict(get_job(job_id, c)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from portalq.jobs import plugins
 from portalq.jobs.types import JobType, RateLimit, register
 from portalq.portals.payloads import (
     DeliverPayload,
@@ -33,8 +34,6 @@ def declare_portal(portal: PortalPreset) -> PortalPreset:
 
 def declared_portals() -> list[PortalPreset]:
     """Every declared portal (plugins loaded first)."""
-    from portalq.jobs import plugins
-
     plugins.load()
     return list(_PORTALS.values())
 

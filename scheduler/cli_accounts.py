@@ -10,11 +10,16 @@ Every change is audited like the console's actions.
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from portalq.jobs import account_secrets, accounts, files, portals_repo, queue
 from portalq.jobs.audit import Actor
+from portalq.jobs.errors import AccountError, HandlerOutcome
 from portalq.scheduler.cli_common import DbUrl, _use_url, cli_actor, fail, print_json, printable
 
 app = typer.Typer(no_args_is_help=True, help="Portal accounts: list, add, pause, resume, check.")
@@ -31,8 +36,6 @@ def list_accounts(portal: Annotated[str | None, typer.Option()] = None,
                   as_json: Annotated[bool, typer.Option("--json")] = False,
                   database_url: DbUrl = None) -> None:
     """Accounts, their state, and which of their secrets the provider has (never values)."""
-    from portalq.jobs import account_secrets, accounts, queue
-
     _use_url(database_url)
     with queue.connect() as conn:
         rows = accounts.listing(conn, portal)
@@ -55,8 +58,6 @@ def add(portal: str, name: str,
         username: Annotated[str, typer.Option("--username", help="the portal's user name")],
         reason: Reason = None, database_url: DbUrl = None) -> None:
     """Add an account; put its password (and TOTP seed) in the secrets provider."""
-    from portalq.jobs import accounts, queue
-
     _use_url(database_url)
     with queue.connect() as conn:
         accounts.add(conn, _actor(), portal, name, username, reason or "portalq accounts add")
@@ -68,8 +69,6 @@ def add(portal: str, name: str,
 @app.command("pause")
 def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """No job signs in with it until resumed (its jobs wait, spending no attempt)."""
-    from portalq.jobs import accounts, queue
-
     _use_url(database_url)
     with queue.connect() as conn:
         accounts.pause(conn, _actor(), portal, name, reason or "portalq accounts pause")
@@ -79,8 +78,6 @@ def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = N
 @app.command("resume")
 def resume(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """After its secret is fixed: jobs sign in with it again."""
-    from portalq.jobs import accounts, queue
-
     _use_url(database_url)
     with queue.connect() as conn:
         accounts.resume(conn, _actor(), portal, name, reason or "portalq accounts resume")
@@ -102,12 +99,10 @@ class _CheckContext:
 
 
 async def _check(portal: str, creds: Any, urls: dict[str, str]) -> Any:
-    import tempfile
-    from pathlib import Path
-
+    # playwright only when a browser is needed: the CLI and enqueue never load it
     from playwright.async_api import async_playwright
 
-    from portalq.jobs import files
+    # the service, console and flows load only for the command that runs them
     from portalq.portals.flows import browser as browsers
     from portalq.portals.flows.signin import sign_in
 
@@ -130,12 +125,10 @@ async def _check(portal: str, creds: Any, urls: dict[str, str]) -> Any:
 def check(portal: str, name: str, database_url: DbUrl = None) -> None:
     """Sign in once with the account (its secrets from the provider) and say what the
     portal answered. Nothing is filed; a refused password is reported, never retried."""
-    import asyncio
-
+    # playwright only when a browser is needed: the CLI and enqueue never load it
     from playwright.async_api import Error as PlaywrightError
 
-    from portalq.jobs import account_secrets, accounts, portals_repo, queue
-    from portalq.jobs.errors import AccountError, HandlerOutcome
+    # the service, console and flows load only for the command that runs them
     from portalq.portals.flows.signin import Credentials
     from portalq.scheduler.config import Settings
 

@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+from portalq.jobs import adopt as a
+from portalq.jobs import queue
 from portalq.scheduler.cli_common import DbUrl, _use_url, fail
 
 
@@ -29,9 +31,6 @@ def adopt(
     jobs waiting for a person (they may have been filed), failed rows failed jobs; finished
     rows are counted, others skipped with the reason. The legacy table is only read.
     Stop the old dispatcher first."""
-    from portalq.jobs import adopt as a
-    from portalq.jobs import queue
-
     if apply and dry_run:
         fail("give --apply or --dry-run, not both")
     types: dict[str, str] = {}

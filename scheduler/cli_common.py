@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 import re
+import socket
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+
+from portalq.jobs.clock import parse_instant
+from portalq.jobs.connections import classify_error
+from portalq.jobs.limits import max_payload_bytes
 
 EXIT_INPUT = 2
 EXIT_STATE = 3
@@ -35,8 +42,6 @@ _DB_EXITS = {"unavailable": EXIT_DB, "value": EXIT_INPUT, "other": 1}
 
 def database_error(exc: BaseException) -> tuple[int | None, str]:
     """(exit code, one-line message) for a database error, else (None, "")."""
-    from portalq.jobs.connections import classify_error
-
     found = classify_error(exc)
     if found is None:
         return None, ""
@@ -58,8 +63,6 @@ def print_json(data: Any) -> None:
 def _parse_instant(value: str | None, what: str) -> datetime | None:
     if value is None:
         return None
-    from portalq.jobs.clock import parse_instant
-
     try:
         return parse_instant(value)
     except ValueError as exc:
@@ -84,8 +87,6 @@ def read_bounded(path: Path, limit: int, what: str) -> str:
 
 def _load_payload(payload: str | None, payload_file: Path | None,
                   what: str = "payload") -> dict[str, Any]:
-    from portalq.jobs.limits import max_payload_bytes
-
     if payload is not None and payload_file is not None:
         fail("give --payload or --payload-file, not both")
     text = payload
@@ -111,8 +112,6 @@ DbUrl = Annotated[str | None, typer.Option("--database-url", envvar="PORTALQ_DAT
 
 
 def _use_url(url: str | None) -> None:
-    import os
-
     if url:
         os.environ["PORTALQ_DATABASE_URL"] = url
 
@@ -121,9 +120,6 @@ def _use_url(url: str | None) -> None:
 
 def cli_actor() -> str:
     """Who acts from the CLI, for the audit log: the OS user (and host)."""
-    import getpass
-    import socket
-
     try:
         return f"cli:{getpass.getuser()}@{socket.gethostname()}"
     except Exception:  # noqa: BLE001 - no user name to be had (a bare container)

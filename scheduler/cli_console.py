@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from portalq.jobs import audit as audit_log
+from portalq.jobs import migrate, queue
+from portalq.jobs.database import database_url as resolve
+from portalq.jobs.database import libpq_dsn
+from portalq.jobs.errors import InputError
 from portalq.scheduler.cli_common import DbUrl, _use_url, cli_actor, fail, print_json, printable
 
 users_app = typer.Typer(no_args_is_help=True, help="Console users and their roles.")
@@ -33,7 +39,8 @@ def users_add(name: str,
               role: Annotated[str, typer.Option(help="viewer | operator | admin")] = "viewer",
               database_url: DbUrl = None) -> None:
     """Add a console user; the password comes from standard input or a prompt."""
-    from portalq.jobs import console_users, queue
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
+    from portalq.jobs import console_users
 
     if role not in console_users.RANK:
         fail(f"unknown role {role!r} (one of viewer, operator, admin)")
@@ -49,7 +56,8 @@ def users_add(name: str,
 @users_app.command("passwd")
 def users_passwd(name: str, database_url: DbUrl = None) -> None:
     """Set a user's password (standard input or a prompt)."""
-    from portalq.jobs import console_users, queue
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
+    from portalq.jobs import console_users
 
     password = _password(confirm=True)
     _use_url(database_url)
@@ -62,7 +70,8 @@ def users_passwd(name: str, database_url: DbUrl = None) -> None:
 @users_app.command("disable")
 def users_disable(name: str, database_url: DbUrl = None) -> None:
     """Disable a user: their sessions end at once, they cannot sign in."""
-    from portalq.jobs import console_users, queue
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
+    from portalq.jobs import console_users
 
     _use_url(database_url)
     with queue.connect() as c, c.transaction():
@@ -75,7 +84,8 @@ def users_disable(name: str, database_url: DbUrl = None) -> None:
 def users_list(as_json: Annotated[bool, typer.Option("--json")] = False,
                database_url: DbUrl = None) -> None:
     """Console users, roles, last activity."""
-    from portalq.jobs import console_users, queue
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
+    from portalq.jobs import console_users
 
     _use_url(database_url)
     with queue.connect() as c:
@@ -98,9 +108,6 @@ def audit(target: Annotated[str | None, typer.Option(help="e.g. job:42, portal:i
           as_json: Annotated[bool, typer.Option("--json")] = False,
           database_url: DbUrl = None) -> None:
     """The audit log, newest first: who did what, when, why (before/after with --json)."""
-    from portalq.jobs import audit as audit_log
-    from portalq.jobs import queue
-
     _use_url(database_url)
     with queue.connect() as c:
         rows = audit_log.entries(c, target=target, actor=actor, action=action, limit=limit)
@@ -118,11 +125,7 @@ def console(host: Annotated[str | None, typer.Option(
                 help="port [env PORTALQ_CONSOLE_PORT, default 8780]")] = None,
             database_url: DbUrl = None) -> None:
     """Serve the admin console (sign in with a user from `portalq users add`)."""
-    from pydantic import ValidationError
-
-    from portalq.jobs import migrate
-    from portalq.jobs.database import database_url as resolve
-    from portalq.jobs.database import libpq_dsn
+    # the service, console and flows load only for the command that runs them
     from portalq.scheduler.console.app import serve
     from portalq.scheduler.console.config import ConsoleSettings
 
@@ -136,7 +139,7 @@ def console(host: Annotated[str | None, typer.Option(
     except ValidationError as exc:
         first = exc.errors()[0]
         fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
-    from portalq.jobs.errors import InputError
+    # the service, console and flows load only for the command that runs them
     from portalq.scheduler.config import Settings
     from portalq.scheduler.console.config import secret_key
     from portalq.scheduler.console.oidc import Config
@@ -146,8 +149,6 @@ def console(host: Annotated[str | None, typer.Option(
         secret_key(settings)
     except InputError as exc:
         fail(str(exc))
-    import socket
-
     try:  # a busy port is one line, not a server start-up traceback
         with socket.create_server((settings.host, settings.port)):
             pass

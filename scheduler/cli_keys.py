@@ -13,18 +13,18 @@ from typing import Annotated, Any
 
 import typer
 
+from portalq.jobs import crypto, key_record, key_registry, keys, queue
 from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json
 
 app = typer.Typer(no_args_is_help=True, help="Encryption keys: status, rotate, retire.")
 
 
 def _provider() -> Any:
-    from portalq.jobs import crypto
-
     return crypto.provider()
 
 
 def _plugins() -> None:
+    # the service, console and flows load only for the command that runs them
     from portalq.scheduler.config import Settings
     from portalq.scheduler.service import load_plugins
 
@@ -32,12 +32,11 @@ def _plugins() -> None:
 
 
 def _where(p: Any) -> str:
-    from portalq.jobs import crypto
-
     if isinstance(p, crypto.FileKeyring):
         return f"key file {p.path}"
     if isinstance(p, crypto.EnvKeys):
         return "PORTALQ_KEK"
+    # Vault's HTTP client (urllib.request, ssl) only here: the CLI's start stays small
     from portalq.jobs.vault_transit import VaultTransit
 
     if isinstance(p, VaultTransit):
@@ -50,8 +49,6 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False,
            database_url: DbUrl = None) -> None:
     """The current key, the keys known, the stored values each one wraps (and, for a key
     file, the databases recorded as using it)."""
-    from portalq.jobs import crypto, key_record, key_registry, keys, queue
-
     _use_url(database_url)
     p = _provider()
     with queue.connect() as c:
@@ -80,8 +77,6 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
     """Make a new key current (key file: a new key; Vault: a new version of the Transit key;
     with PORTALQ_KEK, the first key listed there) and re-wrap every stored data key with
     it, in batches, while the service runs."""
-    from portalq.jobs import keys, queue
-
     _use_url(database_url)
     _plugins()
     p = _provider()
@@ -115,8 +110,6 @@ def retire(key_id: str, database_url: DbUrl = None,
                "status`): retire a key older than the record")] = False) -> None:
     """Delete an old key, after re-wrapping whatever still used it in this database and in
     every other database recorded as using the key file."""
-    from portalq.jobs import crypto, keys, queue
-
     _use_url(database_url)
     _plugins()
     p = _provider()
@@ -138,8 +131,6 @@ def retire(key_id: str, database_url: DbUrl = None,
 def forget_database(name: str) -> None:
     """Drop a database that no longer exists from the key file's record (`keys status`
     lists them), so that `keys retire` stops asking for it."""
-    from portalq.jobs import crypto, key_registry
-
     p = _provider()
     if not isinstance(p, crypto.FileKeyring):
         fail(f"keys come from {_where(p)}, not a key file: nothing recorded")

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from portalq.jobs import audit, order_runs, queue, results
 from portalq.scheduler.cli_common import (
     DbUrl,
     _load_payload,
@@ -42,8 +43,6 @@ def enqueue_order(
 ) -> None:
     """Create an order: all its jobs at once, the first steps pending, the others held
     until the steps they need completed. Prints one line per step."""
-    from portalq.jobs import order_runs
-
     if (input_file is None) == (input_json is None):
         fail("give --input-file or --input (one of them)")
     data = _load_payload(input_json, input_file, "order input")
@@ -66,8 +65,6 @@ def cancel(
 ) -> None:
     """Cancel what has not run of an order (pending, waiting and held jobs); a running job
     runs on, a failed one is left for a person."""
-    from portalq.jobs import audit, order_runs, queue
-
     _use_url(database_url)
     actor = cli_actor()
     with queue.connect() as conn, conn.transaction():
@@ -103,8 +100,6 @@ def _timeline(job: dict[str, Any]) -> list[tuple[Any, str]]:
 def show(order_id: str, as_json: Annotated[bool, typer.Option("--json")] = False,
          database_url: DbUrl = None) -> None:
     """Every job of an order: its status, its result and its timeline."""
-    from portalq.jobs import results
-
     _use_url(database_url)
     view = results.order(order_id)
     if as_json:

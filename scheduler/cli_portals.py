@@ -10,9 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
-from portalq.jobs import clock, portals_repo, queue
+from portalq.jobs import audit, clock, console_actions, portals_repo, queue
 from portalq.jobs.audit import Actor
+from portalq.jobs.limits import check_identifier
 from portalq.portals import calendar as cal
+from portalq.portals.presets import HOURS_PRESETS
 from portalq.scheduler import calendars
 from portalq.scheduler.cli_common import (
     DbUrl,
@@ -144,9 +146,6 @@ def set_hours(
     database_url: DbUrl = None,
 ) -> None:
     """Replace a portal's weekly hours (audited)."""
-    from portalq.jobs import console_actions
-    from portalq.portals.presets import HOURS_PRESETS
-
     if bool(windows) == bool(preset):
         fail("give either windows or --preset")
     if preset:
@@ -173,16 +172,12 @@ def close(code: str,
           reason: Annotated[str, typer.Option(help="why (shown to operators)")],
           database_url: DbUrl = None) -> None:
     """Record a one-off closure (maintenance, system conversion; audited)."""
-    from portalq.jobs import console_actions
-
     starts, ends = _parse_instant(start, "--from"), _parse_instant(end, "--to")
     assert starts is not None and ends is not None
     if ends <= starts:
         fail("--to must be after --from")
     if not reason.strip():
         fail("--reason must not be empty")
-    from portalq.jobs.limits import check_identifier
-
     reason = check_identifier(reason, "--reason", 500)  # one line, no control characters
     _use_url(database_url)
     with queue.connect() as c:
@@ -197,8 +192,6 @@ def pause(code: str,
               help="why (shown in portals list; kept in the audit log)")] = "operator",
           database_url: DbUrl = None) -> None:
     """Pause a portal by hand: its jobs wait (no attempts spent) until `resume` (audited)."""
-    from portalq.jobs import console_actions
-
     _use_url(database_url)
     with queue.connect() as c:
         console_actions.pause_portal(c, _by(), code, reason)   # paused already: exit 3
@@ -210,8 +203,6 @@ def resume(code: str,
            reason: Annotated[str, _reason("portalq portals resume")] = "portalq portals resume",
            database_url: DbUrl = None) -> None:
     """Resume a paused portal (audited)."""
-    from portalq.jobs import console_actions
-
     _use_url(database_url)
     with queue.connect() as c:
         console_actions.resume_portal(c, _by(), code, reason)   # not paused: exit 3
@@ -226,8 +217,6 @@ def refresh_holidays(
 ) -> None:
     """Recompute every portal's stored holidays with the installed `holidays` package
     (last year to five years ahead; the service's tick extends them by itself; audited)."""
-    from portalq.jobs import audit
-
     _use_url(database_url)
     with queue.connect() as c, c.transaction():
         done = calendars.refresh_holidays_sync(c, force=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,14 +13,16 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from portalq.jobs.database import connect_options, home, parse_url
+from portalq.jobs.files import check_secret_file
+from portalq.portals.catalogue import STANDIN_PATHS
+from portalq.portals.flows.pool import endpoints_from_env
+from portalq.scheduler.logs import LEVELS
+
 
 def _check_secret_files(folder: Path) -> None:
     """The setting files of ``PORTALQ_SECRETS_DIR`` (``portalq_smtp_url`` with its
     password...): one others may read or change is refused (jobs.files.check_secret_file)."""
-    import stat
-
-    from portalq.jobs.files import check_secret_file
-
     try:
         entries = list(folder.glob("portalq_*"))
     except OSError:
@@ -145,8 +148,6 @@ class Settings(BaseSettings):
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:
-        from portalq.scheduler.logs import LEVELS
-
         if value.upper() not in LEVELS:
             raise ValueError(f"must be one of {', '.join(LEVELS)}")
         return value.upper()
@@ -155,16 +156,12 @@ class Settings(BaseSettings):
     @classmethod
     def _parsable_url(cls, value: str | None) -> str | None:
         if value:
-            from portalq.jobs.database import parse_url
-
             parse_url(value)  # InputError, never quoting the password
         return value
 
     def pool_options(self) -> dict[str, Any]:
         """psycopg options for connections to ``database_url`` (see
         :func:`jobs.database.connect_options`)."""
-        from portalq.jobs.database import connect_options
-
         return connect_options(self.direct_database_url)
 
     def admins(self) -> list[str]:
@@ -173,15 +170,11 @@ class Settings(BaseSettings):
     def artifacts(self) -> Path:
         if self.artifacts_dir is not None:
             return self.artifacts_dir
-        from portalq.jobs.database import home
-
         return home() / "artifacts"
 
     def browser_endpoints(self) -> dict[str, str]:
         """Remote browser per portal: ``PORTALQ_BROWSER_WS_<CODE>``; ``"*"``:
         ``PORTALQ_BROWSER_WS`` for the others (none: a local Chromium)."""
-        from portalq.portals.flows.pool import endpoints_from_env
-
         return endpoints_from_env(os.environ, self.browser_ws)
 
     def portal_urls(self, stored: Mapping[str, str | None] | None = None) -> dict[str, str]:
@@ -190,8 +183,6 @@ class Settings(BaseSettings):
         (``PORTALQ_PORTAL_URL_<CODE>``)."""
         urls = {code: url for code, url in (stored or {}).items() if url}
         if self.standin_url.strip():
-            from portalq.portals.catalogue import STANDIN_PATHS
-
             base = self.standin_url.strip().rstrip("/")
             urls.update({code: f"{base}/{path}" for code, path in STANDIN_PATHS.items()})
         for key, value in os.environ.items():

@@ -13,6 +13,14 @@ from datetime import timedelta
 from typing import Any
 
 from portalq.jobs import clock, types
+from portalq.jobs.errors import (
+    AccountError,
+    BusinessError,
+    DeferUntil,
+    PortalClosed,
+    UncertainOutcome,
+)
+from portalq.portals.flows.browser import BrowserUnavailable
 
 log = logging.getLogger("portalq.worker")
 
@@ -53,15 +61,6 @@ def browser_guarded(handler: Handler) -> Handler:
     submission the submission protocol (reconcile or escalate) decides, never a blind
     resubmission. Outcomes the flow decided itself (business error, uncertain outcome,
     deferral) are kept as they are."""
-    from portalq.jobs.errors import (
-        AccountError,
-        BusinessError,
-        DeferUntil,
-        PortalClosed,
-        UncertainOutcome,
-    )
-    from portalq.portals.flows.browser import BrowserUnavailable
-
     kept = (BusinessError, UncertainOutcome, DeferUntil, PortalClosed)
 
     async def run(ctx: Any) -> Mapping[str, Any] | None:

@@ -5,15 +5,20 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from portalq.jobs.database import database_url, direct_database_url, libpq_dsn
+from portalq.jobs import files, plugins
+from portalq.jobs.database import database_url, direct_database_url, home, libpq_dsn
 from portalq.jobs.migrate import upgrade_if_needed
-from portalq.scheduler import logs, metrics, webhooks
+from portalq.portals.flows import browser as browser_config
+from portalq.portals.flows.pool import BrowserPool
+from portalq.scheduler import context, egress, logs, metrics, webhooks
+from portalq.scheduler.calendars import seed_declared_portals
 from portalq.scheduler.config import Settings
 from portalq.scheduler.tick import Tick
 from portalq.scheduler.worker import Worker, make_pool
@@ -25,9 +30,6 @@ log = logging.getLogger("portalq.service")
 async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
                 stop: asyncio.Event | None = None, install_signals: bool = True) -> None:
     check_zone_data()  # before anything: on old zone data every BC deferral is an hour off
-    from portalq.jobs import files
-    from portalq.jobs.database import home
-
     files.owner_only_process()   # artifacts, traces, mails: nobody else can read them
     files.private_dir(home())
     try:
@@ -36,8 +38,6 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
         log.error("artifacts folder %s cannot be made (%s): jobs run, their evidence is "
                   "recorded as missing", settings.artifacts(),
                   (str(exc).splitlines() or [type(exc).__name__])[0][:300])
-        from portalq.scheduler import context
-
         context.said_no_folder()
     timeout = settings.connect_timeout_seconds
     url = database_url(settings.database_url, connect_timeout=timeout)
@@ -46,8 +46,6 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     direct_url = direct_database_url(settings.database_url, settings.direct_database_url,
                                      connect_timeout=timeout)
     await asyncio.to_thread(upgrade_if_needed, direct_url)
-    from portalq.scheduler.calendars import seed_declared_portals
-
     added = await asyncio.to_thread(seed_declared_portals, direct_url)
     if added:
         log.info("declared portals added: %s", ", ".join(added))
@@ -57,9 +55,6 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     worker = Worker(settings, pool, direct)
     endpoints = settings.browser_endpoints()
     if endpoints:
-        from portalq.portals.flows import browser as browser_config
-        from portalq.portals.flows.pool import BrowserPool
-
         # remote browsers per portal (or one for all): JobContext takes contexts from it
         worker.browsers.remote = BrowserPool(
             browser_config.load_config(), endpoints,
@@ -142,10 +137,6 @@ def settle_heap() -> None:
 def _egress(portals: dict[str, Any]) -> dict[str, Any]:
     """Each portal's egress proxy, checked (unknown portal, password missing: exit 2) and
     logged like the portals' addresses, without credentials."""
-    import os
-
-    from portalq.scheduler import egress
-
     found = egress.proxies(os.environ)
     egress.check(found, portals)
     for code, proxy in sorted(found.items()):
@@ -169,8 +160,6 @@ def _say_where_portals_point(settings: Settings, portals: dict[str, Any]) -> Non
 
 def load_plugins(settings: Settings) -> None:
     """The same plugins every CLI command loads (jobs/plugins.py)."""
-    from portalq.jobs import plugins
-
     plugins.load(settings.plugins)
 
 

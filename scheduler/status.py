@@ -6,6 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from rich.console import Group
+from rich.table import Table
+
 from portalq.jobs import clock, jobs_repo, outbox, portals_repo, txn, waiting
 from portalq.jobs.kinds import FINAL
 
@@ -38,9 +41,6 @@ def final(snap: dict[str, Any]) -> bool:
 
 
 def render(snap: dict[str, Any]) -> Any:
-    from rich.console import Group
-    from rich.table import Table
-
     def ago(t: datetime | None) -> str:
         if t is None:
             return "-"

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import time
 from datetime import timedelta
 from typing import Any
 
-from portalq.jobs import clock, connections, worker_api
+from portalq.jobs import clock, connections, order_runs, worker_api
 from portalq.scheduler import calendars, mailer, metrics
 from portalq.scheduler.config import Settings
 
@@ -213,8 +214,6 @@ class Tick:
 
 
 async def _released(conn: Any) -> int:
-    from portalq.jobs import order_runs
-
     return len(await order_runs.arelease_held(conn))
 
 
@@ -225,8 +224,6 @@ def _first_line(exc: BaseException) -> str:
 
 async def _prune_artifacts(root: Any, *, older_than: timedelta) -> int:
     """Delete per-attempt artifact folders (screenshots, traces) past the retention."""
-    import shutil
-
     def prune() -> int:
         if not root.is_dir():
             return 0

@@ -22,6 +22,7 @@ from portalq.jobs.errors import (
 from portalq.portals.calendar import zone
 from portalq.portals.flows.browser import close_context, note_missing
 from portalq.portals.flows.context import FlowContext
+from portalq.portals.flows.drift import keep_evidence
 from portalq.portals.flows.masking import (  # noqa: F401 - the flow toolkit's masking, re-exported
     MASK_ATTR,
     SENSITIVE_SELECTOR,
@@ -77,6 +78,7 @@ async def browser_page(ctx: FlowContext) -> AsyncIterator[tuple[Any, Evidence]]:
     The context's trace is kept per the trace policy (see :mod:`portals.flows.browser`).
     Dialogs are Playwright's to dismiss unless a page object accepts them
     (:class:`portals.flows.pages.PortalPage` does)."""
+    # playwright only when a browser is needed: the CLI and enqueue never load it
     from playwright.async_api import Error as PlaywrightError
 
     context = await ctx.new_browser_context()
@@ -94,8 +96,6 @@ async def browser_page(ctx: FlowContext) -> AsyncIterator[tuple[Any, Evidence]]:
             await _failure_shot(page, evidence,
                                 "deferred" if isinstance(exc, DeferUntil) else "failure")
             if isinstance(exc, PortalChanged):   # the page beside the one expected
-                from portalq.portals.flows.drift import keep_evidence
-
                 await keep_evidence(page, ctx, exc)
             raise
         except PlaywrightError as exc:
@@ -110,6 +110,7 @@ def portal_sign(exc: BaseException) -> bool:
     """Does this Playwright error point at the portal (a refused, reset or dropped
     connection, a page that does not load in time) rather than at the flow (a control it
     expected and did not find)?"""
+    # playwright only when a browser is needed: the CLI and enqueue never load it
     from playwright.async_api import TimeoutError as PlaywrightTimeout
 
     text = str(exc)
@@ -325,6 +326,7 @@ class AppWatch:
 
     async def next_state(self, timeout_ms: float, where: str) -> str:
         """The kind of the next state, waiting at most ``timeout_ms``."""
+        # playwright only when a browser is needed: the CLI and enqueue never load it
         from playwright.async_api import TimeoutError as PlaywrightTimeout
 
         shown = asyncio.ensure_future(self.page.wait_for_function(

@@ -38,6 +38,7 @@ from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.portals.calendar import zone
 from portalq.portals.flows import waiting
 from portalq.portals.flows.base import Evidence, browser_page, fetch_document, has_document
+from portalq.portals.flows.browser import trace_secrets
 from portalq.portals.flows.certificate import certificate_pdf, check_name, document_type
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import WordedPage, absolute_url
@@ -133,8 +134,6 @@ class ECorp2(WordedPage):
         """Fill the payment and submit (the point of no return): the Service Request Number.
         No answer, or one not recognised, is an unknown outcome (retryable: the retry
         reconciles through the request status)."""
-        from portalq.portals.flows.browser import trace_secrets
-
         trace_secrets(self.page.context, [method.get("number", ""), method.get("expiry", "")])
         await self.choose("paymentType", method["type"])
         for name, key in (("cardName", "name"), ("cardNumber", "number"),

@@ -18,7 +18,7 @@ import re
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-from portalq.jobs.errors import BusinessError, UncertainOutcome
+from portalq.jobs.errors import BusinessError, PortalUnavailable, UncertainOutcome
 from portalq.portals.flows.base import Evidence, browser_page, download
 from portalq.portals.flows.browser import untraced
 from portalq.portals.flows.context import FlowContext
@@ -59,6 +59,7 @@ class ApplyForEin(AppPage):
 
     async def answer_dialog(self) -> bool:
         """The idle warning ("Do you need more time?"): yes."""
+        # playwright only when a browser is needed: the CLI and enqueue never load it
         from playwright.async_api import TimeoutError as PlaywrightTimeout
 
         dialog = self.page.get_by_role("dialog").filter(has_text=IDLE_QUESTION)
@@ -100,8 +101,6 @@ class ApplyForEin(AppPage):
     async def open(self) -> None:
         response = await self.page.goto(f"{self.base}/")
         if response is not None and response.status >= 500:
-            from portalq.jobs.errors import PortalUnavailable
-
             raise PortalUnavailable(f"IRS: HTTP {response.status} at the landing page")
         begin = self.page.get_by_role("link", name="Begin Application Now", exact=True)
         if not await begin.count():

@@ -9,6 +9,9 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from portalq.jobs.database import home
+from portalq.jobs.errors import InputError
+
 
 class ConsoleSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PORTALQ_CONSOLE_", env_file=os.environ.get(
@@ -72,8 +75,6 @@ def secret_key(settings: ConsoleSettings) -> str:
     (0600, never overwritten) on first use."""
     if settings.secret:
         return settings.secret
-    from portalq.jobs.database import home
-
     path = Path(home()) / "console-secret"
     try:
         return _checked(path.read_text().strip(), path)
@@ -92,7 +93,5 @@ def secret_key(settings: ConsoleSettings) -> str:
 
 def _checked(key: str, path: Path) -> str:
     if len(key.encode()) < MIN_SECRET_BYTES:
-        from portalq.jobs.errors import InputError
-
         raise InputError(f"the console secret in {path} {TOO_SHORT}")
     return key

@@ -14,6 +14,7 @@ from starlette.routing import Route
 from portalq.jobs import audit, clock, console_actions, console_repo, console_users, masking
 from portalq.jobs.clock import parse_instant
 from portalq.jobs.errors import InputError
+from portalq.portals import calendar as cal
 from portalq.scheduler import calendars
 from portalq.scheduler.console.pages_jobs import _reason, actor, text_param
 from portalq.scheduler.console.pages_overview import portal_states
@@ -38,8 +39,6 @@ def _instant(value: object, name: str) -> datetime:
 def _windows(text: object) -> list[tuple[int, object, object]]:
     """Weekly hours as ``portalq portals set-hours`` reads them, one window per line or
     comma ("Mon-Fri 08:00-18:00, Sat 09:00-13:00")."""
-    from portalq.portals import calendar as cal
-
     specs = [p.strip() for p in str(text or "").replace("\n", ",").split(",") if p.strip()]
     if not specs:
         raise InputError("give the weekly hours, e.g. Mon-Fri 08:00-18:00")
@@ -77,8 +76,6 @@ def routes(console: Console) -> list[Route]:
 
     def portals(request: Request) -> Response:
         user = require(request)
-        from portalq.portals import calendar as cal
-
         with console.db() as conn:
             states = portal_states(conn, clock.now())
             closures = console_repo.closures(conn)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -21,7 +22,7 @@ from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.clock import parse_instant
 from portalq.jobs.console_users import User
 from portalq.jobs.errors import InputError
-from portalq.jobs.models import JOB_STATUSES
+from portalq.jobs.kinds import JOB_STATUSES
 from portalq.scheduler.console.pages_needs import back_to, portal_zones
 from portalq.scheduler.console.security import require
 
@@ -182,8 +183,6 @@ def routes(console: Console) -> list[Route]:
         what = request.path_params["action"]
         form = await request.form()
         reason = _reason(form)
-        from starlette.concurrency import run_in_threadpool
-
         def run() -> None:
             with console.db() as conn:
                 a = actor(user)
@@ -233,8 +232,6 @@ def routes(console: Console) -> list[Route]:
         selected = [job_id_param(v) for v in form.getlist("id") if str(v).strip()]
         scope_all = form.get("scope") == "filter"
         flt = parse_filter(form)
-        from starlette.concurrency import run_in_threadpool
-
         def pick() -> list[int]:
             with console.db() as conn:
                 if scope_all:

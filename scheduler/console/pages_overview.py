@@ -16,6 +16,7 @@ from portalq.jobs import clock, console_repo, console_users
 from portalq.portals import calendar as cal
 from portalq.scheduler import calendars
 from portalq.scheduler.console.live import stream
+from portalq.scheduler.console.pages_needs import done_message, gather
 from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:
@@ -133,8 +134,6 @@ def live_fragment(console: Console) -> str:
 def routes(console: Console) -> list[Route]:
     def overview(request: Request) -> Response:
         # the console's front door: what needs a person first (pages_needs), then the queue
-        from portalq.scheduler.console.pages_needs import done_message, gather
-
         user = require(request)
         snap = console.snapshots.get()
         return console.render(request, "overview.html", snap=snap,

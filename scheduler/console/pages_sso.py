@@ -36,6 +36,7 @@ from portalq.scheduler.console.oidc import (
     map_role,
     user_name,
 )
+from portalq.scheduler.console.pages_overview import _safe_next
 from portalq.scheduler.console.security import derive
 
 if TYPE_CHECKING:
@@ -53,8 +54,6 @@ def _ip(request: Request) -> str:
 
 
 def routes(console: Console, config: Config) -> list[Route]:
-    from portalq.scheduler.console.pages_overview import _safe_next
-
     provider = Provider(config)
     console.on_close.append(provider.close)
     flows = URLSafeSerializer(derive(console.secret, "sso-flow"), salt="portalq-sso")

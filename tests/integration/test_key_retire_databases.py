@@ -9,7 +9,7 @@ import json
 import psycopg
 import pytest
 
-from portalq.jobs import crypto, key_record, key_registry, keys, queue, secrets_at_rest
+from portalq.jobs import crypto, key_record, keys, queue, secrets_at_rest
 from portalq.jobs.database import libpq_dsn
 from portalq.jobs.errors import IllegalTransition
 from tests.conftest import run_cli
