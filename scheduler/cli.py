@@ -56,9 +56,8 @@ from portalq.scheduler import (
 from portalq.scheduler.calendars import seed_declared_portals, store_holidays
 from portalq.scheduler.cli_batch import chunks
 from portalq.scheduler.cli_common import (
-    EXIT_INPUT,
-    EXIT_STATE,
     DbUrl,
+    ExitCode,
     _load_payload,
     _parse_instant,
     _use_url,
@@ -478,19 +477,19 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click_exc.NoArgsIsHelpError as exc:
         typer.echo(exc.format_message() if hasattr(exc, "format_message") else str(exc))
-        sys.exit(EXIT_INPUT)
+        sys.exit(ExitCode.BAD_INPUT)
     except click_exc.UsageError as exc:
         typer.echo(f"portalq: error: {exc.format_message()}", err=True)
-        sys.exit(EXIT_INPUT)
+        sys.exit(ExitCode.BAD_INPUT)
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("portalq: aborted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except IllegalTransition as exc:
         typer.echo(f"portalq: error: {exc}", err=True)
-        sys.exit(EXIT_STATE)
+        sys.exit(ExitCode.REFUSED)
     except (InputError, PortalqError) as exc:
         typer.echo(f"portalq: error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+        sys.exit(ExitCode.BAD_INPUT)
     except Exception as exc:
         code, message = database_error(exc)
         if code is None:

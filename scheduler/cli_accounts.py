@@ -20,7 +20,15 @@ import typer
 from portalq.jobs import account_secrets, accounts, files, portals_repo, queue
 from portalq.jobs.audit import Actor
 from portalq.jobs.errors import AccountError, HandlerOutcome
-from portalq.scheduler.cli_common import DbUrl, _use_url, cli_actor, fail, print_json, printable
+from portalq.scheduler.cli_common import (
+    DbUrl,
+    ExitCode,
+    _use_url,
+    cli_actor,
+    fail,
+    print_json,
+    printable,
+)
 
 app = typer.Typer(no_args_is_help=True, help="Portal accounts: list, add, pause, resume, check.")
 
@@ -149,13 +157,13 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
     try:
         signed = asyncio.run(_check(portal, creds, urls))
     except AccountError as exc:
-        fail(str(exc), code=3)
+        fail(str(exc), code=ExitCode.REFUSED)
     except HandlerOutcome as exc:
-        fail(f"{portal}/{name}: could not sign in: {exc}", code=4)
+        fail(f"{portal}/{name}: could not sign in: {exc}", code=ExitCode.UNAVAILABLE)
     except PlaywrightError as exc:   # the portal did not answer (refused, timed out)
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         fail(f"{portal}/{name}: could not sign in: the portal did not answer: {first}",
-             code=4)
+             code=ExitCode.UNAVAILABLE)
     days = signed.password_expires_in
     typer.echo(f"{portal}/{name}: signed in as {creds.user}"
                + (f"; the password expires in {days} days" if days is not None else ""))

@@ -8,6 +8,7 @@ import os
 import re
 import socket
 from datetime import datetime
+from enum import IntEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -17,9 +18,40 @@ from portalq.jobs.clock import parse_instant
 from portalq.jobs.connections import classify_error
 from portalq.jobs.limits import max_payload_bytes
 
-EXIT_INPUT = 2
-EXIT_STATE = 3
-EXIT_DB = 4
+
+class ExitCode(IntEnum):
+    """The exit codes of ``portalq``: the same for every command.
+
+    ===  ===============  =========================================================
+    0    ``OK``           done (``portalq demo``: every order final and mailed)
+    1    ``ERROR``        failed otherwise: a database error that is neither input
+                          nor unavailability, the demo ran out of time
+    2    ``BAD_INPUT``    the command or its input is wrong (unknown option or value,
+                          a payload that does not validate, an unknown job): a
+                          one-line error, nothing written
+    3    ``REFUSED``      the input is fine but the state refuses it: a job that
+                          cannot move so (cancel a completed job), an account the
+                          portal refused or locked, a portal that does not open
+                          within the next 400 days, the console's address in use
+    4    ``UNAVAILABLE``  something needed did not answer: the database (down,
+                          refusing connections, timed out), or a portal when
+                          ``accounts check`` signs in
+    130  ``INTERRUPTED``  stopped with Ctrl-C (or aborted at a prompt)
+    ===  ===============  =========================================================
+    """
+
+    OK = 0
+    ERROR = 1
+    BAD_INPUT = 2
+    REFUSED = 3
+    UNAVAILABLE = 4
+    INTERRUPTED = 130
+
+
+# the names before ExitCode (kept while other modules still use them)
+EXIT_INPUT = ExitCode.BAD_INPUT
+EXIT_STATE = ExitCode.REFUSED
+EXIT_DB = ExitCode.UNAVAILABLE
 
 
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -31,16 +63,17 @@ def printable(value: Any) -> str:
     return _CONTROLS.sub(lambda m: repr(m.group())[1:-1], str(value))
 
 
-def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:
+def fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> NoReturn:
     typer.echo(f"portalq: error: {message}", err=True)
     raise typer.Exit(code)
 
 
 #: the exit code of a database error, by what it means (:func:`jobs.connections.classify_error`)
-_DB_EXITS = {"unavailable": EXIT_DB, "value": EXIT_INPUT, "other": 1}
+_DB_EXITS = {"unavailable": ExitCode.UNAVAILABLE, "value": ExitCode.BAD_INPUT,
+             "other": ExitCode.ERROR}
 
 
-def database_error(exc: BaseException) -> tuple[int | None, str]:
+def database_error(exc: BaseException) -> tuple[ExitCode | None, str]:
     """(exit code, one-line message) for a database error, else (None, "")."""
     found = classify_error(exc)
     if found is None:

@@ -14,7 +14,15 @@ from portalq.jobs import migrate, queue
 from portalq.jobs.database import database_url as resolve
 from portalq.jobs.database import libpq_dsn
 from portalq.jobs.errors import InputError
-from portalq.scheduler.cli_common import DbUrl, _use_url, cli_actor, fail, print_json, printable
+from portalq.scheduler.cli_common import (
+    DbUrl,
+    ExitCode,
+    _use_url,
+    cli_actor,
+    fail,
+    print_json,
+    printable,
+)
 
 users_app = typer.Typer(no_args_is_help=True, help="Console users and their roles.")
 
@@ -154,7 +162,7 @@ def console(host: Annotated[str | None, typer.Option(
             pass
     except OSError as exc:
         reason = (exc.strerror or str(exc)).split(" (while")[0]
-        fail(f"cannot listen on {settings.host}:{settings.port}: {reason}", code=3)
+        fail(f"cannot listen on {settings.host}:{settings.port}: {reason}", code=ExitCode.REFUSED)
     _use_url(database_url)
     url = resolve(None)
     migrate.upgrade_if_needed(url)

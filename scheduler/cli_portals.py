@@ -18,6 +18,7 @@ from portalq.portals.presets import HOURS_PRESETS
 from portalq.scheduler import calendars
 from portalq.scheduler.cli_common import (
     DbUrl,
+    ExitCode,
     _parse_instant,
     _use_url,
     cli_actor,
@@ -129,7 +130,7 @@ def next_open(code: str,
         print_json({"code": code, "at": _iso(when), "next_open": _iso(result),
                     "open_at_instant": result == when})
     elif result is None:
-        fail(f"{code} does not open within the next 400 days", code=3)
+        fail(f"{code} does not open within the next 400 days", code=ExitCode.REFUSED)
     else:
         typer.echo(_iso(result))
 

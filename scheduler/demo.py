@@ -33,6 +33,7 @@ from portalq.jobs.database import embedded, home
 from portalq.jobs.migrate import upgrade
 from portalq.portals.standin.app import StandinServer
 from portalq.scheduler import status as st
+from portalq.scheduler.cli_common import ExitCode
 from portalq.scheduler.config import Settings
 from portalq.scheduler.demo_orders import samples
 from portalq.scheduler.service import serve
@@ -215,10 +216,10 @@ async def _timeline(settings: Settings, standins: Any, mailbox: Path, exit_when_
                 break
             if loop.time() > deadline:
                 console.print("[red]demo timed out[/]")
-                return 1
+                return ExitCode.ERROR
             await asyncio.sleep(0.5)
     _summary(ids, mailbox, console)
-    return 0
+    return ExitCode.OK
 
 
 def _summary(ids: dict[str, int], mailbox: Path, console: Any) -> None:
