@@ -32,7 +32,8 @@ class ExitCode(IntEnum):
     3    ``REFUSED``      the input is fine but the state refuses it: a job that
                           cannot move so (cancel a completed job), an account the
                           portal refused or locked, a portal that does not open
-                          within the next 400 days, the console's address in use
+                          within the next 400 days, the console's address in use,
+                          rows left under older keys by ``keys rotate`` (busy: run again)
     4    ``UNAVAILABLE``  something needed did not answer: the database (down,
                           refusing connections, timed out), or a portal when
                           ``accounts check`` signs in

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from portalq.jobs import crypto, key_record, key_registry, keys, queue
-from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json
+from portalq.scheduler.cli_common import DbUrl, ExitCode, _use_url, fail, print_json
 
 app = typer.Typer(no_args_is_help=True, help="Encryption keys: status, rotate, retire.")
 
@@ -95,7 +95,8 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
                + (f"; re-wrapped {report.order_inputs} order input(s)"
                   if report.order_inputs else ""))
     if report.left:
-        fail(f"still under older keys: {report.left} (rows busy); run rotate again", 3)
+        fail(f"still under older keys: {report.left} (rows busy); run rotate again",
+             ExitCode.REFUSED)
     others = [k for k in p.key_ids() if k != report.current]
     if others:
         typer.echo(f"nothing needs {', '.join(others)} now: `portalq keys retire KEY_ID`")
