@@ -94,7 +94,7 @@ def _secret_values(kind: pipelines.OrderKind, normal: dict[str, Any]) -> list[tu
     """(path, value) of the order's secret fields that hold a value."""
     out = []
     for spec in kind.secret_fields:
-        for path, parent, key in secrets_at_rest._walk(normal, spec.split("."), ""):
+        for path, parent, key in secrets_at_rest.walk_paths(normal, spec.split("."), ""):
             value = parent.get(key) if isinstance(parent, dict) else None
             if isinstance(value, str) and len(value.strip()) >= 4:
                 out.append((path, value.strip()))

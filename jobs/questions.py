@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from portalq.jobs import clock, crypto, limits, sql
-from portalq.jobs.errors import IllegalTransition, InputError
+from portalq.jobs.errors import IllegalTransition
 
 #: a flow asking three times without an answer is escalated instead of asking again
 UNANSWERED_LIMIT = 3
@@ -69,8 +69,3 @@ def answer(conn: Any, job_id: int, text: str, *, by: str) -> str:
             raise IllegalTransition(f"job {job_id}'s question was answered already")
     return str(q["question"])
 
-
-def of_job(conn: Any, job_id: int) -> list[dict[str, Any]]:
-    if job_id <= 0:
-        raise InputError("a job id is positive")
-    return sql.fetch(conn, "job_questions", {"job_id": job_id})

@@ -58,13 +58,13 @@ from portalq.scheduler.cli_batch import chunks
 from portalq.scheduler.cli_common import (
     DbUrl,
     ExitCode,
-    _load_payload,
-    _parse_instant,
-    _use_url,
     cli_actor,
     database_error,
     fail,
+    load_payload,
+    parse_when,
     print_json,
+    use_url,
 )
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -123,9 +123,9 @@ def enqueue(
     """Enqueue one job; prints its id. Without --payload the payload is built from the order
     by the job type's order source."""
     given = payload is not None or payload_file is not None
-    data = _load_payload(payload, payload_file) if given else None
-    when = _parse_instant(run_at, "--run-at")
-    _use_url(database_url)
+    data = load_payload(payload, payload_file) if given else None
+    when = parse_when(run_at, "--run-at")
+    use_url(database_url)
     if data is None:
         data = payload_for_order(job_type, order)
     options: dict[str, Any] = {"run_at": when, "priority": priority,
@@ -167,7 +167,7 @@ def enqueue_batch(
     # the first chunk is read (and checked) before connecting: a bad file is an input
     # error (exit 2) even with the database down
     first = next(parts, None)
-    _use_url(database_url)
+    use_url(database_url)
     created = existing = 0
     size = path.stat().st_size if path.is_file() else None
     with queue.connect() as conn, Progress(transient=True) as progress:
@@ -214,7 +214,7 @@ def jobs_list(
     database_url: DbUrl = None,
 ) -> None:
     """List jobs, newest first."""
-    _use_url(database_url)
+    use_url(database_url)
     rows = queue.list_jobs(status=status, portal=portal, order_id=order, limit=limit)
     if as_json:
         print_json(rows)
@@ -231,7 +231,7 @@ def jobs_list(
 def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = False,
               database_url: DbUrl = None) -> None:
     """A job with its events, artifacts and documents."""
-    _use_url(database_url)
+    use_url(database_url)
     job = _public(queue.show_job(job_id))
     if as_json:
         print_json(job)
@@ -281,9 +281,9 @@ def jobs_retry(
         fail("give --confirmed-filed or --not-filed, not both")
     if payload_patch is not None and (confirmed_filed is not None or not_filed):
         fail("--payload-patch does not go with --confirmed-filed or --not-filed")
-    patch = (_load_payload(payload_patch, None, "--payload-patch")
+    patch = (load_payload(payload_patch, None, "--payload-patch")
              if payload_patch is not None else None)
-    _use_url(database_url)
+    use_url(database_url)
     reason = note or "portalq jobs retry"
     if confirmed_filed is not None:
         _audited("job.confirm_filed", job_id, reason, lambda c: queue.resolve_filed(
@@ -316,7 +316,7 @@ def answer(job_id: int,
                                                             "characters, yes/no")],
            database_url: DbUrl = None) -> None:
     """Answer the question a running job is waiting on (from any host)."""
-    _use_url(database_url)
+    use_url(database_url)
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
         asked = questions.answer(conn, job_id, code, by=cli_actor())
@@ -343,7 +343,7 @@ def reject(job_id: int, note: Annotated[str, typer.Option("--note", help="why")]
 
 
 def _decide(job_id: int, state: str, note: str, database_url: str | None) -> None:
-    _use_url(database_url)
+    use_url(database_url)
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
         approvals.decide(conn, audit.Actor(cli_actor(), None, "cli"), job_id, state, note)
@@ -352,7 +352,7 @@ def _decide(job_id: int, state: str, note: str, database_url: str | None) -> Non
 @jobs_app.command("cancel")
 def jobs_cancel(job_id: int, database_url: DbUrl = None) -> None:
     """Cancel a pending, deferred or failed job."""
-    _use_url(database_url)
+    use_url(database_url)
     _audited("job.cancel", job_id, "portalq jobs cancel",
              lambda c: queue.cancel(job_id, actor=cli_actor(), conn=c))
     typer.echo(f"job {job_id} cancelled")
@@ -369,7 +369,7 @@ def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then
 
     if not 0 < interval <= 3600:
         fail(f"--interval must be in (0, 3600] seconds, got {interval}")
-    _use_url(database_url)
+    use_url(database_url)
     if as_json:
         print_json(st.snapshot())
         return

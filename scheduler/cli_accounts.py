@@ -23,11 +23,11 @@ from portalq.jobs.errors import AccountError, HandlerOutcome
 from portalq.scheduler.cli_common import (
     DbUrl,
     ExitCode,
-    _use_url,
     cli_actor,
     fail,
     print_json,
     printable,
+    use_url,
 )
 
 app = typer.Typer(no_args_is_help=True, help="Portal accounts: list, add, pause, resume, check.")
@@ -44,7 +44,7 @@ def list_accounts(portal: Annotated[str | None, typer.Option()] = None,
                   as_json: Annotated[bool, typer.Option("--json")] = False,
                   database_url: DbUrl = None) -> None:
     """Accounts, their state, and which of their secrets the provider has (never values)."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         rows = accounts.listing(conn, portal)
     for r in rows:
@@ -66,7 +66,7 @@ def add(portal: str, name: str,
         username: Annotated[str, typer.Option("--username", help="the portal's user name")],
         reason: Reason = None, database_url: DbUrl = None) -> None:
     """Add an account; put its password (and TOTP seed) in the secrets provider."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         accounts.add(conn, _actor(), portal, name, username, reason or "portalq accounts add")
     typer.echo(f"account {portal}/{name} added; its password goes in PORTALQ_SECRETS_DIR/"
@@ -77,7 +77,7 @@ def add(portal: str, name: str,
 @app.command("pause")
 def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """No job signs in with it until resumed (its jobs wait, spending no attempt)."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         accounts.pause(conn, _actor(), portal, name, reason or "portalq accounts pause")
     typer.echo(f"account {portal}/{name} paused")
@@ -86,7 +86,7 @@ def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = N
 @app.command("resume")
 def resume(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """After its secret is fixed: jobs sign in with it again."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         accounts.resume(conn, _actor(), portal, name, reason or "portalq accounts resume")
     typer.echo(f"account {portal}/{name} resumed")
@@ -140,7 +140,7 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
     from portalq.portals.flows.signin import Credentials
     from portalq.scheduler.config import Settings
 
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         found = [r for r in accounts.listing(conn, portal) if r["name"] == name]
         stored = {p["code"]: p["url"] for p in portals_repo.portals(conn)}

@@ -13,7 +13,7 @@ import typer
 
 from portalq.jobs import adopt as a
 from portalq.jobs import queue
-from portalq.scheduler.cli_common import DbUrl, _use_url, fail
+from portalq.scheduler.cli_common import DbUrl, fail, use_url
 
 
 def adopt(
@@ -40,7 +40,7 @@ def adopt(
             fail(f"--map-type {item!r}: give OLD=NEW")
         types[old.strip()] = new.strip()
     where = a.parse_table(table)
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         rows = a.read(conn, where)
         plans = a.plan(rows, where, conn, types)

@@ -94,7 +94,7 @@ def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, default=_json_default, indent=2, sort_keys=True))
 
 
-def _parse_instant(value: str | None, what: str) -> datetime | None:
+def parse_when(value: str | None, what: str) -> datetime | None:
     if value is None:
         return None
     try:
@@ -119,7 +119,7 @@ def read_bounded(path: Path, limit: int, what: str) -> str:
         fail(f"{what} {path} is not UTF-8 text (byte {exc.start})")
 
 
-def _load_payload(payload: str | None, payload_file: Path | None,
+def load_payload(payload: str | None, payload_file: Path | None,
                   what: str = "payload") -> dict[str, Any]:
     if payload is not None and payload_file is not None:
         fail("give --payload or --payload-file, not both")
@@ -145,7 +145,7 @@ DbUrl = Annotated[str | None, typer.Option("--database-url", envvar="PORTALQ_DAT
                                            help="PostgreSQL URL (default: embedded server)")]
 
 
-def _use_url(url: str | None) -> None:
+def use_url(url: str | None) -> None:
     if url:
         os.environ["PORTALQ_DATABASE_URL"] = url
 

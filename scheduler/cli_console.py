@@ -17,11 +17,11 @@ from portalq.jobs.errors import InputError
 from portalq.scheduler.cli_common import (
     DbUrl,
     ExitCode,
-    _use_url,
     cli_actor,
     fail,
     print_json,
     printable,
+    use_url,
 )
 
 users_app = typer.Typer(no_args_is_help=True, help="Console users and their roles.")
@@ -53,7 +53,7 @@ def users_add(name: str,
     if role not in console_users.RANK:
         fail(f"unknown role {role!r} (one of viewer, operator, admin)")
     password = _password(confirm=True)
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c, c.transaction():
         row = console_users.add_user(c, name, role, password)
         _audit_cli(c, "user.add", f"user:{row['name']}", "portalq users add",
@@ -68,7 +68,7 @@ def users_passwd(name: str, database_url: DbUrl = None) -> None:
     from portalq.jobs import console_users
 
     password = _password(confirm=True)
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c, c.transaction():
         console_users.set_password(c, name, password)
         _audit_cli(c, "user.passwd", f"user:{name}", "portalq users passwd", None)
@@ -81,7 +81,7 @@ def users_disable(name: str, database_url: DbUrl = None) -> None:
     # argon2 (password hashing) only for the users commands: the CLI's start stays small
     from portalq.jobs import console_users
 
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c, c.transaction():
         console_users.disable(c, name)
         _audit_cli(c, "user.disable", f"user:{name}", "portalq users disable", None)
@@ -95,7 +95,7 @@ def users_list(as_json: Annotated[bool, typer.Option("--json")] = False,
     # argon2 (password hashing) only for the users commands: the CLI's start stays small
     from portalq.jobs import console_users
 
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         rows = console_users.users(c)
     if as_json:
@@ -116,7 +116,7 @@ def audit(target: Annotated[str | None, typer.Option(help="e.g. job:42, portal:i
           as_json: Annotated[bool, typer.Option("--json")] = False,
           database_url: DbUrl = None) -> None:
     """The audit log, newest first: who did what, when, why (before/after with --json)."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         rows = audit_log.entries(c, target=target, actor=actor, action=action, limit=limit)
     if as_json:
@@ -163,7 +163,7 @@ def console(host: Annotated[str | None, typer.Option(
     except OSError as exc:
         reason = (exc.strerror or str(exc)).split(" (while")[0]
         fail(f"cannot listen on {settings.host}:{settings.port}: {reason}", code=ExitCode.REFUSED)
-    _use_url(database_url)
+    use_url(database_url)
     url = resolve(None)
     migrate.upgrade_if_needed(url)
     typer.echo(f"portalq console on http://{settings.host}:{settings.port}/", err=True)

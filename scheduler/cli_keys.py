@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from portalq.jobs import crypto, key_record, key_registry, keys, queue
-from portalq.scheduler.cli_common import DbUrl, ExitCode, _use_url, fail, print_json
+from portalq.scheduler.cli_common import DbUrl, ExitCode, fail, print_json, use_url
 
 app = typer.Typer(no_args_is_help=True, help="Encryption keys: status, rotate, retire.")
 
@@ -49,7 +49,7 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False,
            database_url: DbUrl = None) -> None:
     """The current key, the keys known, the stored values each one wraps (and, for a key
     file, the databases recorded as using it)."""
-    _use_url(database_url)
+    use_url(database_url)
     p = _provider()
     with queue.connect() as c:
         used = keys.usage(c)
@@ -77,7 +77,7 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
     """Make a new key current (key file: a new key; Vault: a new version of the Transit key;
     with PORTALQ_KEK, the first key listed there) and re-wrap every stored data key with
     it, in batches, while the service runs."""
-    _use_url(database_url)
+    use_url(database_url)
     _plugins()
     p = _provider()
     old = p.current_id()
@@ -111,7 +111,7 @@ def retire(key_id: str, database_url: DbUrl = None,
                "status`): retire a key older than the record")] = False) -> None:
     """Delete an old key, after re-wrapping whatever still used it in this database and in
     every other database recorded as using the key file."""
-    _use_url(database_url)
+    use_url(database_url)
     _plugins()
     p = _provider()
     if key_id not in p.key_ids():

@@ -19,11 +19,11 @@ from portalq.scheduler import calendars
 from portalq.scheduler.cli_common import (
     DbUrl,
     ExitCode,
-    _parse_instant,
-    _use_url,
     cli_actor,
     fail,
+    parse_when,
     print_json,
+    use_url,
 )
 
 
@@ -71,7 +71,7 @@ def _state(p: calendars.Portal, now: datetime) -> dict[str, Any]:
 def list_portals(as_json: Annotated[bool, typer.Option("--json")] = False,
                  database_url: DbUrl = None) -> None:
     """Every portal: timezone, open now, next opening or closing."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         portals = _load(c)
     now = clock.now()
@@ -91,7 +91,7 @@ def list_portals(as_json: Annotated[bool, typer.Option("--json")] = False,
 def hours(code: str, as_json: Annotated[bool, typer.Option("--json")] = False,
           database_url: DbUrl = None) -> None:
     """Weekly hours (portal's local time), holidays this year, upcoming closures."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         p = _portal(_load(c), code)
     k = p.calendar
@@ -121,8 +121,8 @@ def next_open(code: str,
               as_json: Annotated[bool, typer.Option("--json")] = False,
               database_url: DbUrl = None) -> None:
     """The instant (UTC, ISO 8601) the portal is next open: --at itself when open then."""
-    when = _parse_instant(at, "--at") or clock.now()
-    _use_url(database_url)
+    when = parse_when(at, "--at") or clock.now()
+    use_url(database_url)
     with queue.connect() as c:
         p = _portal(_load(c, since=when), code)
     result = cal.next_open(p.calendar, when)
@@ -158,7 +158,7 @@ def set_hours(
             parsed = tuple(w for spec in windows or [] for w in cal.parse_window(spec))
         except ValueError as exc:
             fail(str(exc))
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         _portal(_load(c), code)
         console_actions.set_hours(c, _by(), code,
@@ -173,14 +173,14 @@ def close(code: str,
           reason: Annotated[str, typer.Option(help="why (shown to operators)")],
           database_url: DbUrl = None) -> None:
     """Record a one-off closure (maintenance, system conversion; audited)."""
-    starts, ends = _parse_instant(start, "--from"), _parse_instant(end, "--to")
+    starts, ends = parse_when(start, "--from"), parse_when(end, "--to")
     assert starts is not None and ends is not None
     if ends <= starts:
         fail("--to must be after --from")
     if not reason.strip():
         fail("--reason must not be empty")
     reason = check_identifier(reason, "--reason", 500)  # one line, no control characters
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         _portal(_load(c), code)
         closure = console_actions.add_closure(c, _by(), code, starts, ends, reason)
@@ -193,7 +193,7 @@ def pause(code: str,
               help="why (shown in portals list; kept in the audit log)")] = "operator",
           database_url: DbUrl = None) -> None:
     """Pause a portal by hand: its jobs wait (no attempts spent) until `resume` (audited)."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         console_actions.pause_portal(c, _by(), code, reason)   # paused already: exit 3
     typer.echo(f"{code} paused")
@@ -204,7 +204,7 @@ def resume(code: str,
            reason: Annotated[str, _reason("portalq portals resume")] = "portalq portals resume",
            database_url: DbUrl = None) -> None:
     """Resume a paused portal (audited)."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         console_actions.resume_portal(c, _by(), code, reason)   # not paused: exit 3
     typer.echo(f"{code} resumed")
@@ -218,7 +218,7 @@ def refresh_holidays(
 ) -> None:
     """Recompute every portal's stored holidays with the installed `holidays` package
     (last year to five years ahead; the service's tick extends them by itself; audited)."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c, c.transaction():
         done = calendars.refresh_holidays_sync(c, force=True)
         if done:

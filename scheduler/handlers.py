@@ -32,15 +32,14 @@ def register_handler(job_type: str, handler: Handler, *, uses_browser: bool = Fa
     types.set_flow(job_type, handler, uses_browser=uses_browser)
 
 
-def handler_for(job_type: str, payload: Mapping[str, Any]) -> tuple[Handler, bool]:
-    """(handler, uses_browser). A type with no flow raises ``types.NoFlow``, a business
-    error: the job fails at once instead of being retried for nothing."""
-    jt = types.get(job_type)
-    flow = jt.resolve_flow()
+def handler_for(job_type: str) -> Handler:
+    """The job type's flow, guarded. A type with no flow raises ``types.NoFlow``, a
+    business error: the job fails at once instead of being retried for nothing."""
+    flow = types.get(job_type).resolve_flow()
     try:
-        return _guarded(flow), jt.uses_browser
+        return _guarded(flow)
     except TypeError:   # an unhashable callable: guarded afresh
-        return browser_guarded(flow), jt.uses_browser
+        return browser_guarded(flow)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -7,11 +7,9 @@ import logging
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from portalq.jobs import clock
 from portalq.jobs.errors import (
     DeferUntil,
     HandlerOutcome,
@@ -19,7 +17,6 @@ from portalq.jobs.errors import (
     PortalUnavailable,
     RetryableError,
 )
-from portalq.portals.calendar import zone
 from portalq.portals.flows.browser import close_context, note_missing
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.drift import keep_evidence
@@ -216,13 +213,6 @@ async def fetch_document(ctx: FlowContext, url: str) -> tuple[str, bytes]:
 
 async def has_document(ctx: FlowContext, name: str) -> bool:
     return any(doc[0] == name for doc in await ctx.documents_of(ctx.job_id))
-
-
-def next_midnight(tz: str, now: datetime | None = None) -> datetime:
-    """Midnight starting the next calendar day in ``tz`` (aware), DST-correct."""
-    tzinfo = zone(tz)
-    local = (now or clock.now()).astimezone(tzinfo)
-    return datetime.combine(local.date() + timedelta(days=1), time(0), tzinfo=tzinfo)
 
 
 # ---- single-page apps: a step ends when the app shows its next state -------------------------

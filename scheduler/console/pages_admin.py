@@ -16,7 +16,7 @@ from portalq.jobs.clock import parse_instant
 from portalq.jobs.errors import InputError
 from portalq.portals import calendar as cal
 from portalq.scheduler import calendars
-from portalq.scheduler.console.pages_jobs import _reason, actor, text_param
+from portalq.scheduler.console.pages_jobs import actor, form_reason, text_param
 from portalq.scheduler.console.pages_overview import portal_states
 from portalq.scheduler.console.security import require
 
@@ -61,7 +61,7 @@ def routes(console: Console) -> list[Route]:
     async def escalation_act(request: Request) -> Response:
         user = require(request, "operator")
         form = await request.form()
-        reason = _reason(form)
+        reason = form_reason(form)
         what = request.path_params["what"]
 
         def run() -> None:
@@ -89,7 +89,7 @@ def routes(console: Console) -> list[Route]:
     async def portal_act(request: Request) -> Response:
         user = require(request, "operator")
         form = await request.form()
-        reason = _reason(form)
+        reason = form_reason(form)
         code, what = request.path_params["code"], request.path_params["what"]
         if what not in ("pause", "resume", "close", "reopen", "hours"):
             raise HTTPException(404, "no such action")

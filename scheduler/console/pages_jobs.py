@@ -103,7 +103,7 @@ def filter_query(values: Any) -> dict[str, str]:
     return {k: str(values[k]) for k in FILTERS if values.get(k)}
 
 
-def _reason(form: FormData) -> str:
+def form_reason(form: FormData) -> str:
     reason = str(form.get("reason") or "").strip()
     if not reason:
         raise InputError("say why (a reason is required for every action)")
@@ -182,7 +182,7 @@ def routes(console: Console) -> list[Route]:
             raise HTTPException(404, "no such job")
         what = request.path_params["action"]
         form = await request.form()
-        reason = _reason(form)
+        reason = form_reason(form)
         def run() -> None:
             with console.db() as conn:
                 a = actor(user)
@@ -253,7 +253,7 @@ def routes(console: Console) -> list[Route]:
                                   count=len(ids), scope_all=scope_all, selected=selected,
                                   query=filter_query(form), statuses=statuses,
                                   reason=str(form.get("reason") or ""))
-        reason = _reason(form)
+        reason = form_reason(form)
         expected = str(form.get("expected") or "")
         if expected != str(len(ids)):
             raise InputError(f"the jobs matched changed since the preview ({expected} then, "

@@ -156,7 +156,7 @@ def routes(console: Console) -> list[Route]:
         note = getattr(request.state, "signed_out", "") or (
             "You are signed out." if request.query_params.get("bye") else "")
         return console.render(request, "login.html", user=None, note=note,
-                              next=_safe_next(request.query_params.get("next")))
+                              next=safe_next(request.query_params.get("next")))
 
     async def login(request: Request) -> Response:
         form = await request.form()
@@ -166,7 +166,7 @@ def routes(console: Console) -> list[Route]:
         name = str(form.get("name") or "")[:64]
         password = str(form.get("password") or "")
         ip = request.client.host if request.client else "?"
-        next_url = _safe_next(str(form.get("next") or ""))
+        next_url = safe_next(str(form.get("next") or ""))
         token, error, status = await run_in_threadpool(_check, console, name, password, ip)
         if token is None:
             return console.render(request, "login.html", user=None, error=error,
@@ -206,7 +206,7 @@ def _check(console: Console, name: str, password: str, ip: str,
         return console_users.start_session(conn, user), "", 303
 
 
-def _safe_next(value: str | None) -> str:
+def safe_next(value: str | None) -> str:
     """Only a path on this console (no scheme, no //host): no open redirect."""
     if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
         return ""
