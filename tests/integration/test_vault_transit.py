@@ -15,8 +15,8 @@ import pytest
 from portalq.jobs import crypto, keys, queue, secrets_at_rest
 from portalq.jobs.vault_transit import VaultTransit
 from tests.conftest import run_cli
-from tests.mailbox import free_port
 from tests.plugins import ledger
+from tests.ports import free_port
 from tests.service_helpers import add_local_portal, wait_until
 
 ROOT = "portalq-test-root"
