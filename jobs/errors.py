@@ -27,6 +27,10 @@ class BatchInputError(InputError):
         self.detail = detail
 
 
+class KeyError_(PortalqError):
+    """A key is missing or does not open a value (wrong key, tampered data)."""
+
+
 class IllegalTransition(PortalqError):
     """The job is not in a state that allows the requested change."""
 

@@ -100,3 +100,10 @@ class NoticeKind(StrEnum):
 
 
 NoticeKindName = Literal["paused", "resumed", "password_expiring"]
+
+
+#: the statuses as the table's check constraint lists them (jobs/db/models.py); here, not
+#: beside the tables, so the console and the CLI read them without loading SQLAlchemy
+JOB_STATUSES = ("pending", "deferred", "running", "completed", "failed", "cancelled")
+#: the console's roles, least to most
+CONSOLE_ROLES = ("viewer", "operator", "admin")

@@ -18,14 +18,7 @@ from portalq.jobs import clock, limits, submission
 from portalq.jobs.db import sql
 from portalq.jobs.db.txn import connect, raw_connection
 from portalq.jobs.db.txn import use as _use
-from portalq.jobs.enqueue import (
-    COPY_MIN,
-    Enqueued,
-    NewJob,
-    enqueue,
-    enqueue_many,
-    rate_key_for,
-)
+from portalq.jobs.enqueue import COPY_MIN, Enqueued, NewJob, enqueue, enqueue_many, rate_key_for
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound
 from portalq.jobs.kinds import EventKind, JobStatus
 from portalq.jobs.operations import portal_rows as portals_repo

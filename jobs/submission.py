@@ -31,6 +31,8 @@ from enum import StrEnum
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from portalq.jobs import clock
+
 KEY = "submissions"
 STEP = "step"
 
@@ -196,8 +198,6 @@ class Reporting:
         def checkpoints(self) -> Mapping[str, Any]: ...
 
     def submission(self, name: str, reference: str | None = None) -> Submission:
-        from portalq.jobs import clock
-
         return Submission(name, self.job_id, lambda: self.checkpoints, self.save_checkpoint,
                           clock.now, reference)
 

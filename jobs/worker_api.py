@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +22,7 @@ from psycopg import sql as psql
 from psycopg.types.json import Jsonb
 
 from portalq.jobs import clock, types
+from portalq.jobs.business import order_runs
 from portalq.jobs.checkpoints import LOOKUP_ANSWERS, past_point_of_no_return, rescue_decision
 from portalq.jobs.db import sql
 from portalq.jobs.deferral import DeferIncomplete as DeferIncomplete
@@ -183,7 +185,6 @@ async def complete_many(conn: AConn, *, worker: str,
 async def _release_steps(conn: AConn, orders: list[str]) -> None:
     """The steps after the orders' steps just completed (jobs/business/order_runs.py). Their
     completion is committed: should this fail, the leader's sweep releases them."""
-    from portalq.jobs.business import order_runs
 
     try:
         await order_runs.arelease_ready(conn, orders)
@@ -437,8 +438,6 @@ async def prune_within(conn: AConn, *, older_than: timedelta,
     ``budget_seconds``: one batch per tick would cap retention at ``limit`` jobs per tick
     (about 167 finished jobs/s at the default 60 s tick), and the table would grow for good
     above that rate. Each batch is its own transaction, so claims never wait long."""
-    import time
-
     deadline = time.monotonic() + budget_seconds
     total = 0
     while True:

@@ -335,6 +335,7 @@ def _check_holiday_region(country: str | None, subdiv: str | None) -> None:
 
 @lru_cache(maxsize=256)
 def _named_holidays(country: str, subdiv: str | None, year: int) -> tuple[tuple[date, str], ...]:
+    # holidays imports every country: only when a region must be checked
     import holidays
 
     # observed days can be listed under a neighbouring year (Jan 1 observed on Dec 31)

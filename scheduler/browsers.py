@@ -9,6 +9,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from portalq.portals.flows import browser
+
 
 class Browsers:
     def __init__(self) -> None:
@@ -25,9 +27,9 @@ class Browsers:
         """The process's own browser (launched, or relaunched after a crash)."""
         async with self._lock:
             if self._browser is None or not self._browser.is_connected():
+                # playwright only when a browser is needed: the CLI and enqueue never load it
                 from playwright.async_api import async_playwright
 
-                from portalq.portals.flows import browser
 
                 self.config = browser.load_config()
                 if self._playwright is None:
@@ -42,8 +44,6 @@ class Browsers:
         options = {"proxy": proxy.options()} if proxy is not None else {}
         if self.remote is not None and self.remote.serves(portal):
             return await self.remote.new_context(portal, artifacts_dir, **options)
-        from portalq.portals.flows import browser
-
         b = await self.local()
         return await browser.new_context(b, self.config, artifacts_dir, **options)
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from datetime import datetime as dt
 from typing import Any
 
 from portalq.jobs import clock
+from portalq.jobs.db.migrate import seed_portals
 from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.jobs.queue import connect
 from portalq.portals.calendar import (
     Closure,
     PortalCalendar,
@@ -18,6 +21,7 @@ from portalq.portals.calendar import (
     closes_at,
     holiday_names,
     next_start,
+    zone,
 )
 
 log = logging.getLogger("portalq.calendars")
@@ -100,7 +104,7 @@ def load_sync(conn: Any, since: datetime | None = None) -> dict[str, Portal]:
 def seed_declared_portals(url: str) -> list[str]:
     """The portals declared in code (portals.catalogue, plugins) that the database lacks:
     added with their weekly hours. Returns their codes."""
-    from portalq.jobs.db.migrate import seed_portals
+    # the declarations (their payload models) only to seed: the CLI's start stays small
     from portalq.portals.catalogue import declared_portals
 
     return seed_portals(url, [p.as_row() for p in declared_portals()])
@@ -151,8 +155,6 @@ async def refresh_holidays(conn: Any, now: datetime | None = None, *,
 def store_holidays(url: str | None = None) -> list[str]:
     """Store the holidays due on the database at ``url`` (what `portalq migrate` does right
     after the migrations). Returns the portals stored."""
-    from portalq.jobs.queue import connect
-
     with connect(url) as conn:
         return refresh_holidays_sync(conn)
 
@@ -187,11 +189,6 @@ def capacity(portal: Portal, now: datetime) -> int | None | bool:
 
 def portal_day(portal: Portal, now: datetime) -> tuple[datetime, datetime]:
     """[start, end) of the portal's calendar day containing ``now`` (in UTC)."""
-    from datetime import UTC
-    from datetime import datetime as dt
-
-    from portalq.portals.calendar import zone
-
     tz = zone(portal.calendar.timezone)
     local = now.astimezone(tz).date()
     start = dt.combine(local, dt.min.time(), tz).astimezone(UTC)

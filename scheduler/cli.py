@@ -19,17 +19,47 @@ try:  # typer >= 0.20 vendors click
 except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
-from portalq.jobs.errors import IllegalTransition, InputError, PortalqError
+import asyncio
+import importlib.util
+import itertools
+import time
+
+from pydantic import ValidationError
+
+from portalq.jobs import audit, queue, waiting
+from portalq.jobs import settings as all_settings
+from portalq.jobs.admin import actions as console_actions
+from portalq.jobs.audit import Actor
+from portalq.jobs.business import supplied
+from portalq.jobs.business.orders import payload_for_order
+from portalq.jobs.db import migrate as m
+from portalq.jobs.db.location import database_url as resolve
+from portalq.jobs.db.location import embedded, parse_url
+from portalq.jobs.errors import BatchInputError, IllegalTransition, InputError, PortalqError
+from portalq.jobs.operations import approvals, questions
+from portalq.jobs.secrets import sealing as secrets_at_rest
+from portalq.jobs.types import get
+from portalq.scheduler import (
+    cli_accounts,
+    cli_adopt,
+    cli_console,
+    cli_keys,
+    cli_orders,
+    cli_portals,
+    cli_webhooks,
+)
+from portalq.scheduler.calendar_cache import seed_declared_portals, store_holidays
+from portalq.scheduler.cli_batch import chunks
 from portalq.scheduler.cli_common import (
-    EXIT_INPUT,
-    EXIT_STATE,
     DbUrl,
-    _load_payload,
-    _parse_instant,
-    _use_url,
+    ExitCode,
+    cli_actor,
     database_error,
     fail,
+    load_payload,
+    parse_when,
     print_json,
+    use_url,
 )
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -46,21 +76,19 @@ def migrate(database_url: DbUrl = None,
             sql: Annotated[bool, typer.Option("--sql", help="print the SQL, run nothing")] = False,
             ) -> None:
     """Apply schema migrations (idempotent)."""
-    from portalq.jobs.db import migrate as m
 
     if sql:
         typer.echo(m.offline_sql())
         return
+    # rich only for the commands that draw with it: the CLI starts small
     from rich.console import Console
 
-    from portalq.jobs.db.location import database_url as resolve
 
     with Console(stderr=True).status("starting the database and applying migrations ..."):
         url = resolve(database_url)
         before = m.current(url)
         m.upgrade(url)
         after = m.current(url)
-        from portalq.scheduler.calendar_cache import seed_declared_portals, store_holidays
 
         added = seed_declared_portals(url)
         stored = store_holidays(url)
@@ -91,15 +119,12 @@ def enqueue(
 ) -> None:
     """Enqueue one job; prints its id. Without --payload the payload is built from the order
     by the job type's order source."""
-    from portalq.jobs import queue
-    from portalq.jobs.business import supplied
 
     given = payload is not None or payload_file is not None
-    data = _load_payload(payload, payload_file) if given else None
-    when = _parse_instant(run_at, "--run-at")
-    _use_url(database_url)
+    data = load_payload(payload, payload_file) if given else None
+    when = parse_when(run_at, "--run-at")
+    use_url(database_url)
     if data is None:
-        from portalq.jobs.business.orders import payload_for_order
 
         data = payload_for_order(job_type, order)
     options: dict[str, Any] = {"run_at": when, "priority": priority,
@@ -131,13 +156,9 @@ def enqueue_batch(
 ) -> None:
     """Enqueue many jobs from a file, in one transaction: all of them or (on any bad line)
     none; prints how many were created and how many already existed."""
-    import itertools
-
+    # rich only for the commands that draw with it: the CLI starts small
     from rich.progress import Progress
 
-    from portalq.jobs import queue
-    from portalq.jobs.errors import BatchInputError
-    from portalq.scheduler.cli_batch import chunks
 
     if chunk < 1:
         fail(f"--chunk must be at least 1, got {chunk}")
@@ -145,7 +166,7 @@ def enqueue_batch(
     # the first chunk is read (and checked) before connecting: a bad file is an input
     # error (exit 2) even with the database down
     first = next(parts, None)
-    _use_url(database_url)
+    use_url(database_url)
     created = existing = 0
     size = path.stat().st_size if path.is_file() else None
     with queue.connect() as conn, Progress(transient=True) as progress:
@@ -168,8 +189,6 @@ def enqueue_batch(
 
 def _public(job: Mapping[str, Any]) -> dict[str, Any]:
     """A job for display: secret payload fields shown as [encrypted] or [erased]."""
-    from portalq.jobs.secrets import sealing as secrets_at_rest
-    from portalq.jobs.types import get
 
     out = dict(job)
     try:
@@ -195,9 +214,7 @@ def jobs_list(
     database_url: DbUrl = None,
 ) -> None:
     """List jobs, newest first."""
-    from portalq.jobs import queue
-
-    _use_url(database_url)
+    use_url(database_url)
     rows = queue.list_jobs(status=status, portal=portal, order_id=order, limit=limit)
     if as_json:
         print_json(rows)
@@ -214,9 +231,7 @@ def jobs_list(
 def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = False,
               database_url: DbUrl = None) -> None:
     """A job with its events, artifacts and documents."""
-    from portalq.jobs import queue, waiting
-
-    _use_url(database_url)
+    use_url(database_url)
     job = _public(queue.show_job(job_id))
     if as_json:
         print_json(job)
@@ -262,28 +277,26 @@ def jobs_retry(
 ) -> None:
     """Put a failed or cancelled job back in the queue (checkpoints kept), or resolve an
     uncertain outcome (--confirmed-filed / --not-filed)."""
-    from portalq.jobs import queue
-
     if confirmed_filed is not None and not_filed:
         fail("give --confirmed-filed or --not-filed, not both")
     if payload_patch is not None and (confirmed_filed is not None or not_filed):
         fail("--payload-patch does not go with --confirmed-filed or --not-filed")
-    patch = (_load_payload(payload_patch, None, "--payload-patch")
+    patch = (load_payload(payload_patch, None, "--payload-patch")
              if payload_patch is not None else None)
-    _use_url(database_url)
+    use_url(database_url)
     reason = note or "portalq jobs retry"
     if confirmed_filed is not None:
         _audited("job.confirm_filed", job_id, reason, lambda c: queue.resolve_filed(
-            job_id, confirmed_filed, actor=_actor(), note=note, conn=c))
+            job_id, confirmed_filed, actor=cli_actor(), note=note, conn=c))
         typer.echo(f"job {job_id} completed as filed ({confirmed_filed.strip()})")
         return
     if not_filed:
         _audited("job.not_filed", job_id, reason, lambda c: queue.resolve_not_filed(
-            job_id, actor=_actor(), note=note, conn=c))
+            job_id, actor=cli_actor(), note=note, conn=c))
         typer.echo(f"job {job_id} resumes from before its submission")
         return
     _audited("job.retry_with_payload" if patch else "job.retry", job_id, reason,
-             lambda c: queue.retry(job_id, payload_patch=patch, note=note, actor=_actor(),
+             lambda c: queue.retry(job_id, payload_patch=patch, note=note, actor=cli_actor(),
                                    conn=c))
     typer.echo(f"job {job_id} queued again")
 
@@ -291,13 +304,10 @@ def jobs_retry(
 def _audited(action: str, job_id: int, reason: str, change: Any) -> None:
     """An admin change of a job and its audit row (who, what, when, why, before/after),
     committed together -- as the console records its actions."""
-    from portalq.jobs import queue
-    from portalq.jobs.admin import actions as console_actions
-    from portalq.jobs.audit import Actor
 
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
-        console_actions.job_action(conn, Actor(_actor(), None, "cli"), action, job_id,
+        console_actions.job_action(conn, Actor(cli_actor(), None, "cli"), action, job_id,
                                    reason, lambda: change(conn))
 
 
@@ -307,14 +317,11 @@ def answer(job_id: int,
                                                             "characters, yes/no")],
            database_url: DbUrl = None) -> None:
     """Answer the question a running job is waiting on (from any host)."""
-    from portalq.jobs import audit, queue
-    from portalq.jobs.operations import questions
-
-    _use_url(database_url)
+    use_url(database_url)
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
-        asked = questions.answer(conn, job_id, code, by=_actor())
-        audit.record(conn, audit.Actor(_actor(), None, "cli"), "job.answer", f"job:{job_id}",
+        asked = questions.answer(conn, job_id, code, by=cli_actor())
+        audit.record(conn, audit.Actor(cli_actor(), None, "cli"), "job.answer", f"job:{job_id}",
                      f"answered: {asked[:200]}")   # never the answer itself
     typer.echo(f"job {job_id}: answered")
 
@@ -337,30 +344,19 @@ def reject(job_id: int, note: Annotated[str, typer.Option("--note", help="why")]
 
 
 def _decide(job_id: int, state: str, note: str, database_url: str | None) -> None:
-    from portalq.jobs import audit, queue
-    from portalq.jobs.operations import approvals
-
-    _use_url(database_url)
+    use_url(database_url)
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
-        approvals.decide(conn, audit.Actor(_actor(), None, "cli"), job_id, state, note)
+        approvals.decide(conn, audit.Actor(cli_actor(), None, "cli"), job_id, state, note)
 
 
 @jobs_app.command("cancel")
 def jobs_cancel(job_id: int, database_url: DbUrl = None) -> None:
     """Cancel a pending, deferred or failed job."""
-    from portalq.jobs import queue
-
-    _use_url(database_url)
+    use_url(database_url)
     _audited("job.cancel", job_id, "portalq jobs cancel",
-             lambda c: queue.cancel(job_id, actor=_actor(), conn=c))
+             lambda c: queue.cancel(job_id, actor=cli_actor(), conn=c))
     typer.echo(f"job {job_id} cancelled")
-
-
-def _actor() -> str:
-    from portalq.scheduler.cli_common import cli_actor
-
-    return cli_actor()
 
 
 @app.command()
@@ -369,22 +365,23 @@ def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then
            interval: Annotated[float, typer.Option(help="refresh period (s)")] = 1.0,
            database_url: DbUrl = None) -> None:
     """Live view: queue depth, running jobs and their step, deferred jobs, failures."""
+    # the service, console and flows load only for the command that runs them
     from portalq.scheduler import status as st
 
     if not 0 < interval <= 3600:
         fail(f"--interval must be in (0, 3600] seconds, got {interval}")
-    _use_url(database_url)
+    use_url(database_url)
     if as_json:
         print_json(st.snapshot())
         return
+    # rich only for the commands that draw with it: the CLI starts small
     from rich.console import Console
 
     console = Console()
     if once:
         console.print(st.render(st.snapshot()))
         return
-    import time
-
+    # rich only for the commands that draw with it: the CLI starts small
     from rich.live import Live
 
     with Live(st.render(st.snapshot()), console=console, refresh_per_second=4) as live:
@@ -398,8 +395,6 @@ def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then
 
 def _need_demo_extra() -> None:
     """The stand-ins and the demo mailbox are an extra: a production install lacks them."""
-    import importlib.util
-
     missing = [m for m in ("fpdf", "aiosmtpd") if importlib.util.find_spec(m) is None]
     if missing:
         fail("the stand-in portals and the demo mailbox are not installed: "
@@ -418,10 +413,10 @@ def demo(
     if not timeout > 0:
         fail(f"--timeout must be positive, got {timeout}")
     _need_demo_extra()
-    import asyncio
-
+    # rich only for the commands that draw with it: the CLI starts small
     from rich.console import Console
 
+    # the service, console and flows load only for the command that runs them
     from portalq.scheduler import demo as d
     from portalq.scheduler import logs
 
@@ -435,6 +430,7 @@ def standin(host: Annotated[str, typer.Option(envvar="PORTALQ_STANDIN_HOST")] = 
             port: Annotated[int, typer.Option(envvar="PORTALQ_STANDIN_PORT")] = 8765) -> None:
     """Serve the stand-in portals (BC Registries, IRS EIN, Delaware, CRTC) locally."""
     _need_demo_extra()
+    # the service, console and flows load only for the command that runs them
     from portalq.portals.standin.server import serve
 
     if not 0 <= port <= 65535:
@@ -445,7 +441,6 @@ def standin(host: Annotated[str, typer.Option(envvar="PORTALQ_STANDIN_HOST")] = 
 @db_app.command("start")
 def db_start() -> None:
     """Start the embedded PostgreSQL server (if not running); print its URL."""
-    from portalq.jobs.db.location import embedded
 
     typer.echo(embedded().ensure_running())
 
@@ -453,7 +448,6 @@ def db_start() -> None:
 @db_app.command("stop")
 def db_stop() -> None:
     """Stop the embedded PostgreSQL server."""
-    from portalq.jobs.db.location import embedded
 
     embedded().stop()
     typer.echo("stopped")
@@ -463,23 +457,11 @@ def db_stop() -> None:
 def db_url(database_url: DbUrl = None) -> None:
     """Print the database URL portalq uses (starting the embedded server if needed); a
     password is shown as ***."""
-    from portalq.jobs.db.location import database_url as resolve
-    from portalq.jobs.db.location import parse_url
 
     typer.echo(parse_url(resolve(database_url)).redacted())
 
 
 def _register() -> None:
-    from portalq.scheduler import (
-        cli_accounts,
-        cli_adopt,
-        cli_console,
-        cli_keys,
-        cli_orders,
-        cli_portals,
-        cli_webhooks,
-    )
-
     app.add_typer(cli_portals.app, name="portals")
     app.add_typer(cli_webhooks.app, name="webhooks")
     app.add_typer(cli_keys.app, name="keys")
@@ -499,19 +481,19 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click_exc.NoArgsIsHelpError as exc:
         typer.echo(exc.format_message() if hasattr(exc, "format_message") else str(exc))
-        sys.exit(EXIT_INPUT)
+        sys.exit(ExitCode.BAD_INPUT)
     except click_exc.UsageError as exc:
         typer.echo(f"portalq: error: {exc.format_message()}", err=True)
-        sys.exit(EXIT_INPUT)
+        sys.exit(ExitCode.BAD_INPUT)
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("portalq: aborted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except IllegalTransition as exc:
         typer.echo(f"portalq: error: {exc}", err=True)
-        sys.exit(EXIT_STATE)
+        sys.exit(ExitCode.REFUSED)
     except (InputError, PortalqError) as exc:
         typer.echo(f"portalq: error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+        sys.exit(ExitCode.BAD_INPUT)
     except Exception as exc:
         code, message = database_error(exc)
         if code is None:
@@ -535,8 +517,7 @@ def run_service(
     database_url: DbUrl = None,
 ) -> None:
     """Run the scheduler service (until SIGTERM/SIGINT)."""
-    from pydantic import ValidationError
-
+    # the service, console and flows load only for the command that runs them
     from portalq.scheduler.config import Settings
     from portalq.scheduler.service import run
 
@@ -560,14 +541,15 @@ def run_service(
         message = str(first["msg"]).removeprefix("Value error, ")
         fail(message if message.startswith("invalid PORTALQ_")
              else f"invalid setting PORTALQ_{field.upper()}: {message}")
+    # the service, console and flows load only for the command that runs them
     from portalq.scheduler.mailer import SmtpUrlError, smtp_target
 
     try:   # at start, not when the first escalation is mailed (its text, never shown)
         smtp_target(settings.smtp_url)
     except SmtpUrlError as exc:
         fail(str(exc))
-    from portalq.jobs import settings as all_settings
-    from portalq.jobs.errors import InputError
+
+    # the service, console and flows load only for the command that runs them
     from portalq.scheduler import egress
 
     try:   # a malformed proxy setting: one line at start (the portals are checked later)

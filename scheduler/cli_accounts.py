@@ -10,22 +10,36 @@ Every change is audited like the console's actions.
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json, printable
+from portalq.jobs import files, queue
+from portalq.jobs.audit import Actor
+from portalq.jobs.errors import AccountError, HandlerOutcome
+from portalq.jobs.operations import accounts
+from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.jobs.secrets import account_secrets
+from portalq.scheduler.cli_common import (
+    DbUrl,
+    ExitCode,
+    cli_actor,
+    fail,
+    print_json,
+    printable,
+    use_url,
+)
 
 app = typer.Typer(no_args_is_help=True, help="Portal accounts: list, add, pause, resume, check.")
 
 Reason = Annotated[str | None, typer.Option("--reason", help="why (kept in the audit log)")]
 
 
-def _actor() -> Any:
-    from portalq.jobs.audit import Actor
-    from portalq.scheduler.cli import _actor as who
-
-    return Actor(who(), None, "cli")
+def _actor() -> Actor:
+    return Actor(cli_actor(), None, "cli")
 
 
 @app.command("list")
@@ -33,11 +47,7 @@ def list_accounts(portal: Annotated[str | None, typer.Option()] = None,
                   as_json: Annotated[bool, typer.Option("--json")] = False,
                   database_url: DbUrl = None) -> None:
     """Accounts, their state, and which of their secrets the provider has (never values)."""
-    from portalq.jobs import queue
-    from portalq.jobs.operations import accounts
-    from portalq.jobs.secrets import account_secrets
-
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         rows = accounts.listing(conn, portal)
     for r in rows:
@@ -59,10 +69,7 @@ def add(portal: str, name: str,
         username: Annotated[str, typer.Option("--username", help="the portal's user name")],
         reason: Reason = None, database_url: DbUrl = None) -> None:
     """Add an account; put its password (and TOTP seed) in the secrets provider."""
-    from portalq.jobs import queue
-    from portalq.jobs.operations import accounts
-
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         accounts.add(conn, _actor(), portal, name, username, reason or "portalq accounts add")
     typer.echo(f"account {portal}/{name} added; its password goes in PORTALQ_SECRETS_DIR/"
@@ -73,10 +80,7 @@ def add(portal: str, name: str,
 @app.command("pause")
 def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """No job signs in with it until resumed (its jobs wait, spending no attempt)."""
-    from portalq.jobs import queue
-    from portalq.jobs.operations import accounts
-
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         accounts.pause(conn, _actor(), portal, name, reason or "portalq accounts pause")
     typer.echo(f"account {portal}/{name} paused")
@@ -85,10 +89,7 @@ def pause(portal: str, name: str, reason: Reason = None, database_url: DbUrl = N
 @app.command("resume")
 def resume(portal: str, name: str, reason: Reason = None, database_url: DbUrl = None) -> None:
     """After its secret is fixed: jobs sign in with it again."""
-    from portalq.jobs import queue
-    from portalq.jobs.operations import accounts
-
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         accounts.resume(conn, _actor(), portal, name, reason or "portalq accounts resume")
     typer.echo(f"account {portal}/{name} resumed")
@@ -109,12 +110,10 @@ class _CheckContext:
 
 
 async def _check(portal: str, creds: Any, urls: dict[str, str]) -> Any:
-    import tempfile
-    from pathlib import Path
-
+    # playwright only when a browser is needed: the CLI and enqueue never load it
     from playwright.async_api import async_playwright
 
-    from portalq.jobs import files
+    # the service, console and flows load only for the command that runs them
     from portalq.portals.flows import browser as browsers
     from portalq.portals.flows.signin import sign_in
 
@@ -137,19 +136,14 @@ async def _check(portal: str, creds: Any, urls: dict[str, str]) -> Any:
 def check(portal: str, name: str, database_url: DbUrl = None) -> None:
     """Sign in once with the account (its secrets from the provider) and say what the
     portal answered. Nothing is filed; a refused password is reported, never retried."""
-    import asyncio
-
+    # playwright only when a browser is needed: the CLI and enqueue never load it
     from playwright.async_api import Error as PlaywrightError
 
-    from portalq.jobs import queue
-    from portalq.jobs.errors import AccountError, HandlerOutcome
-    from portalq.jobs.operations import accounts
-    from portalq.jobs.operations import portal_rows as portals_repo
-    from portalq.jobs.secrets import account_secrets
+    # the service, console and flows load only for the command that runs them
     from portalq.portals.flows.signin import Credentials
     from portalq.scheduler.config import Settings
 
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         found = [r for r in accounts.listing(conn, portal) if r["name"] == name]
         stored = {p["code"]: p["url"] for p in portals_repo.portals(conn)}
@@ -166,13 +160,13 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
     try:
         signed = asyncio.run(_check(portal, creds, urls))
     except AccountError as exc:
-        fail(str(exc), code=3)
+        fail(str(exc), code=ExitCode.REFUSED)
     except HandlerOutcome as exc:
-        fail(f"{portal}/{name}: could not sign in: {exc}", code=4)
+        fail(f"{portal}/{name}: could not sign in: {exc}", code=ExitCode.UNAVAILABLE)
     except PlaywrightError as exc:   # the portal did not answer (refused, timed out)
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         fail(f"{portal}/{name}: could not sign in: the portal did not answer: {first}",
-             code=4)
+             code=ExitCode.UNAVAILABLE)
     days = signed.password_expires_in
     typer.echo(f"{portal}/{name}: signed in as {creds.user}"
                + (f"; the password expires in {days} days" if days is not None else ""))

@@ -11,7 +11,9 @@ from typing import Annotated
 
 import typer
 
-from portalq.scheduler.cli_common import DbUrl, _use_url, fail
+from portalq.jobs import queue
+from portalq.jobs.business import adopt as a
+from portalq.scheduler.cli_common import DbUrl, fail, use_url
 
 
 def adopt(
@@ -29,8 +31,6 @@ def adopt(
     jobs waiting for a person (they may have been filed), failed rows failed jobs; finished
     rows are counted, others skipped with the reason. The legacy table is only read.
     Stop the old dispatcher first."""
-    from portalq.jobs import queue
-    from portalq.jobs.business import adopt as a
 
     if apply and dry_run:
         fail("give --apply or --dry-run, not both")
@@ -41,7 +41,7 @@ def adopt(
             fail(f"--map-type {item!r}: give OLD=NEW")
         types[old.strip()] = new.strip()
     where = a.parse_table(table)
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as conn:
         rows = a.read(conn, where)
         plans = a.plan(rows, where, conn, types)

@@ -16,7 +16,7 @@ from typing import Any
 
 from portalq.jobs import queue
 from portalq.jobs.limits import max_payload_bytes
-from portalq.scheduler.cli_common import _parse_instant, fail
+from portalq.scheduler.cli_common import fail, parse_when
 
 #: lines per batch file: beyond this, split the file (one transaction holds them all)
 MAX_LINES = 1_000_000
@@ -51,7 +51,7 @@ def _job(item: dict[str, Any], where: str) -> queue.NewJob:
                 fail(f"{where}: {name} must be {want}, not {_json_type(value)}")
     return queue.NewJob(
         item["job_type"], item["order"], item.get("payload") or {},
-        run_at=_parse_instant(item.get("run_at"), f"{where}: run_at"),
+        run_at=parse_when(item.get("run_at"), f"{where}: run_at"),
         priority=item.get("priority", 0), max_attempts=item.get("max_attempts", 5),
         idempotency_key=item.get("idempotency_key"), portal=item.get("portal"))
 

@@ -2,17 +2,57 @@
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 import re
+import socket
 from datetime import datetime
+from enum import IntEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
-EXIT_INPUT = 2
-EXIT_STATE = 3
-EXIT_DB = 4
+from portalq.jobs.clock import parse_instant
+from portalq.jobs.db.connections import classify_error
+from portalq.jobs.limits import max_payload_bytes
+
+
+class ExitCode(IntEnum):
+    """The exit codes of ``portalq``: the same for every command.
+
+    ===  ===============  =========================================================
+    0    ``OK``           done (``portalq demo``: every order final and mailed)
+    1    ``ERROR``        failed otherwise: a database error that is neither input
+                          nor unavailability, the demo ran out of time
+    2    ``BAD_INPUT``    the command or its input is wrong (unknown option or value,
+                          a payload that does not validate, an unknown job): a
+                          one-line error, nothing written
+    3    ``REFUSED``      the input is fine but the state refuses it: a job that
+                          cannot move so (cancel a completed job), an account the
+                          portal refused or locked, a portal that does not open
+                          within the next 400 days, the console's address in use,
+                          rows left under older keys by ``keys rotate`` (busy: run again)
+    4    ``UNAVAILABLE``  something needed did not answer: the database (down,
+                          refusing connections, timed out), or a portal when
+                          ``accounts check`` signs in
+    130  ``INTERRUPTED``  stopped with Ctrl-C (or aborted at a prompt)
+    ===  ===============  =========================================================
+    """
+
+    OK = 0
+    ERROR = 1
+    BAD_INPUT = 2
+    REFUSED = 3
+    UNAVAILABLE = 4
+    INTERRUPTED = 130
+
+
+# the names before ExitCode (kept while other modules still use them)
+EXIT_INPUT = ExitCode.BAD_INPUT
+EXIT_STATE = ExitCode.REFUSED
+EXIT_DB = ExitCode.UNAVAILABLE
 
 
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -24,18 +64,18 @@ def printable(value: Any) -> str:
     return _CONTROLS.sub(lambda m: repr(m.group())[1:-1], str(value))
 
 
-def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:
+def fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> NoReturn:
     typer.echo(f"portalq: error: {message}", err=True)
     raise typer.Exit(code)
 
 
-#: the exit code of a database error, by what it means (:func:`jobs.db.connections.classify_error`)
-_DB_EXITS = {"unavailable": EXIT_DB, "value": EXIT_INPUT, "other": 1}
+#: the exit code of a database error, by what it means (:func:`jobs.connections.classify_error`)
+_DB_EXITS = {"unavailable": ExitCode.UNAVAILABLE, "value": ExitCode.BAD_INPUT,
+             "other": ExitCode.ERROR}
 
 
-def database_error(exc: BaseException) -> tuple[int | None, str]:
+def database_error(exc: BaseException) -> tuple[ExitCode | None, str]:
     """(exit code, one-line message) for a database error, else (None, "")."""
-    from portalq.jobs.db.connections import classify_error
 
     found = classify_error(exc)
     if found is None:
@@ -55,11 +95,9 @@ def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, default=_json_default, indent=2, sort_keys=True))
 
 
-def _parse_instant(value: str | None, what: str) -> datetime | None:
+def parse_when(value: str | None, what: str) -> datetime | None:
     if value is None:
         return None
-    from portalq.jobs.clock import parse_instant
-
     try:
         return parse_instant(value)
     except ValueError as exc:
@@ -82,10 +120,8 @@ def read_bounded(path: Path, limit: int, what: str) -> str:
         fail(f"{what} {path} is not UTF-8 text (byte {exc.start})")
 
 
-def _load_payload(payload: str | None, payload_file: Path | None,
+def load_payload(payload: str | None, payload_file: Path | None,
                   what: str = "payload") -> dict[str, Any]:
-    from portalq.jobs.limits import max_payload_bytes
-
     if payload is not None and payload_file is not None:
         fail("give --payload or --payload-file, not both")
     text = payload
@@ -110,9 +146,7 @@ DbUrl = Annotated[str | None, typer.Option("--database-url", envvar="PORTALQ_DAT
                                            help="PostgreSQL URL (default: embedded server)")]
 
 
-def _use_url(url: str | None) -> None:
-    import os
-
+def use_url(url: str | None) -> None:
     if url:
         os.environ["PORTALQ_DATABASE_URL"] = url
 
@@ -121,9 +155,6 @@ def _use_url(url: str | None) -> None:
 
 def cli_actor() -> str:
     """Who acts from the CLI, for the audit log: the OS user (and host)."""
-    import getpass
-    import socket
-
     try:
         return f"cli:{getpass.getuser()}@{socket.gethostname()}"
     except Exception:  # noqa: BLE001 - no user name to be had (a bare container)

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from importlib.util import find_spec
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
-from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json, printable
+from portalq.jobs import audit as audit_log
+from portalq.jobs import queue
+from portalq.jobs.db import migrate
+from portalq.jobs.db.location import database_url as resolve
+from portalq.jobs.db.location import libpq_dsn
+from portalq.jobs.errors import InputError
+from portalq.scheduler.cli_common import (
+    DbUrl,
+    ExitCode,
+    cli_actor,
+    fail,
+    print_json,
+    printable,
+    use_url,
+)
 
 users_app = typer.Typer(no_args_is_help=True, help="Console users and their roles.")
 
@@ -43,10 +59,7 @@ def _password(confirm: bool) -> str:
 
 
 def _audit_cli(conn: object, action: str, target: str, reason: str, after: object) -> None:
-    from portalq.jobs import audit
-    from portalq.scheduler.cli import _actor
-
-    audit.record(conn, audit.Actor(_actor(), None, "cli"), action, target, reason,
+    audit_log.record(conn, audit_log.Actor(cli_actor(), None, "cli"), action, target, reason,
                  after=after)
 
 
@@ -55,13 +68,14 @@ def users_add(name: str,
               role: Annotated[str, typer.Option(help="viewer | operator | admin")] = "viewer",
               database_url: DbUrl = None) -> None:
     """Add a console user; the password comes from standard input or a prompt."""
-    from portalq.jobs import queue
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
     from portalq.jobs.admin import users as console_users
 
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
     if role not in console_users.RANK:
         fail(f"unknown role {role!r} (one of viewer, operator, admin)")
     password = _password(confirm=True)
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c, c.transaction():
         row = console_users.add_user(c, name, role, password)
         _audit_cli(c, "user.add", f"user:{row['name']}", "portalq users add",
@@ -72,11 +86,12 @@ def users_add(name: str,
 @users_app.command("passwd")
 def users_passwd(name: str, database_url: DbUrl = None) -> None:
     """Set a user's password (standard input or a prompt)."""
-    from portalq.jobs import queue
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
     from portalq.jobs.admin import users as console_users
 
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
     password = _password(confirm=True)
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c, c.transaction():
         console_users.set_password(c, name, password)
         _audit_cli(c, "user.passwd", f"user:{name}", "portalq users passwd", None)
@@ -86,10 +101,11 @@ def users_passwd(name: str, database_url: DbUrl = None) -> None:
 @users_app.command("disable")
 def users_disable(name: str, database_url: DbUrl = None) -> None:
     """Disable a user: their sessions end at once, they cannot sign in."""
-    from portalq.jobs import queue
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
     from portalq.jobs.admin import users as console_users
 
-    _use_url(database_url)
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
+    use_url(database_url)
     with queue.connect() as c, c.transaction():
         console_users.disable(c, name)
         _audit_cli(c, "user.disable", f"user:{name}", "portalq users disable", None)
@@ -100,10 +116,11 @@ def users_disable(name: str, database_url: DbUrl = None) -> None:
 def users_list(as_json: Annotated[bool, typer.Option("--json")] = False,
                database_url: DbUrl = None) -> None:
     """Console users, roles, last activity."""
-    from portalq.jobs import queue
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
     from portalq.jobs.admin import users as console_users
 
-    _use_url(database_url)
+    # argon2 (password hashing) only for the users commands: the CLI's start stays small
+    use_url(database_url)
     with queue.connect() as c:
         rows = console_users.users(c)
     if as_json:
@@ -124,10 +141,7 @@ def audit(target: Annotated[str | None, typer.Option(help="e.g. job:42, portal:i
           as_json: Annotated[bool, typer.Option("--json")] = False,
           database_url: DbUrl = None) -> None:
     """The audit log, newest first: who did what, when, why (before/after with --json)."""
-    from portalq.jobs import audit as audit_log
-    from portalq.jobs import queue
-
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         rows = audit_log.entries(c, target=target, actor=actor, action=action, limit=limit)
     if as_json:
@@ -145,11 +159,7 @@ def console(host: Annotated[str | None, typer.Option(
             database_url: DbUrl = None) -> None:
     """Serve the admin console (sign in with a user from `portalq users add`)."""
     needs_console_extra()
-    from pydantic import ValidationError
-
-    from portalq.jobs.db import migrate
-    from portalq.jobs.db.location import database_url as resolve
-    from portalq.jobs.db.location import libpq_dsn
+    # the service, console and flows load only for the command that runs them
     from portalq.scheduler.console.app import serve
     from portalq.scheduler.console.config import ConsoleSettings
 
@@ -163,7 +173,7 @@ def console(host: Annotated[str | None, typer.Option(
     except ValidationError as exc:
         first = exc.errors()[0]
         fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
-    from portalq.jobs.errors import InputError
+    # the service, console and flows load only for the command that runs them
     from portalq.scheduler.config import Settings
     from portalq.scheduler.console.config import secret_key
     from portalq.scheduler.console.oidc import Config
@@ -173,15 +183,13 @@ def console(host: Annotated[str | None, typer.Option(
         secret_key(settings)
     except InputError as exc:
         fail(str(exc))
-    import socket
-
     try:  # a busy port is one line, not a server start-up traceback
         with socket.create_server((settings.host, settings.port)):
             pass
     except OSError as exc:
         reason = (exc.strerror or str(exc)).split(" (while")[0]
-        fail(f"cannot listen on {settings.host}:{settings.port}: {reason}", code=3)
-    _use_url(database_url)
+        fail(f"cannot listen on {settings.host}:{settings.port}: {reason}", code=ExitCode.REFUSED)
+    use_url(database_url)
     url = resolve(None)
     migrate.upgrade_if_needed(url)
     typer.echo(f"portalq console on http://{settings.host}:{settings.port}/", err=True)

@@ -13,18 +13,22 @@ from typing import Annotated, Any
 
 import typer
 
-from portalq.scheduler.cli_common import DbUrl, _use_url, fail, print_json
+from portalq.jobs import queue
+from portalq.jobs.secrets import crypto, key_record, key_registry
+from portalq.jobs.secrets import rotation as keys
+from portalq.jobs.secrets.vault_transit import VaultTransit
+from portalq.scheduler.cli_common import DbUrl, ExitCode, fail, print_json, use_url
 
 app = typer.Typer(no_args_is_help=True, help="Encryption keys: status, rotate, retire.")
 
 
 def _provider() -> Any:
-    from portalq.jobs.secrets import crypto
 
     return crypto.provider()
 
 
 def _plugins() -> None:
+    # the service, console and flows load only for the command that runs them
     from portalq.scheduler.config import Settings
     from portalq.scheduler.service import load_plugins
 
@@ -32,13 +36,12 @@ def _plugins() -> None:
 
 
 def _where(p: Any) -> str:
-    from portalq.jobs.secrets import crypto
 
     if isinstance(p, crypto.FileKeyring):
         return f"key file {p.path}"
     if isinstance(p, crypto.EnvKeys):
         return "PORTALQ_KEK"
-    from portalq.jobs.secrets.vault_transit import VaultTransit
+    # Vault's HTTP client (urllib.request, ssl) only here: the CLI's start stays small
 
     if isinstance(p, VaultTransit):
         return f"Vault transit key {p.mount}/{p.key} at {p.addr}"
@@ -50,11 +53,7 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False,
            database_url: DbUrl = None) -> None:
     """The current key, the keys known, the stored values each one wraps (and, for a key
     file, the databases recorded as using it)."""
-    from portalq.jobs import queue
-    from portalq.jobs.secrets import crypto, key_registry
-    from portalq.jobs.secrets import rotation as keys
-
-    _use_url(database_url)
+    use_url(database_url)
     p = _provider()
     with queue.connect() as c:
         used = keys.usage(c)
@@ -63,7 +62,7 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False,
         if isinstance(p, crypto.FileKeyring):
             key_registry.note(c, p)
             out["databases"] = sorted(e["name"] for e in
-                                      key_registry.read(p.path)["databases"].values())
+                                      key_record.read(p.path)["databases"].values())
     if as_json:
         print_json(out)
         return
@@ -82,10 +81,7 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
     """Make a new key current (key file: a new key; Vault: a new version of the Transit key;
     with PORTALQ_KEK, the first key listed there) and re-wrap every stored data key with
     it, in batches, while the service runs."""
-    from portalq.jobs import queue
-    from portalq.jobs.secrets import rotation as keys
-
-    _use_url(database_url)
+    use_url(database_url)
     _plugins()
     p = _provider()
     old = p.current_id()
@@ -103,7 +99,8 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
                + (f"; re-wrapped {report.order_inputs} order input(s)"
                   if report.order_inputs else ""))
     if report.left:
-        fail(f"still under older keys: {report.left} (rows busy); run rotate again", 3)
+        fail(f"still under older keys: {report.left} (rows busy); run rotate again",
+             ExitCode.REFUSED)
     others = [k for k in p.key_ids() if k != report.current]
     if others:
         typer.echo(f"nothing needs {', '.join(others)} now: `portalq keys retire KEY_ID`")
@@ -118,11 +115,7 @@ def retire(key_id: str, database_url: DbUrl = None,
                "status`): retire a key older than the record")] = False) -> None:
     """Delete an old key, after re-wrapping whatever still used it in this database and in
     every other database recorded as using the key file."""
-    from portalq.jobs import queue
-    from portalq.jobs.secrets import crypto
-    from portalq.jobs.secrets import rotation as keys
-
-    _use_url(database_url)
+    use_url(database_url)
     _plugins()
     p = _provider()
     if key_id not in p.key_ids():
@@ -143,7 +136,6 @@ def retire(key_id: str, database_url: DbUrl = None,
 def forget_database(name: str) -> None:
     """Drop a database that no longer exists from the key file's record (`keys status`
     lists them), so that `keys retire` stops asking for it."""
-    from portalq.jobs.secrets import crypto, key_registry
 
     p = _provider()
     if not isinstance(p, crypto.FileKeyring):

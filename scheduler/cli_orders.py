@@ -17,14 +17,9 @@ from typing import Annotated, Any
 
 import typer
 
-from portalq.scheduler.cli_common import (
-    DbUrl,
-    _load_payload,
-    _use_url,
-    cli_actor,
-    fail,
-    print_json,
-)
+from portalq.jobs import audit, queue
+from portalq.jobs.business import order_runs, results
+from portalq.scheduler.cli_common import DbUrl, cli_actor, fail, load_payload, print_json, use_url
 
 app = typer.Typer(no_args_is_help=True,
                   help="Orders: pipelines of jobs across portals, and what became of them.")
@@ -43,12 +38,11 @@ def enqueue_order(
 ) -> None:
     """Create an order: all its jobs at once, the first steps pending, the others held
     until the steps they need completed. Prints one line per step."""
-    from portalq.jobs.business import order_runs
 
     if (input_file is None) == (input_json is None):
         fail("give --input-file or --input (one of them)")
-    data = _load_payload(input_json, input_file, "order input")
-    _use_url(database_url)
+    data = load_payload(input_json, input_file, "order input")
+    use_url(database_url)
     created = order_runs.enqueue_order(kind, order, data, priority=priority)
     if as_json:
         print_json({"order_id": created.order_id, "kind": created.kind, "jobs": created.jobs,
@@ -67,10 +61,7 @@ def cancel(
 ) -> None:
     """Cancel what has not run of an order (pending, waiting and held jobs); a running job
     runs on, a failed one is left for a person."""
-    from portalq.jobs import audit, queue
-    from portalq.jobs.business import order_runs
-
-    _use_url(database_url)
+    use_url(database_url)
     actor = cli_actor()
     with queue.connect() as conn, conn.transaction():
         cancelled = order_runs.cancel_order(order, reason=reason, actor=actor, conn=conn)
@@ -105,9 +96,7 @@ def _timeline(job: dict[str, Any]) -> list[tuple[Any, str]]:
 def show(order_id: str, as_json: Annotated[bool, typer.Option("--json")] = False,
          database_url: DbUrl = None) -> None:
     """Every job of an order: its status, its result and its timeline."""
-    from portalq.jobs.business import results
-
-    _use_url(database_url)
+    use_url(database_url)
     view = results.order(order_id)
     if as_json:
         print_json(view)

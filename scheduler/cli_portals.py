@@ -10,18 +10,22 @@ from typing import Annotated, Any
 
 import typer
 
-from portalq.jobs import clock, queue
+from portalq.jobs import audit, clock, queue
+from portalq.jobs.admin import actions as console_actions
 from portalq.jobs.audit import Actor
+from portalq.jobs.limits import check_identifier
 from portalq.jobs.operations import portal_rows as portals_repo
 from portalq.portals import calendar as cal
+from portalq.portals.presets import HOURS_PRESETS
 from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler.cli_common import (
     DbUrl,
-    _parse_instant,
-    _use_url,
+    ExitCode,
     cli_actor,
     fail,
+    parse_when,
     print_json,
+    use_url,
 )
 
 
@@ -69,7 +73,7 @@ def _state(p: calendars.Portal, now: datetime) -> dict[str, Any]:
 def list_portals(as_json: Annotated[bool, typer.Option("--json")] = False,
                  database_url: DbUrl = None) -> None:
     """Every portal: timezone, open now, next opening or closing."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         portals = _load(c)
     now = clock.now()
@@ -89,7 +93,7 @@ def list_portals(as_json: Annotated[bool, typer.Option("--json")] = False,
 def hours(code: str, as_json: Annotated[bool, typer.Option("--json")] = False,
           database_url: DbUrl = None) -> None:
     """Weekly hours (portal's local time), holidays this year, upcoming closures."""
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         p = _portal(_load(c), code)
     k = p.calendar
@@ -119,8 +123,8 @@ def next_open(code: str,
               as_json: Annotated[bool, typer.Option("--json")] = False,
               database_url: DbUrl = None) -> None:
     """The instant (UTC, ISO 8601) the portal is next open: --at itself when open then."""
-    when = _parse_instant(at, "--at") or clock.now()
-    _use_url(database_url)
+    when = parse_when(at, "--at") or clock.now()
+    use_url(database_url)
     with queue.connect() as c:
         p = _portal(_load(c, since=when), code)
     result = cal.next_open(p.calendar, when)
@@ -128,7 +132,7 @@ def next_open(code: str,
         print_json({"code": code, "at": _iso(when), "next_open": _iso(result),
                     "open_at_instant": result == when})
     elif result is None:
-        fail(f"{code} does not open within the next 400 days", code=3)
+        fail(f"{code} does not open within the next 400 days", code=ExitCode.REFUSED)
     else:
         typer.echo(_iso(result))
 
@@ -145,8 +149,6 @@ def set_hours(
     database_url: DbUrl = None,
 ) -> None:
     """Replace a portal's weekly hours (audited)."""
-    from portalq.jobs.admin import actions as console_actions
-    from portalq.portals.presets import HOURS_PRESETS
 
     if bool(windows) == bool(preset):
         fail("give either windows or --preset")
@@ -159,7 +161,7 @@ def set_hours(
             parsed = tuple(w for spec in windows or [] for w in cal.parse_window(spec))
         except ValueError as exc:
             fail(str(exc))
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         _portal(_load(c), code)
         console_actions.set_hours(c, _by(), code,
@@ -174,18 +176,14 @@ def close(code: str,
           reason: Annotated[str, typer.Option(help="why (shown to operators)")],
           database_url: DbUrl = None) -> None:
     """Record a one-off closure (maintenance, system conversion; audited)."""
-    from portalq.jobs.admin import actions as console_actions
-
-    starts, ends = _parse_instant(start, "--from"), _parse_instant(end, "--to")
+    starts, ends = parse_when(start, "--from"), parse_when(end, "--to")
     assert starts is not None and ends is not None
     if ends <= starts:
         fail("--to must be after --from")
     if not reason.strip():
         fail("--reason must not be empty")
-    from portalq.jobs.limits import check_identifier
-
     reason = check_identifier(reason, "--reason", 500)  # one line, no control characters
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         _portal(_load(c), code)
         closure = console_actions.add_closure(c, _by(), code, starts, ends, reason)
@@ -198,9 +196,7 @@ def pause(code: str,
               help="why (shown in portals list; kept in the audit log)")] = "operator",
           database_url: DbUrl = None) -> None:
     """Pause a portal by hand: its jobs wait (no attempts spent) until `resume` (audited)."""
-    from portalq.jobs.admin import actions as console_actions
-
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         console_actions.pause_portal(c, _by(), code, reason)   # paused already: exit 3
     typer.echo(f"{code} paused")
@@ -211,9 +207,7 @@ def resume(code: str,
            reason: Annotated[str, _reason("portalq portals resume")] = "portalq portals resume",
            database_url: DbUrl = None) -> None:
     """Resume a paused portal (audited)."""
-    from portalq.jobs.admin import actions as console_actions
-
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c:
         console_actions.resume_portal(c, _by(), code, reason)   # not paused: exit 3
     typer.echo(f"{code} resumed")
@@ -227,9 +221,7 @@ def refresh_holidays(
 ) -> None:
     """Recompute every portal's stored holidays with the installed `holidays` package
     (last year to five years ahead; the service's tick extends them by itself; audited)."""
-    from portalq.jobs import audit
-
-    _use_url(database_url)
+    use_url(database_url)
     with queue.connect() as c, c.transaction():
         done = calendars.refresh_holidays_sync(c, force=True)
         if done:

@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from portalq.scheduler.cli_common import DbUrl, _use_url, cli_actor, print_json
+from portalq.jobs.business import webhooks
+from portalq.scheduler.cli_common import DbUrl, cli_actor, print_json, use_url
 
 app = typer.Typer(no_args_is_help=True, help="Webhooks: signed deliveries of job results.")
 
@@ -23,9 +24,7 @@ def add(url: str,
         as_json: Annotated[bool, typer.Option("--json")] = False,
         database_url: DbUrl = None) -> None:
     """Subscribe URL to events; prints its id and signing secret (shown this once)."""
-    from portalq.jobs.business import webhooks
-
-    _use_url(database_url)
+    use_url(database_url)
     sub_id, secret = webhooks.add(url, events, by=cli_actor())
     if as_json:
         print_json({"id": sub_id, "secret": secret})
@@ -37,9 +36,7 @@ def add(url: str,
 def list_(as_json: Annotated[bool, typer.Option("--json")] = False,
           database_url: DbUrl = None) -> None:
     """Subscriptions: their events, health and waiting deliveries (never their secrets)."""
-    from portalq.jobs.business import webhooks
-
-    _use_url(database_url)
+    use_url(database_url)
     rows = webhooks.subscriptions()
     if as_json:
         print_json(rows)
@@ -53,9 +50,7 @@ def list_(as_json: Annotated[bool, typer.Option("--json")] = False,
 @app.command("remove")
 def remove(subscription_id: int, database_url: DbUrl = None) -> None:
     """Drop a subscription with its waiting deliveries."""
-    from portalq.jobs.business import webhooks
-
-    _use_url(database_url)
+    use_url(database_url)
     webhooks.remove(subscription_id)
     typer.echo(f"webhook {subscription_id} removed")
 
@@ -63,9 +58,7 @@ def remove(subscription_id: int, database_url: DbUrl = None) -> None:
 @app.command("resume")
 def resume(subscription_id: int, database_url: DbUrl = None) -> None:
     """Send again to a subscription paused for its failures (its waiting deliveries first)."""
-    from portalq.jobs.business import webhooks
-
-    _use_url(database_url)
+    use_url(database_url)
     webhooks.resume(subscription_id)
     typer.echo(f"webhook {subscription_id} resumed")
 
@@ -75,9 +68,7 @@ def log(subscription_id: int, limit: Annotated[int, typer.Option()] = 50,
         as_json: Annotated[bool, typer.Option("--json")] = False,
         database_url: DbUrl = None) -> None:
     """A subscription's deliveries, newest first: delivered or not, attempts, last error."""
-    from portalq.jobs.business import webhooks
-
-    _use_url(database_url)
+    use_url(database_url)
     rows = webhooks.log(subscription_id, limit)
     if as_json:
         print_json(rows)

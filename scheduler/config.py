@@ -11,6 +11,9 @@ from typing import Any
 from pydantic import field_validator
 
 from portalq.jobs import settings as _settings
+from portalq.jobs.db.location import connect_options, home, parse_url
+from portalq.portals.catalogue import STANDIN_PATHS
+from portalq.portals.flows.remote_browsers import endpoints_from_env
 
 
 class Settings(_settings.Settings):
@@ -26,7 +29,6 @@ class Settings(_settings.Settings):
     @classmethod
     def _parsable_url(cls, value: str | None) -> str | None:
         if value:
-            from portalq.jobs.db.location import parse_url
 
             parse_url(value)  # InputError, never quoting the password
         return value
@@ -34,22 +36,17 @@ class Settings(_settings.Settings):
     def pool_options(self) -> dict[str, Any]:
         """psycopg options for connections to ``database_url`` (see
         :func:`jobs.db.location.connect_options`)."""
-        from portalq.jobs.db.location import connect_options
-
         return connect_options(self.direct_database_url)
 
     def artifacts(self) -> Path:
         if self.artifacts_dir is not None:
             return self.artifacts_dir
-        from portalq.jobs.db.location import home
 
         return home() / "artifacts"
 
     def browser_endpoints(self) -> dict[str, str]:
         """Remote browser per portal: ``PORTALQ_BROWSER_WS_<CODE>``; ``"*"``:
         ``PORTALQ_BROWSER_WS`` for the others (none: a local Chromium)."""
-        from portalq.portals.flows.remote_browsers import endpoints_from_env
-
         return endpoints_from_env(_settings.family("PORTALQ_BROWSER_WS_"), self.browser_ws)
 
     def portal_urls(self, stored: Mapping[str, str | None] | None = None) -> dict[str, str]:
@@ -58,8 +55,6 @@ class Settings(_settings.Settings):
         (``PORTALQ_PORTAL_URL_<CODE>``)."""
         urls = {code: url for code, url in (stored or {}).items() if url}
         if self.standin_url.strip():
-            from portalq.portals.catalogue import STANDIN_PATHS
-
             base = self.standin_url.strip().rstrip("/")
             urls.update({code: f"{base}/{path}" for code, path in STANDIN_PATHS.items()})
         for key, value in _settings.family("PORTALQ_PORTAL_URL_").items():

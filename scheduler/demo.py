@@ -13,18 +13,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.policy
+import os
+import re
+import secrets
+import shlex
 import shutil
+import socket
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from portalq.jobs import clock, queue
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from portalq.jobs import clock, files, queue
+from portalq.jobs.audit import Actor
 from portalq.jobs.db.location import embedded, home
 from portalq.jobs.db.migrate import upgrade
+from portalq.jobs.operations import accounts, questions
 from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.portals.standin.server import StandinServer
 from portalq.scheduler import status as st
+from portalq.scheduler.cli_common import ExitCode
 from portalq.scheduler.config import Settings
 from portalq.scheduler.demo_orders import samples
+from portalq.scheduler.service import serve
 
 DEMO_DB = "portalq_demo"
 DELAWARE_CLOSED_FOR = timedelta(seconds=45)
@@ -46,8 +60,6 @@ class MailboxDir:
 def second_terminal(url: str) -> str:
     """The shell line that points another terminal's ``portalq`` at the demo database
     (without it, ``portalq status`` there looks at ``portalq``, not ``portalq_demo``)."""
-    import shlex
-
     return f"export PORTALQ_DATABASE_URL={shlex.quote(url)}"
 
 
@@ -70,19 +82,15 @@ def _shift_hours(url: str) -> None:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
+    # the demo extra (portalq[demo]): not installed with the base package
     from aiosmtpd.controller import Controller
 
-    from portalq.jobs import files
-    from portalq.portals.standin.server import StandinServer
-    from portalq.scheduler.service import serve
 
     files.owner_only_process()
     base = files.private_dir(home())
@@ -112,8 +120,6 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
     console.print("  in another terminal, first:", markup=False)
     console.print(f"    {second_terminal(url)}\n", markup=False, soft_wrap=True,
                   highlight=False)
-    import os
-
     os.environ["PORTALQ_DATABASE_URL"] = url
     # the CRTC's lost answer (ORD-1006) waits on the portal; the demo shortens the window
     # after which a person is asked, so that the whole story fits in a minute
@@ -136,11 +142,7 @@ DEMO_ACCOUNT, DEMO_EMAIL = "demo", "filings@demo.example"
 def _crtc_account(standins: Any) -> None:
     """The CRTC stand-in asks for a GCKey sign-in with an e-mailed code: the demo's CRTC
     job waits for a person, and the demo answers it the way an operator would."""
-    import os
-    import secrets
 
-    from portalq.jobs.audit import Actor
-    from portalq.jobs.operations import accounts
 
     password = secrets.token_urlsafe(12)
     standins.state["crtc"].accounts.configure({"enabled": True, "accounts": {
@@ -158,9 +160,7 @@ def _crtc_account(standins: Any) -> None:
 def _answer_waiting(ids: dict[str, int], mailbox: Path, answered: set[int],
                     console: Any) -> None:
     """A job waiting for an e-mailed code: say how to answer it, and answer it."""
-    import re
 
-    from portalq.jobs.operations import questions
 
     for job_id in ids.values():
         job = queue.get_job(job_id)
@@ -183,8 +183,6 @@ def _answer_waiting(ids: dict[str, int], mailbox: Path, answered: set[int],
 
 async def _timeline(settings: Settings, standins: Any, mailbox: Path, exit_when_done: bool,
                     timeout: float, console: Any) -> int:
-    from rich.live import Live
-
     orders = samples()
     ids: dict[str, int] = {}
     for key, (job_type, order, payload) in orders.items():
@@ -224,16 +222,13 @@ async def _timeline(settings: Settings, standins: Any, mailbox: Path, exit_when_
                 break
             if loop.time() > deadline:
                 console.print("[red]demo timed out[/]")
-                return 1
+                return ExitCode.ERROR
             await asyncio.sleep(0.5)
     _summary(ids, mailbox, console)
-    return 0
+    return ExitCode.OK
 
 
 def _summary(ids: dict[str, int], mailbox: Path, console: Any) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(title="outcomes", title_justify="left")
     for col in ("order", "job", "type", "status", "attempts", "result / error"):
         table.add_column(col)

@@ -12,6 +12,7 @@ from typing import Any
 
 from portalq.jobs import clock, types, worker_api
 from portalq.jobs.errors import PortalChanged
+from portalq.portals.flows.base import redact
 from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler import metrics, outcomes
 from portalq.scheduler.config import Settings
@@ -35,8 +36,6 @@ class FailureRecorder:
                      secrets: list[str], checkpoint: Mapping[str, Any] | None,
                      extra: Mapping[str, Any]) -> str:
         """Write what ``job``'s failed run becomes; answers the outcome (metrics label)."""
-        from portalq.portals.flows.base import redact
-
         s = self._settings
         now = clock.now()
         message = redact(first_line(exc), secrets)

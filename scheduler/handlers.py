@@ -13,6 +13,14 @@ from datetime import timedelta
 from typing import Any
 
 from portalq.jobs import clock, types
+from portalq.jobs.errors import (
+    AccountError,
+    BusinessError,
+    DeferUntil,
+    PortalClosed,
+    UncertainOutcome,
+)
+from portalq.portals.flows.browser import BrowserUnavailable
 
 log = logging.getLogger("portalq.worker")
 
@@ -24,15 +32,14 @@ def register_handler(job_type: str, handler: Handler, *, uses_browser: bool = Fa
     types.set_flow(job_type, handler, uses_browser=uses_browser)
 
 
-def handler_for(job_type: str, payload: Mapping[str, Any]) -> tuple[Handler, bool]:
-    """(handler, uses_browser). A type with no flow raises ``types.NoFlow``, a business
-    error: the job fails at once instead of being retried for nothing."""
-    jt = types.get(job_type)
-    flow = jt.resolve_flow()
+def handler_for(job_type: str) -> Handler:
+    """The job type's flow, guarded. A type with no flow raises ``types.NoFlow``, a
+    business error: the job fails at once instead of being retried for nothing."""
+    flow = types.get(job_type).resolve_flow()
     try:
-        return _guarded(flow), jt.uses_browser
+        return _guarded(flow)
     except TypeError:   # an unhashable callable: guarded afresh
-        return browser_guarded(flow), jt.uses_browser
+        return browser_guarded(flow)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -53,15 +60,6 @@ def browser_guarded(handler: Handler) -> Handler:
     submission the submission protocol (reconcile or escalate) decides, never a blind
     resubmission. Outcomes the flow decided itself (business error, uncertain outcome,
     deferral) are kept as they are."""
-    from portalq.jobs.errors import (
-        AccountError,
-        BusinessError,
-        DeferUntil,
-        PortalClosed,
-        UncertainOutcome,
-    )
-    from portalq.portals.flows.browser import BrowserUnavailable
-
     kept = (BusinessError, UncertainOutcome, DeferUntil, PortalClosed)
 
     async def run(ctx: Any) -> Mapping[str, Any] | None:

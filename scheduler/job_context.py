@@ -13,10 +13,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from portalq.jobs import clock, worker_api
+from portalq.jobs import clock, types, worker_api
 from portalq.jobs.errors import AccountError, DeferUntil
+from portalq.jobs.operations import approvals, questions
 from portalq.jobs.secrets import sealing as secrets_at_rest
 from portalq.jobs.submission import Reporting
+from portalq.scheduler.mailer import send
+from portalq.scheduler.people import AccountHold, Asker
 
 if TYPE_CHECKING:
     from portalq.jobs.db.pool import Pool
@@ -163,11 +166,7 @@ class JobContext(Reporting):
         """One of the portal's accounts, held for this job (one session per account on
         every node): its credentials and kept browser session (scheduler/people.py
         HeldAccount); None when the portal has no account configured."""
-        from portalq.scheduler.people import AccountHold
-
         if self._account is None:
-            from portalq.jobs import types
-
             self._account = AccountHold(self._pool, holder=f"{self._node}:{self.job_id}",
                                         portal=self.portal,
                                         hold_seconds=self._settings.job_timeout_seconds,
@@ -186,8 +185,6 @@ class JobContext(Reporting):
         """The flow is at its review page (``review``: what it shows). Without approval for
         exactly this review (jobs/operations/approvals.py), the page's screenshot is kept,
         admins are told, and the job waits -- deferred, its attempt refunded, the browser freed."""
-        from portalq.jobs.operations import approvals, questions
-
         wanted = {w.strip() for w in self._settings.approval.split(",") if w.strip()}
         if not wanted & {self.job_type, self.portal}:
             return
@@ -210,7 +207,6 @@ class JobContext(Reporting):
 
     async def tell_admins(self, kind: str, reason: str) -> None:
         """An escalation mailed once (e.g. a registry slower than it says); the job goes on."""
-        from portalq.jobs.operations import questions
 
         async with self._pool.connection() as conn:
             await questions.tell_admins(conn, job_id=self.job_id, attempt=self.attempt,
@@ -218,8 +214,6 @@ class JobContext(Reporting):
 
     async def ask(self, question: str) -> str:
         """Ask a person (an e-mailed code, a CAPTCHA) and wait for ``portalq jobs answer``."""
-        from portalq.scheduler.people import Asker
-
         await self.step(f"waiting for a person: {question[:120]}")
         wait = timedelta(seconds=self._settings.question_deadline_seconds)
         return await Asker(self._pool, job_id=self.job_id, attempt=self.attempt).ask(
@@ -295,8 +289,6 @@ class JobContext(Reporting):
             return await worker_api.documents_of(conn, job_id)
 
     async def send_mail(self, message: Any) -> None:
-        from portalq.scheduler.mailer import send
-
         await send(self._settings, message)
 
 

@@ -7,6 +7,8 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from portalq.jobs.errors import InputError
+
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FIELDS = ("job_id", "job_type", "portal", "attempt", "order_id", "node", "duration_ms")
 
@@ -33,8 +35,6 @@ class TextFormatter(logging.Formatter):
 
 def setup(fmt: str = "text", level: str = "INFO") -> None:
     if level.upper() not in LEVELS:
-        from portalq.jobs.errors import InputError
-
         raise InputError(f"PORTALQ_LOG_LEVEL must be one of {', '.join(LEVELS)}, not {level!r}")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())

@@ -22,6 +22,8 @@ from typing import Any
 
 import jinja2
 
+from portalq.jobs.checkpoints import past_point_of_no_return
+from portalq.jobs.secrets.sealing import checkpoint_for_display
 from portalq.scheduler.config import Settings
 
 HERE = Path(__file__).resolve().parent
@@ -102,8 +104,6 @@ class Mail:
 
 
 def _in_doubt(checkpoint: Any) -> bool:
-    from portalq.jobs.checkpoints import past_point_of_no_return
-
     return past_point_of_no_return(checkpoint)
 
 
@@ -169,7 +169,6 @@ def actions(settings: Settings, esc: Mapping[str, Any]) -> list[Action]:
 
 
 def describe(settings: Settings, esc: Mapping[str, Any]) -> Mail:
-    from portalq.jobs.secrets.sealing import checkpoint_for_display
 
     jid = esc["job_id"]
     mail = Mail(subject=subject(esc), job_link=settings.job_url(jid),

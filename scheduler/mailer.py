@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from portalq.jobs import clock
+from portalq.jobs import clock, types
 from portalq.jobs.kinds import NoticeKind
 from portalq.jobs.operations import outbox
 from portalq.jobs.rows import EscalationRow, NoticeRow
+from portalq.jobs.secrets.redaction import job_secrets, scrub_all
 from portalq.scheduler import mail_compose, metrics
 from portalq.scheduler.config import Settings
 
@@ -133,7 +134,6 @@ def scrub_mail(msg: EmailMessage, secrets: list[str]) -> EmailMessage:
     and each text part (plain and HTML), whatever put it there -- a portal echoing the
     number into an error, a flow's checkpoint, a reason, a payload field. Applied to the
     finished message, so no line added to the mail later can escape it."""
-    from portalq.jobs.secrets.redaction import scrub_all
 
     def clean(text: str) -> str:
         return str(scrub_all(text, secrets))
@@ -175,8 +175,6 @@ def _server_down(exc: BaseException) -> bool:
 
 
 def _erasure_note(settings: Settings, job_type: str) -> list[str]:
-    from portalq.jobs import types
-
     try:
         fields = types.get(job_type).secret_fields
     except Exception:  # noqa: BLE001 - an unknown (removed) type: nothing declared
@@ -279,7 +277,6 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
         return [first] + [e for e in like if mail_compose.cause(e) == key]
 
     async def build(escs: list[EscalationRow]) -> EmailMessage:
-        from portalq.jobs.secrets.redaction import job_secrets
 
         secrets: list[str] = []
         for esc in escs:

@@ -11,6 +11,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from portalq.jobs import readouts as jobs_repo
+
 REGISTRY = CollectorRegistry()
 JOBS = Gauge("portalq_jobs", "Jobs by portal and status", ["portal", "status"],
              registry=REGISTRY)
@@ -46,7 +48,6 @@ def labelled(metric: Any, *values: str) -> Any:
 async def refresh_job_counts(conn: Any) -> None:
     """The jobs-by-portal-and-status gauge, counted when /metrics is scraped (a scan of
     job_queue: kept out of the tick, which would pay it every period for nobody)."""
-    from portalq.jobs import readouts as jobs_repo
 
     JOBS.clear()
     for row in await jobs_repo.adepth(conn):

@@ -20,6 +20,7 @@ from portalq.jobs import clock
 from portalq.jobs.errors import AccountError, BusinessError, DeferUntil
 from portalq.jobs.operations import accounts, questions
 from portalq.jobs.secrets import account_secrets
+from portalq.portals.flows.signin import Credentials
 
 log = logging.getLogger("portalq.worker")
 
@@ -41,8 +42,6 @@ class AccountHold:
         """The credentials to sign in with; None when the portal has no account configured
         (a portal -- or a stand-in -- without sign-in). Raises DeferUntil (no attempt
         spent) when every account is paused or held by another job."""
-        from portalq.portals.flows.signin import Credentials
-
         if self.account is None:
             async with self._pool.connection() as conn:
                 self.account = await accounts.take(conn, self.portal, self.holder,

@@ -11,11 +11,16 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from portalq.jobs import files, plugins
 from portalq.jobs import settings as all_settings
-from portalq.jobs.db.location import database_url, direct_database_url, libpq_dsn
+from portalq.jobs.db.location import database_url, direct_database_url, home, libpq_dsn
 from portalq.jobs.db.migrate import upgrade_if_needed
-from portalq.scheduler import logs, metrics
+from portalq.portals.flows import browser as browser_config
+from portalq.portals.flows.remote_browsers import BrowserPool
+from portalq.scheduler import egress, logs, metrics
+from portalq.scheduler import job_context as context
 from portalq.scheduler import webhook_sender as webhooks
+from portalq.scheduler.calendar_cache import seed_declared_portals
 from portalq.scheduler.config import Settings
 from portalq.scheduler.tick import Tick
 from portalq.scheduler.worker import Worker, make_pool
@@ -27,8 +32,6 @@ log = logging.getLogger("portalq.service")
 async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
                 stop: asyncio.Event | None = None, install_signals: bool = True) -> None:
     check_zone_data()  # before anything: on old zone data every BC deferral is an hour off
-    from portalq.jobs import files
-    from portalq.jobs.db.location import home
 
     files.owner_only_process()   # artifacts, traces, mails: nobody else can read them
     files.private_dir(home())
@@ -38,7 +41,6 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
         log.error("artifacts folder %s cannot be made (%s): jobs run, their evidence is "
                   "recorded as missing", settings.artifacts(),
                   (str(exc).splitlines() or [type(exc).__name__])[0][:300])
-        from portalq.scheduler import job_context as context
 
         context.said_no_folder()
     timeout = settings.connect_timeout_seconds
@@ -48,7 +50,6 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     direct_url = direct_database_url(settings.database_url, settings.direct_database_url,
                                      connect_timeout=timeout)
     await asyncio.to_thread(upgrade_if_needed, direct_url)
-    from portalq.scheduler.calendar_cache import seed_declared_portals
 
     added = await asyncio.to_thread(seed_declared_portals, direct_url)
     if added:
@@ -59,8 +60,6 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     worker = Worker(settings, pool, direct)
     endpoints = settings.browser_endpoints()
     if endpoints:
-        from portalq.portals.flows import browser as browser_config
-        from portalq.portals.flows.remote_browsers import BrowserPool
 
         # remote browsers per portal (or one for all): JobContext takes contexts from it
         worker.browsers.remote = BrowserPool(
@@ -144,8 +143,6 @@ def settle_heap() -> None:
 def _egress(portals: dict[str, Any]) -> dict[str, Any]:
     """Each portal's egress proxy, checked (unknown portal, password missing: exit 2) and
     logged like the portals' addresses, without credentials."""
-    from portalq.scheduler import egress
-
     found = egress.proxies(all_settings.family(egress.PREFIX))
     egress.check(found, portals)
     for code, proxy in sorted(found.items()):
@@ -169,8 +166,6 @@ def _say_where_portals_point(settings: Settings, portals: dict[str, Any]) -> Non
 
 def load_plugins(settings: Settings) -> None:
     """The same plugins every CLI command loads (jobs/plugins.py)."""
-    from portalq.jobs import plugins
-
     plugins.load(settings.plugins)
 
 

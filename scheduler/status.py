@@ -6,6 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from rich.console import Group
+from rich.table import Table
+
 from portalq.jobs import clock, waiting
 from portalq.jobs import readouts as jobs_repo
 from portalq.jobs.db import txn
@@ -42,9 +45,6 @@ def final(snap: dict[str, Any]) -> bool:
 
 
 def render(snap: dict[str, Any]) -> Any:
-    from rich.console import Group
-    from rich.table import Table
-
     def ago(t: datetime | None) -> str:
         if t is None:
             return "-"

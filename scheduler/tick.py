@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import time
 from datetime import timedelta
 from typing import Any
 
 from portalq.jobs import clock, worker_api
+from portalq.jobs.business import order_runs
 from portalq.jobs.db import connections
 from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler import mailer, metrics
@@ -215,7 +217,6 @@ class Tick:
 
 
 async def _released(conn: Any) -> int:
-    from portalq.jobs.business import order_runs
 
     return len(await order_runs.arelease_held(conn))
 
@@ -227,8 +228,6 @@ def _first_line(exc: BaseException) -> str:
 
 async def _prune_artifacts(root: Any, *, older_than: timedelta) -> int:
     """Delete per-attempt artifact folders (screenshots, traces) past the retention."""
-    import shutil
-
     def prune() -> int:
         if not root.is_dir():
             return 0

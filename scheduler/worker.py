@@ -355,7 +355,7 @@ class Worker:
         queued = False   # the completion is queued: the flush loop frees the slot
         saved = False    # evidence recorded (before a failure, so its mail has it)
         try:
-            handler, _ = handler_for(job["job_type"], job["payload"])
+            handler = handler_for(job["job_type"])
             async with asyncio.timeout(self.settings.job_timeout_seconds):
                 result = await handler(ctx)
             outcome = "completed"

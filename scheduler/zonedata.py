@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from importlib.metadata import PackageNotFoundError, version
 from zoneinfo import ZoneInfo
 
 from portalq.jobs.errors import PortalqError
+from portalq.portals import calendar
 
 REQUIRED = "2026.6"  # PyPI tzdata, IANA 2026f; pyproject.toml requires it
 #: (zone, instant, the UTC offset data of release REQUIRED or newer gives there)
@@ -24,8 +26,6 @@ class ZoneDataTooOld(PortalqError):
 
 
 def installed_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("tzdata")
     except PackageNotFoundError:
@@ -44,8 +44,7 @@ def zone_data_problem(zone: Callable[[str], ZoneInfo] | None = None) -> str | No
     """A one-line description of what the zone data gets wrong, or None when it is new
     enough. ``zone`` loads a zone by name (default: the one portalq uses)."""
     if zone is None:
-        from portalq.portals.calendar import zone
-    assert zone is not None
+        zone = calendar.zone
     for name, at, want in PROBES:
         try:
             got = at.astimezone(zone(name)).utcoffset()

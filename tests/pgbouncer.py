@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import URL
 
-from tests.mailbox import free_port
+from tests.ports import free_port
 
 
 def pgbouncer_binary() -> str | None:

@@ -20,7 +20,6 @@ in the replica's configuration.
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 from pathlib import Path
 
@@ -28,13 +27,8 @@ import psycopg
 
 from portalq.jobs import files
 from portalq.jobs.db.embedded import APP_ROLE, DEFAULT_DB, EmbeddedPostgres
+from tests.ports import free_port
 from tests.service_helpers import wait_until
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Pair:

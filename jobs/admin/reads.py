@@ -13,12 +13,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from email import message_from_bytes, policy
+from email.message import EmailMessage
 from typing import Any
 
-from portalq.jobs import clock, types
+from portalq.jobs import clock, queue, types
 from portalq.jobs.db import sql
-from portalq.jobs.db.models import JOB_STATUSES
 from portalq.jobs.errors import InputError
+from portalq.jobs.kinds import JOB_STATUSES
 from portalq.jobs.secrets import crypto
 from portalq.jobs.secrets import redaction as masking
 
@@ -125,8 +127,6 @@ def statuses_of(conn: Any, ids: list[int]) -> dict[int, str]:
 
 def job_page(conn: Any, job_id: int) -> dict[str, Any]:
     """Everything the job page shows, secrets masked/scrubbed (jobs.secrets.redaction)."""
-    from portalq.jobs import queue
-
     job: dict[str, Any] = dict(queue.get_job(job_id, conn))
     job["events"] = sql.fetch(conn, "job_events", {"id": job_id})
     job["artifacts"] = sql.fetch(conn, "console_artifacts", {"job_id": job_id})
@@ -148,9 +148,6 @@ def mail_text(raw: bytes | memoryview | None) -> str | None:
     person reads it: its headers, its text, what it attached. None: not built yet."""
     if raw is None:
         return None
-    from email import message_from_bytes, policy
-    from email.message import EmailMessage
-
     msg = message_from_bytes(bytes(raw), policy=policy.default)
     assert isinstance(msg, EmailMessage)
     lines = [f"{h}: {msg[h]}" for h in ("From", "To", "Subject", "Message-ID", "In-Reply-To")

@@ -20,8 +20,8 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from portalq.jobs import clock
 from portalq.jobs.db import sql
-from portalq.jobs.db.models import CONSOLE_ROLES
 from portalq.jobs.errors import IllegalTransition, InputError
+from portalq.jobs.kinds import CONSOLE_ROLES
 
 RANK = {role: n for n, role in enumerate(CONSOLE_ROLES)}
 MIN_PASSWORD = 12

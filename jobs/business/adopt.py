@@ -36,13 +36,7 @@ import psycopg
 from psycopg import sql as pgsql
 from psycopg.types.json import Jsonb
 
-from portalq.jobs import (
-    clock,
-    limits,
-    queue,
-    submission,
-    types,
-)
+from portalq.jobs import clock, limits, queue, submission, types
 from portalq.jobs.business.orders import order_query, payload_for_order
 from portalq.jobs.db import sql
 from portalq.jobs.db.location import schema as portalq_schema

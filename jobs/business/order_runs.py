@@ -38,12 +38,7 @@ from typing import Any
 import psycopg
 from psycopg import AsyncConnection
 
-from portalq.jobs import (
-    clock,
-    enqueue,
-    limits,
-    types,
-)
+from portalq.jobs import clock, enqueue, limits, types
 from portalq.jobs.business import pipelines
 from portalq.jobs.db import sql
 from portalq.jobs.db.txn import use as _use
@@ -93,7 +88,7 @@ def _secret_values(kind: pipelines.OrderKind, normal: dict[str, Any]) -> list[tu
     """(path, value) of the order's secret fields that hold a value."""
     out = []
     for spec in kind.secret_fields:
-        for path, parent, key in secrets_at_rest._walk(normal, spec.split("."), ""):
+        for path, parent, key in secrets_at_rest.walk_paths(normal, spec.split("."), ""):
             value = parent.get(key) if isinstance(parent, dict) else None
             if isinstance(value, str) and len(value.strip()) >= 4:
                 out.append((path, value.strip()))

@@ -31,6 +31,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from portalq.jobs import limits, settings, types
+from portalq.jobs.db.location import database_url, libpq_dsn
 from portalq.jobs.errors import InputError
 
 DEFAULT_TIMEOUT_S = 10
@@ -85,7 +86,6 @@ def payload_for_order(job_type: str, order_id: str, dsn: str | None = None) -> d
 
 
 def _from_sql(job_type: str, query: str, order_id: str, dsn: str | None) -> dict[str, Any]:
-    from portalq.jobs.db.location import database_url, libpq_dsn
 
     limit = timeout_ms()
     try:

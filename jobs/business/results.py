@@ -18,6 +18,7 @@ from portalq.jobs import limits
 from portalq.jobs.db import sql
 from portalq.jobs.db.txn import use
 from portalq.jobs.errors import JobNotFound
+from portalq.jobs.queue import get_job
 from portalq.jobs.secrets import redaction as masking
 
 #: the columns of a job shown to the application (never the payload or its seals)
@@ -54,7 +55,5 @@ def order(order_id: str, conn: Any = None) -> OrderResult:
 
 def result(job_id: int, conn: Any = None) -> dict[str, Any]:
     """One job's status, result and timeline, fit to show (:class:`JobNotFound` if none)."""
-    from portalq.jobs.queue import get_job
-
     with use(conn) as c:
         return _view(c, dict(get_job(job_id, c)))

@@ -41,7 +41,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from psycopg import sql
+
 from portalq.jobs import files
+from portalq.jobs.db.schema_name import schema
 
 DEFAULT_DB = "portalq"
 SYSTEM_USER = "embedded_postgres"
@@ -303,18 +307,12 @@ class EmbeddedPostgres:
                    "start"], timeout=90)
 
     def _set_owner_password(self, pw: dict[str, str]) -> None:
-        import psycopg
-        from psycopg import sql
-
         with psycopg.connect(f"postgresql://{OWNER}@/postgres?host={self.socket_dir}"
                              f"{self._port_opt}", autocommit=True) as conn:
             conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
                 sql.Identifier(OWNER), sql.Literal(pw[OWNER])))
 
     def _ensure_app_role(self, pw: dict[str, str]) -> None:
-        import psycopg
-        from psycopg import sql
-
         with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
                                   (APP_ROLE,)).fetchone()
@@ -324,8 +322,6 @@ class EmbeddedPostgres:
                 sql.Identifier(APP_ROLE), sql.Literal(pw[APP_ROLE])))
 
     def _ensure_database(self, name: str) -> None:
-        import psycopg
-
         with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
                                   (name,)).fetchone()
@@ -335,9 +331,6 @@ class EmbeddedPostgres:
 
     def recreate_database(self, name: str) -> None:
         """Drop ``name`` (its sessions ended) and create it empty (the demo's database)."""
-        import psycopg
-        from psycopg import sql
-
         with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                 sql.Identifier(name)))
@@ -384,9 +377,6 @@ def owner_url(url: str) -> str:
 def grant_app(dsn: str, database: str) -> None:
     """Let the app role use ``database``'s tables (now and those the owner creates later):
     read and write rows, nothing more. Idempotent."""
-    import psycopg
-
-    from portalq.jobs.db.location import schema
 
     role = f'"{APP_ROLE}"'
     owned = schema()
@@ -413,8 +403,6 @@ def grant_after_migration(url: str) -> None:
     scheme, sep, rest = url.partition("://")
     if not (sep and rest.startswith(f"{OWNER}@/") and "passfile=" in rest):
         return
-    import psycopg
-
     dsn = f"postgresql://{rest}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",

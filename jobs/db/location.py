@@ -13,39 +13,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
+from psycopg import ProgrammingError
+from psycopg.conninfo import make_conninfo
+
 from portalq.jobs import settings
+from portalq.jobs.db.embedded import EmbeddedPostgres
+from portalq.jobs.db.schema_name import DEFAULT_SCHEMA as DEFAULT_SCHEMA  # re-exported
+from portalq.jobs.db.schema_name import schema as schema  # re-exported
 from portalq.jobs.errors import InputError
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from portalq.jobs.db.embedded import EmbeddedPostgres
 
 
 def home() -> Path:
     value = settings.current(settings.FilesSettings).home
     if value is not None:
         return value.expanduser()
+    # platformdirs only without PORTALQ_HOME: enqueue in a business's process needs neither
     from platformdirs import user_data_path
 
     return user_data_path("portalq", appauthor=False)
 
 
 def embedded() -> EmbeddedPostgres:
-    from portalq.jobs.db.embedded import EmbeddedPostgres
-
     return EmbeddedPostgres(home())
-
-
-DEFAULT_SCHEMA = settings.sections.DEFAULT_SCHEMA
-
-
-@lru_cache(maxsize=1)
-def schema() -> str:
-    """The database schema that holds every object of portalq (``PORTALQ_SCHEMA``, default
-    ``portalq``): nothing of portalq goes into ``public`` or any schema of the business's
-    application. A plain lower-case identifier, so it is written into SQL unquoted."""
-    return settings.current(settings.DatabaseSettings).db_schema
 
 
 _SCHEMES = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg",
@@ -223,9 +216,6 @@ def connect_options(direct: str | None = None) -> dict[str, Any]:
 
 def libpq_dsn(url: str) -> str:
     """The psycopg/libpq form (``key=value ...``) of a SQLAlchemy or PostgreSQL URL."""
-    from psycopg import ProgrammingError
-    from psycopg.conninfo import make_conninfo
-
     parsed = parse_url(url)
     params: dict[str, Any] = {"host": parsed.host, "port": parsed.port, "user": parsed.user,
                               "password": parsed.password, "dbname": parsed.database}
@@ -241,6 +231,7 @@ def libpq_dsn(url: str) -> str:
 
 @lru_cache(maxsize=8)
 def engine(url: str | None = None) -> Engine:
+    # alembic and SQLAlchemy only to migrate: the worker never loads them
     from sqlalchemy import create_engine
 
     return create_engine(database_url(url), pool_pre_ping=True, future=True,

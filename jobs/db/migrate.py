@@ -7,10 +7,15 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psycopg
+
 import portalq.migrations as migrations
 from portalq.jobs.db import sql
-from portalq.jobs.db.location import schema
+from portalq.jobs.db.embedded import grant_after_migration, owner_url
+from portalq.jobs.db.location import libpq_dsn, schema
+from portalq.jobs.errors import PortalqError
 from portalq.jobs.kinds import LockKey
+from portalq.jobs.secrets import crypto, key_registry
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -19,6 +24,7 @@ MIGRATIONS_DIR = Path(migrations.__file__).parent
 
 
 def alembic_config(url: str | None = None, *, output: io.StringIO | None = None) -> Config:
+    # alembic and SQLAlchemy only to migrate: the worker never loads them
     from alembic.config import Config
 
     cfg = Config(output_buffer=output) if output is not None else Config()
@@ -30,10 +36,10 @@ def alembic_config(url: str | None = None, *, output: io.StringIO | None = None)
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at ``url`` to ``revision`` (idempotent; serialised by a lock)."""
+    # alembic and SQLAlchemy only to migrate: the worker never loads them
     from alembic import command
     from sqlalchemy import create_engine, pool
 
-    from portalq.jobs.db.embedded import grant_after_migration, owner_url
 
     url = owner_url(url)   # the embedded server: migrations as the owner, not the app role
     engine = create_engine(url, poolclass=pool.NullPool)
@@ -50,6 +56,7 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 def offline_sql(revision: str = "head") -> str:
     """The SQL that ``upgrade`` would run, for DBAs."""
+    # alembic and SQLAlchemy only to migrate: the worker never loads them
     from alembic import command
 
     buf = io.StringIO()
@@ -59,6 +66,7 @@ def offline_sql(revision: str = "head") -> str:
 
 
 def current(url: str) -> str | None:
+    # alembic and SQLAlchemy only to migrate: the worker never loads them
     from alembic.runtime.migration import MigrationContext
     from sqlalchemy import create_engine, pool
 
@@ -101,9 +109,7 @@ def head_revision() -> str | None:
 def upgrade_if_needed(url: str) -> None:
     """:func:`upgrade`, skipped (and alembic and SQLAlchemy never imported: a smaller
     service process) when the database is already at the head revision."""
-    import psycopg
 
-    from portalq.jobs.db.location import libpq_dsn
 
     head = head_revision()
     if head is not None:
@@ -123,11 +129,7 @@ def note_key_file(url: str) -> None:
     """Record the database as one using the key file, at migration and service start
     (jobs/secrets/key_registry.py: `keys retire` checks every such database). Not for another
     key provider, nor one that cannot be set up here (the migration does not need it)."""
-    import psycopg
 
-    from portalq.jobs.db.location import libpq_dsn
-    from portalq.jobs.errors import PortalqError
-    from portalq.jobs.secrets import crypto, key_registry
 
     try:
         p = crypto.provider()
@@ -141,11 +143,7 @@ def note_key_file(url: str) -> None:
 def seed_portals(url: str, portals: list[dict[str, Any]]) -> list[str]:
     """Add the declared portals the database lacks (rows from ``PortalPreset.as_row``), in
     one transaction; existing portals are left as they are. Returns the codes added."""
-    import psycopg
 
-    from portalq.jobs.db import sql
-    from portalq.jobs.db.embedded import owner_url
-    from portalq.jobs.db.location import libpq_dsn
 
     added = []
     with psycopg.connect(libpq_dsn(owner_url(url))) as conn:

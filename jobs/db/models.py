@@ -34,7 +34,6 @@ from portalq.jobs.db.location import schema
 # every object in portalq's own schema (PORTALQ_SCHEMA), never in the application's
 metadata = MetaData(schema=schema())
 
-JOB_STATUSES = ("pending", "deferred", "running", "completed", "failed", "cancelled")
 _status_check = "status IN ('pending','deferred','running','completed','failed','cancelled')"
 TZ = DateTime(timezone=True)
 
@@ -236,7 +235,6 @@ portal_outage_signs = Table(
     Column("seen_at", TZ, nullable=False),
 )
 # -- the admin console (migration 0011) -----------------------------------------------------
-CONSOLE_ROLES = ("viewer", "operator", "admin")
 
 console_users = Table(
     "console_users", metadata,

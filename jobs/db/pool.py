@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, base, pool_async
 
 from portalq.jobs.db import connections
 
@@ -41,8 +41,6 @@ def _cap_pool_reconnects(cap: float) -> None:
     doubles without bound (1, 2, 4, 8 s ...): work resumed seconds late after a
     PostgreSQL restart. Its attempts are objects of one class with tunable class constants; this
     gives the pool a subclass that starts at 50 ms and never waits longer than ``cap``."""
-    from psycopg_pool import base, pool_async
-
     class CappedAttempt(base.AttemptWithBackoff):
         INITIAL_DELAY = 0.05
         DELAY_JITTER = 0.5

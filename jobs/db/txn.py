@@ -10,6 +10,8 @@ from typing import Any
 
 import psycopg
 
+from portalq.jobs.db.location import connect_options, database_url, libpq_dsn
+
 
 def raw_connection(conn: Any) -> psycopg.Connection[Any]:
     """The psycopg connection behind a SQLAlchemy Session/Connection (same transaction)."""
@@ -27,7 +29,6 @@ def raw_connection(conn: Any) -> psycopg.Connection[Any]:
 @contextmanager
 def connect(url: str | None = None) -> Iterator[psycopg.Connection[Any]]:
     """A connection of portalq's own; committed on success, rolled back on error."""
-    from portalq.jobs.db.location import connect_options, database_url, libpq_dsn
 
     with psycopg.connect(libpq_dsn(database_url(url)), **connect_options()) as conn:
         yield conn

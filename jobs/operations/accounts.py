@@ -13,9 +13,10 @@ an operator fixes the secret and runs ``portalq accounts resume``.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from portalq.jobs import audit, clock, limits
@@ -122,8 +123,6 @@ async def paused_by_portal(conn: Any, account: Account, reason: str) -> bool:
 
 async def note_password_expiry(conn: Any, account: Account, days: int) -> None:
     """The portal said the password expires in ``days``: recorded, admins told."""
-    from datetime import timedelta
-
     on = clock.now().date() + timedelta(days=days)
     reason = (f"the password of account {account.name} ({account.username}) expires on "
               f"{on.isoformat()}: change it on the portal, then in the secrets provider")
@@ -134,8 +133,6 @@ async def note_password_expiry(conn: Any, account: Account, days: int) -> None:
 
 async def session(conn: Any, account: Account, holder: str) -> dict[str, Any] | None:
     """The account's kept browser session (opened from its seal), if any."""
-    import json
-
     row = await sql.afetch_one(conn, "account_session_get", {
         "portal": account.portal, "name": account.name, "holder": holder})
     if row is None or row["session_state"] is None:
@@ -148,8 +145,6 @@ async def session(conn: Any, account: Account, holder: str) -> dict[str, Any] | 
 async def keep_session(conn: Any, account: Account, holder: str,
                        state: dict[str, Any] | None) -> None:
     """Keep (sealed) or drop (None) the account's signed-in browser session."""
-    import json
-
     key_id, blob = (crypto.seal_blob(json.dumps(state).encode()) if state is not None
                     else (None, None))
     await sql.afetch(conn, "account_session_set", {

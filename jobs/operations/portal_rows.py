@@ -104,10 +104,6 @@ def remove_closure(conn: Conn, code: str, closure_id: int) -> Row | None:
     return row
 
 
-def upcoming_closures(conn: Conn) -> list[Row]:
-    return sql.fetch(conn, "console_closures", {"after": clock.now()})
-
-
 # -- pause / resume (an operator's, or the circuit breaker's) ----------------------------
 def _pause_params(code: str, by: str, reason: str, probe_at: datetime | None,
                   ) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from portalq.jobs import clock, limits
 from portalq.jobs.db import sql
-from portalq.jobs.errors import IllegalTransition, InputError
+from portalq.jobs.errors import IllegalTransition
 from portalq.jobs.secrets import crypto
 
 #: a flow asking three times without an answer is escalated instead of asking again
@@ -71,8 +71,3 @@ def answer(conn: Any, job_id: int, text: str, *, by: str) -> str:
             raise IllegalTransition(f"job {job_id}'s question was answered already")
     return str(q["question"])
 
-
-def of_job(conn: Any, job_id: int) -> list[dict[str, Any]]:
-    if job_id <= 0:
-        raise InputError("a job id is positive")
-    return sql.fetch(conn, "job_questions", {"job_id": job_id})

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import hmac
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -28,22 +29,64 @@ from typing import NamedTuple
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from portalq.jobs.secrets.key_providers import (
-    NONCE,
-    PROVIDERS,
-    EnvKeys,
-    FileKeyring,
-    KeyError_,
-    KeyProvider,
-    provider,
-    set_provider,
-)
+from portalq.jobs import settings
+from portalq.jobs.db.location import home
+from portalq.jobs.errors import KeyError_
+from portalq.jobs.secrets.key_providers import NONCE, EnvKeys, FileKeyring, KeyProvider
 
 __all__ = ["NONCE", "PROVIDERS", "V2", "V3", "EnvKeys", "FileKeyring", "KeyError_",
            "KeyProvider", "NotItsPlace", "Sealed", "forget_opened", "is_sealed_blob",
            "keyed_hash", "open_blob", "open_sealed", "place", "provider", "rewrap",
            "rewrap_blob", "seal", "seal_blob", "seal_many", "seal_runs", "set_provider",
            "split_blob"]
+
+# the process's key provider: chosen here, above the providers it chooses among
+_provider: KeyProvider | None = None
+_provider_lock = threading.Lock()
+
+
+def provider() -> KeyProvider:
+    """The process's key provider: installed with :func:`set_provider`, else from the
+    environment (``PORTALQ_KEK``), else the key file."""
+    global _provider
+    if _provider is None:
+        with _provider_lock:
+            if _provider is None:
+                _provider = _from_env()
+    return _provider
+
+
+#: PORTALQ_KEY_PROVIDER values; empty: PORTALQ_KEK if set, else the key file
+PROVIDERS = ("file", "env", "vault-transit")
+
+
+def _from_env() -> KeyProvider:
+    keys = settings.current(settings.KeySettings)
+    kind = keys.key_provider.strip().lower()
+    if kind and kind not in PROVIDERS:
+        raise KeyError_(f"PORTALQ_KEY_PROVIDER must be one of {', '.join(PROVIDERS)}, "
+                        f"not {kind[:40]!r}")
+    if kind == "vault-transit":
+        # only for this provider: its HTTP client (urllib.request, ssl) is a measured part of
+        # importing the queue, which a business's own process does to enqueue
+        from portalq.jobs.secrets.vault_transit import VaultTransit
+
+        return VaultTransit.from_env()
+    kek = keys.kek.get_secret_value() if keys.kek else ""
+    if kind == "env" and not kek:
+        raise KeyError_("PORTALQ_KEY_PROVIDER=env needs PORTALQ_KEK")
+    if kind != "file" and kek:
+        return EnvKeys(kek, keys.hmac_key.get_secret_value() if keys.hmac_key else None)
+    if keys.key_file is not None:
+        return FileKeyring(keys.key_file.expanduser())
+    return FileKeyring(home() / "keys.json")
+
+
+def set_provider(p: KeyProvider | None) -> None:
+    """Install a key provider (a KMS/Vault adapter); None: back to the default."""
+    global _provider
+    _provider = p
+
 
 _DATA_AAD = b"portalq-sealed-v1"
 #: the stored form of a value bound to its place (format 2): magic + nonce + ciphertext,

@@ -35,14 +35,11 @@ from typing import Protocol, runtime_checkable
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from portalq.jobs import files, settings
-from portalq.jobs.errors import InputError, PortalqError
+from portalq.jobs import files
+from portalq.jobs.errors import InputError, KeyError_
+from portalq.jobs.secrets import key_record
 
 NONCE = 12
-
-
-class KeyError_(PortalqError):
-    """A key is missing or does not open a value (wrong key, tampered data)."""
 
 
 
@@ -80,11 +77,11 @@ def _aes_unwrap(kek: bytes, key_id: str, wrapped: bytes) -> bytes:
         raise KeyError_(f"key {key_id!r} does not open this data key (tampered?)") from None
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _unb64(text: str, what: str) -> bytes:
+def unb64(text: str, what: str) -> bytes:
     try:
         raw = base64.b64decode(text, validate=True)
     except ValueError:
@@ -104,13 +101,13 @@ class EnvKeys:
             key_id, sep, b64 = item.partition(":")
             if not sep or not key_id:
                 raise KeyError_("PORTALQ_KEK must be id:base64key[,id:base64key...]")
-            self._keks[key_id] = _unb64(b64, f"PORTALQ_KEK key {key_id!r}")
+            self._keks[key_id] = unb64(b64, f"PORTALQ_KEK key {key_id!r}")
             if i == 0:
                 self._current = key_id
         if not self._current:
             raise KeyError_("PORTALQ_KEK names no key")
         if hmac_b64:
-            self._hmac = _unb64(hmac_b64, "PORTALQ_HMAC_KEY")
+            self._hmac = unb64(hmac_b64, "PORTALQ_HMAC_KEY")
         else:  # derived from the first-listed KEK, so it must then be listed forever
             self._hmac = hmac.new(self._keks[self._current], b"portalq rate keys",
                                   hashlib.sha256).digest()
@@ -195,17 +192,16 @@ class FileKeyring:
             b64 = data["keks"].get(key_id)  # type: ignore[attr-defined]
             if b64 is None:
                 raise KeyError_(f"key {key_id!r} is not in {self.path} (removed?)")
-            aead = self._aead[key_id] = AESGCM(_unb64(b64, key_id))
+            aead = self._aead[key_id] = AESGCM(unb64(b64, key_id))
         return aead
 
     def _create(self) -> None:
         if self.path.exists():
             return
         key_id = f"k{_random.token_hex(4)}"
-        self._write({"current": key_id, "keks": {key_id: _b64(AESGCM.generate_key(256))},
-                     "hmac": _b64(os.urandom(32))}, exclusive=True)
-        from portalq.jobs.secrets import key_registry  # the databases using it: none yet (issue 35)
-        key_registry.begin(self.path)
+        self._write({"current": key_id, "keks": {key_id: b64(AESGCM.generate_key(256))},
+                     "hmac": b64(os.urandom(32))}, exclusive=True)
+        key_record.begin(self.path)   # the databases using it: none yet (issue 35)
 
     def _write(self, data: dict[str, object], *, exclusive: bool = False) -> None:
         files.private_dir(self.path.parent)
@@ -250,7 +246,7 @@ class FileKeyring:
     def hmac_key(self) -> bytes:
         data = self._load(fresh=False)
         if self._hmac is None:
-            self._hmac = _unb64(str(data["hmac"]), "hmac key")
+            self._hmac = unb64(str(data["hmac"]), "hmac key")
         return self._hmac
 
     def key_ids(self) -> list[str]:
@@ -261,7 +257,7 @@ class FileKeyring:
         """A new KEK, made current; the old ones stay until retired."""
         data = dict(self._load())
         key_id = f"k{_random.token_hex(4)}"
-        data["keks"] = {**self._keks(), key_id: _b64(AESGCM.generate_key(256))}
+        data["keks"] = {**self._keks(), key_id: b64(AESGCM.generate_key(256))}
         data["current"] = key_id
         self._write(data)
         return key_id
@@ -275,50 +271,3 @@ class FileKeyring:
             raise KeyError_(f"no key {key_id!r} in {self.path}")
         data["keks"] = keks
         self._write(data)
-
-
-_provider: KeyProvider | None = None
-_provider_lock = threading.Lock()
-
-
-def provider() -> KeyProvider:
-    """The process's key provider: installed with :func:`set_provider`, else from the
-    environment (``PORTALQ_KEK``), else the key file."""
-    global _provider
-    if _provider is None:
-        with _provider_lock:
-            if _provider is None:
-                _provider = _from_env()
-    return _provider
-
-
-#: PORTALQ_KEY_PROVIDER values; empty: PORTALQ_KEK if set, else the key file
-PROVIDERS = ("file", "env", "vault-transit")
-
-
-def _from_env() -> KeyProvider:
-    keys = settings.current(settings.KeySettings)
-    kind = keys.key_provider.strip().lower()
-    if kind and kind not in PROVIDERS:
-        raise KeyError_(f"PORTALQ_KEY_PROVIDER must be one of {', '.join(PROVIDERS)}, "
-                        f"not {kind[:40]!r}")
-    if kind == "vault-transit":
-        from portalq.jobs.secrets.vault_transit import VaultTransit
-
-        return VaultTransit.from_env()
-    kek = keys.kek.get_secret_value() if keys.kek else ""
-    if kind == "env" and not kek:
-        raise KeyError_("PORTALQ_KEY_PROVIDER=env needs PORTALQ_KEK")
-    if kind != "file" and kek:
-        return EnvKeys(kek, keys.hmac_key.get_secret_value() if keys.hmac_key else None)
-    if keys.key_file is not None:
-        return FileKeyring(keys.key_file.expanduser())
-    from portalq.jobs.db.location import home
-
-    return FileKeyring(home() / "keys.json")
-
-
-def set_provider(p: KeyProvider | None) -> None:
-    """Install a key provider (a KMS/Vault adapter); None: back to the default."""
-    global _provider
-    _provider = p

@@ -27,87 +27,24 @@ changes, and a new database must not make every one of them do so.
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
-import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from portalq.jobs import clock, files
+from portalq.jobs import clock
 from portalq.jobs.db import sql
-from portalq.jobs.secrets.key_providers import FileKeyring, KeyError_
+from portalq.jobs.db.location import connect_options
+from portalq.jobs.errors import KeyError_
+from portalq.jobs.secrets.key_providers import FileKeyring
+from portalq.jobs.secrets.key_record import read, record_path, update
 
 Entry = dict[str, Any]
 log = logging.getLogger(__name__)
-
-
-def record_path(key_file: Path) -> Path:
-    return key_file.with_name(key_file.name + ".databases")
-
-
-def begin(key_file: Path) -> None:
-    """A new key file (just made by this process): no key of it predates the record."""
-    def change(data: dict[str, Any]) -> bool:
-        data["unrecorded"] = []
-        return True
-    try:
-        _update(key_file, change)
-    except OSError:
-        pass   # no record: its keys count as unrecorded (the safe side)
-
-
-@contextmanager
-def _locked(key_file: Path) -> Iterator[None]:
-    """One writer of the record at a time (processes registering at once lose nothing):
-    an advisory lock on the key file's folder."""
-    fd = os.open(key_file.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _read(key_file: Path) -> dict[str, Any]:
-    """The record; a key file without one (an older portalq's) starts it with every key it
-    holds unrecorded."""
-    path = record_path(key_file)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        try:
-            keks = list(json.loads(key_file.read_text()).get("keks", {}))
-        except FileNotFoundError:
-            keks = []
-        return {"unrecorded": keks, "databases": {}}
-    except ValueError:
-        raise KeyError_(f"{path} is not portalq's record of the databases using "
-                        f"{key_file}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("databases"), dict):
-        raise KeyError_(f"{path} is not portalq's record of the databases using {key_file}")
-    data.setdefault("unrecorded", [])
-    return data
-
-
-def read(key_file: Path) -> dict[str, Any]:
-    return _read(key_file)
-
-
-def _write(key_file: Path, data: dict[str, Any]) -> None:
-    files.write_private(record_path(key_file), json.dumps(data, indent=1).encode())
-
-
-def _update(key_file: Path, change: Callable[[dict[str, Any]], bool]) -> None:
-    with _locked(key_file):
-        data = _read(key_file)
-        if change(data):
-            _write(key_file, data)
 
 
 def identity(c: psycopg.Connection[Any]) -> tuple[str, str, list[str]]:
@@ -164,7 +101,7 @@ def note(c: psycopg.Connection[Any], p: Any, *, how: bool = True, strict: bool =
             changed = True
         return changed
     try:
-        _update(p.path, change)
+        update(p.path, change)
     except (OSError, KeyError_) as e:   # `keys retire` reads the record and refuses then
         if strict:
             raise
@@ -185,7 +122,7 @@ def forget(key_file: Path, which: str) -> list[str]:
                 del data["databases"][ident]
                 dropped.append(ident)
         return bool(dropped)
-    _update(key_file, change)
+    update(key_file, change)
     for seen in _NOTED.values():
         seen.clear()
     return dropped
@@ -196,21 +133,20 @@ def others(c: psycopg.Connection[Any], p: FileKeyring) -> dict[str, Entry]:
     try:
         note(c, p, strict=True)
         ident, _name, databases = identity(c)
-        _update(p.path, lambda data: _forget_dropped(data, ident, databases))
+        update(p.path, lambda data: _forget_dropped(data, ident, databases))
     except OSError as e:
         raise KeyError_(f"cannot update {record_path(p.path)}: "
                         f"{e.strerror or type(e).__name__}") from None
-    return {i: e for i, e in _read(p.path)["databases"].items() if i != ident}
+    return {i: e for i, e in read(p.path)["databases"].items() if i != ident}
 
 
 def unrecorded(p: FileKeyring) -> list[str]:
-    return list(_read(p.path)["unrecorded"])
+    return list(read(p.path)["unrecorded"])
 
 
 @contextmanager
 def connect_dsn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     """A connection to a recorded database (committed on success)."""
-    from portalq.jobs.db.location import connect_options
 
     with psycopg.connect(dsn, **connect_options()) as conn:
         yield conn

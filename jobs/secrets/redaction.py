@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from portalq.jobs import types
-from portalq.jobs.errors import InputError
+from portalq.jobs.errors import InputError, PortalqError
+from portalq.jobs.secrets import sealing as secrets_at_rest
 
 #: shown instead of a secret value; sent back unchanged by an edit form it means "keep"
 MASK = "(secret: unchanged)"
@@ -158,8 +159,6 @@ def job_secrets(job: Mapping[str, Any]) -> list[str]:
     ``secret_*`` columns), to scrub them from what people are shown or sent: every written
     form of a value is then known, not only the SSN-shaped ones. Empty when they were
     erased, or when this process has not the key (then :func:`scrub_ssn_like` alone)."""
-    from portalq.jobs.errors import PortalqError
-    from portalq.jobs.secrets import sealing as secrets_at_rest
 
     if job.get("secret_data") is None:
         return []

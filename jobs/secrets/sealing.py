@@ -34,21 +34,21 @@ class SecretsErased(BusinessError):
     """The job's secret values were erased (it finished, or failed long ago)."""
 
 
-def _walk(node: Any, parts: list[str], prefix: str) -> Iterator[tuple[str, Any, str]]:
+def walk_paths(node: Any, parts: list[str], prefix: str) -> Iterator[tuple[str, Any, str]]:
     """(concrete path, parent container, leaf key) for every match of ``parts``."""
     head, rest = parts[0], parts[1:]
     if head == "*":
         if isinstance(node, list):
             for i, item in enumerate(node):
                 if rest:
-                    yield from _walk(item, rest, f"{prefix}{i}.")
+                    yield from walk_paths(item, rest, f"{prefix}{i}.")
         return
     if not isinstance(node, dict) or head not in node:
         return
     if not rest:
         yield f"{prefix}{head}", node, head
     else:
-        yield from _walk(node[head], rest, f"{prefix}{head}.")
+        yield from walk_paths(node[head], rest, f"{prefix}{head}.")
 
 
 def _secret_fields(job_type: str) -> tuple[str, ...]:
@@ -61,7 +61,7 @@ def _secret_fields(job_type: str) -> tuple[str, ...]:
 @functools.cache
 def _plan(specs: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...] | None, str], ...]:
     """Each secret field spec as (spec, its parents, its leaf), parsed once per job type;
-    parents None for a spec that needs :func:`_walk` (a ``*``, or deeply nested)."""
+    parents None for a spec that needs :func:`walk_paths` (a ``*``, or deeply nested)."""
     out: list[tuple[str, tuple[str, ...] | None, str]] = []
     for spec in specs:
         *parents, leaf = spec.split(".")
@@ -77,7 +77,7 @@ def _take(payload: dict[str, Any], specs: tuple[str, ...]) -> dict[str, Any]:
     if plan is None:
         plan = _PLANS[specs] = _plan(specs)
     for spec, parents, leaf in plan:
-        if parents is not None:   # the common case, without _walk
+        if parents is not None:   # the common case, without walk_paths
             node: Any = payload
             for part in parents:
                 node = node.get(part) if isinstance(node, dict) else None
@@ -87,7 +87,7 @@ def _take(payload: dict[str, Any], specs: tuple[str, ...]) -> dict[str, Any]:
                     taken[spec] = value
                     node[leaf] = MARKER
             continue
-        for path, parent, key in _walk(payload, spec.split("."), ""):
+        for path, parent, key in walk_paths(payload, spec.split("."), ""):
             if parent[key] is not None and parent[key] != MARKER:
                 taken[path] = parent[key]
                 parent[key] = MARKER
@@ -101,7 +101,7 @@ def values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
     """The secret values present in a (revealed) payload."""
     out = []
     for spec in _secret_fields(job_type):
-        for _path, parent, key in _walk(payload, spec.split("."), ""):
+        for _path, parent, key in walk_paths(payload, spec.split("."), ""):
             value = parent[key]
             if isinstance(value, str) and value and value not in (MARKER, ERASED):
                 out.append(value)
@@ -174,7 +174,7 @@ def has_markers(job_type: str, payload: Mapping[str, Any]) -> list[str]:
     """The paths whose value is only a marker (sealed or erased)."""
     out = []
     for spec in _secret_fields(job_type):
-        for path, parent, key in _walk(payload, spec.split("."), ""):
+        for path, parent, key in walk_paths(payload, spec.split("."), ""):
             if parent[key] in (MARKER, ERASED):
                 out.append(path)
     return out
@@ -241,7 +241,7 @@ def for_display(job: Mapping[str, Any], payload: Any) -> Any:
     [erased], never its value (older rows sealed nothing: masked all the same)."""
     shown = ERASED if job.get("secret_data") is None and job.get("secrets_erased_at") else MARKER
     for spec in _secret_fields(job.get("job_type", "")):
-        for _path, parent, key in _walk(payload, spec.split("."), ""):
+        for _path, parent, key in walk_paths(payload, spec.split("."), ""):
             if parent[key] is not None:
                 parent[key] = shown
     return payload

@@ -2,7 +2,7 @@
 the key-encryption key never leaves Vault; portalq's data keys are wrapped and unwrapped by
 ``POST /v1/<mount>/encrypt/<key>`` and ``/decrypt/<key>``.
 
-Selected with ``PORTALQ_KEY_PROVIDER=vault-transit`` (jobs/secrets/key_providers.py ``provider()``):
+Selected with ``PORTALQ_KEY_PROVIDER=vault-transit`` (jobs/secrets/crypto.py ``provider()``):
 
 * ``VAULT_ADDR`` (e.g. ``https://vault.internal:8200``), ``VAULT_CACERT`` (optional),
   ``VAULT_NAMESPACE`` (optional, Vault Enterprise / HCP);
@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from portalq.jobs import files, settings
-from portalq.jobs.errors import InputError
-from portalq.jobs.secrets.key_providers import KeyError_
+from portalq.jobs.errors import InputError, KeyError_
+from portalq.jobs.secrets.key_providers import unb64
 
 #: how long the key's latest version is trusted before it is read again (seconds)
 RECHECK_SECONDS = 5.0
@@ -110,9 +110,7 @@ class VaultTransit:
         hmac_b64 = env.get("PORTALQ_HMAC_KEY")
         hmac_key = None
         if hmac_b64:
-            from portalq.jobs.secrets.key_providers import _unb64
-
-            hmac_key = _unb64(hmac_b64, "PORTALQ_HMAC_KEY")
+            hmac_key = unb64(hmac_b64, "PORTALQ_HMAC_KEY")
         return cls(addr, key=env.get("PORTALQ_VAULT_TRANSIT_KEY", "portalq"),
                    mount=env.get("PORTALQ_VAULT_TRANSIT_MOUNT", "transit"),
                    hmac_transit_key=env.get("PORTALQ_VAULT_HMAC_KEY"),

@@ -42,6 +42,7 @@ from portalq.portals.delaware.certificate import certificate_pdf, check_name, do
 from portalq.portals.entity.payload import FileEntityPayload
 from portalq.portals.flows import wait_on_portal as waiting
 from portalq.portals.flows.base import Evidence, browser_page, fetch_document, has_document
+from portalq.portals.flows.browser import trace_secrets
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import WordedPage, absolute_url
 from portalq.portals.flows.signin import sign_in_with_account
@@ -135,8 +136,6 @@ class ECorp2(WordedPage):
         """Fill the payment and submit (the point of no return): the Service Request Number.
         No answer, or one not recognised, is an unknown outcome (retryable: the retry
         reconciles through the request status)."""
-        from portalq.portals.flows.browser import trace_secrets
-
         trace_secrets(self.page.context, [method.get("number", ""), method.get("expiry", "")])
         await self.choose("paymentType", method["type"])
         for name, key in (("cardName", "name"), ("cardNumber", "number"),

@@ -7,11 +7,9 @@ import logging
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from portalq.jobs import clock
 from portalq.jobs.errors import (
     DeferUntil,
     HandlerOutcome,
@@ -19,9 +17,9 @@ from portalq.jobs.errors import (
     PortalUnavailable,
     RetryableError,
 )
-from portalq.portals.calendar import zone
 from portalq.portals.flows.browser import close_context, note_missing
 from portalq.portals.flows.context import FlowContext
+from portalq.portals.flows.drift import keep_evidence
 from portalq.portals.flows.masking import (  # noqa: F401 - the flow toolkit's masking, re-exported
     MASK_ATTR,
     SENSITIVE_SELECTOR,
@@ -77,6 +75,7 @@ async def browser_page(ctx: FlowContext) -> AsyncIterator[tuple[Any, Evidence]]:
     The context's trace is kept per the trace policy (see :mod:`portals.flows.browser`).
     Dialogs are Playwright's to dismiss unless a page object accepts them
     (:class:`portals.flows.pages.PortalPage` does)."""
+    # playwright only when a browser is needed: the CLI and enqueue never load it
     from playwright.async_api import Error as PlaywrightError
 
     context = await ctx.new_browser_context()
@@ -94,8 +93,6 @@ async def browser_page(ctx: FlowContext) -> AsyncIterator[tuple[Any, Evidence]]:
             await _failure_shot(page, evidence,
                                 "deferred" if isinstance(exc, DeferUntil) else "failure")
             if isinstance(exc, PortalChanged):   # the page beside the one expected
-                from portalq.portals.flows.drift import keep_evidence
-
                 await keep_evidence(page, ctx, exc)
             raise
         except PlaywrightError as exc:
@@ -110,6 +107,7 @@ def portal_sign(exc: BaseException) -> bool:
     """Does this Playwright error point at the portal (a refused, reset or dropped
     connection, a page that does not load in time) rather than at the flow (a control it
     expected and did not find)?"""
+    # playwright only when a browser is needed: the CLI and enqueue never load it
     from playwright.async_api import TimeoutError as PlaywrightTimeout
 
     text = str(exc)
@@ -217,13 +215,6 @@ async def has_document(ctx: FlowContext, name: str) -> bool:
     return any(doc[0] == name for doc in await ctx.documents_of(ctx.job_id))
 
 
-def next_midnight(tz: str, now: datetime | None = None) -> datetime:
-    """Midnight starting the next calendar day in ``tz`` (aware), DST-correct."""
-    tzinfo = zone(tz)
-    local = (now or clock.now()).astimezone(tzinfo)
-    return datetime.combine(local.date() + timedelta(days=1), time(0), tzinfo=tzinfo)
-
-
 # ---- single-page apps: a step ends when the app shows its next state -------------------------
 
 #: installed before a click: counts inline answers (an ``<h2>`` added inside
@@ -325,6 +316,7 @@ class AppWatch:
 
     async def next_state(self, timeout_ms: float, where: str) -> str:
         """The kind of the next state, waiting at most ``timeout_ms``."""
+        # playwright only when a browser is needed: the CLI and enqueue never load it
         from playwright.async_api import TimeoutError as PlaywrightTimeout
 
         shown = asyncio.ensure_future(self.page.wait_for_function(

@@ -32,6 +32,7 @@ import zipfile
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field, replace
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -181,8 +182,6 @@ class BrowserVersionMismatch(BrowserUnavailable):
 
 
 def playwright_version() -> str:
-    from importlib.metadata import version
-
     return version("playwright")
 
 

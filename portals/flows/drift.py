@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from portalq.jobs.errors import PortalChanged
+from portalq.jobs.secrets.redaction import scrub_all
 from portalq.portals.flows.browser import note_missing
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.masking import redact
@@ -47,7 +48,6 @@ def payload_values(payload: Any) -> list[str]:
 def leave_data_out(snapshot: str, values: Iterable[str], secrets: Iterable[str] = ()) -> str:
     """``snapshot`` with the job's secrets (anywhere) and values (whole words), SSN/ITIN
     shapes and definitions' values left out."""
-    from portalq.jobs.secrets.redaction import scrub_all
 
     text = redact(_DEFINITION.sub(r"\1: (data)", snapshot), secrets)
     for value in sorted(set(values), key=len, reverse=True):

@@ -41,8 +41,16 @@ from portalq.jobs.errors import (
     PortalUnavailable,
     RetryableError,
 )
-from portalq.portals.flows.base import ConnectionLost, Evidence, check_pdf, click_and_wait, redact
+from portalq.portals.flows.base import (
+    AppWatch,
+    ConnectionLost,
+    Evidence,
+    check_pdf,
+    click_and_wait,
+    redact,
+)
 from portalq.portals.flows.context import FlowContext
+from portalq.portals.flows.signin import SessionLost
 
 if TYPE_CHECKING:
     from playwright.async_api import Dialog, Locator, Page
@@ -149,8 +157,6 @@ class PortalPage:
     def verdict(self, s: Signals, status: int | None, where: str) -> Verdict | None:
         """What the page means, if it is an answer rather than a form to go on with."""
         if s.signed_out is not None:   # the portal ended the signed-in session
-            from portalq.portals.flows.signin import SessionLost
-
             return Verdict("signed_out", SessionLost(s.signed_out))
         if s.closed is not None:
             return Verdict("closed", PortalClosed(f"{self.name} closed: {self.clean(s.closed)}"))
@@ -217,6 +223,7 @@ class PortalPage:
     async def submit_final(self, button: str, where: str, done: str) -> None:
         """Like :meth:`submit` for the point of no return: no answer, or an answer without
         the ``done`` element, is an unknown outcome, never a silent success or failure."""
+        # playwright only when a browser is needed: the CLI and enqueue never load it
         from playwright.async_api import Error as PlaywrightError
 
         control = await self.control(button, where)
@@ -253,8 +260,6 @@ class PortalPage:
         response = await self.page.request.get(urljoin(self.page.url, href))
         body = bytes(await response.body())
         if b'id="signed-out"' in body or b'id="signin-form"' in body:
-            from portalq.portals.flows.signin import SessionLost
-
             raise SessionLost("signed_out")
         if b'id="portal-closed"' in body:
             raise PortalClosed(f"{self.name} closed (downloading {what})")
@@ -351,8 +356,6 @@ class AppPage(PortalPage):
                       timeout_ms: float | None = None) -> str:
         """Click ``control``; the kind of the app's next state (a dialog the flow answers
         through :meth:`answer_dialog` does not end the wait)."""
-        from portalq.portals.flows.base import AppWatch
-
         limit = timeout_ms or self.step_timeout_ms
         async with AppWatch(self.page) as watch:
             await control.click()

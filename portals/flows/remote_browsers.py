@@ -81,6 +81,7 @@ class BrowserPool:
     async def _pw(self) -> Any:
         async with self._start_lock:
             if self._playwright is None:
+                # playwright only when a browser is needed: the CLI and enqueue never load it
                 from playwright.async_api import async_playwright
 
                 self._playwright = await async_playwright().start()

@@ -27,6 +27,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
+
+import pyotp
 
 from portalq.jobs import clock
 from portalq.jobs.errors import (
@@ -224,8 +227,6 @@ async def _steps(ctx: FlowContext, page: Page, creds: Credentials, portal: str, 
                 if marker == "mfa-error" or not creds.totp_seed:
                     raise AccountRejected(f"{who}: authenticator code refused or no TOTP seed",
                                           account=creds.user)
-                import pyotp
-
                 value = pyotp.TOTP(creds.totp_seed).at(clock.now())
             else:
                 codes += 1
@@ -260,8 +261,6 @@ async def _continue_page(page: Page) -> bool:
 async def signed_in_page(page: Page) -> bool:
     """Does the page read as signed in: none of the sign-in marks, no password asked for,
     and not the sign-in address?"""
-    from urllib.parse import urlsplit
-
     if await _marker(page) is not None or await page.evaluate(_ASKS_PASSWORD_JS):
         return False
     path = urlsplit(page.url).path.rstrip("/")

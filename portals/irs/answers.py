@@ -48,6 +48,7 @@ from portalq.jobs.errors import (
 )
 from portalq.portals.calendar import is_open, next_open, zone
 from portalq.portals.flows.pages import AppState
+from portalq.portals.presets import calendar_from_preset
 
 BEFORE, AFTER = "before", "after"
 IRS_TZ = "America/New_York"
@@ -69,8 +70,6 @@ class Answer:
 def next_business_opening(now: datetime | None = None) -> datetime:
     """The IRS's next business day's opening (its preset calendar: weekdays, federal
     holidays) after today in New York."""
-    from portalq.portals.presets import calendar_from_preset
-
     local = (now or clock.now()).astimezone(zone(IRS_TZ))
     tomorrow = datetime.combine(local.date() + timedelta(days=1), time(0), tzinfo=zone(IRS_TZ))
     when = next_open(calendar_from_preset("irs_ein"), tomorrow)
@@ -78,8 +77,6 @@ def next_business_opening(now: datetime | None = None) -> datetime:
 
 
 def _out_of_hours(now: datetime) -> datetime | None:
-    from portalq.portals.presets import calendar_from_preset
-
     cal = calendar_from_preset("irs_ein")
     return None if is_open(cal, now) else next_open(cal, now)
 

@@ -18,14 +18,14 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from portalq.jobs import settings
-from portalq.jobs.errors import BusinessError, UncertainOutcome
+from portalq.jobs.errors import BusinessError, PortalUnavailable, UncertainOutcome
 from portalq.portals.flows.base import Evidence, browser_page, download
 from portalq.portals.flows.browser import untraced
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import AppPage
 from portalq.portals.irs.answers import AFTER, BEFORE, Answer, classify
 from portalq.portals.irs.payload import ObtainEinPayload
-from portalq.portals.irs.review import check_review
+from portalq.portals.irs.review import REASONS, STRUCTURES, check_review
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator, Page
@@ -33,15 +33,6 @@ if TYPE_CHECKING:
 PORTAL = "irs_ein"
 SUBMISSION = "ein_application"
 EIN_RE = r"\d{2}-\d{7}"
-#: payload -> (structure label, sub-type label)  (facts §9)
-STRUCTURES = {"LLC": ("Limited Liability Company (LLC)", None),
-              "CORPORATION": ("Corporations", "Corporation"),
-              "PARTNERSHIP": ("Partnerships", "Partnership"),
-              "SOLE_PROPRIETOR": ("Sole Proprietor", None)}
-REASONS = {"NEW_BUSINESS": "Started a new business", "HIRED_EMPLOYEES": "Hired employee(s)",
-           "BANKING_NEEDS": "Banking purposes",
-           "CHANGING_LEGAL_STRUCTURE": "Changed type of organization",
-           "PURCHASED_BUSINESS": "Purchased active business"}
 #: the app's processing "can take up to two minutes" and its own request gives up at 90 s:
 #: the flow waits longer than both, so the app's own answer is what ends the wait (ms)
 PROCESSING_TIMEOUT_MS = 150_000
@@ -68,6 +59,7 @@ class ApplyForEin(AppPage):
 
     async def answer_dialog(self) -> bool:
         """The idle warning ("Do you need more time?"): yes."""
+        # playwright only when a browser is needed: the CLI and enqueue never load it
         from playwright.async_api import TimeoutError as PlaywrightTimeout
 
         dialog = self.page.get_by_role("dialog").filter(has_text=IDLE_QUESTION)
@@ -109,8 +101,6 @@ class ApplyForEin(AppPage):
     async def open(self) -> None:
         response = await self.page.goto(f"{self.base}/")
         if response is not None and response.status >= 500:
-            from portalq.jobs.errors import PortalUnavailable
-
             raise PortalUnavailable(f"IRS: HTTP {response.status} at the landing page")
         begin = self.page.get_by_role("link", name="Begin Application Now", exact=True)
         if not await begin.count():

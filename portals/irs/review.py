@@ -23,6 +23,16 @@ ROW_LABELS = ["Legal structure", "Reason for applying", "Responsible party", "SS
 GROUPS = ["Confirmation Letter"]
 FIELDS = ["radio:confirmationLetterRadioInput", "radio:confirmationLetterRadioInput"]
 BUTTONS = ["Back", "Submit EIN Request"]
+# the labels the pages give a payload's choices: the form (irs.py) and its review show them
+#: payload -> (structure label, sub-type label)  (facts §9)
+STRUCTURES = {"LLC": ("Limited Liability Company (LLC)", None),
+              "CORPORATION": ("Corporations", "Corporation"),
+              "PARTNERSHIP": ("Partnerships", "Partnership"),
+              "SOLE_PROPRIETOR": ("Sole Proprietor", None)}
+REASONS = {"NEW_BUSINESS": "Started a new business", "HIRED_EMPLOYEES": "Hired employee(s)",
+           "BANKING_NEEDS": "Banking purposes",
+           "CHANGING_LEGAL_STRUCTURE": "Changed type of organization",
+           "PURCHASED_BUSINESS": "Purchased active business"}
 
 _SHAPE_JS = """() => {
   const main = document.querySelector('main') || document.body;
@@ -60,8 +70,6 @@ def expected_snapshot(known: dict[str, list[str]]) -> str:
 
 
 def expected(p: ObtainEinPayload) -> dict[str, Any]:
-    from portalq.portals.irs.flow import REASONS, STRUCTURES
-
     rp, a = p.responsible_party, p.address
     structure, sub_type = STRUCTURES[p.legal_structure]
     digits = "".join(c for c in rp.tax_id() if c.isdigit())

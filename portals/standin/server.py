@@ -100,6 +100,7 @@ class StandinServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
                  smtp_url: str | None = None) -> None:
+        # the server only when serving: tests and tools build the app without it
         import uvicorn
 
         self.app = create_app(smtp_url=smtp_url)
@@ -147,6 +148,7 @@ class StandinServer:
 
 def serve(host: str = "127.0.0.1", port: int = 8765, smtp_url: str | None = None) -> None:
     """Serve the stand-ins in the foreground (``portalq standin``)."""
+    # the server only when serving: tests and tools build the app without it
     import uvicorn
 
     uvicorn.run(create_app(smtp_url=smtp_url), host=host, port=port, log_level="info")

@@ -4,11 +4,13 @@ connection pool, the live hub, templates, and the routes of the page modules."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import asgi_csrf
 from starlette.applications import Starlette
@@ -26,7 +28,18 @@ from portalq.jobs.admin import users as console_users
 from portalq.jobs.db.pool import make_sync_pool
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound, PortalqError
 from portalq.scheduler.config import Settings
+from portalq.scheduler.console import (
+    pages_admin,
+    pages_jobs,
+    pages_orders,
+    pages_overview,
+    pages_sso,
+)
 from portalq.scheduler.console.config import ConsoleSettings, secret_key
+from portalq.scheduler.console.live import Hub
+from portalq.scheduler.console.oidc import Config
+from portalq.scheduler.console.pages_needs import routes as needs_routes
+from portalq.scheduler.console.pages_overview import Snapshots, live_fragment
 from portalq.scheduler.console.security import SecurityHeaders, Sessions, SignInRequired, derive
 
 HERE = Path(__file__).parent
@@ -36,8 +49,6 @@ def _fmt_time(value: Any, tz: str | None = None) -> str:
     if not isinstance(value, datetime):
         return "-" if value is None else str(value)
     if tz:
-        from zoneinfo import ZoneInfo
-
         return value.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M %Z")
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
@@ -73,10 +84,7 @@ class Console:
         env = self.templates.env
         env.filters["t"] = _fmt_time
         env.filters["tojson_pretty"] = to_json
-        from portalq.scheduler.console.live import Hub
-        from portalq.scheduler.console.pages_overview import Snapshots
-
-        self.hub = Hub(self)
+        self.hub = Hub(self, functools.partial(live_fragment, self))
         self.snapshots = Snapshots(self)
 
     @contextlib.contextmanager
@@ -166,16 +174,6 @@ def _error_page(console: Console) -> Any:
 def create_app(dsn: str, settings: ConsoleSettings | None = None,
                service: Settings | None = None) -> ASGIApp:
     console = Console(dsn, settings or ConsoleSettings(), service or Settings())
-    from portalq.scheduler.console import (
-        pages_admin,
-        pages_jobs,
-        pages_orders,
-        pages_overview,
-        pages_sso,
-    )
-    from portalq.scheduler.console.oidc import Config
-    from portalq.scheduler.console.pages_needs import routes as needs_routes
-
     sso = Config.from_settings(console.settings, console.service)  # InputError: one line
     routes = [*pages_overview.routes(console), *needs_routes(console),
               *pages_jobs.routes(console), *pages_orders.routes(console),
@@ -211,7 +209,7 @@ def create_app(dsn: str, settings: ConsoleSettings | None = None,
 def server(app: ASGIApp, host: str, port: int) -> Any:
     """A uvicorn server for the console that ends the live streams as soon as it is asked to
     stop (SIGINT/SIGTERM or ``should_exit``), so shutdown never waits on an open page."""
-    import uvicorn
+    import uvicorn  # the server only when serving: tests and tools build the app without it
 
     class Server(uvicorn.Server):
         async def on_tick(self, counter: int) -> bool:

@@ -6,6 +6,8 @@ import os
 import secrets
 from pathlib import Path
 
+from portalq.jobs.db.location import home
+from portalq.jobs.errors import InputError
 from portalq.jobs.settings.console import MIN_SECRET_BYTES, TOO_SHORT, ConsoleSettings
 
 __all__ = ["MIN_SECRET_BYTES", "TOO_SHORT", "ConsoleSettings", "secret_key"]
@@ -16,8 +18,6 @@ def secret_key(settings: ConsoleSettings) -> str:
     (0600, never overwritten) on first use."""
     if settings.secret:
         return settings.secret
-    from portalq.jobs.db.location import home
-
     path = Path(home()) / "console-secret"
     try:
         return _checked(path.read_text().strip(), path)
@@ -36,7 +36,5 @@ def secret_key(settings: ConsoleSettings) -> str:
 
 def _checked(key: str, path: Path) -> str:
     if len(key.encode()) < MIN_SECRET_BYTES:
-        from portalq.jobs.errors import InputError
-
         raise InputError(f"the console secret in {path} {TOO_SHORT}")
     return key

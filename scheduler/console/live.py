@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 
+from portalq.jobs.admin import users as console_users
 from portalq.jobs.db import connections
 from portalq.jobs.kinds import Channel
 
@@ -28,8 +30,10 @@ MIN_INTERVAL = 1.0
 
 
 class Hub:
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, render: Callable[[], str]) -> None:
+        """``render``: the overview's live fragment, now (pages_overview.py)."""
         self.console = console
+        self.render = render
         self.subscribers: set[asyncio.Queue[str]] = set()
         self.kick = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
@@ -108,15 +112,9 @@ class Hub:
                 q.put_nowait(fragment)
 
     def session_live(self, token: str) -> bool:
-        from portalq.jobs.admin import users as console_users
 
         with self.console.db() as conn:
             return console_users.session_live(conn, token, self.console.sessions.idle)
-
-    def render(self) -> str:
-        from portalq.scheduler.console.pages_overview import live_fragment
-
-        return live_fragment(self.console)
 
 
 def sse(fragment: str, event: str = "overview") -> str:

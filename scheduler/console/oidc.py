@@ -186,6 +186,7 @@ class Provider:
 
     def _client(self) -> Any:
         if self._oauth is None:
+            # the OpenID Connect stack only when single sign-on is configured
             from authlib.integrations.httpx_client import AsyncOAuth2Client
 
             self._oauth = AsyncOAuth2Client(
@@ -201,6 +202,7 @@ class Provider:
         self._http = self._oauth = None
 
     async def _get_json(self, url: str) -> dict[str, Any]:
+        # the OpenID Connect stack only when single sign-on is configured
         import httpx2
 
         if self._http is None:
@@ -233,6 +235,7 @@ class Provider:
         return self._metadata
 
     async def key_set(self, refresh: bool = False) -> Any:
+        # the OpenID Connect stack only when single sign-on is configured
         from joserfc.jwk import KeySet
 
         if self._keys is None or refresh:
@@ -251,6 +254,7 @@ class Provider:
 
     async def finish(self, code: str, verifier: str, nonce: str) -> dict[str, Any]:
         """The verified claims of the ID token the code is exchanged for."""
+        # the OpenID Connect stack only when single sign-on is configured
         import httpx2
         from authlib.integrations.base_client.errors import OAuthError
 
@@ -277,6 +281,7 @@ class Provider:
 
     async def verify(self, id_token: str, nonce: str, meta: Mapping[str, Any],
                      access_token: Any = None) -> dict[str, Any]:
+        # the OpenID Connect stack only when single sign-on is configured
         from authlib.oidc.core import CodeIDToken
         from joserfc import jwt
         from joserfc.errors import InvalidKeyIdError, JoseError

@@ -18,8 +18,9 @@ from portalq.jobs.admin import users as console_users
 from portalq.jobs.clock import parse_instant
 from portalq.jobs.errors import InputError
 from portalq.jobs.secrets import redaction as masking
+from portalq.portals import calendar as cal
 from portalq.scheduler import calendar_cache as calendars
-from portalq.scheduler.console.pages_jobs import _reason, actor, text_param
+from portalq.scheduler.console.pages_jobs import actor, form_reason, text_param
 from portalq.scheduler.console.pages_overview import portal_states
 from portalq.scheduler.console.security import require
 
@@ -42,8 +43,6 @@ def _instant(value: object, name: str) -> datetime:
 def _windows(text: object) -> list[tuple[int, object, object]]:
     """Weekly hours as ``portalq portals set-hours`` reads them, one window per line or
     comma ("Mon-Fri 08:00-18:00, Sat 09:00-13:00")."""
-    from portalq.portals import calendar as cal
-
     specs = [p.strip() for p in str(text or "").replace("\n", ",").split(",") if p.strip()]
     if not specs:
         raise InputError("give the weekly hours, e.g. Mon-Fri 08:00-18:00")
@@ -66,7 +65,7 @@ def routes(console: Console) -> list[Route]:
     async def escalation_act(request: Request) -> Response:
         user = require(request, "operator")
         form = await request.form()
-        reason = _reason(form)
+        reason = form_reason(form)
         what = request.path_params["what"]
 
         def run() -> None:
@@ -81,8 +80,6 @@ def routes(console: Console) -> list[Route]:
 
     def portals(request: Request) -> Response:
         user = require(request)
-        from portalq.portals import calendar as cal
-
         with console.db() as conn:
             states = portal_states(conn, clock.now())
             closures = console_repo.closures(conn)
@@ -96,7 +93,7 @@ def routes(console: Console) -> list[Route]:
     async def portal_act(request: Request) -> Response:
         user = require(request, "operator")
         form = await request.form()
-        reason = _reason(form)
+        reason = form_reason(form)
         code, what = request.path_params["code"], request.path_params["what"]
         if what not in ("pause", "resume", "close", "reopen", "hours"):
             raise HTTPException(404, "no such action")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -23,8 +24,8 @@ from portalq.jobs.admin.users import User
 from portalq.jobs.audit import Actor
 from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.clock import parse_instant
-from portalq.jobs.db.models import JOB_STATUSES
 from portalq.jobs.errors import InputError
+from portalq.jobs.kinds import JOB_STATUSES
 from portalq.jobs.operations import portal_rows as portals_repo
 from portalq.jobs.secrets import redaction as masking
 from portalq.scheduler.console.pages_needs import back_to, portal_zones
@@ -107,7 +108,7 @@ def filter_query(values: Any) -> dict[str, str]:
     return {k: str(values[k]) for k in FILTERS if values.get(k)}
 
 
-def _reason(form: FormData) -> str:
+def form_reason(form: FormData) -> str:
     reason = str(form.get("reason") or "").strip()
     if not reason:
         raise InputError("say why (a reason is required for every action)")
@@ -186,9 +187,7 @@ def routes(console: Console) -> list[Route]:
             raise HTTPException(404, "no such job")
         what = request.path_params["action"]
         form = await request.form()
-        reason = _reason(form)
-        from starlette.concurrency import run_in_threadpool
-
+        reason = form_reason(form)
         def run() -> None:
             with console.db() as conn:
                 a = actor(user)
@@ -238,8 +237,6 @@ def routes(console: Console) -> list[Route]:
         selected = [job_id_param(v) for v in form.getlist("id") if str(v).strip()]
         scope_all = form.get("scope") == "filter"
         flt = parse_filter(form)
-        from starlette.concurrency import run_in_threadpool
-
         def pick() -> list[int]:
             with console.db() as conn:
                 if scope_all:
@@ -261,7 +258,7 @@ def routes(console: Console) -> list[Route]:
                                   count=len(ids), scope_all=scope_all, selected=selected,
                                   query=filter_query(form), statuses=statuses,
                                   reason=str(form.get("reason") or ""))
-        reason = _reason(form)
+        reason = form_reason(form)
         expected = str(form.get("expected") or "")
         if expected != str(len(ids)):
             raise InputError(f"the jobs matched changed since the preview ({expected} then, "

@@ -18,6 +18,7 @@ from portalq.jobs.admin import users as console_users
 from portalq.portals import calendar as cal
 from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler.console.live import stream
+from portalq.scheduler.console.pages_needs import done_message, gather
 from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:
@@ -135,8 +136,6 @@ def live_fragment(console: Console) -> str:
 def routes(console: Console) -> list[Route]:
     def overview(request: Request) -> Response:
         # the console's front door: what needs a person first (pages_needs), then the queue
-        from portalq.scheduler.console.pages_needs import done_message, gather
-
         user = require(request)
         snap = console.snapshots.get()
         return console.render(request, "overview.html", snap=snap,
@@ -159,7 +158,7 @@ def routes(console: Console) -> list[Route]:
         note = getattr(request.state, "signed_out", "") or (
             "You are signed out." if request.query_params.get("bye") else "")
         return console.render(request, "login.html", user=None, note=note,
-                              next=_safe_next(request.query_params.get("next")))
+                              next=safe_next(request.query_params.get("next")))
 
     async def login(request: Request) -> Response:
         form = await request.form()
@@ -169,7 +168,7 @@ def routes(console: Console) -> list[Route]:
         name = str(form.get("name") or "")[:64]
         password = str(form.get("password") or "")
         ip = request.client.host if request.client else "?"
-        next_url = _safe_next(str(form.get("next") or ""))
+        next_url = safe_next(str(form.get("next") or ""))
         token, error, status = await run_in_threadpool(_check, console, name, password, ip)
         if token is None:
             return console.render(request, "login.html", user=None, error=error,
@@ -209,7 +208,7 @@ def _check(console: Console, name: str, password: str, ip: str,
         return console_users.start_session(conn, user), "", 303
 
 
-def _safe_next(value: str | None) -> str:
+def safe_next(value: str | None) -> str:
     """Only a path on this console (no scheme, no //host): no open redirect."""
     if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
         return ""

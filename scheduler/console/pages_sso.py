@@ -39,6 +39,7 @@ from portalq.scheduler.console.oidc import (
     map_role,
     user_name,
 )
+from portalq.scheduler.console.pages_overview import safe_next
 from portalq.scheduler.console.security import derive
 
 if TYPE_CHECKING:
@@ -56,8 +57,6 @@ def _ip(request: Request) -> str:
 
 
 def routes(console: Console, config: Config) -> list[Route]:
-    from portalq.scheduler.console.pages_overview import _safe_next
-
     provider = Provider(config)
     console.on_close.append(provider.close)
     flows = URLSafeSerializer(derive(console.secret, "sso-flow"), salt="portalq-sso")
@@ -90,7 +89,7 @@ def routes(console: Console, config: Config) -> list[Route]:
         response = RedirectResponse(url, status_code=303)
         response.set_cookie(FLOW_COOKIE, flows.dumps({
             "state": state, "nonce": nonce, "verifier": verifier,
-            "next": _safe_next(request.query_params.get("next")),
+            "next": safe_next(request.query_params.get("next")),
             "at": clock.now().timestamp()}), max_age=FLOW_SECONDS, path=FLOW_PATH,
             httponly=True, samesite="lax", secure=console.settings.secure_cookies)
         return response

@@ -4,7 +4,7 @@ starts (issue 39): a one-character PORTALQ_CONSOLE_SECRET was accepted."""
 from __future__ import annotations
 
 from tests.conftest import run_cli
-from tests.mailbox import free_port
+from tests.ports import free_port
 
 
 def test_a_short_console_secret_is_refused_in_one_line(db, tmp_path):

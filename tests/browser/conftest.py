@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flowkit import SSN, free_port
+from flowkit import SSN
 
 from portalq.jobs import clock
 from portalq.jobs.errors import BusinessError, InputError
@@ -33,6 +33,7 @@ from portalq.jobs.submission import Reporting
 from portalq.jobs.types import validate_payload
 from portalq.portals.flows.browser import BrowserConfig, load_config, new_context
 from portalq.portals.standin.server import StandinServer
+from tests.mailbox import Mailbox
 
 _job_ids = itertools.count(1001)
 
@@ -46,37 +47,6 @@ class DocumentStore:
     def put(self, job_id: int, name: str, content_type: str, data: bytes) -> None:
         docs = self.by_job.setdefault(job_id, [])
         docs[:] = [d for d in docs if d[0] != name] + [(name, content_type, data)]
-
-
-class Mailbox:
-    """A real SMTP server (aiosmtpd) on localhost recording what it receives."""
-
-    def __init__(self) -> None:
-        from aiosmtpd.controller import Controller
-
-        self.messages: list[Any] = []  # aiosmtpd envelopes
-        self.host = "127.0.0.1"
-        self.port = free_port()
-        box = self
-
-        class Handler:
-            async def handle_RCPT(self, server: Any, session: Any, envelope: Any,
-                                  address: str, rcpt_options: list[str]) -> str:
-                if address.startswith("refuse@"):
-                    return "550 5.1.1 mailbox unavailable"
-                envelope.rcpt_tos.append(address)
-                return "250 OK"
-
-            async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-                box.messages.append(envelope)
-                return "250 Message accepted"
-
-        self.controller = Controller(Handler(), hostname=self.host, port=self.port)
-
-    def parsed(self, index: int = -1) -> EmailMessage:
-        from email import message_from_bytes, policy
-
-        return message_from_bytes(self.messages[index].content, policy=policy.default)  # type: ignore[return-value]
 
 
 class LocalFlowContext(Reporting):
@@ -247,10 +217,9 @@ def browser(loop: asyncio.AbstractEventLoop, playwright: Any,
 
 @pytest.fixture(scope="session")
 def mailbox() -> Iterator[Mailbox]:
-    box = Mailbox()
-    box.controller.start()
+    box = Mailbox().start()
     yield box
-    box.controller.stop()
+    box.stop()
 
 
 @pytest.fixture

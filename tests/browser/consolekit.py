@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from flowkit import SSN, free_port, secret_forms
+from flowkit import SSN, secret_forms
 
 from portalq.jobs import clock, queue
 from portalq.scheduler.config import Settings
@@ -20,6 +20,7 @@ from portalq.scheduler.console.config import ConsoleSettings
 from tests import payloads
 from tests.checkpoints import in_doubt
 from tests.conftest import run_cli
+from tests.ports import free_port
 from tests.service_helpers import start_server_thread
 
 PASSWORD = "correct horse battery staple"

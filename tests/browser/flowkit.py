@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import re
-import socket
 import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 SSN = "123-45-6789"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def secret_forms(secret: str) -> list[bytes]:

@@ -24,12 +24,12 @@ from urllib.parse import parse_qs, urlparse
 
 import psycopg
 import pytest
-from flowkit import free_port
 
 from portalq.jobs import queue
 from portalq.portals.flows.browser import BrowserUnavailable, BrowserVersionMismatch, load_config
 from portalq.portals.flows.remote_browsers import BrowserPool
 from tests.plugins import page_job  # noqa: F401 - registers page_job here too
+from tests.ports import free_port
 from tests.service_helpers import Service, add_local_portal, wait_until
 
 pytestmark = pytest.mark.browser

@@ -20,13 +20,13 @@ import httpx2
 import psycopg
 import pytest
 from consolekit import ConsoleServer, MovableClock
-from flowkit import free_port
 from joserfc.jwk import RSAKey
 
 from portalq.jobs import clock
 from portalq.jobs.admin import users as console_users
 from portalq.jobs.errors import IllegalTransition
 from tests.oidc_provider import PASSWORD, OidcProvider, ProviderServer
+from tests.ports import free_port
 
 CLIENT_ID = "portalq-console"
 CLIENT_SECRET = "s3cret-of-the-console-client-" + "q" * 12

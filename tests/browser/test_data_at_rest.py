@@ -20,7 +20,8 @@ from tests import payloads
 from tests.browser.flowkit import artifact_blobs, secret_forms
 from tests.checkpoints import state
 from tests.conftest import run_cli
-from tests.mailbox import Mailbox, free_port
+from tests.mailbox import Mailbox
+from tests.ports import free_port
 from tests.service_helpers import Service, files_under, open_all_hours, wait_until
 
 pytestmark = pytest.mark.browser

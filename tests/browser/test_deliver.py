@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from flowkit import free_port
 
 from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.portals.delaware.flow import file_entity_de
 from portalq.portals.deliver.flow import deliver
+from tests.ports import free_port
 
 PDF = b"%PDF-1.4\n% test document\n"
 
@@ -31,7 +31,7 @@ def test_delivers_the_certificate_a_filing_job_stored(run, portals, make_ctx, de
     assert result["sent_to"] == "client@example.test"
     assert result["documents"] == [f"Certificate_{number}.pdf"]
     assert len(mailbox.messages) == before + 1
-    assert mailbox.messages[-1].rcpt_tos == ["client@example.test"]
+    assert mailbox.envelopes[-1].rcpt_tos == ["client@example.test"]
     msg = mailbox.parsed()
     assert msg["Subject"] == "Your company documents" and msg["Message-ID"] == result["message_id"]
     [attachment] = list(msg.iter_attachments())

@@ -32,7 +32,7 @@ from portalq.jobs.db.embedded import EmbeddedPostgres
 from portalq.jobs.db.migrate import upgrade
 from portalq.portals.standin.server import StandinServer
 from tests import netns, payloads
-from tests.replica import free_port
+from tests.ports import free_port
 from tests.service_helpers import (
     Service,
     add_local_portal,

@@ -78,8 +78,8 @@ def test_rate_key_is_an_hmac_not_a_bare_hash(conn, db):
     key = conn.execute("SELECT rate_key FROM portalq.job_queue WHERE id = %s", (job.id,)).fetchone()[0]
     bare = hashlib.sha256(f"obtain_ein:{SSN}".encode()).hexdigest()[:32]
     assert key != bare and key == crypto.keyed_hash(f"obtain_ein:{SSN}")
-    other = crypto.EnvKeys("x:" + key_providers._b64(b"\x01" * 32),
-                           key_providers._b64(b"\x02" * 32))
+    other = crypto.EnvKeys("x:" + key_providers.b64(b"\x01" * 32),
+                           key_providers.b64(b"\x02" * 32))
     assert key != crypto.keyed_hash(f"obtain_ein:{SSN}", other)   # needs the secret key
 
 

@@ -21,7 +21,8 @@ from portalq.jobs.db.location import libpq_dsn
 from portalq.jobs.db.migrate import upgrade
 from tests.conftest import run_cli
 from tests.plugins.ledger import secret_ssn
-from tests.replica import Pair, free_port
+from tests.ports import free_port
+from tests.replica import Pair
 from tests.service_helpers import Service, add_local_portal, health, wait_until
 
 pytestmark = pytest.mark.slow

@@ -21,7 +21,8 @@ from portalq.scheduler import mailer
 from portalq.scheduler.config import Settings
 from portalq.scheduler.worker import Backoff, Worker, make_pool
 from tests import checkpoints
-from tests.mailbox import Mailbox, free_port
+from tests.mailbox import Mailbox
+from tests.ports import free_port
 from tests.service_helpers import Service, add_local_portal, health, wait_until
 
 

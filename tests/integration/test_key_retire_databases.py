@@ -12,7 +12,7 @@ import pytest
 from portalq.jobs import queue
 from portalq.jobs.db.location import libpq_dsn
 from portalq.jobs.errors import IllegalTransition
-from portalq.jobs.secrets import crypto, key_registry
+from portalq.jobs.secrets import crypto, key_record
 from portalq.jobs.secrets import rotation as keys
 from portalq.jobs.secrets import sealing as secrets_at_rest
 from tests.conftest import run_cli
@@ -76,10 +76,10 @@ def test_retire_rewraps_the_other_database_on_the_key_file(dsn, other, ring):
 def _break_record(ring, other: str) -> None:
     """The other database's recorded way in no longer works (moved, another password)."""
     name = psycopg.conninfo.conninfo_to_dict(other)["dbname"]
-    data = key_registry.read(ring.path)
+    data = key_record.read(ring.path)
     [ident] = [i for i, e in data["databases"].items() if e["name"] == name]
     data["databases"][ident]["dsn"] = "host=/nonexistent dbname=gone user=nobody"
-    key_registry._write(ring.path, data)
+    key_record.write(ring.path, data)
 
 
 def test_an_unreachable_other_database_refuses_in_one_line(dsn, db, other, ring, tmp_path):
@@ -108,13 +108,13 @@ def test_a_dropped_database_is_forgotten_and_one_gone_elsewhere_is_forgotten_by_
     name = pg_server.create()
     _sealed(libpq_dsn(pg_server.url(name)), 1)
     pg_server.drop(name)   # dropped on a cluster portalq reaches: its record goes by itself
-    data = key_registry.read(ring.path)   # and one on a server that is gone for good
+    data = key_record.read(ring.path)   # and one on a server that is gone for good
     data["databases"]["42/elsewhere"] = {"name": "elsewhere", "dsn": "host=/nonexistent"}
-    key_registry._write(ring.path, data)
+    key_record.write(ring.path, data)
     old = _rotate_here(ring)
     with pytest.raises(IllegalTransition, match="database elsewhere .*forget-database"):
         keys.retire(queue.connect, old, ring)
-    assert name not in json.dumps(key_registry.read(ring.path))
+    assert name not in json.dumps(key_record.read(ring.path))
     env = {"PORTALQ_KEY_FILE": str(ring.path), "PORTALQ_DATABASE_URL": db}
     out = run_cli("keys", "forget-database", "elsewhere", env=env)
     assert out.returncode == 0, out.stderr
@@ -128,7 +128,7 @@ def test_a_key_older_than_the_record_needs_the_operators_word(dsn, db, tmp_path)
     path = tmp_path / "keys.json"
     ring = crypto.FileKeyring(path)
     old = ring.current_id()
-    key_registry.record_path(path).unlink()   # a key file of an older portalq
+    key_record.record_path(path).unlink()   # a key file of an older portalq
     crypto.set_provider(ring)
     try:
         _sealed(dsn, 1)
@@ -160,7 +160,7 @@ def test_a_record_that_cannot_be_read_stops_retire_not_the_enqueue(dsn, db, tmp_
     path = tmp_path / "keys.json"
     ring = crypto.FileKeyring(path)
     old = ring.current_id()
-    key_registry.record_path(path).write_text("not json")
+    key_record.record_path(path).write_text("not json")
     crypto.set_provider(ring)
     try:
         assert len(_sealed(dsn, 2)) == 2   # sealed and stored all the same

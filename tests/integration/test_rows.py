@@ -9,12 +9,7 @@ from typing import get_args
 
 import psycopg
 
-from portalq.jobs import (
-    clock,
-    queue,
-    rows,
-    worker_api,
-)
+from portalq.jobs import clock, queue, rows, worker_api
 from portalq.jobs.kinds import EscalationKindName, JobStatusName, NoticeKindName
 from portalq.jobs.operations import outbox
 from portalq.jobs.operations import portal_rows as portals_repo

@@ -10,7 +10,8 @@ import psycopg
 import pytest
 
 from portalq.jobs import queue
-from tests.mailbox import Mailbox, free_port
+from tests.mailbox import Mailbox
+from tests.ports import free_port
 from tests.service_helpers import Service, add_local_portal, wait_for_ticks, wait_until
 
 

@@ -105,7 +105,7 @@ def test_which_secret_files_are_refused(tmp_path: Path):
 
 
 def test_a_vault_token_file_others_may_read_is_refused(tmp_path: Path):
-    from portalq.jobs.secrets.key_providers import KeyError_
+    from portalq.jobs.errors import KeyError_
     from portalq.jobs.secrets.vault_transit import VaultTransit
 
     token = tmp_path / "token"

@@ -20,7 +20,7 @@ from portalq.jobs import clock
 from portalq.scheduler.config import Settings
 from portalq.scheduler.tick import Tick
 from portalq.scheduler.worker import Worker, make_pool
-from tests.mailbox import free_port
+from tests.ports import free_port
 from tests.service_helpers import add_local_portal, weekday_after_server_start
 
 

@@ -18,8 +18,8 @@ from portalq.jobs.secrets import rotation as keys
 from portalq.jobs.secrets import sealing as secrets_at_rest
 from portalq.jobs.secrets.vault_transit import VaultTransit
 from tests.conftest import run_cli
-from tests.mailbox import free_port
 from tests.plugins import ledger
+from tests.ports import free_port
 from tests.service_helpers import add_local_portal, wait_until
 
 ROOT = "portalq-test-root"

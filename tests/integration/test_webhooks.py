@@ -31,7 +31,8 @@ from portalq.jobs.worker_api import Capacity
 from portalq.scheduler import webhook_sender as sender
 from portalq.scheduler.config import Settings
 from tests import event_kinds, payloads
-from tests.mailbox import Mailbox, free_port
+from tests.mailbox import Mailbox
+from tests.ports import free_port
 
 T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)
 SSN = payloads.OBTAIN_EIN["responsible_party"]["ssn"]

@@ -46,10 +46,6 @@ def _parsed() -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
     return out, inlined
 
 
-def queries() -> dict[str, str]:
-    return _parsed()[0]
-
-
 def query(name: str) -> str:
     return _parsed()[0][name]
 

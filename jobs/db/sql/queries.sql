@@ -965,9 +965,6 @@ WHERE id = %(id)s;
 -- name: try_leader_lock
 SELECT pg_try_advisory_lock(%(lock)s::bigint) AS leader;
 
--- name: unlock_leader
-SELECT pg_advisory_unlock(%(lock)s::bigint);
-
 -- name: migrate_lock
 SELECT pg_advisory_xact_lock(%(lock)s::bigint);
 

@@ -79,13 +79,6 @@ def dialog_script(state: PortalState) -> str:
             "continue? Changes cannot be undone.');")
 
 
-def continue_button(state: PortalState, label: str = "Continue") -> str:
-    """The Continue control (an <a role=button>), renamed by the ``changed_selector`` fault."""
-    if state.faults.changed_selector and label == "Continue":
-        return '<a href="#" role="button" class="btn go" aria-label="Proceed">Proceed</a>'
-    return f'<a href="#" role="button" class="btn go" aria-label="{label}">{label}</a>'
-
-
 # submits the form from the JS state (the <a role=button> is not a form control)
 SUBMIT_JS = """document.querySelectorAll('a.go').forEach(a => a.addEventListener('click', ev => {
   ev.preventDefault(); if (!CONFIRM()) return; document.querySelector('form.step').submit(); }));

@@ -14,6 +14,7 @@ def _latin1(text: str) -> str:
 def make_pdf(heading: Sequence[str], lines: Iterable[str], *, title: str | None = None,
              author: str | None = None, paper: str = "A4") -> bytes:
     """A one-document PDF: bold ``heading`` lines, then ``lines`` as body paragraphs."""
+    # the demo extra (portalq[demo]): not installed with the base package
     from fpdf import FPDF
 
     pdf = FPDF(format=paper)

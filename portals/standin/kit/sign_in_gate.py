@@ -27,6 +27,7 @@ from email.message import EmailMessage
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import pyotp
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -247,8 +248,6 @@ class SigninGate:
 
     async def post_mfa(self, request: Request, sid: str, p: dict[str, Any],
                        data: dict[str, str]) -> Response:
-        import pyotp
-
         account, code = self.accounts.accounts[p["user"]], data.get("code", "").strip()
         if account.mfa == "totp":
             ok = pyotp.TOTP(account.totp_seed or "").verify(code, for_time=clock.now(),

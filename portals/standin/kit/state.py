@@ -26,6 +26,7 @@ app's processing time, its own request timeout and idle-modal timer); ``review_c
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
@@ -35,6 +36,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from portalq.jobs import clock
+from portalq.portals.calendar import is_open
+from portalq.portals.presets import calendar_from_preset
 from portalq.portals.standin.kit.portal_accounts import Accounts
 
 
@@ -109,9 +112,6 @@ class PortalState:
             return True
         if mode == "closed":
             return False
-        from portalq.portals.calendar import is_open
-        from portalq.portals.presets import calendar_from_preset
-
         return is_open(calendar_from_preset(self.code), clock.now())
 
     def take_error(self) -> str | None:
@@ -153,8 +153,6 @@ class PortalState:
     async def hang_if_asked(self) -> None:
         """The ``hang_after_submit`` fault: the answer never comes (until a reset)."""
         if self.faults.hang_after_submit:
-            import asyncio
-
             while self.faults.hang_after_submit:
                 await asyncio.sleep(0.05)
 
