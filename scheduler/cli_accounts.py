@@ -138,7 +138,7 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
 
     from portalq.jobs import account_secrets, accounts, portals_repo, queue
     from portalq.jobs.errors import AccountError, HandlerOutcome
-    from portalq.portals.flows.signin import Credentials
+    from portalq.portals.flows.context import Credentials
     from portalq.scheduler.config import Settings
 
     _use_url(database_url)

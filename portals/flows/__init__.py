@@ -1,8 +1,9 @@
 """Playwright flows, one per job type, each declared with its job type
 (:mod:`portals.catalogue` for portalq's own; a plugin declares its own the same way).
 
-A flow is ``async def flow(ctx: FlowContext) -> dict`` returning the job's result
-(confirmation numbers, ...) or raising an outcome from :mod:`jobs.errors`.
+A flow is ``async def flow(ctx: FlowContext[Payload]) -> dict`` (``Payload``: its job
+type's payload model, ``ctx.args`` its instance) returning the job's result (confirmation
+numbers, ...) or raising an outcome from :mod:`jobs.errors`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import BaseModel
+
 from portalq.portals.flows.context import FlowContext
 
-Flow = Callable[[FlowContext], Awaitable[dict[str, Any]]]
+Flow = Callable[[FlowContext[BaseModel]], Awaitable[dict[str, Any]]]
 
 __all__ = ["Flow", "FlowContext"]

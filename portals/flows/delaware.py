@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from portalq.jobs import account_secrets, clock, supplied
 from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.portals.calendar import zone
@@ -96,7 +98,7 @@ class ECorp2(WordedPage):
     step_from = "heading"
     expired_phrases = (("session has timed out", "session timed out"),)
 
-    def __init__(self, ctx: FlowContext, page: Page, evidence: Evidence) -> None:
+    def __init__(self, ctx: FlowContext[BaseModel], page: Page, evidence: Evidence) -> None:
         super().__init__(ctx, page, evidence, PORTAL, name="Delaware")
         self.base = ctx.portal_urls[PORTAL].rstrip("/")
 
@@ -218,7 +220,8 @@ class _NotReceived(RetryableError):
     """The portal answered that it did not take the request (its session had ended)."""
 
 
-async def _the_document(ctx: FlowContext, p: FileEntityPayload) -> tuple[str, bytes]:
+async def _the_document(ctx: FlowContext[BaseModel], p: FileEntityPayload
+                        ) -> tuple[str, bytes]:
     """The business's own signed certificate (``--document``), else one built from ``p``."""
     check_name(p)
     given = [d for d in await ctx.documents_of(ctx.job_id) if supplied.is_supplied(d[0])]
@@ -230,8 +233,8 @@ async def _the_document(ctx: FlowContext, p: FileEntityPayload) -> tuple[str, by
     return certificate_pdf(p)
 
 
-async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
-    p = FileEntityPayload.model_validate(dict(ctx.payload))
+async def file_entity_de(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
+    p = ctx.args
     sub = ctx.submission(SUBMISSION, reference=f"PQ-{ctx.job_id}")
     if sub.confirmation is not None and sub.confirmation.get("file_number"):
         return await _certificate_only(ctx, sub.confirmation)
@@ -304,7 +307,7 @@ async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
             "entity_name": p.legal_name, "documents": [name]}
 
 
-async def _certificate_only(ctx: FlowContext, cp: Any) -> dict[str, Any]:
+async def _certificate_only(ctx: FlowContext[BaseModel], cp: Any) -> dict[str, Any]:
     """Filed by an earlier attempt: never the portal's form again, only the document."""
     url = cp.get("certificate_url", "")
     name = url.rsplit("/", 1)[-1] if url else ""

@@ -19,7 +19,8 @@ from portalq.portals.flows.context import FlowContext
 from portalq.portals.payloads import DeliverPayload
 
 
-async def collect(ctx: FlowContext, p: DeliverPayload) -> list[tuple[str, str, bytes]]:
+async def collect(ctx: FlowContext[DeliverPayload], p: DeliverPayload
+                  ) -> list[tuple[str, str, bytes]]:
     """The attachments, in payload order; missing ones are an error (retried: the source
     job may not have finished)."""
     found: list[tuple[str, str, bytes]] = []
@@ -50,8 +51,8 @@ def build_message(p: DeliverPayload, documents: list[tuple[str, str, bytes]],
     return msg
 
 
-async def deliver(ctx: FlowContext) -> dict[str, Any]:
-    p = DeliverPayload.model_validate(dict(ctx.payload))
+async def deliver(ctx: FlowContext[DeliverPayload]) -> dict[str, Any]:
+    p = ctx.args
     cp = ctx.checkpoints
     if cp.get("sent_at"):
         return {"sent_to": cp.get("sent_to", p.to), "documents": list(cp.get("documents", [])),

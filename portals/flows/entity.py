@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from portalq.portals.flows.context import FlowContext
+from portalq.portals.payloads import FileEntityPayload
 
 
-async def file_entity(ctx: FlowContext) -> dict[str, Any]:
-    jurisdiction = ctx.payload.get("jurisdiction")
+async def file_entity(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
+    jurisdiction = ctx.args.jurisdiction
     if jurisdiction == "BC":
         from portalq.portals.flows.bc import file_entity_bc
 

@@ -18,6 +18,8 @@ import re
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from portalq.jobs.errors import BusinessError, UncertainOutcome
 from portalq.portals.flows.base import Evidence, browser_page, download
 from portalq.portals.flows.browser import untraced
@@ -60,7 +62,7 @@ class ApplyForEin(AppPage):
 
     missing_control = "{control} control not found: portal changed?"
 
-    def __init__(self, ctx: FlowContext, page: Page, evidence: Evidence) -> None:
+    def __init__(self, ctx: FlowContext[BaseModel], page: Page, evidence: Evidence) -> None:
         super().__init__(ctx, page, evidence, PORTAL, name="IRS")
         self.base = ctx.portal_urls[PORTAL].rstrip("/") + "/applyein"
         self.processing_ms = processing_timeout_ms()
@@ -240,8 +242,8 @@ class ApplyForEin(AppPage):
         return await download(self.page, button, self.ctx.artifacts_dir)
 
 
-async def obtain_ein(ctx: FlowContext) -> dict[str, Any]:
-    p = ObtainEinPayload.model_validate(dict(ctx.payload))
+async def obtain_ein(ctx: FlowContext[ObtainEinPayload]) -> dict[str, Any]:
+    p = ctx.args
     sub = ctx.submission(SUBMISSION)
     if sub.confirmation is not None:
         return _known(ctx, sub.confirmation)
@@ -289,7 +291,7 @@ async def obtain_ein(ctx: FlowContext) -> dict[str, Any]:
     return {**got, "documents": documents}
 
 
-def _known(ctx: FlowContext, confirmation: Any) -> dict[str, Any]:
+def _known(ctx: FlowContext[BaseModel], confirmation: Any) -> dict[str, Any]:
     """The EIN is known from an earlier attempt: never the portal again. The letter existed
     only in that page; a lost one is asked of the IRS by a person (letter 147C)."""
     return {"ein": confirmation["ein"], "legal_name": confirmation.get("legal_name", ""),
