@@ -1,6 +1,8 @@
 """docs/adding-a-portal.md works as written: its four files, copied into a plugin package,
 run their own test -- enqueued from the CLI through PORTALQ_PLUGINS, run by ``portalq run``
-against the toy stand-in, killed with SIGKILL right after submit, filed once (issue 14)."""
+against the toy stand-in, killed with SIGKILL right after submit, filed once (issue 14) --
+on the typed flow API and ``portalq.testing``, in fewer lines than the page they replaced
+(issue 40)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ def test_the_document_names_at_most_four_files():
     files = files_of_the_doc()
     assert sorted(files) == ["toy_portal/flow.py", "toy_portal/portal.py",
                              "toy_portal/standin.py", "toy_portal/test_toy.py"]
+    assert len(DOC.read_text().splitlines()) < 166   # the page before portalq.testing: 166+
 
 
 def test_the_toy_portal_from_the_document_files_once(db, tmp_path):
