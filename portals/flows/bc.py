@@ -369,8 +369,9 @@ async def file_entity_bc(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
             # an admin patched the name after a rejection: that NR named the old one
             old = ctx.submission(NAME_REQUEST)
             ref = old.earlier.reference if old.earlier else None
+            earlier = cp.get("earlier_nrs")
             await old.retire(also={**dict.fromkeys(_NR_KEYS), "earlier_nrs": [
-                *cp.get("earlier_nrs", []),
+                *(earlier if isinstance(earlier, list) else []),
                 {**{k: cp.get(k) for k in _NR_KEYS}, "name_request_reference": ref}]})
             cp = ctx.checkpoints
         nr_number = _nr(p.nr_number) or _nr(cp.get("nr_number"))

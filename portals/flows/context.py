@@ -22,7 +22,7 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from portalq.jobs.submission import Submission
 
@@ -78,11 +78,11 @@ class FlowContext(Protocol[P_co]):
 
     #: the same payload as plain JSON (what a plugin written before ``args`` reads)
     @property
-    def payload(self) -> Mapping[str, Any]: ...
+    def payload(self) -> Mapping[str, JsonValue]: ...
 
     #: checkpoints reached by earlier attempts (and this one), e.g.
     #: {"nr_for_name": "Acme Ltd", "submissions": {...}, "step": "review page"}
-    checkpoints: Mapping[str, Any]
+    checkpoints: Mapping[str, JsonValue]
     #: where this attempt's screenshots/traces go (created by the runner)
     artifacts_dir: Path
     #: base URL per portal code, e.g. {"irs_ein": "http://127.0.0.1:8765/irs"}

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.jobs.submission import Submission
 from portalq.portals.flows import waiting
-from portalq.portals.flows.base import browser_page, page_text
+from portalq.portals.flows.base import Evidence, browser_page, page_text
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.crtc_letter import NAME as LETTER
 from portalq.portals.flows.crtc_letter import letter_pdf
@@ -55,7 +55,7 @@ NO_AC = "No activation code (AC) is required for telecom submission"
 
 
 class CrtcPortal(PortalPage):
-    def __init__(self, ctx: FlowContext[BaseModel], page: Page, evidence: Any) -> None:
+    def __init__(self, ctx: FlowContext[BaseModel], page: Page, evidence: Evidence) -> None:
         super().__init__(ctx, page, evidence, PORTAL)
         self.base = ctx.portal_urls[PORTAL].rstrip("/")
 

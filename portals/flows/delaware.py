@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -47,7 +48,7 @@ from portalq.portals.flows.signin import sign_in_with_account
 from portalq.portals.payloads import FileEntityPayload
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page
+    from playwright.async_api import Locator, Page
 
 log = logging.getLogger("portalq.flows")
 
@@ -102,7 +103,7 @@ class ECorp2(WordedPage):
         super().__init__(ctx, page, evidence, PORTAL, name="Delaware")
         self.base = ctx.portal_urls[PORTAL].rstrip("/")
 
-    def control_of(self, name: str) -> Any:
+    def control_of(self, name: str) -> Locator:
         return self.page.locator(f"[formcontrolname={name}]")
 
     async def choose(self, name: str, value: str) -> None:
@@ -307,7 +308,8 @@ async def file_entity_de(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
             "entity_name": p.legal_name, "documents": [name]}
 
 
-async def _certificate_only(ctx: FlowContext[BaseModel], cp: Any) -> dict[str, Any]:
+async def _certificate_only(ctx: FlowContext[BaseModel], cp: Mapping[str, Any]
+                            ) -> dict[str, Any]:
     """Filed by an earlier attempt: never the portal's form again, only the document."""
     url = cp.get("certificate_url", "")
     name = url.rsplit("/", 1)[-1] if url else ""

@@ -55,11 +55,13 @@ async def deliver(ctx: FlowContext[DeliverPayload]) -> dict[str, Any]:
     p = ctx.args
     cp = ctx.checkpoints
     if cp.get("sent_at"):
-        return {"sent_to": cp.get("sent_to", p.to), "documents": list(cp.get("documents", [])),
+        sent = cp.get("documents")
+        return {"sent_to": cp.get("sent_to", p.to),
+                "documents": list(sent) if isinstance(sent, list) else [],
                 "message_id": cp.get("message_id")}
     await ctx.step("collecting documents")
     documents = await collect(ctx, p)
-    message_id = cp.get("message_id") or make_msgid(domain="portalq.local")
+    message_id = str(cp.get("message_id") or make_msgid(domain="portalq.local"))
     await ctx.save_checkpoint(message_id=message_id, step="sending")
     msg = build_message(p, documents, message_id)
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -291,9 +292,10 @@ async def obtain_ein(ctx: FlowContext[ObtainEinPayload]) -> dict[str, Any]:
     return {**got, "documents": documents}
 
 
-def _known(ctx: FlowContext[BaseModel], confirmation: Any) -> dict[str, Any]:
+def _known(ctx: FlowContext[BaseModel], confirmation: Mapping[str, Any]) -> dict[str, Any]:
     """The EIN is known from an earlier attempt: never the portal again. The letter existed
     only in that page; a lost one is asked of the IRS by a person (letter 147C)."""
+    kept = ctx.checkpoints.get("documents")
     return {"ein": confirmation["ein"], "legal_name": confirmation.get("legal_name", ""),
             "name_control": confirmation.get("name_control", ""),
-            "documents": list(ctx.checkpoints.get("documents", []))}
+            "documents": list(kept) if isinstance(kept, list) else []}

@@ -246,7 +246,7 @@ class PortalPage:
                                                           else ""))
         return value
 
-    async def fill(self, label: str, value: Any, *, exact: bool = True) -> None:
+    async def fill(self, label: str, value: str | int | None, *, exact: bool = True) -> None:
         """Type ``value`` into the field labelled ``label`` (or whose label starts so)."""
         await self.page.get_by_label(label, exact=exact).fill("" if value is None else str(value))
 
