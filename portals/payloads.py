@@ -1,7 +1,7 @@
 """What the built-in job types carry: payload schemas of the portals portalq knows.
 
 They are the portals' business, not the queue's: :mod:`portals.catalogue` declares a job
-type for each; flows read their fields from ``ctx.payload``.
+type for each; a flow gets its instance as ``ctx.args`` (``FlowContext[Payload]``).
 """
 
 from __future__ import annotations

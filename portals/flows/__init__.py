@@ -9,12 +9,14 @@ numbers, ...) or raising an outcome from :mod:`jobs.errors`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from portalq.portals.flows.context import FlowContext
 
-Flow = Callable[[FlowContext[BaseModel]], Awaitable[dict[str, Any]]]
+P = TypeVar("P", bound=BaseModel)
+#: the flow of a job type whose payload model is ``P``, e.g. ``Flow[ObtainEinPayload]``
+Flow = Callable[[FlowContext[P]], Awaitable[dict[str, Any]]]
 
 __all__ = ["Flow", "FlowContext"]
