@@ -4,6 +4,8 @@ The public API, for the business's own application and for plugin authors::
 
     from portalq import enqueue, enqueue_many, NewJob        # in your transaction or not
     from portalq import JobType, register, RetryableError    # a plugin's job type
+    from portalq import FlowContext                          # its flow: FlowContext[Payload]
+    from portalq.testing import Service, Standin             # its tests (portalq/testing.py)
 
 The repository keeps the design card's layout (``jobs/``, ``scheduler/``, ``portals/``,
 ``migrations/`` at the top); installed, they are ``portalq.jobs``, ``portalq.scheduler``,

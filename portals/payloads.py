@@ -1,7 +1,8 @@
 """The parts the built-in portals' payloads share: addresses, people, share classes.
 
 Each portal's own payload model is in its folder (``portals/irs/payload.py`` ...); the
-payloads are the portals' business, not the queue's.
+payloads are the portals' business, not the queue's: each portal's ``portal.py`` declares a job
+type for its model, and a flow gets its instance as ``ctx.args`` (``FlowContext[Payload]``).
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
     from playwright.async_api import Error as PlaywrightError
 
     # the service, console and flows load only for the command that runs them
-    from portalq.portals.flows.signin import Credentials
+    from portalq.portals.flows.context import Credentials
     from portalq.scheduler.config import Settings
 
     use_url(database_url)

@@ -12,7 +12,7 @@ from typing import Any
 
 from portalq.jobs import clock, types, worker_api
 from portalq.jobs.errors import PortalChanged
-from portalq.portals.flows.base import redact
+from portalq.portals.flows.masking import redact
 from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler import metrics, outcomes
 from portalq.scheduler.config import Settings

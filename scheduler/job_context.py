@@ -9,9 +9,12 @@ import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
+from email.message import EmailMessage
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from portalq.jobs import clock, types, worker_api
 from portalq.jobs.errors import AccountError, DeferUntil
@@ -23,11 +26,17 @@ from portalq.scheduler.people import AccountHold, Asker
 
 if TYPE_CHECKING:
     from portalq.jobs.db.pool import Pool
+from portalq.portals.flows.context import HeldAccount, KeepEvidence
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, BrowserContext
+
+    from portalq.jobs.db.pool import Pool
     from portalq.scheduler.config import Settings
     from portalq.scheduler.people import AccountHold
 
 #: opens a fresh browser context for (portal, artifacts folder)
-ContextOpener = Callable[[str, Path], Awaitable[Any]]
+ContextOpener = Callable[[str, Path], Awaitable["BrowserContext"]]
 
 
 log = logging.getLogger("portalq.worker")
@@ -93,9 +102,10 @@ class JobContext(Reporting):
         self._scratch: Path | None = None
         #: evidence that could not be kept at all, as (what, why): recorded as missing
         self.evidence_missing: list[tuple[str, str]] = []
-        self._browser_contexts: list[Any] = []
+        self._browser_contexts: list[BrowserContext] = []
         self._browser_gone = asyncio.Event()
-        self._watched: dict[Any, Any] = {}   # browser -> its "disconnected" listener
+        # browser -> its "disconnected" listener
+        self._watched: dict[Browser, Callable[..., None]] = {}
         self.failed = False
         self._account: AccountHold | None = None   # the portal account, once asked for
 
@@ -158,11 +168,18 @@ class JobContext(Reporting):
         return self._payload
 
     @cached_property
+    def args(self) -> BaseModel:
+        """The payload as its job type's model (what the flow's ``FlowContext[P]`` names):
+        validated as at enqueue, secret fields opened. A payload that no longer fits the
+        model raises InputError, its one-line reason naming the field, never its value."""
+        return types.validate(types.get(self.job_type), self.payload)
+
+    @cached_property
     def portal_urls(self) -> dict[str, str]:
         return self._settings.portal_urls(self._stored_urls)
 
     # -- a portal account and a person (scheduler/people.py) -----------------------------
-    async def account(self) -> Any:
+    async def account(self) -> HeldAccount | None:
         """One of the portal's accounts, held for this job (one session per account on
         every node): its credentials and kept browser session (scheduler/people.py
         HeldAccount); None when the portal has no account configured."""
@@ -181,7 +198,7 @@ class JobContext(Reporting):
         if self._account is not None:
             await self._account.release()
 
-    async def approve(self, review: str, evidence: Any = None) -> None:
+    async def approve(self, review: str, evidence: KeepEvidence | None = None) -> None:
         """The flow is at its review page (``review``: what it shows). Without approval for
         exactly this review (jobs/operations/approvals.py), the page's screenshot is kept,
         admins are told, and the job waits -- deferred, its attempt refunded, the browser freed."""
@@ -219,7 +236,7 @@ class JobContext(Reporting):
         return await Asker(self._pool, job_id=self.job_id, attempt=self.attempt).ask(
             question, wait)
 
-    async def save_checkpoint(self, **data: Any) -> None:
+    async def save_checkpoint(self, **data: object) -> None:
         """Durably, before returning. The write is guarded by this worker's lock on the job
         and renews its heartbeat: a flow that saved "submitting" holds a fresh lease for
         the click that follows. A node whose lease is going stale (it could not renew its
@@ -236,14 +253,14 @@ class JobContext(Reporting):
         self.checkpoints = secrets_at_rest.open_checkpoint(self.job_id, self.job_type,
                                                               saved)
 
-    async def new_browser_context(self) -> Any:
+    async def new_browser_context(self) -> BrowserContext:
         with contextlib.suppress(OSError):   # if it cannot be, the browser notes it missing
             self.artifacts_dir.mkdir(parents=True, exist_ok=True)
         context = await self._open_context(self.portal, self.artifacts_dir)
         self._browser_contexts.append(context)
         b = context.browser
         if b is not None and b not in self._watched:
-            def gone(*_: Any) -> None:
+            def gone(*_: object) -> None:
                 self._browser_gone.set()
 
             b.on("disconnected", gone)
@@ -288,7 +305,7 @@ class JobContext(Reporting):
         async with self._pool.connection() as conn:
             return await worker_api.documents_of(conn, job_id)
 
-    async def send_mail(self, message: Any) -> None:
+    async def send_mail(self, message: EmailMessage) -> None:
         await send(self._settings, message)
 
 

@@ -14,13 +14,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from portalq.jobs import clock
 from portalq.jobs.errors import AccountError, BusinessError, DeferUntil
 from portalq.jobs.operations import accounts, questions
 from portalq.jobs.secrets import account_secrets
-from portalq.portals.flows.signin import Credentials
+from portalq.portals.flows.context import Credentials, SessionState
+
+if TYPE_CHECKING:
+    from portalq.jobs.db.pool import Pool
 
 log = logging.getLogger("portalq.worker")
 
@@ -32,13 +35,13 @@ POLL_SECONDS = 0.5
 
 
 class AccountHold:
-    def __init__(self, pool: Any, *, holder: str, portal: str, hold_seconds: float,
+    def __init__(self, pool: Pool, *, holder: str, portal: str, hold_seconds: float,
                  name: str | None = None) -> None:
         self._pool, self.holder, self.portal, self.name = pool, holder, portal, name
         self._hold = timedelta(seconds=hold_seconds + 60)
         self.account: accounts.Account | None = None
 
-    async def take(self) -> Any:
+    async def take(self) -> HeldAccount | None:
         """The credentials to sign in with; None when the portal has no account configured
         (a portal -- or a stand-in -- without sign-in). Raises DeferUntil (no attempt
         spent) when every account is paused or held by another job."""
@@ -65,12 +68,12 @@ class AccountHold:
             a.username, password, totp_seed=account_secrets.get(a.portal, a.name,
                                                                 "totp_seed")))
 
-    async def session(self) -> dict[str, Any] | None:
+    async def session(self) -> SessionState | None:
         assert self.account is not None
         async with self._pool.connection() as conn:
             return await accounts.session(conn, self.account, self.holder)
 
-    async def keep_session(self, state: dict[str, Any] | None) -> None:
+    async def keep_session(self, state: SessionState | None) -> None:
         assert self.account is not None
         async with self._pool.connection() as conn:
             await accounts.keep_session(conn, self.account, self.holder, state)
@@ -101,13 +104,13 @@ class HeldAccount:
     """What a flow gets from ``ctx.account()``: the credentials, and the account's kept
     browser session (sealed at rest; reused by the next job, dropped when it ended)."""
 
-    def __init__(self, hold: AccountHold, credentials: Any) -> None:
+    def __init__(self, hold: AccountHold, credentials: Credentials) -> None:
         self._hold, self.credentials = hold, credentials
 
-    async def session(self) -> dict[str, Any] | None:
+    async def session(self) -> SessionState | None:
         return await self._hold.session()
 
-    async def keep_session(self, state: dict[str, Any]) -> None:
+    async def keep_session(self, state: SessionState) -> None:
         await self._hold.keep_session(state)
 
     async def drop_session(self) -> None:
@@ -119,7 +122,7 @@ class HeldAccount:
 
 
 class Asker:
-    def __init__(self, pool: Any, *, job_id: int, attempt: int) -> None:
+    def __init__(self, pool: Pool, *, job_id: int, attempt: int) -> None:
         self._pool, self.job_id, self.attempt = pool, job_id, attempt
 
     async def ask(self, question: str, deadline: timedelta = questions.DEFAULT_DEADLINE,

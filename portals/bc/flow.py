@@ -26,15 +26,20 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from portalq.jobs import clock
 from portalq.jobs.errors import BusinessError, DeferUntil, PortalChanged, RetryableError
 from portalq.jobs.submission import Submission
 from portalq.portals import steps
+from portalq.portals.bc.payload import Applicant, NameSearchPayload
+from portalq.portals.entity.payload import FileEntityPayload
 from portalq.portals.flows import wait_on_portal as waiting
-from portalq.portals.flows.base import browser_page
+from portalq.portals.flows.base import Evidence, browser_page
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import PortalPage
 from portalq.portals.flows.signin import sign_in_with_account
+from portalq.portals.payloads import Person
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -65,8 +70,8 @@ def _norm(name: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", name.casefold()).split())
 
 
-def _entity(payload: Mapping[str, Any]) -> str:
-    kind = payload.get("entity_type", "BC_COMPANY")
+def _entity(p: FileEntityPayload | NameSearchPayload) -> str:
+    kind = p.entity_type
     if kind not in ENTITY:
         raise BusinessError(f"a {kind} cannot be incorporated in British Columbia")
     return ENTITY[kind]
@@ -91,14 +96,14 @@ def usable_nr(nr: Mapping[str, Any], consent: bool) -> dict[str, Any]:
 
 
 class BcPortal(PortalPage):
-    def __init__(self, ctx: FlowContext, page: Page, evidence: Any) -> None:
+    def __init__(self, ctx: FlowContext[BaseModel], page: Page, evidence: Evidence) -> None:
         super().__init__(ctx, page, evidence, PORTAL)
         self.base = ctx.portal_urls[PORTAL].rstrip("/")
 
     # ---- Name Request ---------------------------------------------------------------------
     async def name_request(self, names: Iterable[str], entity: str,
-                           applicant: Mapping[str, str]) -> dict[str, Any]:
-        cp, contact = self.ctx.checkpoints, applicant["email"]
+                           applicant: Applicant) -> dict[str, Any]:
+        cp, contact = self.ctx.checkpoints, applicant.email
         sub = self.ctx.submission(NAME_REQUEST)
         if cp.get("nr_number"):  # obtained earlier: never a second NR, re-read its state
             found = await self.find_nr(contact, nr=str(cp["nr_number"]))
@@ -120,9 +125,9 @@ class BcPortal(PortalPage):
             await self.fill(f"Name choice {i}", name)
         await self.shot("nr-names")
         await self.submit("Continue", "the Name Request names")
-        await self.fill("Applicant name", applicant["name"])
-        await self.fill("Phone", applicant["phone"])
-        await self.fill("Email", applicant["email"])
+        await self.fill("Applicant name", applicant.name)
+        await self.fill("Phone", applicant.phone)
+        await self.fill("Email", applicant.email)
         await self.fill("Your reference (optional)", sub.reference)
         await self.text("#fee", "the Name Request payment", r"Fee: \$30\.00")
         await self.shot("nr-applicant")
@@ -198,7 +203,7 @@ class BcPortal(PortalPage):
         await self.ctx.step(STEPS[n - 1])
         await self.expect_step(STEPS[n - 1])
 
-    async def incorporate(self, p: Mapping[str, Any], entity: str, nr_number: str,
+    async def incorporate(self, p: FileEntityPayload, entity: str, nr_number: str,
                           consent: bool, sub: Submission) -> dict[str, Any]:
         page = self.page
         await self.goto(f"{self.base}/inc", "the incorporation start page")
@@ -216,20 +221,21 @@ class BcPortal(PortalPage):
                                         "been received", exact=True).check()
         else:
             await page.get_by_label("Numbered company", exact=True).check()
-        office = p["registered_office"]
-        for label, key in (("Street", "street"), ("City", "city"), ("Province", "region"),
-                           ("Postal code", "postal_code")):
-            await self.fill(label, office[key])
-        await self.fill("Email", p["contact_email"])
-        await self.fill("Phone", p["contact_phone"])
+        office = p.registered_office
+        for label, value in (("Street", office.street), ("City", office.city),
+                             ("Province", office.region), ("Postal code", office.postal_code)):
+            await self.fill(label, value)
+        await self.fill("Email", p.contact_email)
+        await self.fill("Phone", p.contact_phone)
         await self.shot("step1")
         await self.submit("Continue", STEPS[0])
 
         await self.step(2)
         for person, roles in _people(p):
-            for label, key in (("First name", "first_name"), ("Middle name", "middle_name"),
-                               ("Last name", "last_name")):
-                await self.fill(label, person.get(key))
+            for label, name in (("First name", person.first_name),
+                                ("Middle name", person.middle_name),
+                                ("Last name", person.last_name)):
+                await self.fill(label, name)
             for role in roles:
                 await page.get_by_label(ROLE_LABELS[role], exact=True).check()
             await self.submit("Add Person", STEPS[1])
@@ -237,25 +243,23 @@ class BcPortal(PortalPage):
         await self.submit("Continue", STEPS[1])
 
         await self.step(3)
-        for share in p.get("share_classes", []):
-            await self.fill("Class name", share["name"])
-            await self.fill("Maximum number of shares (blank: no maximum)",
-                            share.get("max_shares"))
+        for share in p.share_classes:
+            await self.fill("Class name", share.name)
+            await self.fill("Maximum number of shares (blank: no maximum)", share.max_shares)
             await self.submit("Add Share Class", STEPS[2])
         await self.shot("step3")
         await self.submit("Continue", STEPS[2])
 
         await self.step(4)
-        await page.get_by_label(AGREEMENT_LABELS[p.get("agreement", "sample")],
-                                exact=True).check()
+        await page.get_by_label(AGREEMENT_LABELS[p.agreement], exact=True).check()
         await self.shot("step4")
         await self.submit("Continue", STEPS[3])
 
         await self.step(5)
         shown = await self.text("#review-name", STEPS[4])
-        if nr_number and p.get("legal_name") and _norm(shown) != _norm(p["legal_name"]):
+        if nr_number and p.legal_name and _norm(shown) != _norm(p.legal_name):
             raise BusinessError(f"{nr_number} reserves {shown!r}, not the ordered name "
-                                f"{p['legal_name']!r}; not filed")
+                                f"{p.legal_name!r}; not filed")
         fee = await self.text("#fee", STEPS[4])
         if fee != f"Fee: {FEES[entity]}":
             raise BusinessError(f"{PORTAL}: unexpected fee on review ({fee!r}, expected "
@@ -312,34 +316,34 @@ class BcPortal(PortalPage):
                 "nr_number": nr_number, "documents": [name], "reconciled": reconciled}
 
 
-def _people(p: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], list[str]]]:
+def _people(p: FileEntityPayload) -> list[tuple[Person, list[str]]]:
     """Each person once, with all their roles (the same person may hold several)."""
-    out: dict[tuple[str, ...], tuple[Mapping[str, Any], list[str]]] = {}
-    groups = (("completing_party", [p["completing_party"]]),
-              ("incorporator", p.get("incorporators", [])), ("director", p.get("directors", [])))
+    out: dict[tuple[str, ...], tuple[Person, list[str]]] = {}
+    groups = (("completing_party", [p.completing_party]),
+              ("incorporator", p.incorporators), ("director", p.directors))
     for role, people in groups:
         for person in people:
-            key = tuple(str(person.get(k) or "").strip().lower()
-                        for k in ("first_name", "middle_name", "last_name"))
+            key = tuple((n or "").strip().lower()
+                        for n in (person.first_name, person.middle_name, person.last_name))
             entry = out.setdefault(key, (person, []))
             if role not in entry[1]:
                 entry[1].append(role)
     return list(out.values())
 
 
-async def name_search(ctx: FlowContext) -> dict[str, Any]:
-    p = ctx.payload
+async def name_search(ctx: FlowContext[NameSearchPayload]) -> dict[str, Any]:
+    p = ctx.args
     async with browser_page(ctx) as (page, evidence):
         await sign_in_with_account(ctx, page)   # a BCeID, when an account is configured
         nr = await BcPortal(ctx, page, evidence).name_request(
-            p["names"], ENTITY[p.get("entity_type", "BC_COMPANY")], p["applicant"])
+            p.names, ENTITY[p.entity_type], p.applicant)
     await _examined(ctx, nr)
     result = usable_nr(nr, consent=False)
     return {"nr_number": result["nr_number"], "nr_state": result["nr_state"],
             "name": result["nr_name"], "expires_on": result["nr_expires_on"]}
 
 
-async def _examined(ctx: FlowContext, nr: Mapping[str, Any]) -> None:
+async def _examined(ctx: FlowContext[BaseModel], nr: Mapping[str, Any]) -> None:
     """Returns once the registry decided the NR; a state still in its queue is a wait."""
     if nr.get("nr_state") in WAITING_STATES:
         await waiting.undecided(ctx, ctx.submission(NAME_REQUEST),
@@ -350,16 +354,16 @@ async def _examined(ctx: FlowContext, nr: Mapping[str, Any]) -> None:
 _NR_KEYS = ("nr_number", "nr_state", "nr_name", "nr_expires_on", "nr_for_name")
 
 
-def _nr_for_another_name(p: Mapping[str, Any], cp: Mapping[str, Any]) -> bool:
+def _nr_for_another_name(p: FileEntityPayload, cp: Mapping[str, Any]) -> bool:
     """The checkpointed NR was requested for a name the (patched) order no longer has."""
-    return bool(cp.get("nr_number") and not p.get("nr_number") and p.get("legal_name")
-                and cp.get("nr_for_name") and cp["nr_for_name"] != p["legal_name"])
+    return bool(cp.get("nr_number") and not p.nr_number and p.legal_name
+                and cp.get("nr_for_name") and cp["nr_for_name"] != p.legal_name)
 
 
-async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
-    p, cp = ctx.payload, ctx.checkpoints
+async def file_entity_bc(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
+    p, cp = ctx.args, ctx.checkpoints
     entity = _entity(p)
-    consent = bool(p.get("nr_consent_received"))
+    consent = p.nr_consent_received
     async with browser_page(ctx) as (page, evidence):
         await sign_in_with_account(ctx, page)   # a BCeID, when an account is configured
         bc = BcPortal(ctx, page, evidence)
@@ -367,11 +371,12 @@ async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
             # an admin patched the name after a rejection: that NR named the old one
             old = ctx.submission(NAME_REQUEST)
             ref = old.earlier.reference if old.earlier else None
+            earlier = cp.get("earlier_nrs")
             await old.retire(also={**dict.fromkeys(_NR_KEYS), "earlier_nrs": [
-                *cp.get("earlier_nrs", []),
+                *(earlier if isinstance(earlier, list) else []),
                 {**{k: cp.get(k) for k in _NR_KEYS}, "name_request_reference": ref}]})
             cp = ctx.checkpoints
-        nr_number = _nr(p.get("nr_number")) or _nr(cp.get("nr_number"))
+        nr_number = _nr(p.nr_number) or _nr(cp.get("nr_number"))
         sub = ctx.submission(INCORPORATION)
         if sub.confirmation is not None and sub.confirmation.get("draft"):
             await _pay_draft(ctx, bc, sub)
@@ -383,14 +388,13 @@ async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
             if sub.confirmation is not None:
                 await waiting.undecided(ctx, sub, _awaiting(sub.confirmation))
             await waiting.not_found_after_lost_answer(ctx, sub)   # returns only if vouched
-        ours = not _nr(p.get("nr_number"))   # an NR this job requests (or requested)
-        if p.get("legal_name") and ours and (not nr_number
-                                             or cp.get("nr_state") in WAITING_STATES):
-            party = p["completing_party"]
-            applicant = {"name": f"{party['first_name']} {party['last_name']}",
-                         "email": p["contact_email"], "phone": p["contact_phone"]}
-            await ctx.save_checkpoint(nr_for_name=p["legal_name"])
-            nr = await bc.name_request([p["legal_name"]], entity, applicant)
+        ours = not _nr(p.nr_number)   # an NR this job requests (or requested)
+        if p.legal_name and ours and (not nr_number or cp.get("nr_state") in WAITING_STATES):
+            party = p.completing_party
+            applicant = Applicant(name=f"{party.first_name} {party.last_name}",
+                                  email=p.contact_email, phone=p.contact_phone)
+            await ctx.save_checkpoint(nr_for_name=p.legal_name)
+            nr = await bc.name_request([p.legal_name], entity, applicant)
             await _examined(ctx, nr)
             nr_number = usable_nr(nr, consent)["nr_number"]
         filing = await bc.incorporate(p, entity, nr_number, consent, sub)
@@ -401,7 +405,7 @@ async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
         return await bc.finish(sub, filing, nr_number or None, reconciled=False)
 
 
-async def _pay_draft(ctx: FlowContext, bc: BcPortal, sub: Submission) -> None:
+async def _pay_draft(ctx: FlowContext[BaseModel], bc: BcPortal, sub: Submission) -> None:
     """File and Pay saved the filing as a DRAFT (PayBC failed): pay that draft from its
     dashboard within PayBC's hours -- never a second filing."""
     conf = dict(sub.confirmation or {})

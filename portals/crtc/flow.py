@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.jobs.submission import Submission
@@ -32,7 +35,7 @@ from portalq.portals.crtc.letter import NAME as LETTER
 from portalq.portals.crtc.letter import letter_pdf
 from portalq.portals.crtc.payload import ProcessCrtcPayload
 from portalq.portals.flows import wait_on_portal as waiting
-from portalq.portals.flows.base import browser_page, page_text
+from portalq.portals.flows.base import Evidence, browser_page, page_text
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import PortalPage
 from portalq.portals.flows.signin import SessionLost, sign_in_with_account
@@ -52,7 +55,7 @@ NO_AC = "No activation code (AC) is required for telecom submission"
 
 
 class CrtcPortal(PortalPage):
-    def __init__(self, ctx: FlowContext, page: Page, evidence: Any) -> None:
+    def __init__(self, ctx: FlowContext[BaseModel], page: Page, evidence: Evidence) -> None:
         super().__init__(ctx, page, evidence, PORTAL)
         self.base = ctx.portal_urls[PORTAL].rstrip("/")
 
@@ -68,26 +71,25 @@ class CrtcPortal(PortalPage):
                                                 CONFIRMATION),
                 "letter": await rows.first.locator("a.letter").get_attribute("href")}
 
-    async def register(self, p: Any, sub: Submission) -> dict[str, Any]:
+    async def register(self, p: ProcessCrtcPayload, sub: Submission) -> dict[str, Any]:
         page = self.page
-        pdf = letter_pdf(ProcessCrtcPayload.model_validate(dict(p)))   # bad input stops here
+        pdf = letter_pdf(p)
         await self.goto(f"{self.base}/register", "the registration")
         await self.expect_step("Telecom Cover Page")
         if NO_AC not in " ".join((await page.locator("body").inner_text()).split()):
             # other submissions need an activation code by phone: not this flow's page
             raise RetryableError(f"{PORTAL}: the Telecom cover page does not say "
                                  f"{NO_AC!r} — portal changed?")
-        await self.fill("Legal name of the company", p["company_name"])
-        await self.fill("Incorporation number", p.get("incorporation_number"))
-        if not await self.select("Province of incorporation", p["province"]):
-            raise BusinessError(f"{PORTAL}: province {p['province']!r} is not a Canadian "
+        await self.fill("Legal name of the company", p.company_name)
+        await self.fill("Incorporation number", p.incorporation_number)
+        if not await self.select("Province of incorporation", p.province):
+            raise BusinessError(f"{PORTAL}: province {p.province!r} is not a Canadian "
                                 "province or territory the CRTC accepts")
-        for service in p.get("services", ["reseller"]):
+        for service in p.services:
             await page.get_by_label(SERVICE_LABELS[service], exact=True).check()
-        contact = p["contact"]
-        await self.fill("Contact name", contact["name"])
-        await self.fill("Contact email", contact["email"])
-        await self.fill("Contact phone", contact["phone"])
+        await self.fill("Contact name", p.contact.name)
+        await self.fill("Contact email", p.contact.email)
+        await self.fill("Contact phone", p.contact.phone)
         await self.fill("Your file reference", sub.reference)
         await self.shot("cover-page")
         await self.submit("Continue", "the Telecom Cover Page")
@@ -129,7 +131,7 @@ class CrtcPortal(PortalPage):
         return {"confirmation": number, "documents": [name], "reconciled": reconciled}
 
 
-async def process_crtc(ctx: FlowContext) -> dict[str, Any]:
+async def process_crtc(ctx: FlowContext[ProcessCrtcPayload]) -> dict[str, Any]:
     async with browser_page(ctx) as (page, evidence):
         crtc = CrtcPortal(ctx, page, evidence)
         await sign_in_with_account(ctx, page)   # a GCKey, when an account is configured
@@ -147,7 +149,8 @@ async def process_crtc(ctx: FlowContext) -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
-async def _register_once(ctx: FlowContext, crtc: CrtcPortal) -> dict[str, Any]:
+async def _register_once(ctx: FlowContext[ProcessCrtcPayload], crtc: CrtcPortal
+                         ) -> dict[str, Any]:
     sub = ctx.submission(KIND)
     if sub.confirmation is not None or sub.in_doubt:
         # a lost answer, or a receipt awaiting staff: the search (read-only) decides
@@ -162,12 +165,12 @@ async def _register_once(ctx: FlowContext, crtc: CrtcPortal) -> dict[str, Any]:
             await waiting.undecided(ctx, sub, _awaiting(sub.confirmation))
         await waiting.not_found_after_lost_answer(ctx, sub)   # returns only if vouched
     await ctx.step("cover page")
-    found = await crtc.register(ctx.payload, sub)
+    found = await crtc.register(ctx.args, sub)
     if not found.get("letter"):   # a dated receipt: staff process it later
         await waiting.undecided(ctx, sub, _awaiting(found))
     return await crtc.finish(found, reconciled=False)
 
 
-def _awaiting(receipt: Any) -> str:
+def _awaiting(receipt: Mapping[str, Any]) -> str:
     received = f" received {receipt['received']}" if receipt.get("received") else ""
     return f"CRTC staff to process {receipt['confirmation']}{received}"

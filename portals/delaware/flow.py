@@ -29,9 +29,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from portalq.jobs import clock
 from portalq.jobs.business import supplied
@@ -48,7 +51,7 @@ from portalq.portals.flows.pages import WordedPage, absolute_url
 from portalq.portals.flows.signin import sign_in_with_account
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page
+    from playwright.async_api import Locator, Page
 
 log = logging.getLogger("portalq.flows")
 
@@ -99,11 +102,11 @@ class ECorp2(WordedPage):
     step_from = "heading"
     expired_phrases = (("session has timed out", "session timed out"),)
 
-    def __init__(self, ctx: FlowContext, page: Page, evidence: Evidence) -> None:
+    def __init__(self, ctx: FlowContext[BaseModel], page: Page, evidence: Evidence) -> None:
         super().__init__(ctx, page, evidence, PORTAL, name="Delaware")
         self.base = ctx.portal_urls[PORTAL].rstrip("/")
 
-    def control_of(self, name: str) -> Any:
+    def control_of(self, name: str) -> Locator:
         return self.page.locator(f"[formcontrolname={name}]")
 
     async def choose(self, name: str, value: str) -> None:
@@ -219,7 +222,8 @@ class _NotReceived(RetryableError):
     """The portal answered that it did not take the request (its session had ended)."""
 
 
-async def _the_document(ctx: FlowContext, p: FileEntityPayload) -> tuple[str, bytes]:
+async def _the_document(ctx: FlowContext[BaseModel], p: FileEntityPayload
+                        ) -> tuple[str, bytes]:
     """The business's own signed certificate (``--document``), else one built from ``p``."""
     check_name(p)
     given = [d for d in await ctx.documents_of(ctx.job_id) if supplied.is_supplied(d[0])]
@@ -231,8 +235,8 @@ async def _the_document(ctx: FlowContext, p: FileEntityPayload) -> tuple[str, by
     return certificate_pdf(p)
 
 
-async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
-    p = FileEntityPayload.model_validate(dict(ctx.payload))
+async def file_entity_de(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
+    p = ctx.args
     sub = ctx.submission(SUBMISSION, reference=f"PQ-{ctx.job_id}")
     if sub.confirmation is not None and sub.confirmation.get("file_number"):
         return await _certificate_only(ctx, sub.confirmation)
@@ -305,7 +309,8 @@ async def file_entity_de(ctx: FlowContext) -> dict[str, Any]:
             "entity_name": p.legal_name, "documents": [name]}
 
 
-async def _certificate_only(ctx: FlowContext, cp: Any) -> dict[str, Any]:
+async def _certificate_only(ctx: FlowContext[BaseModel], cp: Mapping[str, Any]
+                            ) -> dict[str, Any]:
     """Filed by an earlier attempt: never the portal's form again, only the document."""
     url = cp.get("certificate_url", "")
     name = url.rsplit("/", 1)[-1] if url else ""

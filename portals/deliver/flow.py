@@ -20,7 +20,8 @@ from portalq.portals.deliver.payload import DeliverPayload
 from portalq.portals.flows.context import FlowContext
 
 
-async def collect(ctx: FlowContext, p: DeliverPayload) -> list[tuple[str, str, bytes]]:
+async def collect(ctx: FlowContext[DeliverPayload], p: DeliverPayload
+                  ) -> list[tuple[str, str, bytes]]:
     """The attachments, in payload order; missing ones are an error (retried: the source
     job may not have finished)."""
     found: list[tuple[str, str, bytes]] = []
@@ -51,15 +52,17 @@ def build_message(p: DeliverPayload, documents: list[tuple[str, str, bytes]],
     return msg
 
 
-async def deliver(ctx: FlowContext) -> dict[str, Any]:
-    p = DeliverPayload.model_validate(dict(ctx.payload))
+async def deliver(ctx: FlowContext[DeliverPayload]) -> dict[str, Any]:
+    p = ctx.args
     cp = ctx.checkpoints
     if cp.get("sent_at"):
-        return {"sent_to": cp.get("sent_to", p.to), "documents": list(cp.get("documents", [])),
+        sent = cp.get("documents")
+        return {"sent_to": cp.get("sent_to", p.to),
+                "documents": list(sent) if isinstance(sent, list) else [],
                 "message_id": cp.get("message_id")}
     await ctx.step("collecting documents")
     documents = await collect(ctx, p)
-    message_id = cp.get("message_id") or make_msgid(domain="portalq.local")
+    message_id = str(cp.get("message_id") or make_msgid(domain="portalq.local"))
     await ctx.save_checkpoint(message_id=message_id, step="sending")
     msg = build_message(p, documents, message_id)
     try:

@@ -7,11 +7,12 @@ from typing import Any
 from portalq.jobs.types import NoFlow
 from portalq.portals.bc.flow import file_entity_bc
 from portalq.portals.delaware.flow import file_entity_de
+from portalq.portals.entity.payload import FileEntityPayload
 from portalq.portals.flows.context import FlowContext
 
 
-async def file_entity(ctx: FlowContext) -> dict[str, Any]:
-    jurisdiction = ctx.payload.get("jurisdiction")
+async def file_entity(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
+    jurisdiction = ctx.args.jurisdiction
     if jurisdiction == "BC":
         return await file_entity_bc(ctx)
     if jurisdiction == "DE":

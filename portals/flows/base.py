@@ -10,6 +10,8 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from portalq.jobs.errors import (
     DeferUntil,
     HandlerOutcome,
@@ -31,8 +33,10 @@ from portalq.portals.flows.masking import (  # noqa: F401 - the flow toolkit's m
     unmark_secrets,
 )
 
+# the flow toolkit's masking, re-exported
+
 if TYPE_CHECKING:
-    from playwright.async_api import Page
+    from playwright.async_api import Download, Locator, Page, Request, Response
 
 log = logging.getLogger("portalq.flows")
 
@@ -42,7 +46,7 @@ class Evidence:
     page gone) is recorded as missing evidence, and the flow goes on (evidence never
     decides an outcome)."""
 
-    def __init__(self, ctx: FlowContext) -> None:
+    def __init__(self, ctx: FlowContext[BaseModel]) -> None:
         self.ctx = ctx
         self.seq = 0
 
@@ -67,7 +71,7 @@ class Evidence:
 
 
 @asynccontextmanager
-async def browser_page(ctx: FlowContext) -> AsyncIterator[tuple[Any, Evidence]]:
+async def browser_page(ctx: FlowContext[BaseModel]) -> AsyncIterator[tuple[Page, Evidence]]:
     """A page in a fresh browser context; a masked screenshot on failure; Playwright
     errors become retryable errors; every outcome's message has the secrets redacted; a
     changed portal's page also leaves its aria snapshot beside the expected one
@@ -138,7 +142,8 @@ class ConnectionLost(PortalUnavailable):
     answer is unknown."""
 
 
-async def click_and_wait(page: Page, target: Any, *, timeout: float | None = None) -> int | None:
+async def click_and_wait(page: Page, target: Locator, *,
+                         timeout: float | None = None) -> int | None:
     """Click ``target`` and wait for the page load it causes.
 
     Returns the final document's HTTP status; raises :class:`ConnectionLost` as soon as the
@@ -146,12 +151,12 @@ async def click_and_wait(page: Page, target: Any, *, timeout: float | None = Non
     """
     failed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
-    def on_failed(request: Any) -> None:
+    def on_failed(request: Request) -> None:
         if (not failed.done() and request.is_navigation_request()
                 and request.frame == page.main_frame):
             failed.set_result(request.failure or "request failed")
 
-    async def navigate() -> Any:
+    async def navigate() -> Response | None:
         async with page.expect_navigation(timeout=timeout) as info:
             await target.click(timeout=timeout)
         return await info.value
@@ -159,7 +164,8 @@ async def click_and_wait(page: Page, target: Any, *, timeout: float | None = Non
     page.on("requestfailed", on_failed)
     nav = asyncio.ensure_future(navigate())
     try:
-        await asyncio.wait({nav, failed}, return_when=asyncio.FIRST_COMPLETED)
+        waits: set[asyncio.Future[str] | asyncio.Future[Response | None]] = {nav, failed}
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
         page.remove_listener("requestfailed", on_failed)
     if not nav.done():
@@ -182,7 +188,7 @@ def check_pdf(name: str, data: bytes) -> bytes:
     return data
 
 
-async def download(page: Page, link: Any, workdir: Path | None = None) -> tuple[str, bytes]:
+async def download(page: Page, link: Locator, workdir: Path | None = None) -> tuple[str, bytes]:
     """Click ``link``, wait for the download, return (suggested name, bytes) — a PDF."""
     async with page.expect_download() as info:
         await link.click()
@@ -195,7 +201,7 @@ async def download(page: Page, link: Any, workdir: Path | None = None) -> tuple[
     return name, check_pdf(name, data)
 
 
-async def fetch_document(ctx: FlowContext, url: str) -> tuple[str, bytes]:
+async def fetch_document(ctx: FlowContext[BaseModel], url: str) -> tuple[str, bytes]:
     """GET a document by URL in a fresh context (no page): (file name, PDF bytes)."""
     context = await ctx.new_browser_context()
     failed = True
@@ -211,7 +217,7 @@ async def fetch_document(ctx: FlowContext, url: str) -> tuple[str, bytes]:
         await close_context(context, failed=failed)
 
 
-async def has_document(ctx: FlowContext, name: str) -> bool:
+async def has_document(ctx: FlowContext[BaseModel], name: str) -> bool:
     return any(doc[0] == name for doc in await ctx.documents_of(ctx.job_id))
 
 
@@ -269,30 +275,30 @@ class AppWatch:
 
     def __init__(self, page: Page) -> None:
         self.page = page
-        self.pending: set[Any] = set()
+        self.pending: set[Request] = set()
         self.failures: list[str] = []
-        self.downloads: list[Any] = []
+        self.downloads: list[Download] = []
         self._event = asyncio.Event()
         self._before: dict[str, Any] = {}
 
-    def _on_request(self, request: Any) -> None:
+    def _on_request(self, request: Request) -> None:
         self.pending.add(request)
 
-    def _on_done(self, request: Any) -> None:
+    def _on_done(self, request: Request) -> None:
         self.pending.discard(request)
 
-    def _on_failed(self, request: Any) -> None:
+    def _on_failed(self, request: Request) -> None:
         self.pending.discard(request)
         self.failures.append(f"{request.method} {request.resource_type}: "
                              f"{request.failure or 'failed'}")
         if request.is_navigation_request() and request.frame == self.page.main_frame:
             self._event.set()
 
-    def _on_response(self, response: Any) -> None:
+    def _on_response(self, response: Response) -> None:
         if response.status >= 500:
             self.failures.append(f"HTTP {response.status}")
 
-    def _on_download(self, download: Any) -> None:
+    def _on_download(self, download: Download) -> None:
         self.downloads.append(download)
         self._event.set()
 
@@ -347,7 +353,7 @@ class AppWatch:
         return str(kind)
 
 
-async def click_and_settle(page: Page, target: Any, where: str, *,
+async def click_and_settle(page: Page, target: Locator, where: str, *,
                            timeout_ms: float = 30_000) -> str:
     """Click ``target`` and return the kind of the app's next state (:class:`AppWatch`)."""
     async with AppWatch(page) as watch:

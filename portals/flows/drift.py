@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from portalq.jobs.errors import PortalChanged
 from portalq.jobs.secrets.redaction import scrub_all
 from portalq.portals.flows.browser import note_missing
@@ -56,7 +58,7 @@ def leave_data_out(snapshot: str, values: Iterable[str], secrets: Iterable[str] 
     return str(scrub_all(text, []))
 
 
-async def keep_evidence(page: Any, ctx: FlowContext, exc: PortalChanged) -> None:
+async def keep_evidence(page: Any, ctx: FlowContext[BaseModel], exc: PortalChanged) -> None:
     """Write the page's aria snapshot (data left out) and the expected one. Best effort:
     what cannot be taken is recorded as missing (evidence never decides an outcome)."""
     folder = ctx.artifacts_dir

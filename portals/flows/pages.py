@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
+from pydantic import BaseModel
+
 from portalq.jobs.errors import (
     BusinessError,
     PortalChanged,
@@ -41,15 +43,9 @@ from portalq.jobs.errors import (
     PortalUnavailable,
     RetryableError,
 )
-from portalq.portals.flows.base import (
-    AppWatch,
-    ConnectionLost,
-    Evidence,
-    check_pdf,
-    click_and_wait,
-    redact,
-)
+from portalq.portals.flows.base import AppWatch, ConnectionLost, Evidence, check_pdf, click_and_wait
 from portalq.portals.flows.context import FlowContext
+from portalq.portals.flows.masking import redact
 from portalq.portals.flows.signin import SessionLost
 
 if TYPE_CHECKING:
@@ -120,7 +116,7 @@ class PortalPage:
     #: a control the flow needs is missing (``{portal}``, ``{role}``, ``{control}``, ``{where}``)
     missing_control = "{portal}: no {role} {control!r} on {where} — portal changed?"
 
-    def __init__(self, ctx: FlowContext, page: Page, evidence: Evidence, portal: str,
+    def __init__(self, ctx: FlowContext[BaseModel], page: Page, evidence: Evidence, portal: str,
                  name: str | None = None) -> None:
         self.ctx, self.page, self.evidence, self.portal = ctx, page, evidence, portal
         self.name = name or portal
@@ -152,7 +148,8 @@ class PortalPage:
                        error=raw["error"], refused=raw["alert"])
 
     def _step(self, raw: dict[str, Any]) -> str | None:
-        return raw["heading"] if self.step_from == "heading" else raw["step"]
+        step = raw["heading"] if self.step_from == "heading" else raw["step"]
+        return None if step is None else str(step)
 
     def verdict(self, s: Signals, status: int | None, where: str) -> Verdict | None:
         """What the page means, if it is an answer rather than a form to go on with."""
@@ -250,7 +247,7 @@ class PortalPage:
                                                           else ""))
         return value
 
-    async def fill(self, label: str, value: Any, *, exact: bool = True) -> None:
+    async def fill(self, label: str, value: str | int | None, *, exact: bool = True) -> None:
         """Type ``value`` into the field labelled ``label`` (or whose label starts so)."""
         await self.page.get_by_label(label, exact=exact).fill("" if value is None else str(value))
 

@@ -25,11 +25,12 @@ error text carries a secret. Written against the stand-ins' sign-in markers
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import pyotp
+from pydantic import BaseModel
 
 from portalq.jobs import clock
 from portalq.jobs.errors import (
@@ -41,9 +42,10 @@ from portalq.jobs.errors import (
     PortalUnavailable,
     RetryableError,
 )
-from portalq.portals.flows.base import click_and_wait, masked_screenshot, redact
+from portalq.portals.flows.base import click_and_wait
 from portalq.portals.flows.browser import trace_secrets, untraced
-from portalq.portals.flows.context import FlowContext
+from portalq.portals.flows.context import Credentials, FlowContext, HeldAccount, SessionState
+from portalq.portals.flows.masking import masked_screenshot, redact
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -73,16 +75,6 @@ _CONTINUE_JS = """() => !!document.querySelector('h1[property=name]')
   && !!document.querySelector('input[type=submit]')
   && !document.querySelector('input[type=password]')"""
 MAX_ASKS = 3
-
-
-@dataclass(frozen=True)
-class Credentials:
-    user: str
-    password: str = field(repr=False)
-    totp_seed: str | None = field(default=None, repr=False)
-
-    def secrets(self) -> list[str]:
-        return [s for s in (self.password, self.totp_seed) if s]
 
 
 @dataclass(frozen=True)
@@ -116,7 +108,7 @@ async def _submit(page: Page, form: str) -> None:
         raise PortalUnavailable(f"sign-in answered HTTP {status}")
 
 
-async def sign_in(ctx: FlowContext, page: Page, creds: Credentials, *,
+async def sign_in(ctx: FlowContext[BaseModel], page: Page, creds: Credentials, *,
                   portal: str | None = None, ask: Ask | None = None,
                   start: str = "/signin") -> SignedIn:
     """Sign ``creds`` in on ``portal`` (default: the job's) in ``page``; see the module."""
@@ -131,21 +123,7 @@ async def sign_in(ctx: FlowContext, page: Page, creds: Credentials, *,
         raise
 
 
-class HeldAccount(Protocol):
-    """What ``ctx.account()`` gives: credentials and the account's kept browser session."""
-
-    credentials: Credentials
-
-    async def session(self) -> dict[str, Any] | None: ...
-
-    async def keep_session(self, state: dict[str, Any]) -> None: ...
-
-    async def drop_session(self) -> None: ...
-
-    async def password_expires_in(self, days: int) -> None: ...
-
-
-async def sign_in_with_account(ctx: FlowContext, page: Page, *, start: str = "/signin",
+async def sign_in_with_account(ctx: FlowContext[BaseModel], page: Page, *, start: str = "/signin",
                                home: str = "/") -> SignedIn | None:
     """Sign in with the account the job holds (``ctx.account()``), asking a person through
     ``ctx.ask`` when the portal sends a code; None when the portal has no account
@@ -174,14 +152,14 @@ async def sign_in_with_account(ctx: FlowContext, page: Page, *, start: str = "/s
     if signed.password_expires_in is not None:
         await held.password_expires_in(signed.password_expires_in)
     storage = await page.context.storage_state()
-    state: dict[str, Any] = dict(storage)
+    state: SessionState = dict(storage)
     # the session's cookies ride on every later request the trace records
     trace_secrets(page.context, [str(c.get("value", "")) for c in storage.get("cookies", [])])
     await held.keep_session(state)
     return signed
 
 
-async def _steps(ctx: FlowContext, page: Page, creds: Credentials, portal: str, url: str,
+async def _steps(ctx: FlowContext[BaseModel], page: Page, creds: Credentials, portal: str, url: str,
                  ask: Ask | None) -> SignedIn:
     response = await page.goto(url)
     if response is not None and response.status >= 500:

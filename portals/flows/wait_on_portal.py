@@ -18,6 +18,8 @@ import logging
 from datetime import datetime
 from typing import NoReturn
 
+from pydantic import BaseModel
+
 from portalq.jobs import clock, waiting
 from portalq.jobs.submission import Submission
 from portalq.portals import lookups
@@ -26,7 +28,7 @@ from portalq.portals.flows.context import FlowContext
 log = logging.getLogger("portalq.flows")
 
 
-def submitted_at(ctx: FlowContext, sub: Submission) -> datetime:
+def submitted_at(ctx: FlowContext[BaseModel], sub: Submission) -> datetime:
     """When the submission was made: the waiting marker's start, else its record's time."""
     mark = waiting.marker(ctx.checkpoints)
     if mark and mark.get("since"):
@@ -35,7 +37,7 @@ def submitted_at(ctx: FlowContext, sub: Submission) -> datetime:
     return datetime.fromisoformat(at) if at else clock.now()
 
 
-async def not_found_after_lost_answer(ctx: FlowContext, sub: Submission) -> None:
+async def not_found_after_lost_answer(ctx: FlowContext[BaseModel], sub: Submission) -> None:
     rule = lookups.rule(ctx.portal, sub.name)
     now, since = clock.now(), submitted_at(ctx, sub)
     verdict = waiting.after_not_found(rule, since, now)
@@ -51,21 +53,21 @@ async def not_found_after_lost_answer(ctx: FlowContext, sub: Submission) -> None
     await _wait(ctx, rule, since, now, "its lookup to find the submission whose answer was lost")
 
 
-async def undecided(ctx: FlowContext, sub: Submission, what: str) -> NoReturn:
+async def undecided(ctx: FlowContext[BaseModel], sub: Submission, what: str) -> NoReturn:
     """Submitted and acknowledged (``sub`` confirmed with the portal's number); the
     registry has not decided: wait for the next check."""
     rule = lookups.rule(ctx.portal, sub.name)
     await _wait(ctx, rule, submitted_at(ctx, sub), clock.now(), what)
 
 
-async def decided(ctx: FlowContext) -> None:
+async def decided(ctx: FlowContext[BaseModel]) -> None:
     """The registry decided: the job no longer waits."""
     if waiting.marker(ctx.checkpoints):
         await ctx.save_checkpoint(**{waiting.KEY: None})
 
 
-async def _wait(ctx: FlowContext, rule: waiting.LookupRule, since: datetime, now: datetime,
-                what: str) -> NoReturn:
+async def _wait(ctx: FlowContext[BaseModel], rule: waiting.LookupRule, since: datetime,
+                now: datetime, what: str) -> NoReturn:
     mark = waiting.waiting(ctx.checkpoints, rule, since=since, now=now, what=what)
     earlier = waiting.marker(ctx.checkpoints) or {}
     mark["escalated"] = bool(earlier.get("escalated"))

@@ -14,8 +14,11 @@ issued). The IRS has no lookup: a submission without an answer is never sent aga
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from portalq.jobs import settings
 from portalq.jobs.errors import BusinessError, PortalUnavailable, UncertainOutcome
@@ -51,7 +54,7 @@ class ApplyForEin(AppPage):
 
     missing_control = "{control} control not found: portal changed?"
 
-    def __init__(self, ctx: FlowContext, page: Page, evidence: Evidence) -> None:
+    def __init__(self, ctx: FlowContext[BaseModel], page: Page, evidence: Evidence) -> None:
         super().__init__(ctx, page, evidence, PORTAL, name="IRS")
         self.base = ctx.portal_urls[PORTAL].rstrip("/") + "/applyein"
         self.processing_ms = processing_timeout_ms()
@@ -230,8 +233,8 @@ class ApplyForEin(AppPage):
         return await download(self.page, button, self.ctx.artifacts_dir)
 
 
-async def obtain_ein(ctx: FlowContext) -> dict[str, Any]:
-    p = ObtainEinPayload.model_validate(dict(ctx.payload))
+async def obtain_ein(ctx: FlowContext[ObtainEinPayload]) -> dict[str, Any]:
+    p = ctx.args
     sub = ctx.submission(SUBMISSION)
     if sub.confirmation is not None:
         return _known(ctx, sub.confirmation)
@@ -279,9 +282,10 @@ async def obtain_ein(ctx: FlowContext) -> dict[str, Any]:
     return {**got, "documents": documents}
 
 
-def _known(ctx: FlowContext, confirmation: Any) -> dict[str, Any]:
+def _known(ctx: FlowContext[BaseModel], confirmation: Mapping[str, Any]) -> dict[str, Any]:
     """The EIN is known from an earlier attempt: never the portal again. The letter existed
     only in that page; a lost one is asked of the IRS by a person (letter 147C)."""
+    kept = ctx.checkpoints.get("documents")
     return {"ein": confirmation["ein"], "legal_name": confirmation.get("legal_name", ""),
             "name_control": confirmation.get("name_control", ""),
-            "documents": list(ctx.checkpoints.get("documents", []))}
+            "documents": list(kept) if isinstance(kept, list) else []}

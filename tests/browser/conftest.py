@@ -26,11 +26,12 @@ from typing import Any
 
 import pytest
 from flowkit import SSN
+from pydantic import BaseModel
 
 from portalq.jobs import clock
 from portalq.jobs.errors import BusinessError, InputError
 from portalq.jobs.submission import Reporting
-from portalq.jobs.types import validate_payload
+from portalq.jobs.types import get, validate, validate_payload
 from portalq.portals.flows.browser import BrowserConfig, load_config, new_context
 from portalq.portals.standin.server import StandinServer
 from tests.mailbox import Mailbox
@@ -87,6 +88,12 @@ class LocalFlowContext(Reporting):
             attempt=self.attempt + 1, checkpoints=copy.deepcopy(self.checkpoints))
         nxt.told = self.told
         return nxt
+
+    @property
+    def args(self) -> BaseModel:
+        """The payload as its type's model, validated at each use: a test may change
+        ``payload`` between attempts (as ``jobs retry --payload-patch`` does)."""
+        return validate(get(self.job_type), self.payload)
 
     async def save_checkpoint(self, **data: Any) -> None:
         json.dumps(data)  # checkpoints are stored as JSON in production

@@ -129,3 +129,33 @@ def test_a_fourth_question_after_three_unanswered_goes_to_a_human(db, dsn):
     asyncio.run(go())
     with psycopg.connect(dsn) as c:   # no fourth question was asked
         assert c.execute("SELECT count(*) FROM portalq.job_questions").fetchone()[0] == 3
+
+
+def test_args_is_the_job_types_payload_model_with_its_secrets_opened(db, dsn, tmp_path):
+    """``ctx.args`` (issue 40): the flow gets its type's model, not a dict -- validated,
+    its sealed secret field opened in memory; the stored row keeps it sealed."""
+    from tests.plugins import ledger
+
+    add_local_portal(dsn)
+    job = queue.enqueue("ledger_secret", "S1", {"n": 7, "ssn": ledger.secret_ssn(7)})
+    assert ledger.secret_ssn(7) not in str(queue.get_job(job.id)["payload"])
+
+    async def opener(portal: str, folder: Path) -> Any:
+        raise RuntimeError("no browser in this test")
+
+    async def go() -> Any:
+        settings = Settings(database_url=db, node_id="w1")
+        pool = make_pool(settings, dsn)
+        await pool.open(wait=True)
+        try:
+            async with pool.connection() as c:
+                [claimed] = await worker_api.claim(c, worker="w1", limit=1,
+                                                   capacities=[Capacity("local", None)])
+            return JobContext(claimed, tmp_path, pool=pool, node="w1", settings=settings,
+                              browsers=opener).args
+        finally:
+            await pool.close()
+
+    args = asyncio.run(go())
+    assert isinstance(args, ledger.SecretPayload)
+    assert (args.n, args.ssn, args.sleep_ms) == (7, ledger.secret_ssn(7), 0)

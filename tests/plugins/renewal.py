@@ -1,5 +1,6 @@
 """A plugin job type declared in one call, as docs/adding-a-portal.md shows: used by the tests
-of the plugin route (every CLI command loads ``PORTALQ_PLUGINS``)."""
+of the plugin route (every CLI command loads ``PORTALQ_PLUGINS``). Its flow reads its payload
+model (``ctx.args``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from portalq.jobs.types import JobType, register
+from portalq.portals.flows.context import FlowContext
 
 
 class RenewalPayload(BaseModel):
@@ -16,8 +18,8 @@ class RenewalPayload(BaseModel):
     years: int = Field(default=1, ge=1, le=5)
 
 
-async def renew(ctx: Any) -> dict[str, Any]:
-    return {"renewed": ctx.payload["licence"]}
+async def renew(ctx: FlowContext[RenewalPayload]) -> dict[str, Any]:
+    return {"renewed": ctx.args.licence}
 
 
 def from_order(order_id: str) -> dict[str, Any] | None:
