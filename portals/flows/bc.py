@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from portalq.jobs import clock
 from portalq.jobs.errors import BusinessError, DeferUntil, PortalChanged, RetryableError
-from portalq.jobs.submission import Submission
+from portalq.jobs.submission import State, Submission
 from portalq.portals import steps
 from portalq.portals.flows import waiting
 from portalq.portals.flows.base import browser_page
@@ -356,10 +356,29 @@ def _nr_for_another_name(p: Mapping[str, Any], cp: Mapping[str, Any]) -> bool:
                 and cp.get("nr_for_name") and cp["nr_for_name"] != p["legal_name"])
 
 
+def _needs_nr(p: Mapping[str, Any], cp: Mapping[str, Any]) -> bool:
+    """This attempt requests (or awaits) the job's own NR before it can incorporate."""
+    nr_number = _nr(p.get("nr_number")) or _nr(cp.get("nr_number"))
+    ours = not _nr(p.get("nr_number"))
+    return _nr_for_another_name(p, cp) or bool(
+        p.get("legal_name") and ours and (not nr_number or cp.get("nr_state") in WAITING_STATES))
+
+
+def _gate_payment() -> None:
+    """File and Pay leads straight to PayBC: never start towards it when PayBC would be
+    closed on arrival (a deferral to its opening, no attempt spent, nothing saved)."""
+    steps.gate(PORTAL, "payment", clock.now(), "the incorporation's File and Pay")
+
+
 async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
     p, cp = ctx.payload, ctx.checkpoints
     entity = _entity(p)
     consent = bool(p.get("nr_consent_received"))
+    earlier = ctx.submission(INCORPORATION)
+    if earlier.earlier is None or earlier.earlier.state not in (State.CONFIRMED,
+                                                                State.SUBMITTING):
+        if not _needs_nr(p, cp):   # else the NR first; gated again before File and Pay
+            _gate_payment()
     async with browser_page(ctx) as (page, evidence):
         await sign_in_with_account(ctx, page)   # a BCeID, when an account is configured
         bc = BcPortal(ctx, page, evidence)
@@ -393,6 +412,7 @@ async def file_entity_bc(ctx: FlowContext) -> dict[str, Any]:
             nr = await bc.name_request([p["legal_name"]], entity, applicant)
             await _examined(ctx, nr)
             nr_number = usable_nr(nr, consent)["nr_number"]
+        _gate_payment()
         filing = await bc.incorporate(p, entity, nr_number, consent, sub)
         if filing.get("draft"):   # PayBC failed: the draft is paid later, never refiled
             raise _paybc_unavailable(str(filing["temporary_number"]))
