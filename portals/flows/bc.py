@@ -51,9 +51,18 @@ ROLE_LABELS = {"completing_party": "Completing Party", "incorporator": "Incorpor
 #: reservations): a job waits on them, never fails (../shared/portal-facts.md, BC)
 WAITING_STATES = frozenset({"DRAFT", "PENDING_PAYMENT", "INPROGRESS", "HOLD", "COND-RESERVE",
                             "RESERVED"})
+#: the agreement choices are record-book statements (bcgov business-create-ui)
 AGREEMENT_LABELS = {
-    "sample": "The sample Incorporation Agreement and Table 1 Articles were used",
-    "custom": "A custom Incorporation Agreement and Articles were used"}
+    "sample": "The sample Incorporation Agreement and Table 1 Articles has been completed and "
+              "a copy has been added to the company's record book.",
+    "custom": "The custom Incorporation Agreement and custom Articles has been completed and a "
+              "copy has been added to the company's record book."}
+#: the review page's Completing Party Statement (text): certifying it is certifying these
+COMPLETING_PARTY_STATEMENT = (
+    "An original signature has been placed on each of those signature lines,",
+    "I have no reason to believe that the signature placed on a signature line is not the "
+    "signature of the person whose name is set out under that signature line, and",
+    "I have relevant knowledge of the company and that I am authorized to make this filing.")
 
 
 def _nr(text: Any) -> str:
@@ -261,12 +270,17 @@ class BcPortal(PortalPage):
             raise BusinessError(f"{PORTAL}: unexpected fee on review ({fee!r}, expected "
                                 f"{FEES[entity]}); not filed")
         await self.fill("Folio or Reference Number", sub.reference)
-        boxes = page.locator("form").get_by_role("checkbox")
-        if await boxes.count() != 3:
-            raise PortalChanged(f"{PORTAL}: expected three certify statements — portal changed?",
-                                where="certify", expected="three certify statements")
-        for i in range(3):
-            await boxes.nth(i).check()
+        # one Certify section, certifying the Completing Party Statement shown above it:
+        # only when the statement is the one the flow knows
+        shown_text = " ".join((await page.locator("body").inner_text()).split())
+        boxes = page.locator("#certify-section").get_by_role("checkbox")
+        if await boxes.count() != 1 or not all(
+                t in shown_text for t in COMPLETING_PARTY_STATEMENT):
+            raise PortalChanged(f"{PORTAL}: the Completing Party Statement or its one Certify "
+                                "section is not the expected one — portal changed?",
+                                where="certify", expected="the Completing Party Statement "
+                                "and one Certify section")
+        await boxes.first.check()
         await self.shot("review")
         await self.ctx.step("submit")
         async with sub:
