@@ -64,6 +64,14 @@ RULES: dict[tuple[str, str], LookupRule] = {
              "authoritative; 'not found' is never conclusive",
         not_found_conclusive_after=None, lost_answer_window=48 * H,
         check_every=H, backoff=2.0, check_cap=12 * H, expected_within=10 * 24 * H),
+    # after the letter: "The registering entity will appear on the registration list within
+    # 24 hours of the date the confirmation letter is sent" [S] -- the public list confirms
+    ("crtc", "crtc_listing"): LookupRule(
+        portal="crtc",
+        says="the company's legal name on the public registration list confirms the "
+             "registration; not yet listed is normal within 24 hours of the letter",
+        not_found_conclusive_after=None, lost_answer_window=48 * H,
+        check_every=2 * H, backoff=1.0, check_cap=2 * H, expected_within=26 * H),
 }
 
 
