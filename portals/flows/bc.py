@@ -7,8 +7,12 @@ and ``legal_name``); each reference goes in the portal's own reference field.
 
 A retry resumes from them: an ``nr_number`` is never requested again (its state is looked
 up instead); a submission in doubt is reconciled through the portal's lookup by its
-reference — found: that submission is used; not found: nothing reached the registry, so it
-is submitted again (same reference).
+reference — found: that submission is used; not found: what BC's declared rule allows
+(portals/lookups.py: never conclusive, so the job waits and, past the window, a person).
+
+File and Pay leads to PayBC, which keeps shorter hours (portals/steps.py): a job that would
+reach it with PayBC closed defers to PayBC's opening before it starts (no browser, nothing
+saved, no attempt); a payment that failed on the saved DRAFT is paid again as that draft.
 
 ``file_entity_bc`` chooses the company name this way: ``nr_number`` in the payload → use
 it; else an NR an earlier attempt obtained; else ``legal_name`` → request an NR for it
