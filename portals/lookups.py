@@ -25,13 +25,20 @@ H = timedelta(hours=1)
 MIN = timedelta(minutes=1)
 
 RULES: dict[tuple[str, str], LookupRule] = {
-    # eCorp2: a Service Request Number on the answer; staff file later (file number and
-    # stamped certificate through the account's request status) [S]; normal processing
-    # decides within days, priority within hours [I]
+    # eCorp2's Document Filing service: a Service Request Number on the answer; staff file
+    # later, the file number and stamped document come through the account's request
+    # status [S]. The form has no client-reference field [S], so a lost answer is looked up
+    # by corporation name and document type submitted since the submission, never one of
+    # the job's requests staff rejected (a fixed retry is a new service request); whether
+    # the status lists a request before staff take it up is [?]. Normal processing decides
+    # within days, priority within hours [I]
     ("delaware_icis", "formation"): LookupRule(
         portal="delaware_icis",
-        says="a file number found by the reference is authoritative; 'not found' is never "
-             "conclusive (a request queued for staff is not listed until it is filed)",
+        says="a service request found in the account's request status (by its number, or "
+             "by corporation name and document type since the submission) is "
+             "authoritative: pending, filed (file number) or rejected (staff's reason); "
+             "'not found' is never conclusive (the status may not list a request staff "
+             "have not taken up)",
         not_found_conclusive_after=None, lost_answer_window=48 * H,
         check_every=15 * MIN, backoff=2.0, check_cap=4 * H, expected_within=48 * H),
     # Name Request: examined by staff in order of receipt, priority "normally within 24
@@ -57,6 +64,14 @@ RULES: dict[tuple[str, str], LookupRule] = {
              "authoritative; 'not found' is never conclusive",
         not_found_conclusive_after=None, lost_answer_window=48 * H,
         check_every=H, backoff=2.0, check_cap=12 * H, expected_within=10 * 24 * H),
+    # after the letter: "The registering entity will appear on the registration list within
+    # 24 hours of the date the confirmation letter is sent" [S] -- the public list confirms
+    ("crtc", "crtc_listing"): LookupRule(
+        portal="crtc",
+        says="the company's legal name on the public registration list confirms the "
+             "registration; not yet listed is normal within 24 hours of the letter",
+        not_found_conclusive_after=None, lost_answer_window=48 * H,
+        check_every=2 * H, backoff=1.0, check_cap=2 * H, expected_within=26 * H),
 }
 
 

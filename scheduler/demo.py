@@ -125,6 +125,8 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
     # after which a person is asked, so that the whole story fits in a minute
     os.environ.setdefault("PORTALQ_PORTAL_CHECK_SECONDS", "1")
     os.environ.setdefault("PORTALQ_LOST_ANSWER_WINDOW_SECONDS", "6")
+    # the stand-in's PayBC takes payments at any hour: the demo runs at night too
+    os.environ.setdefault("PORTALQ_STEP_HOURS_BC_CORPORATE_ONLINE_PAYMENT", "Daily 00:00-24:00")
     await asyncio.to_thread(_crtc_account, standins)
     try:
         return await _timeline(settings, standins, mailbox, exit_when_done, timeout, console)

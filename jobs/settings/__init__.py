@@ -53,6 +53,10 @@ FAMILIES = {
     "PORTALQ_ACCOUNT_": "<PORTAL>_<ACCOUNT>_<KEY>: an account secret (e.g. "
                         "PORTALQ_ACCOUNT_CRTC_DEMO_PASSWORD), when it is not a file "
                         "account_<portal>_<account>_<key> in PORTALQ_SECRETS_DIR",
+    "PORTALQ_STEP_HOURS_": "<PORTAL>_<STEP>: the hours of a portal's step that keeps its own "
+                           "calendar (e.g. PORTALQ_STEP_HOURS_BC_CORPORATE_ONLINE_PAYMENT="
+                           "'Daily 00:00-24:00' where a stand-in PayBC takes payments at any "
+                           "hour)",
     "PORTALQ_ORDER_SQL_": "<JOB_TYPE>: the read-only query that turns an order id into the "
                          "payload of a JOB_TYPE job (e.g. PORTALQ_ORDER_SQL_FILE_ENTITY)",
 }

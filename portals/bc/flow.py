@@ -7,8 +7,12 @@ and ``legal_name``); each reference goes in the portal's own reference field.
 
 A retry resumes from them: an ``nr_number`` is never requested again (its state is looked
 up instead); a submission in doubt is reconciled through the portal's lookup by its
-reference — found: that submission is used; not found: nothing reached the registry, so it
-is submitted again (same reference).
+reference — found: that submission is used; not found: what BC's declared rule allows
+(portals/lookups.py: never conclusive, so the job waits and, past the window, a person).
+
+File and Pay leads to PayBC, which keeps shorter hours (portals/steps.py): a job that would
+reach it with PayBC closed defers to PayBC's opening before it starts (no browser, nothing
+saved, no attempt); a payment that failed on the saved DRAFT is paid again as that draft.
 
 ``file_entity_bc`` chooses the company name this way: ``nr_number`` in the payload → use
 it; else an NR an earlier attempt obtained; else ``legal_name`` → request an NR for it
@@ -30,7 +34,7 @@ from pydantic import BaseModel
 
 from portalq.jobs import clock
 from portalq.jobs.errors import BusinessError, DeferUntil, PortalChanged, RetryableError
-from portalq.jobs.submission import Submission
+from portalq.jobs.submission import State, Submission
 from portalq.portals import steps
 from portalq.portals.bc.payload import Applicant, NameSearchPayload
 from portalq.portals.entity.payload import FileEntityPayload
@@ -56,9 +60,18 @@ ROLE_LABELS = {"completing_party": "Completing Party", "incorporator": "Incorpor
 #: reservations): a job waits on them, never fails (../shared/portal-facts.md, BC)
 WAITING_STATES = frozenset({"DRAFT", "PENDING_PAYMENT", "INPROGRESS", "HOLD", "COND-RESERVE",
                             "RESERVED"})
+#: the agreement choices are record-book statements (bcgov business-create-ui)
 AGREEMENT_LABELS = {
-    "sample": "The sample Incorporation Agreement and Table 1 Articles were used",
-    "custom": "A custom Incorporation Agreement and Articles were used"}
+    "sample": "The sample Incorporation Agreement and Table 1 Articles has been completed and "
+              "a copy has been added to the company's record book.",
+    "custom": "The custom Incorporation Agreement and custom Articles has been completed and a "
+              "copy has been added to the company's record book."}
+#: the review page's Completing Party Statement (text): certifying it is certifying these
+COMPLETING_PARTY_STATEMENT = (
+    "An original signature has been placed on each of those signature lines,",
+    "I have no reason to believe that the signature placed on a signature line is not the "
+    "signature of the person whose name is set out under that signature line, and",
+    "I have relevant knowledge of the company and that I am authorized to make this filing.")
 
 
 def _nr(text: Any) -> str:
@@ -265,12 +278,17 @@ class BcPortal(PortalPage):
             raise BusinessError(f"{PORTAL}: unexpected fee on review ({fee!r}, expected "
                                 f"{FEES[entity]}); not filed")
         await self.fill("Folio or Reference Number", sub.reference)
-        boxes = page.locator("form").get_by_role("checkbox")
-        if await boxes.count() != 3:
-            raise PortalChanged(f"{PORTAL}: expected three certify statements — portal changed?",
-                                where="certify", expected="three certify statements")
-        for i in range(3):
-            await boxes.nth(i).check()
+        # one Certify section, certifying the Completing Party Statement shown above it:
+        # only when the statement is the one the flow knows
+        shown_text = " ".join((await page.locator("body").inner_text()).split())
+        boxes = page.locator("#certify-section").get_by_role("checkbox")
+        if await boxes.count() != 1 or not all(
+                t in shown_text for t in COMPLETING_PARTY_STATEMENT):
+            raise PortalChanged(f"{PORTAL}: the Completing Party Statement or its one Certify "
+                                "section is not the expected one — portal changed?",
+                                where="certify", expected="the Completing Party Statement "
+                                "and one Certify section")
+        await boxes.first.check()
         await self.shot("review")
         await self.ctx.step("submit")
         async with sub:
@@ -360,10 +378,29 @@ def _nr_for_another_name(p: FileEntityPayload, cp: Mapping[str, Any]) -> bool:
                 and cp.get("nr_for_name") and cp["nr_for_name"] != p.legal_name)
 
 
+def _needs_nr(p: FileEntityPayload, cp: Mapping[str, Any]) -> bool:
+    """This attempt requests (or awaits) the job's own NR before it can incorporate."""
+    nr_number = _nr(p.nr_number) or _nr(cp.get("nr_number"))
+    ours = not _nr(p.nr_number)
+    return _nr_for_another_name(p, cp) or bool(
+        p.legal_name and ours and (not nr_number or cp.get("nr_state") in WAITING_STATES))
+
+
+def _gate_payment() -> None:
+    """File and Pay leads straight to PayBC: never start towards it when PayBC would be
+    closed on arrival (a deferral to its opening, no attempt spent, nothing saved)."""
+    steps.gate(PORTAL, "payment", clock.now(), "the incorporation's File and Pay")
+
+
 async def file_entity_bc(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
     p, cp = ctx.args, ctx.checkpoints
     entity = _entity(p)
     consent = p.nr_consent_received
+    incorporation = ctx.submission(INCORPORATION).earlier
+    if incorporation is None or incorporation.state not in (State.CONFIRMED,
+                                                             State.SUBMITTING):
+        if not _needs_nr(p, cp):   # else the NR first; gated again before File and Pay
+            _gate_payment()
     async with browser_page(ctx) as (page, evidence):
         await sign_in_with_account(ctx, page)   # a BCeID, when an account is configured
         bc = BcPortal(ctx, page, evidence)
@@ -397,6 +434,7 @@ async def file_entity_bc(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
             nr = await bc.name_request([p.legal_name], entity, applicant)
             await _examined(ctx, nr)
             nr_number = usable_nr(nr, consent)["nr_number"]
+        _gate_payment()
         filing = await bc.incorporate(p, entity, nr_number, consent, sub)
         if filing.get("draft"):   # PayBC failed: the draft is paid later, never refiled
             raise _paybc_unavailable(str(filing["temporary_number"]))

@@ -35,6 +35,7 @@ from starlette.routing import Route
 from portalq.portals.bc.standin_incorporation import incorporation_routes
 from portalq.portals.bc.standin_registry import (
     BRAND,
+    CHOICE_STATE,
     ENTITY_LABELS,
     HOURS,
     NR_FEE,
@@ -56,7 +57,7 @@ from portalq.portals.standin.kit.state import PortalState, drop_connection
 def _nr_details(reg: Registry, e: dict[str, Any]) -> str:
     status = reg.nr_state(e)
     waiting = status in ("INPROGRESS", "HOLD")   # not examined yet: no decision shown
-    rows = "".join(f"<tr><td>{esc(n)}</td><td>{'NE' if waiting else esc(d)}</td>"
+    rows = "".join(f"<tr><td>{esc(n)}</td><td>{'NE' if waiting else esc(CHOICE_STATE[d])}</td>"
                    f"<td>{'' if waiting else esc(r)}</td></tr>" for n, d, r in e["decisions"])
     if waiting:
         return (f'<dl><dt>NR Number</dt><dd id="nr-number">{esc(e["nr_number"])}</dd>'

@@ -7,7 +7,8 @@ the ones before it are complete (jumping ahead redirects to the earliest incompl
     2 Add People and Roles     exactly 1 completing party, >= 1 incorporator, >= 1 director
     3 Create Share Structure   >= 1 share class
     4 Incorporation Agreement  "sample" or "custom"
-    5 Review and Confirm       fee, Folio/Reference Number, three certify statements
+    5 Review and Confirm       fee, date and time, delivery, Completing Party Statement,
+                               one Certify section, folio number
 """
 
 from __future__ import annotations
@@ -112,8 +113,17 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
         people = "".join(f'<li>{esc(_full(p))}: {esc(", ".join(bc.ROLES[r] for r in p["roles"]))}'
                          "</li>" for p in s["people"])
         shares = "".join(f"<li>{esc(x['name'])}</li>" for x in s["shares"])
-        inner = (field("Folio or Reference Number", "folio")
-                 + "".join(checkbox(text, f"certify{i}") for i, text in enumerate(bc.CERTIFY, 1)))
+        # the real page's sections [S]: date and time, delivery, the completing party's
+        # statement (text), one Certify section, the folio number; their other words [?]
+        statement = "".join(f"<li>{esc(t)}</li>" for t in bc.COMPLETING_PARTY_STATEMENT)
+        inner = ('<section id="incorporation-date-time"><h2>Incorporation Date and Time</h2>'
+                 "<p>The incorporation will be effective at the date and time of filing.</p>"
+                 '</section><section id="document-delivery"><h2>Document Delivery</h2><p>'
+                 f'{esc(c.get("email", ""))}</p></section><section id="completing-party-'
+                 'statement"><h2>Completing Party Statement</h2><ul>'
+                 f'{statement}</ul></section><section id="certify-section"><h2>Certify</h2>'
+                 + checkbox(bc.CERTIFY, "certify") + '</section><div id="folio-number">'
+                 + field("Folio or Reference Number", "folio") + "</div>")
         return (f'<dl><dt>Name</dt><dd id="review-name">{esc(name)}</dd><dt>Type</dt><dd>'
                 f'{esc(bc.ENTITY_LABELS[c["entity_type"]])}</dd></dl><ul>{people}</ul>'
                 f'<ul>{shares}</ul><p id="fee">Fee: {bc.FEES[c["entity_type"]]}</p>'
@@ -223,9 +233,9 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
         return go(request, 2 if kind == "people" else 3)
 
     async def file(request: Request, s: dict[str, Any], data: Any) -> Response:
-        if not all(data.get(f"certify{i}") for i in range(1, len(bc.CERTIFY) + 1)):
-            return step_page(request, s, 5, alert("CERTIFY_REQUIRED",
-                                                  "Confirm all three certify statements."))
+        if not data.get("certify"):
+            return step_page(request, s, 5, alert("CERTIFY_REQUIRED",   # [?] the words
+                                                  "Certify the Completing Party Statement."))
         c = s["company"]
         if c["nr_number"] and (problem := bc.nr_problem(reg, c["nr_number"], c["entity_type"],
                                                       c["consent"])):

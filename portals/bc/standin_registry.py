@@ -29,14 +29,23 @@ STEPS = ("Define Your Company", "Add People and Roles", "Create Share Structure"
          "Incorporation Agreement", "Review and Confirm")
 ROLES = {"completing_party": "Completing Party", "incorporator": "Incorporator",
          "director": "Director"}
-AGREEMENTS = {"sample": "The sample Incorporation Agreement and Table 1 Articles were used",
-              "custom": "A custom Incorporation Agreement and Articles were used"}
-CERTIFY = (
-    "I have relevant knowledge of the company and I am authorized to make this filing.",
-    "All incorporators have signed the incorporation agreement, which includes the articles.",
-    "The information in this filing is true, and the registered and records offices are in "
-    "British Columbia.",
+#: the incorporation agreement choices, as record-book statements [S: business-create-ui]
+AGREEMENTS = {
+    "sample": "The sample Incorporation Agreement and Table 1 Articles has been completed and "
+              "a copy has been added to the company's record book.",
+    "custom": "The custom Incorporation Agreement and custom Articles has been completed and a "
+              "copy has been added to the company's record book."}
+#: the review page's Completing Party Statement, shown as text [S]
+COMPLETING_PARTY_STATEMENT = (
+    "An original signature has been placed on each of those signature lines,",
+    "I have no reason to believe that the signature placed on a signature line is not the "
+    "signature of the person whose name is set out under that signature line, and",
+    "I have relevant knowledge of the company and that I am authorized to make this filing.",
 )
+#: the one Certify section's checkbox: its words are not in the sources [?]
+CERTIFY = "I certify the Completing Party Statement above."
+#: an NR's state CONDITIONAL shows its name's choice state CONDITION [S: name-choice states]
+CHOICE_STATE = {"APPROVED": "APPROVED", "CONDITIONAL": "CONDITION", "REJECTED": "REJECTED"}
 
 
 #: PayBC keeps shorter hours than the registry (Pacific) [S]

@@ -13,6 +13,12 @@ reference", confirmed with ``confirmation="CRTC-2026-000123"``.
 A registry that queues answers with the dated receipt only (no letter yet): the job then
 waits on the portal (portals/flows/wait_on_portal.py) until staff have processed it.
 
+Registered once listed: the confirmation letter stored (``letter_document``, with when it
+was seen), the job waits until the CRTC's public registration list shows the company's
+legal name ("within 24 hours of the date the confirmation letter is sent"), checked on the
+list's own rule (``crtc_listing`` in portals/lookups.py; past it, escalated once, still
+checked); the result then carries ``listed_on``.
+
 A retry of a confirmed or in-doubt submission first searches the portal's submissions by
 that reference (read-only): found → that submission is the result (its letter is fetched
 again); not found → confirmed: waits for staff; in doubt: what the CRTC's declared rule
@@ -25,10 +31,12 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from portalq.jobs import clock
 from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.jobs.submission import Submission
 from portalq.portals.crtc.letter import NAME as LETTER
@@ -47,6 +55,7 @@ log = logging.getLogger("portalq.flows")
 
 PORTAL = "crtc"
 KIND = "crtc_registration"
+LISTING = "crtc_listing"   # the public list's rule (portals/lookups.py), after the letter
 SERVICE_LABELS = {"reseller": "Reseller of telecommunications services",
                   "voip": "Local VoIP services", "long_distance": "Long distance services",
                   "internet": "Internet services"}
@@ -120,6 +129,20 @@ class CrtcPortal(PortalPage):
                                    else {}))
         return found
 
+    async def listed(self, company: str) -> str | None:
+        """The date the public registration list shows ``company`` since; None: not yet.
+        Read-only, and public (no sign-in needed)."""
+        await self.goto(f"{self.base}/registration-list", "the registration list")
+        if not await self.page.locator("table#registration-list").count():
+            raise RetryableError(f"{PORTAL}: no registration list table — portal changed?")
+        await self.shot("registration-list")
+        rows = await self.page.locator("#registration-list tr.provider").evaluate_all(
+            "rows => rows.map(r => [r.querySelector('.name').innerText, "
+            "r.querySelector('.listed').innerText])")
+        want = " ".join(company.split()).casefold()
+        return next((str(on).strip() for name, on in rows
+                     if " ".join(str(name).split()).casefold() == want), None)
+
     async def finish(self, found: dict[str, Any], reconciled: bool) -> dict[str, Any]:
         number = found["confirmation"]
         await self.ctx.step("confirmation letter")
@@ -152,6 +175,8 @@ async def process_crtc(ctx: FlowContext[ProcessCrtcPayload]) -> dict[str, Any]:
 async def _register_once(ctx: FlowContext[ProcessCrtcPayload], crtc: CrtcPortal
                          ) -> dict[str, Any]:
     sub = ctx.submission(KIND)
+    if sub.confirmation is not None and sub.confirmation.get("letter_document"):
+        return await _listed(ctx, crtc, sub)   # the letter is stored: only the list is left
     if sub.confirmation is not None or sub.in_doubt:
         # a lost answer, or a receipt awaiting staff: the search (read-only) decides
         await ctx.step("looking the submission up")
@@ -160,7 +185,7 @@ async def _register_once(ctx: FlowContext[ProcessCrtcPayload], crtc: CrtcPortal
             if sub.in_doubt:
                 await sub.confirmed(confirmation=found["confirmation"])
             await waiting.decided(ctx)
-            return await crtc.finish(found, reconciled=True)
+            return await _lettered(ctx, crtc, sub, await crtc.finish(found, reconciled=True))
         if sub.confirmation is not None:
             await waiting.undecided(ctx, sub, _awaiting(sub.confirmation))
         await waiting.not_found_after_lost_answer(ctx, sub)   # returns only if vouched
@@ -168,7 +193,33 @@ async def _register_once(ctx: FlowContext[ProcessCrtcPayload], crtc: CrtcPortal
     found = await crtc.register(ctx.args, sub)
     if not found.get("letter"):   # a dated receipt: staff process it later
         await waiting.undecided(ctx, sub, _awaiting(found))
-    return await crtc.finish(found, reconciled=False)
+    return await _lettered(ctx, crtc, sub, await crtc.finish(found, reconciled=False))
+
+
+async def _lettered(ctx: FlowContext[ProcessCrtcPayload], crtc: CrtcPortal, sub: Submission,
+                    result: dict[str, Any]) -> dict[str, Any]:
+    """The confirmation letter is stored: say so in the submission, then the list."""
+    await sub.confirmed(None, **{**(sub.confirmation or {}),
+                                 "letter_document": result["documents"][0],
+                                 "letter_seen": clock.now().isoformat(),
+                                 "reconciled": result["reconciled"]})
+    return await _listed(ctx, crtc, sub)
+
+
+async def _listed(ctx: FlowContext[ProcessCrtcPayload], crtc: CrtcPortal,
+                  sub: Submission) -> dict[str, Any]:
+    conf = dict(sub.confirmation or {})
+    company = ctx.args.company_name
+    await ctx.step("the public registration list")
+    on = await crtc.listed(company)
+    if on is None:
+        seen = datetime.fromisoformat(str(conf["letter_seen"]))
+        await waiting.undecided_since(
+            ctx, LISTING, seen, f"the public registration list to show {company} (letter "
+            f"{conf['confirmation']} of {seen:%Y-%m-%d %H:%M} UTC)")
+    await waiting.decided(ctx)
+    return {"confirmation": conf["confirmation"], "documents": [conf["letter_document"]],
+            "reconciled": bool(conf.get("reconciled")), "listed_on": on}
 
 
 def _awaiting(receipt: Mapping[str, Any]) -> str:

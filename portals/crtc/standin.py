@@ -10,6 +10,12 @@ registration letter, .pdf or .txt). The answer is a confirmation number
 (confirmation number, received time), and neither the search nor the letter knows the
 submission until staff have processed it.
 Every accepted registration is a ledger entry (names, the letter, its digest).
+
+``/registration-list`` (public, no sign-in): the registered providers. Staff's confirmation
+letter comes first; the entity appears on the list "within 24 hours of the date the
+confirmation letter is sent" [S] (``list_after_seconds`` after staff decided; 0: at once).
+The list's page and words are not sourced [?]: one row per provider, its legal name and the
+date it was listed.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from datetime import datetime, timedelta
 from typing import Any
 
 from starlette.applications import Starlette
@@ -51,6 +58,7 @@ SERVICES = {"reseller": "Reseller of telecommunications services",
             "internet": "Internet services"}
 MAX_LETTER = 2_000_000
 RETURNED = "gckey_returned"
+PUBLIC_PATHS = ("/registration-list",)
 FIRST_NUMBER = 123
 
 
@@ -251,6 +259,24 @@ def create_app(state: PortalState) -> ASGIApp:
         return pdf_response(pdf, f"{number}.pdf", inline=True)
 
     @guard
+    async def registration_list(request: Request) -> Response:
+        now = clock.now()
+        rows = "".join(
+            f'<tr class="provider"><td class="name">{esc(e["company_name"])}</td><td '
+            f'class="listed">{listed.astimezone(TZ).date().isoformat()}</td></tr>'
+            for e in registrations() if (listed := _listed_at(e)) is not None and listed <= now)
+        return show("Registered telecommunications service providers", (
+            '<table id="registration-list"><tr><th>Legal name</th><th>Registered</th></tr>'
+            f"{rows}</table>"))
+
+    def _listed_at(e: dict[str, Any]) -> datetime | None:
+        """When ``e`` appears on the public list: after staff decided, by the fault's delay."""
+        if not state.decided(e):
+            return None
+        decided = datetime.fromisoformat(e.get("decide_at") or e["at"])
+        return decided + timedelta(seconds=state.faults.list_after_seconds)
+
+    @guard
     async def submissions(request: Request) -> Response:
         ref = request.query_params.get("reference", "").strip()
         search = search_form(url(request, "/submissions"), "Your file reference", "reference", ref)
@@ -270,4 +296,5 @@ def create_app(state: PortalState) -> ASGIApp:
     return _gckey_return(Starlette(routes=[
         Route("/", home), Route("/register", register, methods=["GET", "POST"]),
         Route("/register/documents", documents, methods=["GET", "POST"]),
-        Route("/letters/{number}.pdf", letter), Route("/submissions", submissions)]), state)
+        Route("/letters/{number}.pdf", letter), Route("/submissions", submissions),
+        Route("/registration-list", registration_list)]), state)

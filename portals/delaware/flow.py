@@ -10,13 +10,16 @@ submitted" with its **Service Request Number**. Staff file it later: the job wai
 portal (:mod:`.waiting`) and each check reads the account's request status (read-only)
 until the request is filed (file number, stamped document) or rejected (their reason).
 
-Submission ``formation``: its reference ``PQ-<job id>`` stays in portalq (the form has no
-client-reference field); confirmed with ``service_request``, then ``file_number`` and
-``certificate_url``. A retry of a submission whose answer was lost finds it in the request
-status by corporation name and document type, submitted since the submission began: found
--> that request (never filed again); not found -> what the portal's declared rule allows
-(portals/lookups.py): for Delaware never conclusive, so the job waits and, past the
-window, goes to a person.
+Submission ``formation``: its reference stays in portalq (the form has no client-reference
+field) and is new for each submission: a request staff rejected ends that submission
+(refused, with their words), and a person's retry after fixing the payload files a NEW
+service request under a new key. Confirmed with ``service_request``, then ``file_number``
+and ``certificate_url``. A retry of a submission whose answer was lost finds it in the
+request status by corporation name and document type, submitted since the submission
+began, never one of the job's earlier rejected requests (checkpoint ``de_rejected``: the
+rejection came minutes before, the status still lists it): found -> that request (never
+filed again); not found -> what the portal's declared rule allows (portals/lookups.py):
+for Delaware never conclusive, so the job waits and, past the window, goes to a person.
 
 Payment: the method is a secret of the secrets provider (``jobs.secrets.account_secrets``), as the
 pseudo-account ``payment`` key ``method`` -- e.g. ``PORTALQ_ACCOUNT_DELAWARE_ICIS_PAYMENT_
@@ -40,6 +43,7 @@ from portalq.jobs import clock
 from portalq.jobs.business import supplied
 from portalq.jobs.errors import BusinessError, RetryableError
 from portalq.jobs.secrets import account_secrets
+from portalq.jobs.submission import Submission
 from portalq.portals.calendar import zone
 from portalq.portals.delaware.certificate import certificate_pdf, check_name, document_type
 from portalq.portals.entity.payload import FileEntityPayload
@@ -67,8 +71,16 @@ CLOCK_SLACK = timedelta(minutes=5)
 API_TIMEOUT_S = 120.0
 
 
+#: checkpoint key: the service request numbers of this job that staff rejected
+REJECTED_KEY = "de_rejected"
+
+
 class Rejected(BusinessError):
     """Staff refused a queued request (their reason in the message): nothing was filed."""
+
+    def __init__(self, message: str, service_request: str) -> None:
+        super().__init__(message)
+        self.service_request = service_request
 
 
 @dataclass(frozen=True)
@@ -183,9 +195,11 @@ class ECorp2(WordedPage):
                 for sr, status, number, href, reason, corp, doc, submitted in rows]
 
     async def lookup(self, *, service_request: str | None, corporation: str, doc_type: str,
-                     since: datetime) -> Request | None:
+                     since: datetime, not_these: frozenset[str] = frozenset()
+                     ) -> Request | None:
         """The request by its number, else the one for this corporation and document
-        submitted since ``since``; None if the status shows none."""
+        submitted since ``since`` that is none of ``not_these`` (the job's requests staff
+        rejected); None if the status shows none."""
         def norm(s: str) -> str:
             return " ".join(s.split()).casefold()
 
@@ -193,6 +207,8 @@ class ECorp2(WordedPage):
             if service_request:
                 if request.service_request == service_request:
                     return self._decided(request)
+                continue
+            if request.service_request in not_these:
                 continue
             try:
                 at = datetime.strptime(submitted, "%m/%d/%Y %I:%M %p").replace(tzinfo=DE_TZ)
@@ -208,7 +224,7 @@ class ECorp2(WordedPage):
     def _decided(request: Request) -> Request:
         if request.status == "Rejected":
             raise Rejected(f"Delaware rejected service request {request.service_request}: "
-                           f"{request.reason}")
+                           f"{request.reason}", request.service_request)
         if request.status == "Filed" and not (request.file_number and request.document_url):
             raise RetryableError("Delaware: a filed request without its file number or "
                                  "document — portal changed?")
@@ -216,6 +232,21 @@ class ECorp2(WordedPage):
             raise RetryableError(f"Delaware: request status {request.status!r} not "
                                  "recognised — portal changed?")
         return request
+
+
+def _rejected(ctx: FlowContext[BaseModel]) -> frozenset[str]:
+    numbers = ctx.checkpoints.get(REJECTED_KEY)
+    return frozenset(str(n) for n in numbers) if isinstance(numbers, list) else frozenset()
+
+
+async def _refused(ctx: FlowContext[BaseModel], sub: Submission, refused: Rejected) -> None:
+    """Staff rejected ``sub``'s request: the submission ends refused (a retry makes a new
+    one, under a new key) and its number is remembered, so that no later lookup by
+    corporation and document takes that rejected request for a new one."""
+    await ctx.save_checkpoint(**{REJECTED_KEY: sorted(_rejected(ctx) | {
+        refused.service_request})})
+    await sub.refused(str(refused))
+    await waiting.decided(ctx)
 
 
 class _NotReceived(RetryableError):
@@ -237,7 +268,8 @@ async def _the_document(ctx: FlowContext[BaseModel], p: FileEntityPayload
 
 async def file_entity_de(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
     p = ctx.args
-    sub = ctx.submission(SUBMISSION, reference=f"PQ-{ctx.job_id}")
+    # the reference is the submission's own: after a rejection (refused) a new one
+    sub = ctx.submission(SUBMISSION)
     if sub.confirmation is not None and sub.confirmation.get("file_number"):
         return await _certificate_only(ctx, sub.confirmation)
     doc_type = document_type(p)
@@ -253,10 +285,9 @@ async def file_entity_de(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
                 found = await de.lookup(
                     service_request=(sub.confirmation or {}).get("service_request"),
                     corporation=str(p.legal_name), doc_type=doc_type,
-                    since=waiting.submitted_at(ctx, sub))
+                    since=waiting.submitted_at(ctx, sub), not_these=_rejected(ctx))
             except Rejected as refused:
-                await sub.refused(str(refused))   # decided: a person fixes it and retries
-                await waiting.decided(ctx)
+                await _refused(ctx, sub, refused)   # decided: a person fixes it and retries
                 raise
             if sub.in_doubt:
                 await ctx.save_checkpoint(reconciled="found" if found else "not_found")
@@ -285,7 +316,7 @@ async def file_entity_de(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
                 found = await de.lookup(service_request=number, corporation="", doc_type="",
                                         since=clock.now())
             except Rejected as refused:
-                await sub.refused(str(refused))
+                await _refused(ctx, sub, refused)
                 raise
             except RetryableError as exc:
                 log.info("job %s: request status not read after submitting (%s)",

@@ -60,6 +60,14 @@ async def undecided(ctx: FlowContext[BaseModel], sub: Submission, what: str) -> 
     await _wait(ctx, rule, submitted_at(ctx, sub), clock.now(), what)
 
 
+async def undecided_since(ctx: FlowContext[BaseModel], rule_name: str, since: datetime,
+                          what: str) -> NoReturn:
+    """Waiting on a later stage than the submission's own (e.g. the CRTC's public list
+    after its letter), by that stage's declared rule and from ``since``."""
+    rule = lookups.rule(ctx.portal, rule_name)
+    await _wait(ctx, rule, since, clock.now(), what)
+
+
 async def decided(ctx: FlowContext[BaseModel]) -> None:
     """The registry decided: the job no longer waits."""
     if waiting.marker(ctx.checkpoints):

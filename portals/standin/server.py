@@ -85,7 +85,8 @@ def create_app(state: StandinState | None = None, *, smtp_url: str | None = None
                 raise
             continue  # portal not built yet
         portal = state[code]
-        gate = SigninGate(module.create_app(portal), portal.accounts, module.signin_look)
+        gate = SigninGate(module.create_app(portal), portal.accounts, module.signin_look,
+                          getattr(module, "PUBLIC_PATHS", ()))
         routes.append(Mount(f"/{prefix}", app=gate))
     app = Starlette(routes=routes)
     app.state.standin = state

@@ -258,34 +258,69 @@ def test_jumping_ahead_returns_to_the_earliest_incomplete_step(run, portals, bro
     assert "active" in classes.split()
 
 
+MONDAY_2030_PT = datetime(2026, 3, 3, 4, 30, tzinfo=UTC)
+MONDAY_2055_PT = datetime(2026, 3, 3, 4, 55, tzinfo=UTC)   # PayBC closes in 5 minutes
 MONDAY_2130_PT = datetime(2026, 3, 3, 5, 30, tzinfo=UTC)   # PayBC closes at 21:00 Pacific
 TUESDAY_0600_PT = datetime(2026, 3, 3, 14, 0, tzinfo=UTC)
 
 
-def test_file_and_pay_after_paybc_closed_waits_then_pays_the_saved_draft_once(
-        run, portals, make_ctx):
-    """Monday 21:30 Pacific: the registry is open, PayBC is not. File and Pay saves the
-    filing as a DRAFT ("Unable to Process Payment"); the job waits for PayBC's opening (no
-    attempt), then pays that draft from its dashboard: one filing, one payment."""
+@pytest.fixture
+def paybc_hours(monkeypatch):
+    """PayBC's own hours, not the tests' any-hour stand-in setting (tests/conftest.py)."""
+    monkeypatch.delenv("PORTALQ_STEP_HOURS_BC_CORPORATE_ONLINE_PAYMENT", raising=False)
+
+
+@pytest.mark.usefixtures("paybc_hours")
+@pytest.mark.parametrize("at", [MONDAY_2130_PT, MONDAY_2055_PT], ids=["closed", "closing"])
+def test_paybc_closed_on_arrival_defers_before_the_job_starts(run, portals, make_ctx, at):
+    """Monday 21:30 Pacific the registry is open and PayBC is not (and at 20:55 it closes
+    before the flow could reach it): the job does not start -- no browser, nothing saved, no
+    attempt spent (a deferral) -- and at PayBC's opening it files and pays once."""
     clock = FrozenClock(MONDAY_10_PT)
     set_clock(clock)
     number = obtain_nr(run, make_ctx)
-    clock.set(MONDAY_2130_PT)
+    clock.set(at)
     portals.control(BC, hours="calendar")
     ctx = bc_ctx(make_ctx, nr_number=number)
-    with pytest.raises(DeferUntil, match="saved as a DRAFT; PayBC is closed") as info:
+    with pytest.raises(DeferUntil, match="PayBC") as info:
         run(file_entity_bc(ctx))
-    assert info.value.when == TUESDAY_0600_PT
+    assert type(info.value) is DeferUntil and info.value.when == TUESDAY_0600_PT
+    assert ctx.contexts_opened == 0 and entries(portals, BC, "incorporation") == []
+    assert state(ctx.checkpoints, "incorporation") is None
+    clock.set(TUESDAY_0600_PT)
+    result = run(file_entity_bc(ctx.retry()))
+    [filing] = entries(portals, BC, "incorporation")
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert filing["payment"]["amount"] == "$350.00"
+
+
+@pytest.mark.usefixtures("paybc_hours")
+def test_saved_draft_after_paybc_closed_waits_then_pays_the_draft_once(
+        run, portals, make_ctx):
+    """PayBC fails at 20:30 (the filing is saved as a DRAFT); by the retry PayBC has closed:
+    the job waits for its opening (no attempt), then pays that draft from its dashboard:
+    one filing, one payment."""
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    number = obtain_nr(run, make_ctx)
+    clock.set(MONDAY_2030_PT)
+    portals.control(BC, hours="calendar", payment_down=True)
+    ctx = bc_ctx(make_ctx, nr_number=number)
+    with pytest.raises(RetryableError, match="saved as a DRAFT"):
+        run(file_entity_bc(ctx))
     [filing] = entries(portals, BC, "incorporation")
     assert filing["status"] == "DRAFT" and filing["payment"] is None
     assert record(ctx.checkpoints, "incorporation").confirmation["draft"] is True
-    clock.advance(minutes=20)   # PayBC still closed: the draft is not paid, nothing refiled
+    portals.control(BC, payment_down=False)
+    clock.set(MONDAY_2130_PT)   # PayBC closed: the draft is not paid, nothing refiled
     again = ctx.retry()
-    with pytest.raises(DeferUntil):
+    with pytest.raises(DeferUntil, match="saved as a DRAFT; PayBC is closed") as info:
         run(file_entity_bc(again))
+    assert info.value.when == TUESDAY_0600_PT
+    [filing] = entries(portals, BC, "incorporation")
+    assert filing["payment"] is None
     clock.set(TUESDAY_0600_PT)
-    last = again.retry()
-    result = run(file_entity_bc(last))
+    result = run(file_entity_bc(again.retry()))
     [filing] = entries(portals, BC, "incorporation")
     assert result["incorporation_number"] == filing["incorporation_number"]
     assert filing["payment"]["draft"] is True and filing["payment"]["amount"] == "$350.00"

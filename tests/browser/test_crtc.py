@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from bckit import CRTC, CRTC_PAYLOAD, build, crash_after_checkpoint
@@ -60,7 +60,8 @@ def test_registration_end_to_end(run, portals, make_ctx):
     assert state(ctx.checkpoints, "crtc_registration") == "confirmed"
     assert record(ctx.checkpoints, "crtc_registration").confirmation["confirmation"] == number
     shots = sorted(p.name for p in ctx.artifacts_dir.glob("*.png"))
-    assert shots == ["01-cover-page.png", "02-documents.png", "03-confirmation.png"]
+    assert shots == ["01-cover-page.png", "02-documents.png", "03-confirmation.png",
+                     "04-registration-list.png"]
 
 
 @pytest.mark.parametrize("faults, outcome, message", [
@@ -96,6 +97,7 @@ def test_answer_lost_after_submit_is_reconciled(run, portals, make_ctx):
     portals.control(CRTC, drop_after_submit=False)
     result = run(process_crtc(ctx.retry()))
     [entry] = portals.ledger(CRTC)  # submitted exactly once
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", result.pop("listed_on"))
     assert result == {"confirmation": entry["confirmation"], "reconciled": True,
                       "documents": [f"{entry['confirmation']}-confirmation-letter.pdf"]}
 
@@ -188,3 +190,61 @@ def test_no_registration_list_is_a_business_error_before_anything_is_sent(
         run(process_crtc(crtc_ctx(make_ctx, services=["voip"])))
     assert portals.ledger(CRTC) == []
 
+
+
+def test_registered_once_the_public_registration_list_shows_it(run, portals, make_ctx):
+    """Staff's letter comes after an hour; the public registration list shows the company
+    20 hours later ("within 24 hours of the date the confirmation letter is sent"): the job
+    stores the letter at once, then waits on the list (checked on its own rule, no second
+    submission, the letter not fetched again) and ends registered with the listing date."""
+    clock = FrozenClock(datetime(2026, 3, 2, 15, 0, tzinfo=UTC))
+    set_clock(clock)
+    portals.control(CRTC, decide_after_seconds=3600, list_after_seconds=20 * 3600)
+    ctx = crtc_ctx(make_ctx)
+    with pytest.raises(WaitOnPortal, match="CRTC staff to process"):
+        run(process_crtc(ctx))
+    clock.advance(hours=1, seconds=1)
+    lettered = ctx.retry()
+    with pytest.raises(WaitOnPortal, match="public registration list to show") as info:
+        run(process_crtc(lettered))
+    [entry] = portals.ledger(CRTC)
+    letter = f"{entry['confirmation']}-confirmation-letter.pdf"
+    assert [d[0] for d in lettered.documents.by_job[ctx.job_id]] == [letter]
+    conf = record(lettered.checkpoints, "crtc_registration").confirmation
+    assert conf["letter_document"] == letter and conf["confirmation"] == entry["confirmation"]
+    assert info.value.when == clock.instant + timedelta(hours=2)   # the list's interval
+    assert lettered.checkpoints["waiting"]["expected_by"] == (
+        clock.instant + timedelta(hours=26)).isoformat()
+    clock.advance(hours=10)
+    still = lettered.retry()
+    with pytest.raises(WaitOnPortal, match="public registration list"):
+        run(process_crtc(still))
+    assert still.checkpoints["waiting"]["checks"] == 2 and still.told == []
+    clock.advance(hours=10)
+    done = still.retry()
+    result = run(process_crtc(done))
+    assert result == {"confirmation": entry["confirmation"], "documents": [letter],
+                      "reconciled": True, "listed_on": "2026-03-03"}
+    assert done.checkpoints["waiting"] is None and len(portals.ledger(CRTC)) == 1
+    assert len(done.documents.by_job[ctx.job_id]) == 1   # the letter once
+
+
+def test_not_listed_past_a_day_after_the_letter_escalates_once_and_keeps_checking(
+        run, portals, make_ctx):
+    clock = FrozenClock(datetime(2026, 3, 2, 15, 0, tzinfo=UTC))
+    set_clock(clock)
+    portals.control(CRTC, list_after_seconds=40 * 3600)
+    ctx = crtc_ctx(make_ctx)
+    with pytest.raises(WaitOnPortal, match="public registration list"):
+        run(process_crtc(ctx))
+    attempt = ctx
+    for hours in (27, 2):
+        clock.advance(hours=hours)
+        attempt = attempt.retry()
+        with pytest.raises(WaitOnPortal):
+            run(process_crtc(attempt))
+    assert [kind for kind, _ in attempt.told] == ["waiting"]
+    assert "past the expected time" in attempt.told[0][1]
+    clock.advance(hours=12)
+    assert run(process_crtc(attempt.retry()))["listed_on"] == "2026-03-04"
+    assert len(portals.ledger(CRTC)) == 1

@@ -141,7 +141,8 @@ def test_system_error_at_submit_waits_then_goes_to_a_person_never_files_again(
     last = retry.retry()
     exc = fails(run, last, UncertainOutcome)
     assert "was lost" in str(exc) and "never conclusive" in str(exc)
-    assert f"PQ-{ctx.job_id}" in str(exc) and "2 checks" in str(exc)
+    assert record(last.checkpoints, "formation").reference in str(exc)
+    assert "2 checks" in str(exc)
     assert portals.ledger(PORTAL) == [] and state(last.checkpoints, "formation") == "submitting"
 
 
@@ -249,3 +250,67 @@ def test_the_business_supplied_certificate_is_uploaded_as_given(run, portals, de
     [entry] = portals.ledger(PORTAL)
     assert uploaded(entry) == signed and entry["document"]["name"] == "signed.pdf"
     assert result["documents"] == [f"Certificate_{entry['file_number']}.pdf"]
+
+
+def _rejected_then_fixed(run, portals, de_ctx, clock, reason):
+    """A request staff rejected within minutes (a priority-like delay); the person fixed
+    the payload and retries the job: returns (the retry's context, the rejected entry)."""
+    portals.control(PORTAL, decide_after_seconds=120, staff_outcome=f"reject: {reason}")
+    ctx = de_ctx()
+    fails(run, ctx, WaitOnPortal)
+    clock.advance(minutes=2, seconds=1)
+    checked = ctx.retry()
+    fails(run, checked, BusinessError)
+    [rejected] = portals.ledger(PORTAL)
+    portals.control(PORTAL, decide_after_seconds=3600, staff_outcome="approve")
+    fixed = checked.retry()
+    fixed.payload = {**fixed.payload, "registered_agent": "The Corporation Trust Company"}
+    return fixed, rejected
+
+
+def test_retry_after_rejection_files_a_new_request_under_a_new_key(run, portals, de_ctx):
+    """Staff rejected the request; the person fixed the payload and retried: the retry files
+    a NEW service request under a new submission key (the rejected one is never looked up
+    again as if it were this one), waits on it, and ends filed with its number."""
+    clock = FrozenClock(datetime.now(UTC))
+    set_clock(clock)
+    fixed, rejected = _rejected_then_fixed(run, portals, de_ctx, clock, "Signature missing.")
+    old_key = record(fixed.checkpoints, "formation").reference
+    clock.advance(minutes=1)
+    wait = fails(run, fixed, WaitOnPortal)
+    first, second = portals.ledger(PORTAL)
+    assert first == rejected and second["service_request"] != rejected["service_request"]
+    assert f"service request {second['service_request']}" in str(wait)
+    new = record(fixed.checkpoints, "formation")
+    assert new.reference != old_key
+    assert new.confirmation == {"service_request": second["service_request"]}
+    clock.advance(hours=1, seconds=1)
+    result = run(file_entity_de(fixed.retry()))
+    assert result["service_request"] == second["service_request"]
+    assert result["file_number"] == second["file_number"] and len(portals.ledger(PORTAL)) == 2
+
+
+def test_lost_answer_after_a_rejection_is_not_mistaken_for_the_rejected_request(
+        run, portals, de_ctx):
+    """The retry after a rejection loses its answer: the request status still lists the
+    rejected request for the same corporation and document, submitted minutes earlier. The
+    lookup must find the NEW request (pending, then filed) -- not report the old rejection
+    again, and never file a third time."""
+    clock = FrozenClock(datetime.now(UTC))
+    set_clock(clock)
+    fixed, rejected = _rejected_then_fixed(run, portals, de_ctx, clock, "Signature missing.")
+    portals.control(PORTAL, drop_after_submit=True)
+    fails(run, fixed, RetryableError)
+    assert state(fixed.checkpoints, "formation") == "submitting"
+    portals.control(PORTAL, drop_after_submit=False)
+    clock.advance(minutes=1)
+    check = fixed.retry()
+    fails(run, check, WaitOnPortal)
+    first, second = portals.ledger(PORTAL)
+    assert check.checkpoints["reconciled"] == "found"
+    assert record(check.checkpoints, "formation").confirmation == {
+        "service_request": second["service_request"]}
+    clock.advance(hours=1, seconds=1)
+    result = run(file_entity_de(check.retry()))
+    assert result["service_request"] == second["service_request"] != rejected["service_request"]
+    assert len(portals.ledger(PORTAL)) == 2

@@ -73,8 +73,11 @@ def _send_code(smtp_url: str, to: str, code: str) -> None:
 class SigninGate:
     """ASGI wrapper of one portal's app: its sign-in pages and the signed-in check."""
 
-    def __init__(self, app: ASGIApp, accounts: Accounts, look: Look) -> None:
+    def __init__(self, app: ASGIApp, accounts: Accounts, look: Look,
+                 public: tuple[str, ...] = ()) -> None:
         self.app, self.accounts, self.look = app, accounts, look
+        #: the portal's public pages (no sign-in: e.g. the CRTC's registration list)
+        self.public = public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self.accounts.config.enabled:
@@ -82,6 +85,9 @@ class SigninGate:
             return
         request = Request(scope, receive)
         path = request.url.path[len(root(request)):] or "/"
+        if path in self.public:
+            await self.app(scope, receive, send)
+            return
         if path == "/signin" or path.startswith("/signin/") or path == "/signout":
             response = await self.signin(request, path)
         else:

@@ -76,6 +76,9 @@ class Faults:
     hang_after_submit: bool = False
     # staff decide a queued submission this long after it was recorded (0: at once)
     decide_after_seconds: float = 0.0
+    # a registry that publishes its decisions (the CRTC's registration list, "within 24
+    # hours" of the confirmation letter): this long after staff decided (0: at once)
+    list_after_seconds: float = 0.0
     # what staff decide (each stand-in knows its own words: "approve", "reject", ...)
     staff_outcome: str = "approve"
     # the portal's payment service fails every payment (where it has one: BC's PayBC)
