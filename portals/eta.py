@@ -1,0 +1,450 @@
+"""When will it be done? A job's and an order's start and finish, p50 and p90 (issue 41).
+
+A pure function of a :class:`Snapshot` -- calendars, the queue, limits, durations, now --
+so tests drive it with synthetic inputs and a frozen instant; the loader (scheduler/eta.py)
+builds the snapshot from the database.
+
+What it models, per portal, by replaying the claim in time:
+
+- the claim order: among due jobs, priority first, then run_at, then id (jobs/sql/
+  queries.sql ``claim``); a job due later joins when it comes due;
+- concurrency: the portal's sessions (its ``max_concurrent_sessions``, at most the workers'
+  capacity), the running jobs holding theirs until their expected end;
+- the calendar: a job starts only when the portal can start one (hours, holidays,
+  closures, the cut-off before closing) and every step calendar of that portal is open
+  (PayBC's hours for BC: portals/steps.py);
+- per-key rate limits: a key's jobs past its limit for the portal's day move to the next
+  portal day (one EIN per responsible party per IRS day), as the claim defers them;
+- run durations per (job type, portal): measured p50 / p90, or a default;
+- the portal's own processing after a submission (a registry examining a filing): the
+  declared p50 / p90 after the run; a job already waiting on the portal finishes when its
+  declared time since the submission is up, at the earliest at its next check;
+- an order's held steps: released when every step before them finishes, then queued
+  behind the backlog their portal has then.
+
+The p50 replay uses median durations, the p90 replay the p90 ones (for every job ahead
+too, so for a long backlog the p90 is on the safe side). Not modelled: failures and
+retries, escalations waiting for a person, portal outages to come, jobs enqueued later
+with a higher priority, other nodes' workers beyond ``sessions``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+
+from portalq.portals.calendar import PortalCalendar, closes_at, next_start, zone
+
+#: how far ahead the openings are listed once per snapshot (later ones are asked of the
+#: calendar one by one)
+HORIZON = timedelta(days=60)
+_FAR = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Duration:
+    p50: timedelta
+    p90: timedelta
+    #: finished runs it was measured from (0: a default)
+    measured: int = 0
+
+
+@dataclass(frozen=True)
+class PortalState:
+    calendar: PortalCalendar
+    #: jobs it runs at once (0: none start)
+    sessions: int
+    #: display name ("IRS EIN Assistant"); default: the calendar's code
+    name: str = ""
+    #: why no job starts on it until a person resumes it (None: not paused)
+    paused: str | None = None
+    #: when a paused portal is tried again (a breaker's probe); None: by a person only
+    resumes_at: datetime | None = None
+    #: calendars of steps every job of the portal reaches (a payment page's own hours)
+    steps: tuple[PortalCalendar, ...] = ()
+    #: expected ends of the jobs running on it now
+    running: tuple[datetime, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.name or self.calendar.code
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    job_type: str
+    portal: str
+    priority: int = 0
+    run_at: datetime | None = None
+    #: per-key limit: the key and how many a portal day
+    rate_key: str | None = None
+    rate_limit: int | None = None
+    #: what the limit is in words ("one per responsible party per business day")
+    rate_words: str = ""
+    #: the portal's own processing after the submission (declared p50 / p90)
+    processing: Duration | None = None
+    #: submitted, waiting for the portal's decision: since when, and the next check
+    submitted_at: datetime | None = None
+    next_check: datetime | None = None
+    #: a held order step: the job ids it waits for
+    after: tuple[int, ...] = ()
+    #: what the job is, for people ("EIN", "filing")
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    now: datetime
+    portals: Mapping[str, PortalState]
+    jobs: Sequence[Job]
+    #: (job type, portal) -> run duration
+    durations: Mapping[tuple[str, str], Duration] = field(default_factory=dict)
+    default_duration: Duration = Duration(timedelta(minutes=3), timedelta(minutes=10))
+    #: (portal, rate key) -> jobs of that key started on the portal's current day
+    rate_used: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    #: job id -> when it completed (an order step's finished predecessors)
+    done: Mapping[int, datetime] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    job_id: int
+    #: None: no estimate (a paused portal, a step held by a failed one, nothing opens)
+    start50: datetime | None
+    start90: datetime | None
+    #: the run's end (the submission, for a registry that decides later)
+    submitted50: datetime | None
+    submitted90: datetime | None
+    #: done, the portal's processing included
+    finish50: datetime | None
+    finish90: datetime | None
+    #: jobs of its portal that start before it
+    ahead: int = 0
+    reasons: tuple[str, ...] = ()
+
+
+class _Openings:
+    """The instants a portal can start a job: a sorted list of [start, last start]."""
+
+    def __init__(self, portal: PortalState, now: datetime) -> None:
+        self.cals = (portal.calendar, *portal.steps)
+        self.until = now + HORIZON
+        spans = _spans(portal.calendar, now, self.until)
+        for cal in portal.steps:
+            spans = _intersect(spans, _spans(cal, now, self.until))
+        self.starts = [a for a, _ in spans]
+        self.ends = [b for _, b in spans]
+
+    def first(self, t: datetime) -> datetime | None:
+        """The first instant >= t a job can start (None: none within a year)."""
+        if t < self.until:
+            i = bisect_right(self.starts, t) - 1
+            if i >= 0 and t <= self.ends[i]:
+                return t
+            if i + 1 < len(self.starts):
+                return self.starts[i + 1]
+            t = self.until
+        for _ in range(50):   # past the listed ones: the calendars asked in turn
+            found: datetime | None = t
+            for cal in self.cals:
+                s = next_start(cal, t)
+                if s is None:
+                    return None
+                if s > t:
+                    found = None
+                    t = s
+            if found is not None:
+                return found
+        return None
+
+
+def _spans(cal: PortalCalendar, now: datetime, until: datetime,
+           ) -> list[tuple[datetime, datetime]]:
+    out: list[tuple[datetime, datetime]] = []
+    cut = timedelta(minutes=cal.cutoff_minutes)
+    t: datetime | None = now
+    while t is not None and t < until:
+        s = next_start(cal, t)
+        if s is None or s >= until:
+            break
+        end = closes_at(cal, s)
+        if end is None:
+            out.append((s, _FAR))
+            break
+        out.append((s, end - cut))
+        t = end
+    return out
+
+
+def _intersect(a: list[tuple[datetime, datetime]], b: list[tuple[datetime, datetime]],
+               ) -> list[tuple[datetime, datetime]]:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _next_day(cal: PortalCalendar, t: datetime) -> tuple[date, datetime]:
+    """The portal's local date at ``t`` and the start of the next one (UTC)."""
+    tz = zone(cal.timezone)
+    d = t.astimezone(tz).date()
+    return d, datetime.combine(d + timedelta(days=1), time(0), tz).astimezone(UTC)
+
+
+@dataclass
+class _Run:
+    start: datetime | None = None
+    submitted: datetime | None = None
+    finish: datetime | None = None
+    ahead: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+
+class _Replay:
+    """One replay of every portal's claim (p50 or p90 durations)."""
+
+    def __init__(self, snap: Snapshot, openings: Mapping[str, _Openings], q: int) -> None:
+        self.snap, self.openings, self.q = snap, openings, q
+        self.runs: dict[int, _Run] = {}
+        self.slots: dict[str, list[datetime]] = {}
+        self.started: dict[str, int] = {}
+        self.used: dict[tuple[str, str, date], int] = {}
+        now = snap.now
+        for code, p in snap.portals.items():
+            self.started[code] = len(p.running)
+            free = now if p.paused is None else (p.resumes_at or _FAR)
+            slots = [max(free, now)] * p.sessions
+            for end in sorted(p.running):
+                if slots:
+                    heapq.heapreplace(slots, max(end, slots[0]))
+            self.slots[code] = slots
+            day, _ = _next_day(p.calendar, now)
+            for (portal, key), n in snap.rate_used.items():
+                if portal == code:
+                    self.used[(portal, key, day)] = n
+
+    def _dur(self, job: Job) -> timedelta:
+        d = self.snap.durations.get((job.job_type, job.portal), self.snap.default_duration)
+        return d.p50 if self.q == 50 else d.p90
+
+    def _processing(self, job: Job) -> timedelta:
+        p = job.processing
+        return timedelta(0) if p is None else (p.p50 if self.q == 50 else p.p90)
+
+    def _place(self, job: Job, due: datetime, run: _Run) -> datetime | None:
+        """Start ``job`` on the first slot and opening at or after ``due``, within its
+        rate limit; its start (None: its portal starts nothing)."""
+        portal = self.snap.portals.get(job.portal)
+        slots = self.slots.get(job.portal)
+        if portal is None or not slots or slots[0] >= _FAR:
+            if portal is not None and portal.paused:
+                run.reasons.append(f"{portal.label} is paused ({portal.paused}) until a "
+                                   "person resumes it")
+            else:
+                run.reasons.append(f"{job.portal} starts no job")
+            return None
+        if portal.paused and portal.resumes_at is not None:
+            run.reasons.append(f"{portal.label} is paused ({portal.paused}), tried again "
+                               f"{portal.resumes_at:%a %H:%M} UTC")
+        t = max(due, slots[0])
+        while True:
+            opened = self.openings[job.portal].first(t)
+            if opened is None:
+                run.reasons.append(f"{portal.label} does not open within a year")
+                return None
+            if opened > t and opened > self.snap.now:
+                local = opened.astimezone(zone(portal.calendar.timezone))
+                run.reasons.append(f"{portal.label} opens {local:%a %H:%M %Z}")
+            t = opened
+            if not (job.rate_key and job.rate_limit):
+                break
+            day, next_day = _next_day(portal.calendar, t)
+            if self.used.get((job.portal, job.rate_key, day), 0) < job.rate_limit:
+                break
+            run.reasons.append(job.rate_words or f"{job.rate_limit} per key per portal day")
+            t = next_day
+        return t
+
+    def _finish(self, job: Job, start: datetime, run: _Run) -> None:
+        if job.rate_key and job.rate_limit:
+            portal = self.snap.portals[job.portal]
+            key = (job.portal, job.rate_key, _next_day(portal.calendar, start)[0])
+            self.used[key] = self.used.get(key, 0) + 1
+        run.start = start
+        run.submitted = start + self._dur(job)
+        run.finish = run.submitted + self._processing(job)
+        heapq.heapreplace(self.slots[job.portal], run.submitted)
+        run.ahead = self.started[job.portal]
+        self.started[job.portal] += 1
+
+    def queue(self, code: str, jobs: list[Job]) -> None:
+        """The portal's due and scheduled jobs, in claim order as they come due."""
+        pending = [(j.run_at or self.snap.now, j.id, j) for j in jobs]
+        heapq.heapify(pending)
+        ready: list[tuple[int, datetime, int, Job]] = []
+        now = self.snap.now
+        opening = self.openings.get(code)
+        slots = self.slots.get(code)
+        while pending or ready:
+            if not slots or slots[0] >= _FAR or opening is None:
+                for _, _, j in pending:
+                    self.runs[j.id] = run = _Run()
+                    self._place(j, now, run)
+                for _, _, _, j in ready:
+                    self.runs[j.id] = run = _Run()
+                    self._place(j, now, run)
+                return
+            t = slots[0]
+            if not ready:
+                t = max(t, pending[0][0])
+            t = opening.first(max(t, now)) or _FAR
+            while pending and pending[0][0] <= t:
+                due, _, j = heapq.heappop(pending)
+                heapq.heappush(ready, (-j.priority, due, j.id, j))
+            if not ready:
+                if t >= _FAR:
+                    for _, _, j in pending:
+                        self.runs[j.id] = _Run(reasons=[f"{code} does not open within a year"])
+                    return
+                continue
+            _, due, _, job = heapq.heappop(ready)
+            run = self.runs.setdefault(job.id, _Run())
+            if due > now and job.run_at is not None and job.run_at > now and not run.reasons:
+                run.reasons.append(f"not before {job.run_at:%Y-%m-%d %H:%M} UTC")
+            start = self._place(job, max(due, now), run)
+            if start is None:
+                continue
+            if start > t and job.rate_key:   # moved to a later portal day: back in the queue
+                heapq.heappush(pending, (start, job.id, job))
+                continue
+            self._finish(job, start, run)
+
+    def waiting(self, job: Job) -> None:
+        """Submitted: the portal decides within its declared time since the submission."""
+        assert job.submitted_at is not None
+        now = self.snap.now
+        run = self.runs[job.id] = _Run(start=job.submitted_at, submitted=job.submitted_at)
+        check = job.next_check or now
+        run.finish = max(now, check, job.submitted_at + self._processing(job))
+        portal = self.snap.portals.get(job.portal)
+        run.reasons.append(f"submitted {job.submitted_at:%a %H:%M} UTC; "
+                           f"{portal.label if portal else job.portal} decides "
+                           f"within ~{_words(self._processing(job))} (declared)")
+
+    def held(self, jobs: list[Job]) -> None:
+        """Order steps waiting for earlier ones, released when those finish, in the order
+        of their release."""
+        by_id = {j.id: j for j in jobs}
+        waiting_on = {j.id: {a for a in j.after if a in by_id} for j in jobs}
+        dependants: dict[int, list[int]] = {}
+        for j in jobs:
+            for a in j.after:
+                dependants.setdefault(a, []).append(j.id)
+        ready: list[tuple[datetime, int]] = []
+
+        def release(jid: int) -> None:
+            job = by_id[jid]
+            ends = []
+            for a in job.after:
+                if a in self.snap.done:
+                    ends.append(max(self.snap.done[a], self.snap.now))
+                elif a in self.runs and self.runs[a].finish is not None:
+                    ends.append(self.runs[a].finish)
+                else:
+                    self.runs[jid] = _Run(reasons=["held: a step before it has no estimate "
+                                                   "(failed, escalated or paused)"])
+                    for d in dependants.get(jid, ()):
+                        if d not in self.runs:
+                            release(d)
+                    return
+            heapq.heappush(ready, (max(ends), jid))
+
+        for j in jobs:
+            if not any(a in by_id for a in j.after):
+                release(j.id)
+        while ready:
+            at, jid = heapq.heappop(ready)
+            job = by_id[jid]
+            run = self.runs[jid] = _Run(reasons=["after the order's earlier steps"])
+            start = self._place(job, at, run)
+            if start is not None:
+                self._finish(job, start, run)
+            for d in dependants.get(jid, ()):
+                waiting_on[d].discard(jid)
+                if not waiting_on[d] and d not in self.runs:
+                    release(d)
+        for j in jobs:   # a cycle or an unknown predecessor
+            self.runs.setdefault(j.id, _Run(reasons=["held: its earlier steps are unknown"]))
+
+
+def _words(d: timedelta) -> str:
+    h = d.total_seconds() / 3600
+    if h >= 48:
+        return f"{h / 24:.0f} days"
+    return f"{h:.0f} h" if h >= 1 else f"{d.total_seconds() / 60:.0f} min"
+
+
+def estimate(snap: Snapshot) -> dict[int, Estimate]:
+    """Every job's estimate, by job id."""
+    openings = {code: _Openings(p, snap.now) for code, p in snap.portals.items()
+                if p.sessions > 0}
+    by_portal: dict[str, list[Job]] = {}
+    held, waiting = [], []
+    for j in snap.jobs:
+        if j.after:
+            held.append(j)
+        elif j.submitted_at is not None:
+            waiting.append(j)
+        else:
+            by_portal.setdefault(j.portal, []).append(j)
+    replays = []
+    for q in (50, 90):
+        r = _Replay(snap, openings, q)
+        for code, jobs in by_portal.items():
+            r.queue(code, jobs)
+        for j in waiting:
+            r.waiting(j)
+        r.held(held)
+        replays.append(r)
+    r50, r90 = replays
+    out = {}
+    for j in snap.jobs:
+        a, b = r50.runs[j.id], r90.runs[j.id]
+        reasons = list(dict.fromkeys(a.reasons))
+        portal = snap.portals.get(j.portal)
+        if a.ahead and j.submitted_at is None:
+            reasons.append(f"{a.ahead} job(s) ahead on {portal.label if portal else j.portal}"
+                           f", {portal.sessions if portal else 0} at a time")
+        if j.processing is not None and j.submitted_at is None:
+            reasons.append(f"then {portal.label if portal else j.portal} decides within "
+                           f"~{_words(j.processing.p50)} (declared)")
+        out[j.id] = Estimate(j.id, a.start, b.start, a.submitted, b.submitted, a.finish,
+                             b.finish if b.finish is None or a.finish is None
+                             else max(a.finish, b.finish), a.ahead, tuple(reasons))
+    return out
+
+
+def text(job: Job, est: Estimate, tz: str) -> str:
+    """'EIN expected Tue 09:40 EST (by 11:15 at the latest): <reasons>'."""
+    what = job.label or job.job_type
+    if est.finish50 is None or est.finish90 is None:
+        return f"{what}: no estimate: " + ("; ".join(est.reasons) or "unknown")
+    z = zone(tz)
+    a, b = est.finish50.astimezone(z), est.finish90.astimezone(z)
+    latest = f"{b:%H:%M}" if a.date() == b.date() else f"{b:%a %d %b %H:%M}"
+    out = f"{what} expected {a:%a %d %b %H:%M %Z} (by {latest} at the latest)"
+    return out + (": " + ", ".join(est.reasons) if est.reasons else "")
+
+
+__all__ = ["HORIZON", "Duration", "Estimate", "Job", "PortalState", "Snapshot", "estimate",
+           "text"]
