@@ -61,7 +61,8 @@ register(JobType(
     "obtain_ein", ObtainEinPayload, "irs_ein",
     flow="portalq.portals.flows.irs:obtain_ein",
     reconcilable=False,
-    rate_limit=RateLimit(key=_tax_id),
+    rate_limit=RateLimit(key=_tax_id,
+                         words="one per responsible party per IRS business day"),
     secret_fields=("responsible_party.ssn", "responsible_party.itin"),
     # the CP 575 link opens the letter (name, address, EIN) for whoever holds it
     secret_checkpoints=("cp575_url",),

@@ -124,7 +124,10 @@ class Estimate:
     finish90: datetime | None
     #: jobs of its portal that start before it
     ahead: int = 0
+    #: why it starts when it does
     reasons: tuple[str, ...] = ()
+    #: what follows the run (the portal's declared processing), if anything
+    then: str = ""
 
 
 class _Openings:
@@ -358,8 +361,8 @@ class _Replay:
             for a in job.after:
                 if a in self.snap.done:
                     ends.append(max(self.snap.done[a], self.snap.now))
-                elif a in self.runs and self.runs[a].finish is not None:
-                    ends.append(self.runs[a].finish)
+                elif a in self.runs and (end := self.runs[a].finish) is not None:
+                    ends.append(end)
                 else:
                     self.runs[jid] = _Run(reasons=["held: a step before it has no estimate "
                                                    "(failed, escalated or paused)"])
@@ -425,12 +428,13 @@ def estimate(snap: Snapshot) -> dict[int, Estimate]:
         if a.ahead and j.submitted_at is None:
             reasons.append(f"{a.ahead} job(s) ahead on {portal.label if portal else j.portal}"
                            f", {portal.sessions if portal else 0} at a time")
+        then = ""
         if j.processing is not None and j.submitted_at is None:
-            reasons.append(f"then {portal.label if portal else j.portal} decides within "
-                           f"~{_words(j.processing.p50)} (declared)")
+            then = (f"then {portal.label if portal else j.portal} decides within "
+                    f"~{_words(j.processing.p50)} (declared)")
         out[j.id] = Estimate(j.id, a.start, b.start, a.submitted, b.submitted, a.finish,
                              b.finish if b.finish is None or a.finish is None
-                             else max(a.finish, b.finish), a.ahead, tuple(reasons))
+                             else max(a.finish, b.finish), a.ahead, tuple(reasons), then)
     return out
 
 
@@ -443,7 +447,8 @@ def text(job: Job, est: Estimate, tz: str) -> str:
     a, b = est.finish50.astimezone(z), est.finish90.astimezone(z)
     latest = f"{b:%H:%M}" if a.date() == b.date() else f"{b:%a %d %b %H:%M}"
     out = f"{what} expected {a:%a %d %b %H:%M %Z} (by {latest} at the latest)"
-    return out + (": " + ", ".join(est.reasons) if est.reasons else "")
+    why = [*est.reasons, est.then] if est.then else list(est.reasons)
+    return out + (": " + ", ".join(why) if why else "")
 
 
 __all__ = ["HORIZON", "Duration", "Estimate", "Job", "PortalState", "Snapshot", "estimate",

@@ -8,6 +8,7 @@ from typing import Any
 
 from portalq.jobs import clock, jobs_repo, outbox, portals_repo, txn, waiting
 from portalq.jobs.kinds import FINAL
+from portalq.scheduler import eta
 
 
 def snapshot(conn: Any = None) -> dict[str, Any]:
@@ -17,11 +18,15 @@ def snapshot(conn: Any = None) -> dict[str, Any]:
         deferred = jobs_repo.deferred(c)
         failures = jobs_repo.recent_failures(c)
         portals = portals_repo.portals(c)
+        loaded = eta.load(c)
+    etas = {jid: eta.job_line(loaded, jid) for jid in (r["id"] for r in deferred)}
     depth: dict[str, dict[str, int]] = {}
     for row in counts:
         depth.setdefault(row["portal"], {})[row["status"]] = row["n"]
     return {"at": clock.now(), "depth": depth, "running": running, "deferred": deferred,
-            "failures": failures,
+            "failures": failures, "backlog": eta.portal_backlogs(loaded),
+            "deferred_eta": {str(k): v for k, v in etas.items()},
+            "at_risk": eta.at_risk(loaded),
             "paused": [p["code"] for p in portals if p["paused_at"] is not None]}
 
 
@@ -65,12 +70,27 @@ def render(snap: dict[str, Any]) -> Any:
                         str(r["attempts"]), r["step"] or "-", ago(r["started_at"]))
 
     deferred = Table(title="deferred (next opening)", title_justify="left")
-    for col in ("job", "type", "order", "portal", "runs at (UTC)", "why"):
+    for col in ("job", "type", "order", "portal", "runs at (UTC)", "why", "eta"):
         deferred.add_column(col)
     for r in snap["deferred"]:
         deferred.add_row(str(r["id"]), r["job_type"], r["order_id"], r["portal"],
                          f"{r['run_at']:%Y-%m-%d %H:%M}",
-                         waiting.describe(waiting.marker({waiting.KEY: r.get("waiting")})))
+                         waiting.describe(waiting.marker({waiting.KEY: r.get("waiting")})),
+                         snap["deferred_eta"].get(str(r["id"])) or "-")
+
+    def at(t: datetime | None) -> str:
+        return f"{t:%Y-%m-%d %H:%M}" if t is not None else "-"
+
+    backlog = Table(title="backlog ETA (last waiting job done, UTC)", title_justify="left")
+    for col in ("portal", "waiting", "p50", "p90", "no estimate"):
+        backlog.add_column(col)
+    for b in snap["backlog"]:
+        backlog.add_row(b["portal"], str(b["waiting"]), at(b["clears50"]), at(b["clears90"]),
+                        str(b["unknown"] or ""))
+    risks = Table(title="deadlines at risk", title_justify="left")
+    risks.add_column("warning")
+    for line in snap["at_risk"]:
+        risks.add_row(line)
 
     failures = Table(title="recent failures and escalations", title_justify="left")
     for col in ("job", "type", "order", "attempts", "error", "mailed"):
@@ -78,4 +98,4 @@ def render(snap: dict[str, Any]) -> Any:
     for r in snap["failures"]:
         failures.add_row(str(r["id"]), r["job_type"], r["order_id"], str(r["attempts"]),
                          (r["last_error"] or "")[:70], "yes" if r["mailed"] else "pending")
-    return Group(depth, running, deferred, failures)
+    return Group(depth, running, deferred, backlog, risks, failures)

@@ -1,0 +1,51 @@
+"""What the ETA estimator reads (issue 41; the estimator is portals/eta.py, its loader
+scheduler/eta.py): the jobs not started yet, the running ones, recent run durations,
+today's per-key rate counts and the steps of orders still holding one. Bounded or indexed
+reads; nothing is written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from psycopg import Connection
+
+from portalq.jobs import sql
+
+Row = dict[str, Any]
+#: the completions run durations are measured from (the newest)
+DURATION_SAMPLE = 5000
+
+
+def waiting(conn: Connection[Any]) -> list[Row]:
+    return sql.fetch(conn, "eta_waiting")
+
+
+def running(conn: Connection[Any]) -> list[Row]:
+    return sql.fetch(conn, "eta_running")
+
+
+def held_orders(conn: Connection[Any]) -> list[Row]:
+    return sql.fetch(conn, "eta_held_orders")
+
+
+def durations(conn: Connection[Any], since: datetime) -> list[Row]:
+    """(job_type, portal, n, p50, p90 seconds) of the newest completions since ``since``."""
+    return sql.fetch(conn, "eta_durations", {"since": since, "limit": DURATION_SAMPLE})
+
+
+def rate_used(conn: Connection[Any], day_starts: Mapping[str, datetime]) -> list[Row]:
+    """(portal, rate_key, n): jobs started on each portal's day starting at its value."""
+    if not day_starts:
+        return []
+    return sql.fetch(conn, "eta_rate_used", {"portals": list(day_starts),
+                                             "day_starts": list(day_starts.values())})
+
+
+def order(conn: Connection[Any], order_id: str) -> list[Row]:
+    return sql.fetch(conn, "eta_order", {"order_id": order_id})
+
+
+__all__ = ["DURATION_SAMPLE", "durations", "held_orders", "order", "rate_used", "running",
+           "waiting"]
