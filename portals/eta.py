@@ -34,13 +34,15 @@ import heapq
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
 
 from portalq.portals.calendar import PortalCalendar, closes_at, next_start, zone
 
-#: how far ahead the openings are listed once per snapshot (later ones are asked of the
-#: calendar one by one)
+#: the openings are listed this far ahead at a time, as the replay needs them
 HORIZON = timedelta(days=60)
+#: beyond it a job has no estimate ("does not open within a year")
+LOOK_AHEAD = timedelta(days=366)
 _FAR = datetime(9999, 1, 1, tzinfo=UTC)
 
 
@@ -130,44 +132,59 @@ class Estimate:
     then: str = ""
 
 
+# The replay works on POSIX seconds (floats): comparing and adding them costs a fraction
+# of what datetimes do, and a refresh compares a few per job.
+_INF = float("inf")
+
+
+def _ts(t: datetime) -> float:
+    return t.timestamp()
+
+
+def _dt(x: float | None) -> datetime | None:
+    return None if x is None or x == _INF else datetime.fromtimestamp(x, UTC)
+
+
 class _Openings:
-    """The instants a portal can start a job: a sorted list of [start, last start]."""
+    """The instants a portal can start a job: a sorted list of [start, last start], listed
+    HORIZON at a time as the replay reaches further."""
 
     def __init__(self, portal: PortalState, now: datetime) -> None:
         self.cals = (portal.calendar, *portal.steps)
-        self.until = now + HORIZON
-        spans = _spans(portal.calendar, now, self.until)
-        for cal in portal.steps:
-            spans = _intersect(spans, _spans(cal, now, self.until))
-        self.starts = [a for a, _ in spans]
-        self.ends = [b for _, b in spans]
+        self.until = now
+        self.limit = _ts(now + LOOK_AHEAD)
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self._extend()
 
-    def first(self, t: datetime) -> datetime | None:
-        """The first instant >= t a job can start (None: none within a year)."""
-        if t < self.until:
+    def _extend(self) -> None:
+        lo, hi = self.until, self.until + HORIZON
+        spans = _spans(self.cals[0], lo, hi)
+        for cal in self.cals[1:]:
+            spans = _intersect(spans, _spans(cal, lo, hi))
+        for a, b in spans:
+            if self.ends and a <= self.ends[-1]:   # a period running across the seam
+                self.ends[-1] = max(self.ends[-1], b)
+            else:
+                self.starts.append(a)
+                self.ends.append(b)
+        self.until = hi
+
+    def first(self, t: float) -> float | None:
+        """The first instant >= t a job can start (None: none within LOOK_AHEAD)."""
+        while True:
             i = bisect_right(self.starts, t) - 1
             if i >= 0 and t <= self.ends[i]:
                 return t
             if i + 1 < len(self.starts):
                 return self.starts[i + 1]
-            t = self.until
-        for _ in range(50):   # past the listed ones: the calendars asked in turn
-            found: datetime | None = t
-            for cal in self.cals:
-                s = next_start(cal, t)
-                if s is None:
-                    return None
-                if s > t:
-                    found = None
-                    t = s
-            if found is not None:
-                return found
-        return None
+            if _ts(self.until) >= self.limit:
+                return None
+            self._extend()
 
 
-def _spans(cal: PortalCalendar, now: datetime, until: datetime,
-           ) -> list[tuple[datetime, datetime]]:
-    out: list[tuple[datetime, datetime]] = []
+def _spans(cal: PortalCalendar, now: datetime, until: datetime) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
     cut = timedelta(minutes=cal.cutoff_minutes)
     t: datetime | None = now
     while t is not None and t < until:
@@ -176,15 +193,15 @@ def _spans(cal: PortalCalendar, now: datetime, until: datetime,
             break
         end = closes_at(cal, s)
         if end is None:
-            out.append((s, _FAR))
+            out.append((_ts(s), _INF))
             break
-        out.append((s, end - cut))
+        out.append((_ts(s), _ts(end - cut)))
         t = end
     return out
 
 
-def _intersect(a: list[tuple[datetime, datetime]], b: list[tuple[datetime, datetime]],
-               ) -> list[tuple[datetime, datetime]]:
+def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]],
+               ) -> list[tuple[float, float]]:
     out, i, j = [], 0, 0
     while i < len(a) and j < len(b):
         lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
@@ -197,59 +214,72 @@ def _intersect(a: list[tuple[datetime, datetime]], b: list[tuple[datetime, datet
     return out
 
 
-def _next_day(cal: PortalCalendar, t: datetime) -> tuple[date, datetime]:
-    """The portal's local date at ``t`` and the start of the next one (UTC)."""
-    tz = zone(cal.timezone)
-    d = t.astimezone(tz).date()
-    return d, datetime.combine(d + timedelta(days=1), time(0), tz).astimezone(UTC)
+class _Days:
+    """A portal's local days as [start, next start) in POSIX seconds (its rate limits
+    count per portal day)."""
+
+    def __init__(self, cal: PortalCalendar, now: datetime) -> None:
+        tz = zone(cal.timezone)
+        d = now.astimezone(tz).date() - timedelta(days=1)
+        self.starts = [_ts(datetime.combine(d + timedelta(days=i), time(0), tz))
+                       for i in range(LOOK_AHEAD.days + 4)]
+
+    def of(self, t: float) -> tuple[int, float]:
+        """(the day's number, the next day's start)."""
+        i = bisect_right(self.starts, t) - 1
+        return i, self.starts[i + 1] if i + 1 < len(self.starts) else _INF
 
 
-@dataclass
 class _Run:
-    start: datetime | None = None
-    submitted: datetime | None = None
-    finish: datetime | None = None
-    ahead: int = 0
-    reasons: list[str] = field(default_factory=list)
+    __slots__ = ("ahead", "finish", "reasons", "start", "submitted")
+
+    def __init__(self, reasons: list[object] | None = None) -> None:
+        self.start: float | None = None
+        self.submitted: float | None = None
+        self.finish: float | None = None
+        self.ahead = 0
+        #: a text, or ("opens", instant) / ("paused", probe instant) rendered at the end
+        self.reasons: list[object] = reasons if reasons is not None else []
 
 
 class _Replay:
     """One replay of every portal's claim (p50 or p90 durations)."""
 
-    def __init__(self, snap: Snapshot, openings: Mapping[str, _Openings], q: int) -> None:
-        self.snap, self.openings, self.q = snap, openings, q
+    def __init__(self, snap: Snapshot, openings: Mapping[str, _Openings],
+                 days: Mapping[str, _Days], q: int) -> None:
+        self.snap, self.openings, self.days, self.q = snap, openings, days, q
+        self.now = now = _ts(snap.now)
         self.runs: dict[int, _Run] = {}
-        self.slots: dict[str, list[datetime]] = {}
+        self.slots: dict[str, list[float]] = {}
         self.started: dict[str, int] = {}
-        self.used: dict[tuple[str, str, date], int] = {}
-        now = snap.now
+        self.used: dict[tuple[str, str, int], int] = {}
+        self.dur = {k: (d.p50 if q == 50 else d.p90).total_seconds()
+                    for k, d in snap.durations.items()}
+        d = snap.default_duration
+        self.default = (d.p50 if q == 50 else d.p90).total_seconds()
         for code, p in snap.portals.items():
             self.started[code] = len(p.running)
-            free = now if p.paused is None else (p.resumes_at or _FAR)
+            free = now if p.paused is None else (
+                _ts(p.resumes_at) if p.resumes_at is not None else _INF)
             slots = [max(free, now)] * p.sessions
             for end in sorted(p.running):
                 if slots:
-                    heapq.heapreplace(slots, max(end, slots[0]))
+                    heapq.heapreplace(slots, max(_ts(end), slots[0]))
             self.slots[code] = slots
-            day, _ = _next_day(p.calendar, now)
-            for (portal, key), n in snap.rate_used.items():
-                if portal == code:
-                    self.used[(portal, key, day)] = n
+        for (portal, key), n in snap.rate_used.items():
+            if portal in days:
+                self.used[(portal, key, days[portal].of(now)[0])] = n
 
-    def _dur(self, job: Job) -> timedelta:
-        d = self.snap.durations.get((job.job_type, job.portal), self.snap.default_duration)
-        return d.p50 if self.q == 50 else d.p90
-
-    def _processing(self, job: Job) -> timedelta:
+    def _processing(self, job: Job) -> float:
         p = job.processing
-        return timedelta(0) if p is None else (p.p50 if self.q == 50 else p.p90)
+        return 0.0 if p is None else (p.p50 if self.q == 50 else p.p90).total_seconds()
 
-    def _place(self, job: Job, due: datetime, run: _Run) -> datetime | None:
+    def _place(self, job: Job, due: float, run: _Run) -> float | None:
         """Start ``job`` on the first slot and opening at or after ``due``, within its
         rate limit; its start (None: its portal starts nothing)."""
         portal = self.snap.portals.get(job.portal)
         slots = self.slots.get(job.portal)
-        if portal is None or not slots or slots[0] >= _FAR:
+        if portal is None or not slots or slots[0] == _INF:
             if portal is not None and portal.paused:
                 run.reasons.append(f"{portal.label} is paused ({portal.paused}) until a "
                                    "person resumes it")
@@ -257,34 +287,31 @@ class _Replay:
                 run.reasons.append(f"{job.portal} starts no job")
             return None
         if portal.paused and portal.resumes_at is not None:
-            run.reasons.append(f"{portal.label} is paused ({portal.paused}), tried again "
-                               f"{portal.resumes_at:%a %H:%M} UTC")
+            run.reasons.append(("paused", portal.resumes_at))
         t = max(due, slots[0])
+        limited = job.rate_key is not None and job.rate_limit
         while True:
             opened = self.openings[job.portal].first(t)
             if opened is None:
                 run.reasons.append(f"{portal.label} does not open within a year")
                 return None
-            if opened > t and opened > self.snap.now:
-                local = opened.astimezone(zone(portal.calendar.timezone))
-                run.reasons.append(f"{portal.label} opens {local:%a %H:%M %Z}")
+            if opened > t and opened > self.now:
+                run.reasons.append(("opens", opened))
             t = opened
-            if not (job.rate_key and job.rate_limit):
-                break
-            day, next_day = _next_day(portal.calendar, t)
-            if self.used.get((job.portal, job.rate_key, day), 0) < job.rate_limit:
-                break
+            if not limited:
+                return t
+            day, next_day = self.days[job.portal].of(t)
+            if self.used.get((job.portal, job.rate_key or "", day), 0) < (job.rate_limit or 0):
+                return t
             run.reasons.append(job.rate_words or f"{job.rate_limit} per key per portal day")
             t = next_day
-        return t
 
-    def _finish(self, job: Job, start: datetime, run: _Run) -> None:
-        if job.rate_key and job.rate_limit:
-            portal = self.snap.portals[job.portal]
-            key = (job.portal, job.rate_key, _next_day(portal.calendar, start)[0])
+    def _finish(self, job: Job, start: float, run: _Run) -> None:
+        if job.rate_key is not None and job.rate_limit:
+            key = (job.portal, job.rate_key, self.days[job.portal].of(start)[0])
             self.used[key] = self.used.get(key, 0) + 1
         run.start = start
-        run.submitted = start + self._dur(job)
+        run.submitted = start + self.dur.get((job.job_type, job.portal), self.default)
         run.finish = run.submitted + self._processing(job)
         heapq.heapreplace(self.slots[job.portal], run.submitted)
         run.ahead = self.started[job.portal]
@@ -292,38 +319,38 @@ class _Replay:
 
     def queue(self, code: str, jobs: list[Job]) -> None:
         """The portal's due and scheduled jobs, in claim order as they come due."""
-        pending = [(j.run_at or self.snap.now, j.id, j) for j in jobs]
+        now = self.now
+        pending = [(_ts(j.run_at) if j.run_at is not None else now, j.id, j) for j in jobs]
         heapq.heapify(pending)
-        ready: list[tuple[int, datetime, int, Job]] = []
-        now = self.snap.now
+        ready: list[tuple[int, float, int, Job]] = []
         opening = self.openings.get(code)
         slots = self.slots.get(code)
         while pending or ready:
-            if not slots or slots[0] >= _FAR or opening is None:
-                for _, _, j in pending:
-                    self.runs[j.id] = run = _Run()
-                    self._place(j, now, run)
-                for _, _, _, j in ready:
+            if not slots or slots[0] == _INF or opening is None:
+                for j in [x[2] for x in pending] + [x[3] for x in ready]:
                     self.runs[j.id] = run = _Run()
                     self._place(j, now, run)
                 return
             t = slots[0]
             if not ready:
                 t = max(t, pending[0][0])
-            t = opening.first(max(t, now)) or _FAR
+            t = opening.first(max(t, now)) or _INF
             while pending and pending[0][0] <= t:
                 due, _, j = heapq.heappop(pending)
                 heapq.heappush(ready, (-j.priority, due, j.id, j))
             if not ready:
-                if t >= _FAR:
+                if t == _INF:
                     for _, _, j in pending:
-                        self.runs[j.id] = _Run(reasons=[f"{code} does not open within a year"])
+                        self.runs[j.id] = _Run([f"{code} does not open within a year"])
                     return
                 continue
             _, due, _, job = heapq.heappop(ready)
-            run = self.runs.setdefault(job.id, _Run())
-            if due > now and job.run_at is not None and job.run_at > now and not run.reasons:
-                run.reasons.append(f"not before {job.run_at:%Y-%m-%d %H:%M} UTC")
+            if job.id in self.runs:
+                run = self.runs[job.id]
+            else:
+                run = self.runs[job.id] = _Run()
+                if due > now:
+                    run.reasons.append(f"not before {_dt(due):%Y-%m-%d %H:%M} UTC")
             start = self._place(job, max(due, now), run)
             if start is None:
                 continue
@@ -335,14 +362,15 @@ class _Replay:
     def waiting(self, job: Job) -> None:
         """Submitted: the portal decides within its declared time since the submission."""
         assert job.submitted_at is not None
-        now = self.snap.now
-        run = self.runs[job.id] = _Run(start=job.submitted_at, submitted=job.submitted_at)
-        check = job.next_check or now
-        run.finish = max(now, check, job.submitted_at + self._processing(job))
+        since = _ts(job.submitted_at)
+        run = self.runs[job.id] = _Run()
+        run.start = run.submitted = since
+        check = _ts(job.next_check) if job.next_check is not None else self.now
+        run.finish = max(self.now, check, since + self._processing(job))
         portal = self.snap.portals.get(job.portal)
         run.reasons.append(f"submitted {job.submitted_at:%a %H:%M} UTC; "
-                           f"{portal.label if portal else job.portal} decides "
-                           f"within ~{_words(self._processing(job))} (declared)")
+                           f"{portal.label if portal else job.portal} decides within "
+                           f"~{_words(timedelta(seconds=self._processing(job)))} (declared)")
 
     def held(self, jobs: list[Job]) -> None:
         """Order steps waiting for earlier ones, released when those finish, in the order
@@ -353,19 +381,19 @@ class _Replay:
         for j in jobs:
             for a in j.after:
                 dependants.setdefault(a, []).append(j.id)
-        ready: list[tuple[datetime, int]] = []
+        done = {k: max(_ts(v), self.now) for k, v in self.snap.done.items()}
+        ready: list[tuple[float, int]] = []
 
         def release(jid: int) -> None:
-            job = by_id[jid]
             ends = []
-            for a in job.after:
-                if a in self.snap.done:
-                    ends.append(max(self.snap.done[a], self.snap.now))
+            for a in by_id[jid].after:
+                if a in done:
+                    ends.append(done[a])
                 elif a in self.runs and (end := self.runs[a].finish) is not None:
                     ends.append(end)
                 else:
-                    self.runs[jid] = _Run(reasons=["held: a step before it has no estimate "
-                                                   "(failed, escalated or paused)"])
+                    self.runs[jid] = _Run(["held: a step before it has no estimate "
+                                           "(failed, escalated or paused)"])
                     for d in dependants.get(jid, ()):
                         if d not in self.runs:
                             release(d)
@@ -373,12 +401,12 @@ class _Replay:
             heapq.heappush(ready, (max(ends), jid))
 
         for j in jobs:
-            if not any(a in by_id for a in j.after):
+            if not waiting_on[j.id]:
                 release(j.id)
         while ready:
             at, jid = heapq.heappop(ready)
             job = by_id[jid]
-            run = self.runs[jid] = _Run(reasons=["after the order's earlier steps"])
+            run = self.runs[jid] = _Run(["after the order's earlier steps"])
             start = self._place(job, at, run)
             if start is not None:
                 self._finish(job, start, run)
@@ -387,7 +415,8 @@ class _Replay:
                 if not waiting_on[d] and d not in self.runs:
                     release(d)
         for j in jobs:   # a cycle or an unknown predecessor
-            self.runs.setdefault(j.id, _Run(reasons=["held: its earlier steps are unknown"]))
+            if j.id not in self.runs:
+                self.runs[j.id] = _Run(["held: its earlier steps are unknown"])
 
 
 def _words(d: timedelta) -> str:
@@ -397,10 +426,26 @@ def _words(d: timedelta) -> str:
     return f"{h:.0f} h" if h >= 1 else f"{d.total_seconds() / 60:.0f} min"
 
 
+def _render(reason: object, portal: PortalState | None) -> str:
+    if isinstance(reason, str):
+        return reason
+    assert isinstance(reason, tuple)
+    kind: str = reason[0]
+    at: Any = reason[1]
+    label = portal.label if portal is not None else "the portal"
+    if kind == "opens" and portal is not None:
+        local = datetime.fromtimestamp(at, zone(portal.calendar.timezone))
+        return f"{label} opens {local:%a %H:%M %Z}"
+    return f"{label} is paused ({portal.paused if portal else ''}), tried again {at:%a %H:%M} UTC"
+
+
 def estimate(snap: Snapshot) -> dict[int, Estimate]:
     """Every job's estimate, by job id."""
     openings = {code: _Openings(p, snap.now) for code, p in snap.portals.items()
                 if p.sessions > 0}
+    limited = {j.portal for j in snap.jobs if j.rate_key is not None and j.rate_limit}
+    days = {code: _Days(snap.portals[code].calendar, snap.now)
+            for code in limited if code in snap.portals}
     by_portal: dict[str, list[Job]] = {}
     held, waiting = [], []
     for j in snap.jobs:
@@ -412,7 +457,7 @@ def estimate(snap: Snapshot) -> dict[int, Estimate]:
             by_portal.setdefault(j.portal, []).append(j)
     replays = []
     for q in (50, 90):
-        r = _Replay(snap, openings, q)
+        r = _Replay(snap, openings, days, q)
         for code, jobs in by_portal.items():
             r.queue(code, jobs)
         for j in waiting:
@@ -423,18 +468,19 @@ def estimate(snap: Snapshot) -> dict[int, Estimate]:
     out = {}
     for j in snap.jobs:
         a, b = r50.runs[j.id], r90.runs[j.id]
-        reasons = list(dict.fromkeys(a.reasons))
         portal = snap.portals.get(j.portal)
+        label = portal.label if portal else j.portal
+        reasons = [_render(x, portal) for x in dict.fromkeys(a.reasons)]
         if a.ahead and j.submitted_at is None:
-            reasons.append(f"{a.ahead} job(s) ahead on {portal.label if portal else j.portal}"
-                           f", {portal.sessions if portal else 0} at a time")
+            reasons.append(f"{a.ahead} job(s) ahead on {label}, "
+                           f"{portal.sessions if portal else 0} at a time")
         then = ""
         if j.processing is not None and j.submitted_at is None:
-            then = (f"then {portal.label if portal else j.portal} decides within "
-                    f"~{_words(j.processing.p50)} (declared)")
-        out[j.id] = Estimate(j.id, a.start, b.start, a.submitted, b.submitted, a.finish,
-                             b.finish if b.finish is None or a.finish is None
-                             else max(a.finish, b.finish), a.ahead, tuple(reasons), then)
+            then = f"then {label} decides within ~{_words(j.processing.p50)} (declared)"
+        f90 = b.finish if b.finish is None or a.finish is None else max(a.finish, b.finish)
+        out[j.id] = Estimate(j.id, _dt(a.start), _dt(b.start), _dt(a.submitted),
+                             _dt(b.submitted), _dt(a.finish), _dt(f90), a.ahead,
+                             tuple(reasons), then)
     return out
 
 
