@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
@@ -317,45 +317,61 @@ class _Replay:
         run.ahead = self.started[job.portal]
         self.started[job.portal] += 1
 
-    def queue(self, code: str, jobs: list[Job]) -> None:
-        """The portal's due and scheduled jobs, in claim order as they come due."""
+    def queue(self, code: str, pending: list[tuple[float, int, Job]]) -> None:
+        """The portal's due and scheduled jobs, in claim order as they come due.
+        ``pending``: (due, id, job) sorted by due time then id (read in order; a job its
+        rate limit moved to a later day goes to the small heap ``later``)."""
         now = self.now
-        pending = [(_ts(j.run_at) if j.run_at is not None else now, j.id, j) for j in jobs]
-        heapq.heapify(pending)
+        later: list[tuple[float, int, Job]] = []
+        i, n = 0, len(pending)
         ready: list[tuple[int, float, int, Job]] = []
         opening = self.openings.get(code)
         slots = self.slots.get(code)
-        while pending or ready:
-            if not slots or slots[0] == _INF or opening is None:
-                for j in [x[2] for x in pending] + [x[3] for x in ready]:
-                    self.runs[j.id] = run = _Run()
-                    self._place(j, now, run)
-                return
+        runs = self.runs
+        if not slots or slots[0] == _INF or opening is None:
+            for _, _, j in pending:
+                runs[j.id] = run = _Run()
+                self._place(j, now, run)
+            return
+        while i < n or later or ready:
             t = slots[0]
             if not ready:
-                t = max(t, pending[0][0])
-            t = opening.first(max(t, now)) or _INF
-            while pending and pending[0][0] <= t:
-                due, _, j = heapq.heappop(pending)
-                heapq.heappush(ready, (-j.priority, due, j.id, j))
+                nxt = min(pending[i][0] if i < n else _INF, later[0][0] if later else _INF)
+                t = max(t, nxt)
+            t = opening.first(t if t > now else now) or _INF
+            while i < n and pending[i][0] <= t:
+                due, jid, j = pending[i]
+                i += 1
+                heapq.heappush(ready, (-j.priority, due, jid, j))
+            while later and later[0][0] <= t:
+                due, jid, j = heapq.heappop(later)
+                heapq.heappush(ready, (-j.priority, due, jid, j))
             if not ready:
                 if t == _INF:
-                    for _, _, j in pending:
-                        self.runs[j.id] = _Run([f"{code} does not open within a year"])
+                    for _, _, j in [*pending[i:], *later]:
+                        runs[j.id] = _Run([f"{code} does not open within a year"])
                     return
                 continue
-            _, due, _, job = heapq.heappop(ready)
-            if job.id in self.runs:
-                run = self.runs[job.id]
+            _, due, jid, job = heapq.heappop(ready)
+            found = runs.get(jid)
+            if found is not None:
+                run = found
             else:
-                run = self.runs[job.id] = _Run()
+                run = runs[jid] = _Run()
                 if due > now:
-                    run.reasons.append(f"not before {_dt(due):%Y-%m-%d %H:%M} UTC")
+                    run.reasons.append(("not before", due))
+            if job.rate_key is None or not job.rate_limit:
+                # t is the first opening at or after the free slot and the job's due time
+                base = max(due, slots[0], now)
+                if t > base:
+                    run.reasons.append(("opens", t))
+                self._finish(job, t, run)
+                continue
             start = self._place(job, max(due, now), run)
             if start is None:
                 continue
-            if start > t and job.rate_key:   # moved to a later portal day: back in the queue
-                heapq.heappush(pending, (start, job.id, job))
+            if start > t:   # moved to a later portal day: back in the queue
+                heapq.heappush(later, (start, jid, job))
                 continue
             self._finish(job, start, run)
 
@@ -436,17 +452,24 @@ def _render(reason: object, portal: PortalState | None) -> str:
     if kind == "opens" and portal is not None:
         local = datetime.fromtimestamp(at, zone(portal.calendar.timezone))
         return f"{label} opens {local:%a %H:%M %Z}"
+    if kind == "not before":
+        return f"not before {datetime.fromtimestamp(at, UTC):%Y-%m-%d %H:%M} UTC"
     return f"{label} is paused ({portal.paused if portal else ''}), tried again {at:%a %H:%M} UTC"
 
 
-def estimate(snap: Snapshot) -> dict[int, Estimate]:
+def _due_order(x: tuple[float, int, Job]) -> tuple[float, int]:
+    return x[0], x[1]
+
+
+def estimate(snap: Snapshot) -> Estimates:
     """Every job's estimate, by job id."""
     openings = {code: _Openings(p, snap.now) for code, p in snap.portals.items()
                 if p.sessions > 0}
     limited = {j.portal for j in snap.jobs if j.rate_key is not None and j.rate_limit}
     days = {code: _Days(snap.portals[code].calendar, snap.now)
             for code in limited if code in snap.portals}
-    by_portal: dict[str, list[Job]] = {}
+    now = _ts(snap.now)
+    by_portal: dict[str, list[tuple[float, int, Job]]] = {}
     held, waiting = [], []
     for j in snap.jobs:
         if j.after:
@@ -454,7 +477,10 @@ def estimate(snap: Snapshot) -> dict[int, Estimate]:
         elif j.submitted_at is not None:
             waiting.append(j)
         else:
-            by_portal.setdefault(j.portal, []).append(j)
+            by_portal.setdefault(j.portal, []).append(
+                (j.run_at.timestamp() if j.run_at is not None else now, j.id, j))
+    for pending in by_portal.values():
+        pending.sort(key=_due_order)
     replays = []
     for q in (50, 90):
         r = _Replay(snap, openings, days, q)
@@ -464,11 +490,39 @@ def estimate(snap: Snapshot) -> dict[int, Estimate]:
             r.waiting(j)
         r.held(held)
         replays.append(r)
-    r50, r90 = replays
-    out = {}
-    for j in snap.jobs:
-        a, b = r50.runs[j.id], r90.runs[j.id]
-        portal = snap.portals.get(j.portal)
+    return Estimates(snap, *replays)
+
+
+class Estimates(Mapping[int, Estimate]):
+    """Every job's estimate by id, each made into an :class:`Estimate` (its datetimes and
+    reasons in words) when first read: a view showing ten of 100,000 pays for ten."""
+
+    def __init__(self, snap: Snapshot, r50: _Replay, r90: _Replay) -> None:
+        self._snap, self._r50, self._r90 = snap, r50, r90
+        self._jobs = {j.id: j for j in snap.jobs}
+        self._made: dict[int, Estimate] = {}
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._jobs)
+
+    def __getitem__(self, job_id: int) -> Estimate:
+        made = self._made.get(job_id)
+        if made is None:
+            made = self._made[job_id] = self._make(self._jobs[job_id])
+        return made
+
+    def finishes(self, job_id: int) -> tuple[float, float] | None:
+        """The p50 and p90 finish in POSIX seconds, without making the estimate (None:
+        no estimate)."""
+        a, b = self._r50.runs[job_id].finish, self._r90.runs[job_id].finish
+        return None if a is None or b is None else (a, max(a, b))
+
+    def _make(self, j: Job) -> Estimate:
+        a, b = self._r50.runs[j.id], self._r90.runs[j.id]
+        portal = self._snap.portals.get(j.portal)
         label = portal.label if portal else j.portal
         reasons = [_render(x, portal) for x in dict.fromkeys(a.reasons)]
         if a.ahead and j.submitted_at is None:
@@ -478,10 +532,8 @@ def estimate(snap: Snapshot) -> dict[int, Estimate]:
         if j.processing is not None and j.submitted_at is None:
             then = f"then {label} decides within ~{_words(j.processing.p50)} (declared)"
         f90 = b.finish if b.finish is None or a.finish is None else max(a.finish, b.finish)
-        out[j.id] = Estimate(j.id, _dt(a.start), _dt(b.start), _dt(a.submitted),
-                             _dt(b.submitted), _dt(a.finish), _dt(f90), a.ahead,
-                             tuple(reasons), then)
-    return out
+        return Estimate(j.id, _dt(a.start), _dt(b.start), _dt(a.submitted), _dt(b.submitted),
+                        _dt(a.finish), _dt(f90), a.ahead, tuple(reasons), then)
 
 
 def text(job: Job, est: Estimate, tz: str) -> str:
@@ -497,5 +549,5 @@ def text(job: Job, est: Estimate, tz: str) -> str:
     return out + (": " + ", ".join(why) if why else "")
 
 
-__all__ = ["HORIZON", "Duration", "Estimate", "Job", "PortalState", "Snapshot", "estimate",
-           "text"]
+__all__ = ["HORIZON", "Duration", "Estimate", "Estimates", "Job", "PortalState", "Snapshot",
+           "estimate", "text"]

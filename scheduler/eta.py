@@ -12,13 +12,21 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from portalq.jobs import clock, eta_repo, pipelines, types
 from portalq.jobs.errors import InputError
 from portalq.portals import deadlines, lookups, steps
-from portalq.portals.eta import Duration, Estimate, Job, PortalState, Snapshot, estimate, text
+from portalq.portals.eta import (
+    Duration,
+    Estimates,
+    Job,
+    PortalState,
+    Snapshot,
+    estimate,
+    text,
+)
 from portalq.scheduler import calendars
 
 #: what a job is, for people
@@ -39,7 +47,7 @@ class Loaded:
     now: datetime
     portals: dict[str, calendars.Portal]
     jobs: dict[int, Job]
-    estimates: dict[int, Estimate]
+    estimates: Estimates
     #: job id -> its row (order, step, status)
     rows: dict[int, dict[str, Any]]
     #: running jobs: job id -> expected end (the portal's processing included)
@@ -228,16 +236,18 @@ def portal_backlogs(loaded: Loaded) -> list[dict[str, Any]]:
     """Per portal: jobs waiting and when the last of them is expected done (p50, p90)."""
     out: dict[str, dict[str, Any]] = {}
     for jid, job in loaded.jobs.items():
-        est = loaded.estimates[jid]
-        row = out.setdefault(job.portal, {"portal": job.portal, "waiting": 0,
-                                          "clears50": None, "clears90": None,
-                                          "unknown": 0})
+        row = out.setdefault(job.portal, {"portal": job.portal, "waiting": 0, "unknown": 0,
+                                          "clears50": 0.0, "clears90": 0.0})
         row["waiting"] += 1
-        if est.finish50 is None or est.finish90 is None:
+        found = loaded.estimates.finishes(jid)
+        if found is None:
             row["unknown"] += 1
             continue
-        row["clears50"] = max(filter(None, (row["clears50"], est.finish50)))
-        row["clears90"] = max(filter(None, (row["clears90"], est.finish90)))
+        row["clears50"] = max(row["clears50"], found[0])
+        row["clears90"] = max(row["clears90"], found[1])
+    for row in out.values():
+        for k in ("clears50", "clears90"):
+            row[k] = datetime.fromtimestamp(row[k], UTC) if row[k] else None
     return [out[k] for k in sorted(out)]
 
 
