@@ -3,12 +3,25 @@ deferred jobs with their next-open time, recent failures and escalations."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from portalq.jobs import clock, jobs_repo, outbox, portals_repo, txn, waiting
 from portalq.jobs.kinds import FINAL
 from portalq.scheduler import eta
+
+#: the live view recomputes the ETAs at most this often (every waiting job is replayed)
+ETA_EVERY_S = 15.0
+_eta_cache: list[tuple[float, eta.Loaded]] = []
+
+
+def _etas(c: Any) -> eta.Loaded:
+    if _eta_cache and time.monotonic() - _eta_cache[0][0] < ETA_EVERY_S:
+        return _eta_cache[0][1]
+    loaded = eta.load(c)
+    _eta_cache[:] = [(time.monotonic(), loaded)]
+    return loaded
 
 
 def snapshot(conn: Any = None) -> dict[str, Any]:
@@ -18,7 +31,7 @@ def snapshot(conn: Any = None) -> dict[str, Any]:
         deferred = jobs_repo.deferred(c)
         failures = jobs_repo.recent_failures(c)
         portals = portals_repo.portals(c)
-        loaded = eta.load(c)
+        loaded = _etas(c)
     etas = {jid: eta.job_line(loaded, jid) for jid in (r["id"] for r in deferred)}
     depth: dict[str, dict[str, int]] = {}
     for row in counts:
