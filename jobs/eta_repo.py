@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from psycopg import Connection
+from psycopg import AsyncConnection, Connection
 
 from portalq.jobs import sql
+from portalq.jobs.kinds import EscalationKind
 
 Row = dict[str, Any]
 #: the completions run durations are measured from (the newest)
@@ -47,5 +48,39 @@ def order(conn: Connection[Any], order_id: str) -> list[Row]:
     return sql.fetch(conn, "eta_order", {"order_id": order_id})
 
 
-__all__ = ["DURATION_SAMPLE", "durations", "held_orders", "order", "rate_used", "running",
+async def awaiting(conn: AsyncConnection[Any]) -> list[Row]:
+    return await sql.afetch(conn, "eta_waiting")
+
+
+async def arunning(conn: AsyncConnection[Any]) -> list[Row]:
+    return await sql.afetch(conn, "eta_running")
+
+
+async def aheld_orders(conn: AsyncConnection[Any]) -> list[Row]:
+    return await sql.afetch(conn, "eta_held_orders")
+
+
+async def adurations(conn: AsyncConnection[Any], since: datetime) -> list[Row]:
+    return await sql.afetch(conn, "eta_durations", {"since": since, "limit": DURATION_SAMPLE})
+
+
+async def arate_used(conn: AsyncConnection[Any], day_starts: Mapping[str, datetime],
+                     ) -> list[Row]:
+    if not day_starts:
+        return []
+    return await sql.afetch(conn, "eta_rate_used", {
+        "portals": list(day_starts), "day_starts": list(day_starts.values())})
+
+
+async def aescalate(conn: AsyncConnection[Any], job_id: int, attempt: int, reason: str,
+                    now: datetime) -> int:
+    """An ``at_risk`` escalation for the job's attempt: 1 if new, 0 if it was made before."""
+    row = await sql.afetch_one(conn, "insert_escalation", {
+        "job_id": job_id, "attempt": attempt, "kind": EscalationKind.AT_RISK,
+        "reason": reason, "now": now})
+    return 1 if row else 0
+
+
+__all__ = ["DURATION_SAMPLE", "adurations", "aescalate", "aheld_orders", "arate_used",
+           "arunning", "awaiting", "durations", "held_orders", "order", "rate_used", "running",
            "waiting"]

@@ -9,6 +9,7 @@ portal paused or a grown backlog shows at once; nothing is stored.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -126,14 +127,38 @@ def load(conn: Any, now: datetime | None = None, *, workers: int | None = None) 
     """Every waiting job's estimate, from one read of the database."""
     now = now or clock.now()
     portals = calendars.load_sync(conn)
-    rows = eta_repo.waiting(conn)
-    run_rows = eta_repo.running(conn)
-    orders = eta_repo.held_orders(conn)
-    pairs = {(r["job_type"], r["portal"]) for r in (*rows, *run_rows)}
-    durations = _durations(eta_repo.durations(conn, now - MEASURE_SINCE), pairs)
+    rows, run_rows = eta_repo.waiting(conn), eta_repo.running(conn)
+    measured = eta_repo.durations(conn, now - MEASURE_SINCE)
+    used = eta_repo.rate_used(conn, _day_starts(portals, rows, now))
+    return _assemble(now, portals, rows, run_rows, eta_repo.held_orders(conn), measured, used,
+                     workers or _workers())
+
+
+async def aload(conn: Any, now: datetime | None = None, *, workers: int | None = None,
+                ) -> Loaded:
+    """:func:`load` on an async connection (the service), the replay in a thread."""
+    now = now or clock.now()
+    portals = await calendars.load(conn)
+    rows, run_rows = await eta_repo.awaiting(conn), await eta_repo.arunning(conn)
+    measured = await eta_repo.adurations(conn, now - MEASURE_SINCE)
+    used = await eta_repo.arate_used(conn, _day_starts(portals, rows, now))
+    orders = await eta_repo.aheld_orders(conn)
+    return await asyncio.to_thread(_assemble, now, portals, rows, run_rows, orders, measured,
+                                   used, workers or _workers())
+
+
+def _day_starts(portals: Mapping[str, calendars.Portal], rows: list[dict[str, Any]],
+                now: datetime) -> dict[str, datetime]:
     limited = {r["portal"] for r in rows if r["rate_key"]} & portals.keys()
-    used = eta_repo.rate_used(conn, {p: calendars.portal_day(portals[p], now)[0]
-                                     for p in sorted(limited)})
+    return {p: calendars.portal_day(portals[p], now)[0] for p in sorted(limited)}
+
+
+def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[dict[str, Any]],
+              run_rows: list[dict[str, Any]], orders: list[dict[str, Any]],
+              measured: list[dict[str, Any]], used: list[dict[str, Any]], workers: int,
+              ) -> Loaded:
+    pairs = {(r["job_type"], r["portal"]) for r in (*rows, *run_rows)}
+    durations = _durations(measured, pairs)
     ends: dict[int, datetime] = {}   # running jobs: their expected end
     running: dict[str, tuple[datetime, ...]] = {}
     for r in run_rows:
@@ -150,7 +175,7 @@ def load(conn: Any, now: datetime | None = None, *, workers: int | None = None) 
         if r.get("held") and r.get("after"):
             after = tuple(ids.get((r["order_id"], s), -1) for s in r["after"])
         jobs.append(_job(r, after))
-    snap = Snapshot(now, _portal_states(portals, workers or _workers(), running), jobs,
+    snap = Snapshot(now, _portal_states(portals, workers, running), jobs,
                     durations, BROWSER_RUN,
                     {(r["portal"], r["rate_key"]): r["n"] for r in used}, done)
     by_order: dict[str, list[dict[str, Any]]] = {}
@@ -201,6 +226,7 @@ def order_view(loaded: Loaded, rows: list[dict[str, Any]]) -> dict[str, Any]:
     f50: list[datetime | None] = []
     f90: list[datetime | None] = []
     risks: list[str] = []
+    risky: list[int] = []
     for r in rows:
         est = loaded.estimates.get(r["job_id"])
         if r["status"] == "completed":
@@ -225,11 +251,12 @@ def order_view(loaded: Loaded, rows: list[dict[str, Any]]) -> dict[str, Any]:
             risk = deadlines.at_risk(r["step"], step.deadline, when, est) if when else None
             if risk is not None:
                 risks.append(risk.text(step.deadline.timezone or _tz(loaded, job.portal)))
+                risky.append(r["job_id"])
     k50 = [t for t in f50 if t is not None]
     k90 = [t for t in f90 if t is not None]
     known = len(k50) == len(f50) and len(k90) == len(f90) and bool(k50)
     return {"steps": lines, "finish50": max(k50) if known else None,
-            "finish90": max(k90) if known else None, "at_risk": risks}
+            "finish90": max(k90) if known else None, "at_risk": risks, "at_risk_jobs": risky}
 
 
 def portal_backlogs(loaded: Loaded) -> list[dict[str, Any]]:
@@ -253,11 +280,31 @@ def portal_backlogs(loaded: Loaded) -> list[dict[str, Any]]:
 
 def at_risk(loaded: Loaded) -> list[str]:
     """The deadline warnings of every order still holding a step."""
-    out: list[str] = []
+    return [f"order {order}: {text}" for order, _, text in at_risk_jobs(loaded)]
+
+
+def at_risk_jobs(loaded: Loaded) -> list[tuple[str, int, str]]:
+    """(order, job id, warning) of every step at risk in an order still holding one."""
+    out: list[tuple[str, int, str]] = []
     for order_id, rows in sorted(loaded.orders.items()):
-        out.extend(f"order {order_id}: {w}" for w in order_view(loaded, rows)["at_risk"])
+        view = order_view(loaded, rows)
+        out.extend((order_id, jid, text)
+                   for jid, text in zip(view["at_risk_jobs"], view["at_risk"], strict=True))
     return out
 
 
-__all__ = ["Loaded", "at_risk", "job_line", "load", "load_fresh", "order_steps", "order_view",
-           "portal_backlogs"]
+async def aescalate_at_risk(conn: Any, now: datetime | None = None) -> int:
+    """Tell a person of every step whose p90 passes its deadline, before it is missed:
+    an ``at_risk`` escalation (mailed by the outbox), once per job and attempt. The number
+    of new ones."""
+    loaded = await aload(conn, now)
+    made = 0
+    for order_id, jid, warning in at_risk_jobs(loaded):
+        attempt = int(loaded.rows[jid].get("attempts") or 0)
+        made += await eta_repo.aescalate(conn, jid, attempt, f"order {order_id}: {warning}",
+                                         loaded.now)
+    return made
+
+
+__all__ = ["Loaded", "aescalate_at_risk", "aload", "at_risk", "at_risk_jobs", "job_line",
+           "load", "load_fresh", "order_steps", "order_view", "portal_backlogs"]

@@ -1851,7 +1851,7 @@ WHERE o.order_id = n.id AND o.input_key_id = n.old;
 -- on a portal, or an order's held step) with its order step. Read by the claim index's
 -- partial range (status IN ('pending','deferred')).
 SELECT q.id, q.job_type, q.order_id, q.portal, q.status, q.priority, q.run_at, q.rate_key,
-       q.checkpoint->'waiting' AS waiting, s.step, s.held, s.after
+       q.attempts, q.checkpoint->'waiting' AS waiting, s.step, s.held, s.after
 FROM portalq.job_queue q LEFT JOIN portalq.order_steps s ON s.job_id = q.id
 WHERE q.status IN ('pending', 'deferred');
 

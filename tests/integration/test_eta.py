@@ -5,6 +5,7 @@ a frozen clock."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import psycopg
@@ -87,3 +88,47 @@ def test_measured_durations_replace_the_default(db, dsn):
         loaded = eta.load(c, workers=4)
     est = next(iter(loaded.estimates.values()))
     assert (est.finish50 - est.start50).total_seconds() == 20 * 60
+
+
+def _duties(db, dsn, tmp_path):
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.tick import Tick
+    from portalq.scheduler.worker import Worker, make_pool
+
+    settings = Settings(database_url=db, artifacts_dir=tmp_path / "a", node_id="leader")
+
+    async def go():
+        pool = make_pool(settings, dsn)
+        await pool.open(wait=True)
+        try:
+            worker = Worker(settings, pool, dsn)
+            await worker.refresh_portals()
+            tick = Tick(settings, worker, dsn)
+            first = await tick.duties()
+            tick._at_risk_at = None   # as if AT_RISK_EVERY_S had passed
+            return first, await tick.duties()
+        finally:
+            await pool.close()
+    return asyncio.run(go())
+
+
+def test_a_step_at_risk_is_escalated_once_before_its_deadline(db, dsn, tmp_path):
+    """Monday 22:00 ET, Delaware closed since the morning until Tuesday: the filing cannot
+    make Monday's 22:30 ET cut-off; the leader's tick tells a person, once."""
+    now = clock.parse_instant("2026-12-08T03:00:00Z")   # Monday 22:00 ET
+    clock.set_clock(clock.FrozenClock(clock.parse_instant(NOW)))   # ordered Monday 10:00 ET
+    assert run_cli("enqueue-order", "delaware_llc", "--order", "ORD-3", "--input",
+                   json.dumps(DELAWARE_LLC), env=FROZEN).returncode == 0
+    assert run_cli("portals", "close", "delaware_icis", "--from", "2026-12-07T15:00:00Z",
+                   "--to", "2026-12-08T14:00:00Z", "--reason", "conversion",
+                   env=FROZEN).returncode == 0
+    clock.set_clock(clock.FrozenClock(now))
+    first, again = _duties(db, dsn, tmp_path)
+    assert first["at_risk_escalated"] == 1 and again["at_risk_escalated"] == 0
+    with psycopg.connect(dsn) as c:
+        rows = c.execute("SELECT job_id, kind, reason, created_at FROM portalq.escalations"
+                         ).fetchall()
+    assert [(r[0], r[1]) for r in rows] == [(1, "at_risk")]
+    assert rows[0][2].startswith("order ORD-3: at risk: file_entity must be in by Mon 07 Dec "
+                                 "22:30 EST")
+    assert rows[0][3] == now   # before the deadline it warns of
