@@ -118,6 +118,9 @@ def show(order_id: str, as_json: Annotated[bool, typer.Option("--json")] = False
     if when["finish50"] is not None:
         typer.echo(f"expected done {_when(when['finish50'])} "
                    f"(by {_when(when['finish90'])} at the latest)")
+    elif when["steps"] or any(j["status"] == "failed" for j in view["jobs"]):
+        typer.echo("no estimate for the order: a step is failed, escalated or on a paused "
+                   "portal (see below)")
     for warning in when["at_risk"]:
         typer.echo(warning)
     for job in view["jobs"]:
