@@ -84,11 +84,12 @@ class EscalationKind(StrEnum):
     PROBE = "probe"            # it kept failing as the probe of a paused portal
     CRASHING = "crashing"      # its worker kept dying
     PORTAL_CHANGED = "portal_changed"   # a page the flow does not know: its portal paused
+    AT_RISK = "at_risk"        # its p90 ETA passes its deadline: told before it is missed
 
 
 #: an escalation row's ``kind`` as stored (the words of :class:`EscalationKind`)
 EscalationKindName = Literal["business", "uncertain", "attempts", "probe", "crashing",
-                            "portal_changed"]
+                            "portal_changed", "at_risk"]
 
 
 class NoticeKind(StrEnum):

@@ -45,6 +45,8 @@ class RateLimit:
     key: Callable[[Mapping[str, Any]], str]
     limit: int = 1
     period: Literal["portal_day"] = "portal_day"
+    #: the limit in words, for an ETA's reasons ("one per responsible party per day")
+    words: str = ""
 
 
 @dataclass(frozen=True)

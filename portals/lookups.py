@@ -75,6 +75,27 @@ RULES: dict[tuple[str, str], LookupRule] = {
 }
 
 
+#: which submission a job type makes on a portal: its processing after the run is the rule's
+#: (the ETA's "then the registry decides", issue 41)
+SUBMISSIONS: dict[tuple[str, str], tuple[str, str]] = {
+    ("file_entity", "delaware_icis"): ("delaware_icis", "formation"),
+    ("name_search", "bc_corporate_online"): ("bc_corporate_online", "name_request"),
+    ("file_entity", "bc_corporate_online"): ("bc_corporate_online", "incorporation"),
+    ("process_crtc", "crtc"): ("crtc", "crtc_registration"),
+}
+
+
+def processing(job_type: str, portal: str) -> tuple[timedelta, timedelta] | None:
+    """The portal's declared processing of the job type's submission: (typical, at most).
+    Only "within" is declared (``expected_within``); half of it stands for the typical
+    case until it is measured."""
+    key = SUBMISSIONS.get((job_type, portal))
+    if key is None:
+        return None
+    within = RULES[key].expected_within
+    return within / 2, within
+
+
 def rule(portal: str, submission: str) -> LookupRule:
     """The declared rule of ``portal``'s submission ``submission`` (KeyError: none declared,
     which is a programming error: every queueing flow declares its own)."""

@@ -13,11 +13,18 @@ the job type validates it and seals its secret fields, as any enqueue does.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import time
 from typing import Annotated, Any
 
 from pydantic import Field
 
-from portalq.jobs.business.pipelines import OrderKind, Step, StepResult, register_order_kind
+from portalq.jobs.business.pipelines import (
+    Deadline,
+    OrderKind,
+    Step,
+    StepResult,
+    register_order_kind,
+)
 from portalq.portals.bc.payload import Applicant
 from portalq.portals.irs.payload import ThirdPartyDesignee
 from portalq.portals.payloads import Address, Person, ResponsibleParty, ShareClass
@@ -26,6 +33,14 @@ from portalq.portals.payloads import Model as _Model
 _EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 _PHONE = r"^\+?[\d\s().-]{7,20}$"
 Done = Mapping[str, StepResult]
+
+#: how long an approved name stays reserved, in days (../shared/portal-facts.md): a filing
+#: that uses the reservation must be in before it expires
+NAME_RESERVATION_DAYS = {"bc_corporate_online": 56, "delaware_icis": 120}
+#: Delaware gives a filing received by 22:30 ET that day's date (31 December matters for
+#: tax years)
+DE_SAME_DAY = Deadline("Delaware's 22:30 ET cut-off for the order's filing date",
+                       cutoff=time(22, 30), timezone="America/New_York")
 
 
 class DelawareLlcInput(_Model):
@@ -85,7 +100,8 @@ def _de_deliver(o: DelawareLlcInput, done: Done) -> dict[str, Any]:
 
 register_order_kind(OrderKind(
     "delaware_llc", DelawareLlcInput,
-    steps=(Step("file_entity", "file_entity", _de_filing, portal="delaware_icis"),
+    steps=(Step("file_entity", "file_entity", _de_filing, portal="delaware_icis",
+                deadline=DE_SAME_DAY),
            Step("obtain_ein", "obtain_ein", _de_ein, after=("file_entity",)),
            Step("deliver", "deliver", _de_deliver, after=("file_entity", "obtain_ein"))),
     secret_fields=("responsible_party.ssn", "responsible_party.itin")))
@@ -133,5 +149,8 @@ register_order_kind(OrderKind(
     "bc_company", BcCompanyInput,
     steps=(Step("name_search", "name_search", _bc_names),
            Step("file_entity", "file_entity", _bc_filing, after=("name_search",),
-                portal="bc_corporate_online"),
+                portal="bc_corporate_online",
+                deadline=Deadline("the name reservation's expiry",
+                                  after="name_search",
+                                  days=NAME_RESERVATION_DAYS["bc_corporate_online"])),
            Step("deliver", "deliver", _bc_deliver, after=("file_entity",)))))

@@ -241,6 +241,12 @@ def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = Fa
         typer.echo(f"{key:>13}: {job[key]}")
     if shown := waiting.describe(waiting.marker(job["checkpoint"])):
         typer.echo(f"{'waiting':>13}: {shown}")   # submitted; the registry decides later
+    if job["status"] in ("pending", "deferred"):
+        # the estimator (calendars, the replay) only for the commands that show an ETA
+        from portalq.scheduler import eta
+
+        if line := eta.job_line(eta.load_fresh()[0], job_id):
+            typer.echo(f"{'eta':>13}: {line}")
     typer.echo(f"{'payload':>13}: {json.dumps(job['payload'], sort_keys=True)}")
     typer.echo(f"{'checkpoint':>13}: {json.dumps(job['checkpoint'], sort_keys=True)}")
     typer.echo(f"{'result':>13}: {json.dumps(job['result'], sort_keys=True)}")

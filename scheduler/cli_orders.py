@@ -101,7 +101,20 @@ def show(order_id: str, as_json: Annotated[bool, typer.Option("--json")] = False
     if as_json:
         print_json(view)
         return
+    # the estimator (calendars, the replay) only for the commands that show an ETA
+    from portalq.scheduler import eta
+
+    loaded, steps = eta.load_fresh(order_id)
+    when = eta.order_view(loaded, steps)
     typer.echo(f"order {view['order_id']}: {len(view['jobs'])} job(s)")
+    if when["finish50"] is not None:
+        typer.echo(f"expected done {_when(when['finish50'])} "
+                   f"(by {_when(when['finish90'])} at the latest)")
+    elif when["steps"] or any(j["status"] == "failed" for j in view["jobs"]):
+        typer.echo("no estimate for the order: a step is failed, escalated or on a paused "
+                   "portal (see below)")
+    for warning in when["at_risk"]:
+        typer.echo(warning)
     for job in view["jobs"]:
         typer.echo(f"\njob {job['id']} {job['job_type']} on {job['portal']}: {job['status']}"
                    f" (attempt {job['attempts']}/{job['max_attempts']}, "
@@ -109,6 +122,8 @@ def show(order_id: str, as_json: Annotated[bool, typer.Option("--json")] = False
         typer.echo(f"  result: {json.dumps(job['result'], sort_keys=True)}")
         if job["last_error"]:
             typer.echo(f"  last error: {job['last_error']}")
+        if line := eta.job_line(loaded, job["id"]):
+            typer.echo(f"  eta: {line}")
         for at, line in _timeline(job):
             typer.echo(f"  {_when(at)} {line}")
 

@@ -3,6 +3,7 @@ deferred jobs with their next-open time, recent failures and escalations."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,19 @@ from portalq.jobs.db import txn
 from portalq.jobs.kinds import FINAL
 from portalq.jobs.operations import outbox
 from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.scheduler import eta
+
+#: the live view recomputes the ETAs at most this often (every waiting job is replayed)
+ETA_EVERY_S = 15.0
+_eta_cache: list[tuple[float, eta.Loaded]] = []
+
+
+def _etas(c: Any) -> eta.Loaded:
+    if _eta_cache and time.monotonic() - _eta_cache[0][0] < ETA_EVERY_S:
+        return _eta_cache[0][1]
+    loaded = eta.load(c)
+    _eta_cache[:] = [(time.monotonic(), loaded)]
+    return loaded
 
 
 def snapshot(conn: Any = None) -> dict[str, Any]:
@@ -24,11 +38,15 @@ def snapshot(conn: Any = None) -> dict[str, Any]:
         deferred = jobs_repo.deferred(c)
         failures = jobs_repo.recent_failures(c)
         portals = portals_repo.portals(c)
+        loaded = _etas(c)
+    etas = {jid: eta.job_line(loaded, jid) for jid in (r["id"] for r in deferred)}
     depth: dict[str, dict[str, int]] = {}
     for row in counts:
         depth.setdefault(row["portal"], {})[row["status"]] = row["n"]
     return {"at": clock.now(), "depth": depth, "running": running, "deferred": deferred,
-            "failures": failures,
+            "failures": failures, "backlog": eta.portal_backlogs(loaded),
+            "deferred_eta": {str(k): v for k, v in etas.items()},
+            "at_risk": eta.at_risk(loaded),
             "paused": [p["code"] for p in portals if p["paused_at"] is not None]}
 
 
@@ -69,12 +87,27 @@ def render(snap: dict[str, Any]) -> Any:
                         str(r["attempts"]), r["step"] or "-", ago(r["started_at"]))
 
     deferred = Table(title="deferred (next opening)", title_justify="left")
-    for col in ("job", "type", "order", "portal", "runs at (UTC)", "why"):
+    for col in ("job", "type", "order", "portal", "runs at (UTC)", "why", "eta"):
         deferred.add_column(col)
     for r in snap["deferred"]:
         deferred.add_row(str(r["id"]), r["job_type"], r["order_id"], r["portal"],
                          f"{r['run_at']:%Y-%m-%d %H:%M}",
-                         waiting.describe(waiting.marker({waiting.KEY: r.get("waiting")})))
+                         waiting.describe(waiting.marker({waiting.KEY: r.get("waiting")})),
+                         snap["deferred_eta"].get(str(r["id"])) or "-")
+
+    def at(t: datetime | None) -> str:
+        return f"{t:%Y-%m-%d %H:%M}" if t is not None else "-"
+
+    backlog = Table(title="backlog ETA (last waiting job done, UTC)", title_justify="left")
+    for col in ("portal", "waiting", "p50", "p90", "no estimate"):
+        backlog.add_column(col)
+    for b in snap["backlog"]:
+        backlog.add_row(b["portal"], str(b["waiting"]), at(b["clears50"]), at(b["clears90"]),
+                        str(b["unknown"] or ""))
+    risks = Table(title="deadlines at risk", title_justify="left")
+    risks.add_column("warning")
+    for line in snap["at_risk"]:
+        risks.add_row(line)
 
     failures = Table(title="recent failures and escalations", title_justify="left")
     for col in ("job", "type", "order", "attempts", "error", "mailed"):
@@ -82,4 +115,4 @@ def render(snap: dict[str, Any]) -> Any:
     for r in snap["failures"]:
         failures.add_row(str(r["id"]), r["job_type"], r["order_id"], str(r["attempts"]),
                          (r["last_error"] or "")[:70], "yes" if r["mailed"] else "pending")
-    return Group(depth, running, deferred, failures)
+    return Group(depth, running, deferred, backlog, risks, failures)

@@ -15,10 +15,14 @@ from portalq.jobs import clock, worker_api
 from portalq.jobs.business import order_runs
 from portalq.jobs.db import connections
 from portalq.scheduler import calendar_cache as calendars
-from portalq.scheduler import mailer, metrics
+from portalq.scheduler import eta, mailer, metrics
 from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.tick")
+
+
+#: how often the leader looks for order steps at risk of missing their deadline
+AT_RISK_EVERY_S = 600.0
 
 
 class Tick:
@@ -31,6 +35,7 @@ class Tick:
         self.last_summary: dict[str, int] = {}
         self._holiday_failures: dict[str, Any] = {}   # portal -> day its refresh failed
         self._outbox_kick = asyncio.Event()
+        self._at_risk_at: float | None = None
 
     async def _is_leader(self) -> bool:
         if not await self.leader.lead():
@@ -72,6 +77,7 @@ class Tick:
                       # order steps a crash left held after their predecessors completed
                       ("order_steps_released", lambda: _released(conn)),
                       ("pruned", lambda: self._prune(conn)),
+                      ("at_risk_escalated", lambda: self._at_risk(conn)),
                       ("artifacts_pruned", lambda: _prune_artifacts(
                           s.artifacts(), older_than=timedelta(days=s.retention_days))))
             for name, duty in duties:
@@ -133,6 +139,18 @@ class Tick:
                 log.info("deferred %d job(s) of %s to %s", n, portal.code, when.isoformat())
             total += n
         return total
+
+    async def _at_risk(self, conn: Any) -> int:
+        """Order steps whose p90 ETA passes their deadline: a person is told, once (every
+        AT_RISK_EVERY_S at most: the ETA replays every waiting job)."""
+        mono = time.monotonic()
+        if self._at_risk_at is not None and mono - self._at_risk_at < AT_RISK_EVERY_S:
+            return 0
+        self._at_risk_at = mono
+        made = await eta.aescalate_at_risk(conn)
+        if made:
+            self.kick_outbox()
+        return made
 
     async def _prune(self, conn: Any) -> int:
         try:

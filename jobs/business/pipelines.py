@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import time
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -44,6 +45,27 @@ Build = Callable[[Any, Mapping[str, StepResult]], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
+class Deadline:
+    """When a step must be submitted by (issue 41): either a portal's local cut-off on the
+    first business date the order could get (``cutoff`` and ``timezone``: Delaware files
+    what it receives by 22:30 ET with that day's date), or ``days`` after the step
+    ``after`` completed (a name reservation's expiry). ``what`` says it for people."""
+
+    what: str
+    cutoff: time | None = None
+    timezone: str | None = None
+    after: str | None = None
+    days: int = 0
+
+    def __post_init__(self) -> None:
+        if (self.cutoff is None) == (self.after is None) or (
+                self.cutoff is not None and not self.timezone) or (
+                self.after is not None and self.days <= 0):
+            raise InputError(f"deadline {self.what!r}: give a cutoff with its timezone, or "
+                             "a step it comes after with a number of days")
+
+
+@dataclass(frozen=True)
 class Step:
     name: str
     job_type: str
@@ -53,6 +75,8 @@ class Step:
     #: the portal of a step whose job type picks its portal from the payload (unknown while
     #: the step waits); None: the job type's own
     portal: str | None = None
+    #: when the step must be submitted by (a warning when its p90 ETA passes it)
+    deadline: Deadline | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +97,9 @@ class OrderKind:
             if unknown:
                 raise InputError(f"order kind {self.name!r}: step {step.name!r} comes after "
                                  f"{unknown[0]!r}, which is not a step declared before it")
+            if step.deadline and step.deadline.after and step.deadline.after not in seen:
+                raise InputError(f"order kind {self.name!r}: step {step.name!r}'s deadline "
+                                 f"counts from {step.deadline.after!r}, not a step before it")
             seen.add(step.name)
         if not self.steps:
             raise InputError(f"order kind {self.name!r} has no steps")
@@ -129,4 +156,5 @@ def names() -> list[str]:
     return sorted(_KINDS)
 
 
-__all__ = ["Build", "OrderKind", "Step", "StepResult", "get", "names", "register_order_kind"]
+__all__ = ["Build", "Deadline", "OrderKind", "Step", "StepResult", "get", "names",
+           "register_order_kind"]

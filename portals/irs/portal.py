@@ -35,7 +35,7 @@ register(JobType(
     flow="portalq.portals.irs.flow:obtain_ein",
     reconcilable=False,
     # "one (1) EIN per responsible party per business day" (the IRS's code 114)
-    rate_limit=RateLimit(key=_tax_id),
+    rate_limit=RateLimit(key=_tax_id, words="one per responsible party per IRS business day"),
     secret_fields=("responsible_party.ssn", "responsible_party.itin"),
     # the CP 575 link opens the letter (name, address, EIN) for whoever holds it
     secret_checkpoints=("cp575_url",),

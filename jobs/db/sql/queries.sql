@@ -1843,3 +1843,50 @@ UPDATE portalq.orders o SET input_key_id = n.key_id, input_data = n.data
 FROM unnest(%(ids)s::text[], %(old)s::text[], %(key_ids)s::text[], %(datas)s::bytea[])
      AS n(id, old, key_id, data)
 WHERE o.order_id = n.id AND o.input_key_id = n.old;
+
+-- name: eta_waiting
+-- Every job that has not started (issue 41, ETAs): pending, deferred (scheduled, waiting
+-- on a portal, or an order's held step) with its order step. Read by the claim index's
+-- partial range (status IN ('pending','deferred')).
+SELECT q.id, q.job_type, q.order_id, q.portal, q.status, q.priority, q.run_at, q.rate_key,
+       q.attempts, q.checkpoint->'waiting' AS waiting, s.step, s.held, s.after
+FROM portalq.job_queue q LEFT JOIN portalq.order_steps s ON s.job_id = q.id
+WHERE q.status IN ('pending', 'deferred');
+
+-- name: eta_running
+SELECT id, job_type, portal, started_at FROM portalq.job_queue WHERE status = 'running';
+
+-- name: eta_held_orders
+-- The steps of orders that still hold one: which job each step is, and when it completed.
+SELECT s.order_id, s.step, s.job_id, q.status, q.finished_at, o.kind, o.created_at
+FROM portalq.order_steps s JOIN portalq.orders o ON o.order_id = s.order_id
+LEFT JOIN portalq.job_queue q ON q.id = s.job_id
+WHERE s.order_id IN (SELECT h.order_id FROM portalq.order_steps h WHERE h.held);
+
+-- name: eta_durations
+-- Run durations per (job type, portal) from the last %(limit)s completions since
+-- %(since)s (the job_queue_finished index, newest first: bounded however long the history).
+SELECT job_type, portal, count(*) AS n,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY secs) AS p50,
+       percentile_cont(0.9) WITHIN GROUP (ORDER BY secs) AS p90
+FROM (SELECT job_type, portal, extract(epoch FROM finished_at - started_at) AS secs
+      FROM portalq.job_queue
+      WHERE status = 'completed' AND finished_at >= %(since)s AND started_at IS NOT NULL AND finished_at >= started_at
+      ORDER BY finished_at DESC LIMIT %(limit)s) r
+GROUP BY job_type, portal;
+
+-- name: eta_rate_used
+-- Per (portal, rate key): the jobs started on the portal's current day (its start given
+-- per portal), as rate_defer_over counts them.
+SELECT q.portal, q.rate_key, count(*) AS n
+FROM unnest(%(portals)s::text[], %(day_starts)s::timestamptz[]) AS p(portal, day_start)
+JOIN portalq.job_queue q ON q.portal = p.portal AND q.rate_key IS NOT NULL
+     AND q.started_at >= p.day_start
+GROUP BY q.portal, q.rate_key;
+
+-- name: eta_order
+-- One order's steps with their jobs (orders show's ETA).
+SELECT s.order_id, s.step, s.job_id, q.status, q.finished_at, o.kind, o.created_at
+FROM portalq.order_steps s JOIN portalq.orders o ON o.order_id = s.order_id
+LEFT JOIN portalq.job_queue q ON q.id = s.job_id
+WHERE s.order_id = %(order_id)s ORDER BY s.job_id;

@@ -1,0 +1,134 @@
+"""ETAs from the database (issue 41): ``portalq orders show`` and ``jobs show`` print each
+waiting step's estimate and the order's, computed afresh from the portals' calendars, so
+a closure added moves them and a deadline at risk is said. Real PostgreSQL, the real CLI,
+a frozen clock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import psycopg
+
+from portalq.jobs import clock
+from portalq.scheduler import eta
+from tests.conftest import run_cli
+from tests.order_inputs import DELAWARE_LLC
+
+NOW = "2026-12-07T15:00:00Z"   # Monday 10:00 ET: Delaware and the IRS open
+FROZEN = {"PORTALQ_FROZEN_NOW": NOW}
+
+
+def _show(order: str) -> list[str]:
+    out = run_cli("orders", "show", order, env=FROZEN)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_orders_show_prints_an_eta_that_a_closure_moves(db, dsn):
+    made = run_cli("enqueue-order", "delaware_llc", "--order", "ORD-1", "--input",
+                   json.dumps(DELAWARE_LLC), env=FROZEN)
+    assert made.returncode == 0, made.stderr
+    lines = _show("ORD-1")
+    # the filing runs now (3 min, nothing measured yet), Delaware decides within ~24 h
+    # (half its declared 48 h); the EIN follows on Tuesday, the delivery right after
+    assert lines[1] == ("expected done 2026-12-08 15:06:10Z "
+                        "(by 2026-12-09 15:21:00Z at the latest)"), lines
+    etas = [line.strip() for line in lines if line.strip().startswith("eta:")]
+    assert etas[0] == ("eta: filing expected Tue 08 Dec 10:03 EST (by Wed 09 Dec 10:10 at "
+                       "the latest): then delaware_icis decides within ~24 h (declared)")
+    assert etas[1].startswith("eta: EIN expected Tue 08 Dec 10:06 EST")
+    assert not any("at risk" in line for line in lines)
+
+    closed = run_cli("portals", "close", "delaware_icis", "--from", "2026-12-07T14:00:00Z",
+                     "--to", "2026-12-08T14:00:00Z", "--reason", "system conversion",
+                     env=FROZEN)
+    assert closed.returncode == 0, closed.stderr
+    lines = _show("ORD-1")
+    assert lines[1] == ("expected done 2026-12-09 14:06:10Z "
+                        "(by 2026-12-10 14:21:00Z at the latest)"), lines
+    etas = [line.strip() for line in lines if line.strip().startswith("eta:")]
+    assert etas[0].startswith("eta: filing expected Wed 09 Dec 09:03 EST (by Thu 10 Dec "
+                              "09:10 at the latest): delaware_icis opens Tue 09:00 EST"), etas[0]
+    # the filing can no longer be in by Monday's 22:30 ET cut-off: said before it is missed
+    assert lines[2] == ("at risk: file_entity must be in by Mon 07 Dec 22:30 EST (Delaware's "
+                        "22:30 ET cut-off for the order's filing date); its p90 submission "
+                        "Tue 08 Dec 09:10 EST is 10.7 h late (delaware_icis opens Tue "
+                        "09:00 EST)"), lines[2]
+
+
+def test_jobs_show_and_status_give_the_eta(db, dsn):
+    assert run_cli("enqueue-order", "delaware_llc", "--order", "ORD-2", "--input",
+                   json.dumps(DELAWARE_LLC), env=FROZEN).returncode == 0
+    shown = run_cli("jobs", "show", "2", env=FROZEN)
+    assert shown.returncode == 0, shown.stderr
+    line = next(x for x in shown.stdout.splitlines() if x.strip().startswith("eta:"))
+    assert "EIN expected Tue 08 Dec 10:06 EST" in line and "earlier steps" in line
+    status = run_cli("status", "--json", env=FROZEN)
+    assert status.returncode == 0, status.stderr
+    snap = json.loads(status.stdout)
+    assert [b["portal"] for b in snap["backlog"]] == ["delaware_icis", "email", "irs_ein"]
+    assert snap["at_risk"] == []
+
+
+def test_measured_durations_replace_the_default(db, dsn):
+    """Ten EIN runs of 20 minutes each, completed: the estimate uses them."""
+    clock.set_clock(clock.FrozenClock(clock.parse_instant(NOW)))
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for i in range(10):
+            c.execute(
+                "INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, "
+                "run_at, started_at, finished_at, created_at, updated_at) VALUES "
+                "('obtain_ein', %s, 'irs_ein', '{}', 'completed', %s::timestamptz, "
+                "%s::timestamptz, %s::timestamptz + interval '20 minutes', %s::timestamptz, "
+                "%s::timestamptz)", (f"OLD-{i}", NOW, NOW, NOW, NOW, NOW))
+        c.execute("INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, run_at,"
+                  " created_at, updated_at) VALUES ('obtain_ein', 'NEW', 'irs_ein', '{}', "
+                  "%s, %s, %s)", (NOW, NOW, NOW))
+        loaded = eta.load(c, workers=4)
+    est = next(iter(loaded.estimates.values()))
+    assert (est.finish50 - est.start50).total_seconds() == 20 * 60
+
+
+def _duties(db, dsn, tmp_path):
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.tick import Tick
+    from portalq.scheduler.worker import Worker, make_pool
+
+    settings = Settings(database_url=db, artifacts_dir=tmp_path / "a", node_id="leader")
+
+    async def go():
+        pool = make_pool(settings, dsn)
+        await pool.open(wait=True)
+        try:
+            worker = Worker(settings, pool, dsn)
+            await worker.refresh_portals()
+            tick = Tick(settings, worker, dsn)
+            first = await tick.duties()
+            tick._at_risk_at = None   # as if AT_RISK_EVERY_S had passed
+            return first, await tick.duties()
+        finally:
+            await pool.close()
+    return asyncio.run(go())
+
+
+def test_a_step_at_risk_is_escalated_once_before_its_deadline(db, dsn, tmp_path):
+    """Monday 22:00 ET, Delaware closed since the morning until Tuesday: the filing cannot
+    make Monday's 22:30 ET cut-off; the leader's tick tells a person, once."""
+    now = clock.parse_instant("2026-12-08T03:00:00Z")   # Monday 22:00 ET
+    clock.set_clock(clock.FrozenClock(clock.parse_instant(NOW)))   # ordered Monday 10:00 ET
+    assert run_cli("enqueue-order", "delaware_llc", "--order", "ORD-3", "--input",
+                   json.dumps(DELAWARE_LLC), env=FROZEN).returncode == 0
+    assert run_cli("portals", "close", "delaware_icis", "--from", "2026-12-07T15:00:00Z",
+                   "--to", "2026-12-08T14:00:00Z", "--reason", "conversion",
+                   env=FROZEN).returncode == 0
+    clock.set_clock(clock.FrozenClock(now))
+    first, again = _duties(db, dsn, tmp_path)
+    assert first["at_risk_escalated"] == 1 and again["at_risk_escalated"] == 0
+    with psycopg.connect(dsn) as c:
+        rows = c.execute("SELECT job_id, kind, reason, created_at FROM portalq.escalations"
+                         ).fetchall()
+    assert [(r[0], r[1]) for r in rows] == [(1, "at_risk")]
+    assert rows[0][2].startswith("order ORD-3: at risk: file_entity must be in by Mon 07 Dec "
+                                 "22:30 EST")
+    assert rows[0][3] == now   # before the deadline it warns of

@@ -1,0 +1,174 @@
+"""The ETA estimator (portals/eta.py) on calendar edge cases, with synthetic snapshots and
+fixed instants: no database, no clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from portalq.portals import eta
+from portalq.portals.calendar import Closure, zone
+from portalq.portals.eta import Duration, Job, PortalState, Snapshot
+from portalq.portals.presets import calendar_from_preset
+from portalq.portals.steps import STEPS
+
+MIN = timedelta(minutes=1)
+TEN = Duration(10 * MIN, 20 * MIN, measured=50)
+
+
+def _utc(*a: int) -> datetime:
+    return datetime(*a, tzinfo=UTC)
+
+
+def _snap(now, jobs, *, portal="irs_ein", sessions=1, closures=(), **kw):
+    cal = calendar_from_preset(portal, closures=tuple(closures))
+    state = PortalState(cal, sessions, **kw.pop("state", {}))
+    return Snapshot(now=now, portals={portal: state}, jobs=jobs,
+                    durations={(j.job_type, j.portal): TEN for j in jobs}, **kw)
+
+
+def test_a_closed_weekend_starts_on_monday_at_opening():
+    # Saturday 5 Dec 2026: the IRS opens Monday 07:00 ET (12:00 UTC)
+    job = Job(1, "obtain_ein", "irs_ein", label="EIN")
+    est = eta.estimate(_snap(_utc(2026, 12, 5, 15), [job]))[1]
+    assert est.start50 == est.start90 == _utc(2026, 12, 7, 12)
+    assert est.finish50 == _utc(2026, 12, 7, 12, 10)
+    assert est.finish90 == _utc(2026, 12, 7, 12, 20)
+    assert "irs_ein opens Mon 07:00 EST" in est.reasons
+    line = eta.text(job, est, "America/New_York")
+    assert line.startswith("EIN expected Mon 07 Dec 07:10 EST (by 07:20 at the latest)")
+
+
+def test_the_cut_off_and_a_holiday_push_to_the_next_business_day():
+    # Thu 24 Dec 21:50 ET: past the 15-minute cut-off before 22:00; Fri 25 is Christmas
+    now = _utc(2026, 12, 25, 2, 50)
+    est = eta.estimate(_snap(now, [Job(1, "obtain_ein", "irs_ein")]))[1]
+    assert est.start50 == _utc(2026, 12, 28, 12)   # Monday 07:00 ET
+
+
+def test_open_now_starts_now():
+    now = _utc(2026, 12, 7, 15)   # Monday 10:00 ET
+    est = eta.estimate(_snap(now, [Job(1, "obtain_ein", "irs_ein")]))[1]
+    assert est.start50 == now and est.reasons == ()
+
+
+def test_the_rate_limit_moves_the_second_ein_of_a_party_to_the_next_business_day():
+    now = _utc(2026, 12, 11, 15)   # Friday 10:00 ET
+    jobs = [Job(i, "obtain_ein", "irs_ein", run_at=now, rate_key="party-a", rate_limit=1,
+                rate_words="one per responsible party per business day") for i in (1, 2)]
+    jobs.append(Job(3, "obtain_ein", "irs_ein", run_at=now, rate_key="party-b", rate_limit=1))
+    est = eta.estimate(_snap(now, jobs))
+    assert est[1].start50 == now
+    assert est[3].start50 == now + 10 * MIN        # another party: behind job 1 only
+    assert est[2].start50 == _utc(2026, 12, 14, 12)   # Monday 07:00 ET (weekend between)
+    assert "one per responsible party per business day" in est[2].reasons
+
+
+def test_a_key_that_used_its_day_already_waits_for_the_next():
+    now = _utc(2026, 12, 7, 15)
+    job = Job(1, "obtain_ein", "irs_ein", rate_key="k", rate_limit=1)
+    est = eta.estimate(_snap(now, [job], rate_used={("irs_ein", "k"): 1}))[1]
+    assert est.start50 == _utc(2026, 12, 8, 12)
+
+
+def test_backlog_with_concurrency_in_claim_order():
+    now = _utc(2026, 12, 7, 15)   # Monday 10:00 ET, Delaware open
+    jobs = [Job(i, "file_entity", "delaware_icis", run_at=now + i * timedelta(seconds=1))
+            for i in range(1, 6)]
+    jobs.append(Job(9, "file_entity", "delaware_icis", priority=5,
+                    run_at=now + timedelta(seconds=9)))
+    est = eta.estimate(_snap(now, jobs, portal="delaware_icis", sessions=2))
+    sec = timedelta(seconds=1)
+    # 1 and 2 start as they come due; the urgent job 9, due after them, goes before 3
+    assert [est[i].start50 for i in (1, 2)] == [now + sec, now + 2 * sec]
+    assert est[9].start50 == now + 10 * MIN + sec
+    assert est[3].start50 == now + 10 * MIN + timedelta(seconds=2)
+    assert est[5].ahead == 5 and est[5].start50 == now + 20 * MIN + timedelta(seconds=2)
+    assert any("5 job(s) ahead on delaware_icis, 2 at a time" == r for r in est[5].reasons)
+    # the p90 replay runs every job ahead at its p90 too
+    assert est[5].start90 == now + 40 * MIN + timedelta(seconds=2)
+
+
+def test_running_jobs_hold_their_sessions():
+    now = _utc(2026, 12, 7, 15)
+    snap = _snap(now, [Job(1, "obtain_ein", "irs_ein")],
+                 state={"running": (now + 4 * MIN,)})
+    est = eta.estimate(snap)[1]
+    assert est.start50 == now + 4 * MIN and est.ahead == 1
+
+
+def test_a_closure_moves_the_estimate():
+    now = _utc(2026, 12, 7, 15)
+    job = Job(1, "obtain_ein", "irs_ein")
+    closed = Closure(now - MIN, _utc(2026, 12, 8, 15), "system conversion")
+    est = eta.estimate(_snap(now, [job], closures=[closed]))[1]
+    assert est.start50 == _utc(2026, 12, 8, 15)
+
+
+def test_a_step_calendar_keeps_a_bc_job_until_paybc_opens():
+    # Friday 21:30 PT: the registry is open, PayBC closed since 21:00 (opens Sat 00:00);
+    # the registry opens Saturday 06:00 PT
+    now = datetime(2026, 12, 11, 21, 30, tzinfo=zone("America/Vancouver")).astimezone(UTC)
+    cal = calendar_from_preset("bc_corporate_online")
+    state = PortalState(cal, 2, steps=(STEPS[("bc_corporate_online", "payment")],))
+    job = Job(1, "name_search", "bc_corporate_online")
+    est = eta.estimate(Snapshot(now, {"bc_corporate_online": state}, [job]))[1]
+    local = est.start50.astimezone(zone("America/Vancouver"))
+    assert (local.weekday(), local.hour, local.minute) == (5, 6, 0)   # Saturday 06:00
+    alone = eta.estimate(Snapshot(now, {"bc_corporate_online": PortalState(cal, 2)}, [job]))
+    assert alone[1].start50 == now   # the registry alone would start it at once
+
+
+def test_a_paused_portal_gives_no_estimate_and_says_why():
+    now = _utc(2026, 12, 7, 15)
+    job = Job(1, "obtain_ein", "irs_ein", label="EIN")
+    est = eta.estimate(_snap(now, [job], state={"paused": "operator"}))[1]
+    assert est.start50 is None and est.finish90 is None
+    assert eta.text(job, est, "UTC") == (
+        "EIN: no estimate: irs_ein is paused (operator) until a person resumes it")
+    probe = eta.estimate(_snap(now, [job], state={"paused": "breaker",
+                                                  "resumes_at": now + 30 * MIN}))[1]
+    assert probe.start50 == now + 30 * MIN
+
+
+def test_held_steps_follow_their_predecessors_and_the_portals_processing():
+    now = _utc(2026, 12, 7, 15)   # Monday 10:00 ET
+    hours = timedelta(hours=1)
+    de = calendar_from_preset("delaware_icis")
+    irs = calendar_from_preset("irs_ein")
+    filing = Job(1, "file_entity", "delaware_icis",
+                 processing=Duration(24 * hours, 48 * hours))
+    ein = Job(2, "obtain_ein", "irs_ein", after=(1,))
+    deliver = Job(3, "deliver", "email", after=(1, 2))
+    snap = Snapshot(now, {"delaware_icis": PortalState(de, 2), "irs_ein": PortalState(irs, 1),
+                          "email": PortalState(calendar_from_preset("email"), 10)},
+                    [filing, ein, deliver], durations={}, default_duration=TEN)
+    est = eta.estimate(snap)
+    assert est[1].submitted50 == now + 10 * MIN
+    assert est[1].finish50 == now + 10 * MIN + 24 * hours
+    assert est[2].start50 == est[1].finish50            # Tuesday 10:10 ET: open
+    assert est[2].start90 == _utc(2026, 12, 9, 15, 20)  # Wednesday 10:20 ET
+    assert est[3].start50 == est[2].finish50
+    # a predecessor with no estimate holds its dependants without one
+    failed = eta.estimate(Snapshot(now, snap.portals, [ein, deliver], default_duration=TEN))
+    assert failed[2].finish50 is None and failed[3].finish50 is None
+    # a predecessor done already: released now
+    done = eta.estimate(Snapshot(now, snap.portals, [ein], default_duration=TEN,
+                                 done={1: now - hours}))
+    assert done[2].start50 == now
+
+
+def test_a_job_waiting_on_the_portal_finishes_when_its_declared_time_is_up():
+    now = _utc(2026, 12, 7, 15)
+    since = now - timedelta(hours=10)
+    job = Job(1, "name_search", "bc_corporate_online", submitted_at=since,
+              next_check=now + 30 * MIN,
+              processing=Duration(timedelta(hours=12), timedelta(hours=24)))
+    cal = calendar_from_preset("bc_corporate_online")
+    est = eta.estimate(Snapshot(now, {"bc_corporate_online": PortalState(cal, 2)}, [job]))[1]
+    assert est.finish50 == since + timedelta(hours=12)
+    assert est.finish90 == since + timedelta(hours=24)
+    overdue = Job(2, "name_search", "bc_corporate_online", submitted_at=now - timedelta(days=3),
+                  next_check=now + 30 * MIN, processing=job.processing)
+    late = eta.estimate(Snapshot(now, {"bc_corporate_online": PortalState(cal, 2)},
+                                 [overdue]))[2]
+    assert late.finish50 == late.finish90 == now + 30 * MIN
