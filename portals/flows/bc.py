@@ -30,7 +30,7 @@ from portalq.jobs import clock
 from portalq.jobs.errors import BusinessError, DeferUntil, PortalChanged, RetryableError
 from portalq.jobs.submission import Submission
 from portalq.portals import steps
-from portalq.portals.flows import waiting
+from portalq.portals.flows import name_requests, waiting
 from portalq.portals.flows.base import browser_page
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import PortalPage
@@ -111,6 +111,9 @@ class BcPortal(PortalPage):
             if found:
                 return await self._nr_confirmed(sub, found)
             await waiting.not_found_after_lost_answer(self.ctx, sub)   # returns if vouched
+        # the names this NR is for, before it exists: a retry with other names knows it
+        # needs a new one (portals/flows/name_requests.py)
+        await self.ctx.save_checkpoint(nr_for_names=list(names))
         await self.ctx.step("name request")
         await self.goto(f"{self.base}/nr", "the Name Request")
         if not await self.select("Entity type", entity):
@@ -329,6 +332,12 @@ def _people(p: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], list[str]]]:
 
 async def name_search(ctx: FlowContext) -> dict[str, Any]:
     p = ctx.payload
+    retry = name_requests.plan(p, ctx.checkpoints)
+    if retry is not None and retry.new:
+        await _retire_nr(ctx)
+    elif retry is not None and retry.refused and not retry.same:
+        raise BusinessError(f"not requested: {retry.refused}")
+    # the same names as a finished NR: it is read again below (never requested again)
     async with browser_page(ctx) as (page, evidence):
         await sign_in_with_account(ctx, page)   # a BCeID, when an account is configured
         nr = await BcPortal(ctx, page, evidence).name_request(
@@ -337,6 +346,22 @@ async def name_search(ctx: FlowContext) -> dict[str, Any]:
     result = usable_nr(nr, consent=False)
     return {"nr_number": result["nr_number"], "nr_state": result["nr_state"],
             "name": result["nr_name"], "expires_on": result["nr_expires_on"]}
+
+
+_NS_KEYS = ("nr_number", "nr_state", "nr_name", "nr_expires_on", "nr_decisions",
+            "nr_for_names")
+
+
+async def _retire_nr(ctx: FlowContext) -> None:
+    """The job's NR is finished (rejected, expired...) and the payload names others: keep
+    it in ``earlier_nrs`` and forget its submission, so a NEW one is requested under a new
+    reference."""
+    cp = ctx.checkpoints
+    old = ctx.submission(NAME_REQUEST)
+    ref = old.earlier.reference if old.earlier else None
+    await old.retire(also={**dict.fromkeys(_NS_KEYS), "earlier_nrs": [
+        *cp.get("earlier_nrs", []),
+        {**{k: cp.get(k) for k in _NS_KEYS}, "name_request_reference": ref}]})
 
 
 async def _examined(ctx: FlowContext, nr: Mapping[str, Any]) -> None:

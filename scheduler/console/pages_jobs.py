@@ -15,13 +15,22 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from portalq.jobs import console_actions, console_needs, console_repo, masking, portals_repo, types
+from portalq.jobs import (
+    console_actions,
+    console_needs,
+    console_repo,
+    masking,
+    portals_repo,
+    queue,
+    types,
+)
 from portalq.jobs.audit import Actor
 from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.clock import parse_instant
 from portalq.jobs.console_users import User
 from portalq.jobs.errors import InputError
 from portalq.jobs.models import JOB_STATUSES
+from portalq.portals.flows import name_requests
 from portalq.scheduler.console.pages_needs import back_to, portal_zones
 from portalq.scheduler.console.security import require
 
@@ -33,6 +42,8 @@ DOCUMENT_TYPES = ("application/pdf",)
 FILTERS = ("status", "portal", "job_type", "order_id", "created_from", "created_to", "field",
            "value")
 DONE = {"retry": "Queued again.", "retry_with_payload": "Queued again with the new payload.",
+        "retry_new_nr": "Queued again with the new names: it makes a new Name Request for "
+                        "them (the finished one is kept as an earlier NR).",
         "cancel": "Cancelled.", "confirm_filed": "Completed as filed.",
         "not_filed": "Resumes from before its submission.",
         "answer": "Answer sent: the flow goes on with it.",
@@ -52,6 +63,19 @@ def pending_approval(job: dict[str, Any]) -> dict[str, Any] | None:
     return {"job_id": job["id"], "job_type": job["job_type"],
             "review": console_needs.review_screenshot(job["artifacts"], attempt),
             "digest": str(record.get("digest") or ""), "changed": bool(record.get("changed"))}
+
+
+#: what a retry of a job of this type does, from its payload and checkpoints (the flow
+#: decides the same way): only retries that can work are offered and queued
+RETRY_PLANS = {"name_search": name_requests.plan}
+
+
+def retry_plan(job: dict[str, Any], payload: dict[str, Any] | None = None,
+               ) -> name_requests.Plan | None:
+    planner = RETRY_PLANS.get(job["job_type"])
+    if planner is None or job["status"] not in ("failed", "cancelled"):
+        return None
+    return planner(job["payload"] if payload is None else payload, job["checkpoint"])
 
 
 def actor(user: User) -> Actor:
@@ -156,7 +180,7 @@ def routes(console: Console) -> list[Route]:
         return console.render(request, "job.html", job=data, attempts=attempts, done=done,
                               zone=zone,
                               can_act=user.can("operator"), uncertain=uncertain,
-                              a=pending_approval(data), back="",
+                              a=pending_approval(data), back="", plan=retry_plan(data),
                               payload_json=json.dumps(data["payload"], indent=2,
                                                       sort_keys=True),
                               link=console.service.job_url(data["id"]))
@@ -170,6 +194,7 @@ def routes(console: Console) -> list[Route]:
         require(request, "operator")
         data = load(request.path_params["job_id"])
         return console.render(request, "edit.html", job=data, mask=masking.MASK,
+                              plan=retry_plan(data),
                               secrets=masking.secret_fields(data["job_type"]),
                               payload_json=json.dumps(data["payload"], indent=2,
                                                       sort_keys=True), error=None)
@@ -184,7 +209,7 @@ def routes(console: Console) -> list[Route]:
         reason = _reason(form)
         from starlette.concurrency import run_in_threadpool
 
-        def run() -> None:
+        def run() -> str:
             with console.db() as conn:
                 a = actor(user)
                 if what == "retry":
@@ -211,16 +236,22 @@ def routes(console: Console) -> list[Route]:
                                          f"{exc.lineno}") from None
                     if not isinstance(edited, dict):
                         raise InputError("payload must be a JSON object")
+                    plan = retry_plan(queue.get_job(job_id, conn), edited)
+                    if plan is not None and plan.refused:
+                        raise InputError(plan.refused)
                     console_actions.retry_with_payload(conn, a, job_id, reason, edited)
+                    if plan is not None and plan.new:
+                        return "retry_new_nr"
                 else:
                     raise HTTPException(404, "no such action")
+            return what
 
-        await run_in_threadpool(run)
+        done = await run_in_threadpool(run)
         back = back_to(form.get("back"))   # started on the "Needs you" page: back there
         if back is not None:
-            return RedirectResponse(f"{back}?{urlencode({'done': what, 'job': job_id})}",
+            return RedirectResponse(f"{back}?{urlencode({'done': done, 'job': job_id})}",
                                     status_code=303)
-        return RedirectResponse(f"/jobs/{job_id}?done={what}", status_code=303)
+        return RedirectResponse(f"/jobs/{job_id}?done={done}", status_code=303)
 
     async def bulk(request: Request) -> Response:
         """Preview (how many, which) and then, with confirm=yes, do it."""
