@@ -261,7 +261,9 @@ def routes(console: Console) -> list[Route]:
         if action not in console_actions.BULK_STATES:
             raise InputError("choose retry or cancel")
         statuses = console_actions.BULK_STATES[action]
-        selected = [job_id_param(v) for v in form.getlist("id") if str(v).strip()]
+        # one field per job, or (a group on the "Needs you" page) one field of many ids
+        many = " ".join(str(v) for v in form.getlist("ids")).split()
+        selected = [job_id_param(v) for v in [*form.getlist("id"), *many] if str(v).strip()]
         scope_all = form.get("scope") == "filter"
         flt = parse_filter(form)
         from starlette.concurrency import run_in_threadpool
