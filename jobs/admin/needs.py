@@ -17,15 +17,14 @@ from datetime import datetime
 from typing import Any
 
 from portalq.jobs import clock, submission
-from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.db import sql
 from portalq.jobs.secrets import redaction as masking
 
 #: at most this many items of each sort are read (the count in the navigation says more)
 LIMIT = 200
-#: failed jobs read to group (a group's bulk retry covers the ones read)
-FAILED_LIMIT = 5000
-_NUMBER = re.compile(r"\d+")
+#: causes of failure listed (each a group of any number of failed jobs)
+GROUPS_LIMIT = 200
+_NUMBER = re.compile(r"[0-9]+")
 
 #: what to do about a group of failed jobs, by their escalation's kind: (the advice, and
 #: whether a retry can help -- only then is the bulk retry offered)
@@ -70,35 +69,31 @@ class FailedGroup:
 
 
 def cause_of(error: str | None) -> str:
-    first = (error or "no error recorded").strip().splitlines()[0] if error else \
-        "no error recorded"
-    return _NUMBER.sub("#", first[:200])
+    """The cause a failed job is grouped by (the database groups them so:
+    console_needs_failed_groups): the error's first line, its first 200 characters, each
+    run of digits as "#" -- "IRS answered 503 for order 17" and "... order 18" are one."""
+    first = (error or "").strip(" \t\r\n").split("\n", 1)[0].split("\r", 1)[0]
+    return _NUMBER.sub("#", (first or "no error recorded")[:200])
 
 
-def group_failed(rows: Sequence[Mapping[str, Any]]) -> tuple[list[FailedGroup],
-                                                          list[dict[str, Any]]]:
-    """(groups of failed jobs by cause, largest first; the uncertain filings -- a
-    submission pressed and never confirmed -- apart, one by one)."""
-    groups: dict[tuple[str, str, str, str], FailedGroup] = {}
-    uncertain: list[dict[str, Any]] = []
-    for r in rows:
-        if past_point_of_no_return(r["checkpoint"]):
-            doubt = submission.in_doubt(r["checkpoint"])
-            uncertain.append({k: r[k] for k in ("id", "job_type", "order_id", "portal",
-                                                "last_error", "finished_at", "kind")}
-                             | {"submissions": [d.name for d in doubt]})
-            continue
-        key = (r["portal"], r["job_type"], r["kind"], cause_of(r["last_error"]))
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = FailedGroup(*key, sample=(r["last_error"] or "")[:500])
-        g.ids.append(r["id"])
-        at = r["finished_at"]
-        if at is not None:
-            g.first = at if g.first is None else min(g.first, at)
-            g.last = at if g.last is None else max(g.last, at)
-    ordered = sorted(groups.values(), key=lambda g: (-len(g.ids), g.portal, g.cause))
-    return ordered, uncertain
+def failed_groups(conn: Any) -> list[FailedGroup]:
+    """Every failed job in the inbox (not past a point of no return), grouped by cause,
+    largest group first; the text scrubbed of anything shaped like an SSN."""
+    return [FailedGroup(r["portal"], r["job_type"], r["kind"],
+                        str(masking.scrub_ssn_like(r["cause"])),
+                        sample=str(masking.scrub_ssn_like(r["sample"] or "")),
+                        ids=list(r["ids"]), first=r["first"], last=r["last"])
+            for r in sql.fetch(conn, "console_needs_failed_groups", {"limit": GROUPS_LIMIT})]
+
+
+def uncertain(conn: Any) -> list[dict[str, Any]]:
+    """Failed jobs past a point of no return, one by one, with their submissions in doubt."""
+    out = []
+    for r in sql.fetch(conn, "console_needs_uncertain", {"limit": LIMIT}):
+        doubt = submission.in_doubt({submission.KEY: r.pop("submissions")})
+        out.append({**r, "last_error": masking.scrub_ssn_like(r["last_error"]),
+                    "submissions": [d.name for d in doubt]})
+    return out
 
 
 def review_screenshot(artifacts: Sequence[Mapping[str, Any]], attempt: int,
@@ -151,17 +146,15 @@ def _instant(value: Any) -> datetime | None:
 def page(conn: Any) -> dict[str, Any]:
     """Everything the "Needs you" page lists, each sort oldest (or most urgent) first."""
     now = clock.now()
-    failed_rows = [{**r, "last_error": masking.scrub_ssn_like(r["last_error"])}
-                   for r in sql.fetch(conn, "console_needs_failed", {"limit": FAILED_LIMIT})]
-    groups, uncertain = group_failed(failed_rows)
+    groups, doubtful = failed_groups(conn), uncertain(conn)
     data: dict[str, Any] = masking.scrub_ssn_like({
         "questions": sql.fetch(conn, "console_needs_questions", {"now": now,
                                                                   "limit": LIMIT}),
         "approvals": approvals(conn, now),
-        "uncertain": uncertain,
+        "uncertain": doubtful,
         "waiting": waiting_overdue(conn, now),
     })
-    data.update(now=now, failed=groups, failed_partial=len(failed_rows) >= FAILED_LIMIT)
-    data["total"] = (len(data["questions"]) + len(data["approvals"]) + len(uncertain)
+    data.update(now=now, failed=groups, failed_partial=len(groups) >= GROUPS_LIMIT)
+    data["total"] = (len(data["questions"]) + len(data["approvals"]) + len(doubtful)
                      + len(data["waiting"]) + sum(len(g.ids) for g in groups))
     return data

@@ -183,6 +183,10 @@ escalations = Table(
     UniqueConstraint("job_id", "attempt", "kind", name="escalations_once"),
     Index("escalations_unsent", "next_try_at", postgresql_where=text("sent_at IS NULL")),
     Index("escalations_approval", "job_id", postgresql_where=text("kind = 'approval'")),
+    # a failed job's latest failure escalation, read from the index alone (the console's
+    # "Needs you" groups and its count, issue 39)
+    Index("escalations_failure_latest", "job_id", text("id DESC"), postgresql_include=["kind"],
+          postgresql_where=text("kind NOT IN ('question', 'approval')")),
 )
 
 portal_notices = Table(

@@ -36,6 +36,7 @@ from portalq.jobs import clock
 from portalq.jobs.errors import BusinessError, DeferUntil, PortalChanged, RetryableError
 from portalq.jobs.submission import State, Submission
 from portalq.portals import steps
+from portalq.portals.bc import name_requests
 from portalq.portals.bc.payload import Applicant, NameSearchPayload
 from portalq.portals.entity.payload import FileEntityPayload
 from portalq.portals.flows import wait_on_portal as waiting
@@ -129,6 +130,9 @@ class BcPortal(PortalPage):
             if found:
                 return await self._nr_confirmed(sub, found)
             await waiting.not_found_after_lost_answer(self.ctx, sub)   # returns if vouched
+        # the names this NR is for, before it exists: a retry with other names knows it
+        # needs a new one (portals/bc/name_requests.py)
+        await self.ctx.save_checkpoint(nr_for_names=list(names))
         await self.ctx.step("name request")
         await self.goto(f"{self.base}/nr", "the Name Request")
         if not await self.select("Entity type", entity):
@@ -351,6 +355,12 @@ def _people(p: FileEntityPayload) -> list[tuple[Person, list[str]]]:
 
 async def name_search(ctx: FlowContext[NameSearchPayload]) -> dict[str, Any]:
     p = ctx.args
+    retry = name_requests.plan(p.model_dump(), ctx.checkpoints)
+    if retry is not None and retry.new:
+        await _retire_nr(ctx)
+    elif retry is not None and retry.refused and not retry.same:
+        raise BusinessError(f"not requested: {retry.refused}")
+    # the same names as a finished NR: it is read again below (never requested again)
     async with browser_page(ctx) as (page, evidence):
         await sign_in_with_account(ctx, page)   # a BCeID, when an account is configured
         nr = await BcPortal(ctx, page, evidence).name_request(
@@ -359,6 +369,23 @@ async def name_search(ctx: FlowContext[NameSearchPayload]) -> dict[str, Any]:
     result = usable_nr(nr, consent=False)
     return {"nr_number": result["nr_number"], "nr_state": result["nr_state"],
             "name": result["nr_name"], "expires_on": result["nr_expires_on"]}
+
+
+_NS_KEYS = ("nr_number", "nr_state", "nr_name", "nr_expires_on", "nr_decisions",
+            "nr_for_names")
+
+
+async def _retire_nr(ctx: FlowContext[BaseModel]) -> None:
+    """The job's NR is finished (rejected, expired...) and the payload names others: keep
+    it in ``earlier_nrs`` and forget its submission, so a NEW one is requested under a new
+    reference."""
+    cp = ctx.checkpoints
+    old = ctx.submission(NAME_REQUEST)
+    ref = old.earlier.reference if old.earlier else None
+    earlier = cp.get("earlier_nrs")
+    await old.retire(also={**dict.fromkeys(_NS_KEYS), "earlier_nrs": [
+        *(earlier if isinstance(earlier, list) else []),
+        {**{k: cp.get(k) for k in _NS_KEYS}, "name_request_reference": ref}]})
 
 
 async def _examined(ctx: FlowContext[BaseModel], nr: Mapping[str, Any]) -> None:

@@ -40,7 +40,14 @@ from portalq.scheduler.console.live import Hub
 from portalq.scheduler.console.oidc import Config
 from portalq.scheduler.console.pages_needs import routes as needs_routes
 from portalq.scheduler.console.pages_overview import Snapshots, live_fragment
-from portalq.scheduler.console.security import SecurityHeaders, Sessions, SignInRequired, derive
+from portalq.scheduler.console.security import (
+    SameOrigin,
+    SecurityHeaders,
+    SessionCsrf,
+    Sessions,
+    SignInRequired,
+    derive,
+)
 
 HERE = Path(__file__).parent
 
@@ -197,10 +204,12 @@ def create_app(dsn: str, settings: ConsoleSettings | None = None,
         SignInRequired: _sign_in, HTTPException: errors, InputError: errors,
         IllegalTransition: errors, PortalqError: errors})
     app.state.console = console
-    wrapped: ASGIApp = UserMiddleware(app, console)
+    secure = console.settings.secure_cookies
+    wrapped: ASGIApp = UserMiddleware(SessionCsrf(app, console.secret, secure), console)
     wrapped = asgi_csrf.asgi_csrf(wrapped, signing_secret=derive(console.secret, "csrf"),
-                                  cookie_samesite="Strict", cookie_secure=settings.secure_cookies
-                                  if settings else False, always_protect={"/login"})
+                                  cookie_samesite="Strict", cookie_secure=secure,
+                                  always_protect={"/login"})
+    wrapped = SameOrigin(wrapped, [console.service.console_url])
     outer = SecurityHeaders(wrapped)
     outer.console = console  # type: ignore[attr-defined]
     return outer

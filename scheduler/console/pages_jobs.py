@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -16,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from portalq.jobs import types
+from portalq.jobs import queue, types
 from portalq.jobs.admin import actions as console_actions
 from portalq.jobs.admin import needs as console_needs
 from portalq.jobs.admin import reads as console_repo
@@ -28,6 +29,7 @@ from portalq.jobs.errors import InputError
 from portalq.jobs.kinds import JOB_STATUSES
 from portalq.jobs.operations import portal_rows as portals_repo
 from portalq.jobs.secrets import redaction as masking
+from portalq.portals.bc import name_requests
 from portalq.scheduler.console.pages_needs import back_to, portal_zones
 from portalq.scheduler.console.security import require
 
@@ -39,6 +41,8 @@ DOCUMENT_TYPES = ("application/pdf",)
 FILTERS = ("status", "portal", "job_type", "order_id", "created_from", "created_to", "field",
            "value")
 DONE = {"retry": "Queued again.", "retry_with_payload": "Queued again with the new payload.",
+        "retry_new_nr": "Queued again with the new names: it makes a new Name Request for "
+                        "them (the finished one is kept as an earlier NR).",
         "cancel": "Cancelled.", "confirm_filed": "Completed as filed.",
         "not_filed": "Resumes from before its submission.",
         "answer": "Answer sent: the flow goes on with it.",
@@ -58,6 +62,19 @@ def pending_approval(job: dict[str, Any]) -> dict[str, Any] | None:
     return {"job_id": job["id"], "job_type": job["job_type"],
             "review": console_needs.review_screenshot(job["artifacts"], attempt),
             "digest": str(record.get("digest") or ""), "changed": bool(record.get("changed"))}
+
+
+#: what a retry of a job of this type does, from its payload and checkpoints (the flow
+#: decides the same way): only retries that can work are offered and queued
+RETRY_PLANS = {"name_search": name_requests.plan}
+
+
+def retry_plan(job: Mapping[str, Any], payload: Mapping[str, Any] | None = None,
+               ) -> name_requests.Plan | None:
+    planner = RETRY_PLANS.get(job["job_type"])
+    if planner is None or job["status"] not in ("failed", "cancelled"):
+        return None
+    return planner(job["payload"] if payload is None else payload, job["checkpoint"])
 
 
 def actor(user: User) -> Actor:
@@ -162,7 +179,7 @@ def routes(console: Console) -> list[Route]:
         return console.render(request, "job.html", job=data, attempts=attempts, done=done,
                               zone=zone,
                               can_act=user.can("operator"), uncertain=uncertain,
-                              a=pending_approval(data), back="",
+                              a=pending_approval(data), back="", plan=retry_plan(data),
                               payload_json=json.dumps(data["payload"], indent=2,
                                                       sort_keys=True),
                               link=console.service.job_url(data["id"]))
@@ -176,6 +193,7 @@ def routes(console: Console) -> list[Route]:
         require(request, "operator")
         data = load(request.path_params["job_id"])
         return console.render(request, "edit.html", job=data, mask=masking.MASK,
+                              plan=retry_plan(data),
                               secrets=masking.secret_fields(data["job_type"]),
                               payload_json=json.dumps(data["payload"], indent=2,
                                                       sort_keys=True), error=None)
@@ -188,7 +206,8 @@ def routes(console: Console) -> list[Route]:
         what = request.path_params["action"]
         form = await request.form()
         reason = form_reason(form)
-        def run() -> None:
+
+        def run() -> str:
             with console.db() as conn:
                 a = actor(user)
                 if what == "retry":
@@ -215,16 +234,22 @@ def routes(console: Console) -> list[Route]:
                                          f"{exc.lineno}") from None
                     if not isinstance(edited, dict):
                         raise InputError("payload must be a JSON object")
+                    plan = retry_plan(queue.get_job(job_id, conn), edited)
+                    if plan is not None and plan.refused:
+                        raise InputError(plan.refused)
                     console_actions.retry_with_payload(conn, a, job_id, reason, edited)
+                    if plan is not None and plan.new:
+                        return "retry_new_nr"
                 else:
                     raise HTTPException(404, "no such action")
+            return what
 
-        await run_in_threadpool(run)
+        done = await run_in_threadpool(run)
         back = back_to(form.get("back"))   # started on the "Needs you" page: back there
         if back is not None:
-            return RedirectResponse(f"{back}?{urlencode({'done': what, 'job': job_id})}",
+            return RedirectResponse(f"{back}?{urlencode({'done': done, 'job': job_id})}",
                                     status_code=303)
-        return RedirectResponse(f"/jobs/{job_id}?done={what}", status_code=303)
+        return RedirectResponse(f"/jobs/{job_id}?done={done}", status_code=303)
 
     async def bulk(request: Request) -> Response:
         """Preview (how many, which) and then, with confirm=yes, do it."""
@@ -234,7 +259,9 @@ def routes(console: Console) -> list[Route]:
         if action not in console_actions.BULK_STATES:
             raise InputError("choose retry or cancel")
         statuses = console_actions.BULK_STATES[action]
-        selected = [job_id_param(v) for v in form.getlist("id") if str(v).strip()]
+        # one field per job, or (a group on the "Needs you" page) one field of many ids
+        many = " ".join(str(v) for v in form.getlist("ids")).split()
+        selected = [job_id_param(v) for v in [*form.getlist("id"), *many] if str(v).strip()]
         scope_all = form.get("scope") == "filter"
         flt = parse_filter(form)
         def pick() -> list[int]:

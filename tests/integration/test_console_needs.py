@@ -55,13 +55,44 @@ def test_each_sort_comes_from_its_cause_and_goes_with_it(conn, dsn, tmp_path):
     assert _listed(conn)["uncertain"] == set()
 
 
-def test_a_refused_business_cause_offers_no_bulk_retry():
-    rows = [{"id": i, "portal": "bc_corporate_online", "job_type": "name_search",
-             "kind": "business", "last_error": f"name rejected (request {i})",
-             "checkpoint": {}, "finished_at": None} for i in (1, 2)]
-    [group], uncertain = console_needs.group_failed(rows)
-    assert group.ids == [1, 2] and not group.retry_helps and uncertain == []
-    assert "no bulk action" in group.advice
+def _fail(conn, error: str | None, kind: str = "business",
+          checkpoint: dict | None = None) -> int:
+    job_id = queue.enqueue("name_search", "ORD-F", {
+        "jurisdiction": "BC", "names": ["A Ltd."],
+        "applicant": {"name": "A", "email": "a@example.test", "phone": "604-555-0100"}},
+        conn=conn).id
+    conn.execute("UPDATE portalq.job_queue SET status = 'failed', last_error = %s, "
+                 "checkpoint = %s, finished_at = now() WHERE id = %s",
+                 (error, json.dumps(checkpoint or {}), job_id))
+    queue.escalate(conn, job_id, 1, kind, "failed")
+    return job_id
+
+
+def test_a_refused_business_cause_offers_no_bulk_retry(conn):
+    ids = [_fail(conn, f"name rejected (request {i})") for i in (1, 2)]
+    [group] = console_needs.failed_groups(conn)
+    assert group.ids == ids and not group.retry_helps and console_needs.uncertain(conn) == []
+    assert "no bulk action" in group.advice and group.sample == "name rejected (request 1)"
+
+
+ERRORS = ["  IRS answered 503 for order 17\nTraceback ...", "IRS answered 503 for order 18",
+          "\r\n\tline one 12\rline two", None, "   ", "x" * 250 + "9" * 30, "ünïcode ٣ 42"]
+
+
+def test_the_database_groups_by_the_cause_cause_of_states(conn):
+    ids = [_fail(conn, e) for e in ERRORS]
+    in_doubt = _fail(conn, "no answer after submit", "uncertain",
+                     {"submissions": {"ein_application": {"state": "submitting",
+                                                          "reference": "R1"}}})
+    groups = {g.cause: g.ids for g in console_needs.failed_groups(conn)}
+    expected: dict[str, list[int]] = {}
+    for job_id, error in zip(ids, ERRORS, strict=True):
+        expected.setdefault(console_needs.cause_of(error), []).append(job_id)
+    assert groups == expected
+    assert groups["IRS answered # for order #"] == ids[:2]
+    assert groups["no error recorded"] == ids[3:5]
+    [doubt] = console_needs.uncertain(conn)
+    assert doubt["id"] == in_doubt and doubt["submissions"] == ["ein_application"]
 
 
 def _plan(conn, name: str, params: dict) -> str:
@@ -78,7 +109,8 @@ def test_the_needs_queries_read_indexes_not_the_finished_bulk(conn):
                now(), now(), now() FROM generate_series(1, 50000) g""")
     conn.execute("ANALYZE portalq.job_queue")
     params = {"now": clock.now(), "limit": 200, "cap": 1000}
-    for name in ("console_needs_failed", "console_needs_waiting",
+    for name in ("console_needs_failed_groups", "console_needs_uncertain",
+                 "console_needs_waiting",
                  "console_needs_waiting_count"):
         plan = _plan(conn, name, params)
         assert '"Seq Scan"' not in plan, (name, plan)

@@ -1316,28 +1316,30 @@ ORDER BY e.created_at, e.id LIMIT %(limit)s;
 
 -- name: console_needs_you
 -- How many escalations need a person (console_escalations_inbox's rows), up to %(cap)s:
--- the count in the console's navigation and on its overview.
+-- the count in the console's navigation and on its overview. Its parts never name the same
+-- escalation twice (kinds and job states apart; a question's escalation DISTINCT however
+-- many questions it asked), so UNION ALL: the count stops at the cap, never reads every failed job.
 WITH open AS (
     SELECT e.id FROM portalq.job_queue j
     CROSS JOIN LATERAL (SELECT l.id FROM portalq.escalations l WHERE l.job_id = j.id
                           AND l.kind NOT IN ('question', 'approval')
                         ORDER BY l.id DESC LIMIT 1) e
     WHERE j.status = 'failed'
-    UNION
-    SELECT e.id FROM portalq.job_questions q
+    UNION ALL
+    SELECT DISTINCT e.id FROM portalq.job_questions q
     JOIN portalq.escalations e ON e.job_id = q.job_id AND e.attempt = q.attempt AND e.kind = 'question'
     JOIN portalq.job_queue j ON j.id = q.job_id
     WHERE q.answered_at IS NULL AND q.deadline > %(now)s
       AND j.status NOT IN ('completed', 'cancelled')
       AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
                         AND l.kind = 'question' AND l.id > e.id)
-    UNION
+    UNION ALL
     SELECT e.id FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
     WHERE e.kind = 'approval' AND j.status NOT IN ('completed', 'cancelled')
       AND j.checkpoint #>> '{approval,state}' = 'pending'
       AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
                         AND l.kind = 'approval' AND l.id > e.id)
-    UNION
+    UNION ALL
     -- a changed page: open while its portal stays paused for it (read from the few
     -- portals paused so, through their waiting jobs)
     SELECT e.id FROM portalq.portals p
@@ -1396,18 +1398,49 @@ WHERE e.kind = 'approval' AND j.status NOT IN ('completed', 'cancelled')
                     AND l.kind = 'approval' AND l.id > e.id)
 ORDER BY e.created_at, e.id LIMIT %(limit)s;
 
--- name: console_needs_failed
--- The "Needs you" page's failed jobs (console_escalations_inbox's failure rows: the job's
--- latest failure escalation, not resolved), through the failed jobs' partial index; the
--- page groups them by cause and tells the uncertain ones apart by their checkpoint.
-SELECT j.id, j.job_type, j.order_id, j.portal, j.last_error, j.checkpoint, j.finished_at,
-       e.kind
+-- name: console_needs_failed_groups
+-- The "Needs you" page's failed jobs, grouped by cause here (a row per cause, however many
+-- jobs failed): console_escalations_inbox's failure rows (the job's latest failure
+-- escalation, not resolved), through the failed jobs' partial index, except those past a
+-- point of no return (a submission pressed, never confirmed: console_needs_uncertain). The
+-- cause: the error's first line, its first 200 characters, each run of digits as "#"
+-- (jobs.console_needs.cause_of), compared byte by byte (grouping needs no language's
+-- order); the sample: the oldest job's error.
+WITH f AS (
+    SELECT j.id, j.job_type, j.portal, j.finished_at, e.kind,
+           regexp_replace(left(coalesce(nullif(split_part(split_part(
+               btrim(j.last_error, E' \t\r\n'), E'\n', 1), E'\r', 1), ''),
+               'no error recorded'), 200), '[0-9]+', '#', 'g') COLLATE "C" AS cause
+    FROM portalq.job_queue j
+    CROSS JOIN LATERAL (SELECT l.id, l.kind FROM portalq.escalations l WHERE l.job_id = j.id
+                          AND l.kind NOT IN ('question', 'approval')
+                        ORDER BY l.id DESC LIMIT 1) e
+    LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
+    WHERE j.status = 'failed' AND h.resolved_at IS NULL
+      AND NOT coalesce(jsonb_path_exists(j.checkpoint, 'strict $.submissions.* ? '
+                                         '(@.state == "submitting")', '{}', true), false)
+), g AS (
+    SELECT portal, job_type, kind, cause, array_agg(id ORDER BY id) AS ids,
+           min(id) AS oldest, min(finished_at) AS first, max(finished_at) AS last
+    FROM f GROUP BY portal, job_type, kind, cause
+)
+SELECT g.portal, g.job_type, g.kind, g.cause, g.ids, g.first, g.last,
+       (SELECT left(j.last_error, 500) FROM portalq.job_queue j WHERE j.id = g.oldest) AS sample
+FROM g ORDER BY cardinality(g.ids) DESC, g.portal, g.cause LIMIT %(limit)s;
+
+-- name: console_needs_uncertain
+-- The "Needs you" page's failed jobs past a point of no return (a submission pressed,
+-- never confirmed), one by one, oldest first, with their submission records.
+SELECT j.id, j.job_type, j.order_id, j.portal, j.last_error, j.finished_at, e.kind,
+       j.checkpoint -> 'submissions' AS submissions
 FROM portalq.job_queue j
 CROSS JOIN LATERAL (SELECT l.id, l.kind FROM portalq.escalations l WHERE l.job_id = j.id
                       AND l.kind NOT IN ('question', 'approval')
                     ORDER BY l.id DESC LIMIT 1) e
 LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
 WHERE j.status = 'failed' AND h.resolved_at IS NULL
+  AND jsonb_path_exists(j.checkpoint, 'strict $.submissions.* ? (@.state == "submitting")',
+                        '{}', true)
 ORDER BY j.id LIMIT %(limit)s;
 
 -- name: console_needs_waiting
