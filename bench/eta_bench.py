@@ -75,7 +75,7 @@ def snapshot(jobs: int, orders: int, seed: int = 41) -> Snapshot:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--db", action="store_true",
-                        help="also time the loader (scheduler/eta.py) on an embedded database")
+                        help="also time the loader (scheduler/estimates.py) on an embedded database")
     args = parser.parse_args()
     snap = snapshot(JOBS, ORDERS)
     t0 = time.perf_counter()
@@ -106,8 +106,7 @@ def _db(snap: Snapshot) -> None:
 
     from portalq.jobs.db.embedded import EmbeddedPostgres, owner_url
     from portalq.jobs.db.migrate import upgrade
-    from portalq.scheduler import eta
-
+    from portalq.scheduler import estimates as eta
     pg = EmbeddedPostgres(Path(tempfile.gettempdir()) / "portalq-etabench")
     pg.ensure_running()
     try:

@@ -1,7 +1,7 @@
 """When will it be done? A job's and an order's start and finish, p50 and p90 (issue 41).
 
 A pure function of a :class:`Snapshot` -- calendars, the queue, limits, durations, now --
-so tests drive it with synthetic inputs and a frozen instant; the loader (scheduler/eta.py)
+so tests drive it with synthetic inputs and a frozen instant; the loader (scheduler/estimates.py)
 builds the snapshot from the database.
 
 What it models, per portal, by replaying the claim in time:

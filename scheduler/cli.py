@@ -243,8 +243,7 @@ def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = Fa
         typer.echo(f"{'waiting':>13}: {shown}")   # submitted; the registry decides later
     if job["status"] in ("pending", "deferred"):
         # the estimator (calendars, the replay) only for the commands that show an ETA
-        from portalq.scheduler import eta
-
+        from portalq.scheduler import estimates as eta
         if line := eta.job_line(eta.load_fresh()[0], job_id):
             typer.echo(f"{'eta':>13}: {line}")
     typer.echo(f"{'payload':>13}: {json.dumps(job['payload'], sort_keys=True)}")

@@ -161,7 +161,7 @@ def console(host: Annotated[str | None, typer.Option(
     needs_console_extra()
     # the service, console and flows load only for the command that runs them
     from portalq.scheduler.console.app import serve
-    from portalq.scheduler.console.config import ConsoleSettings
+    from portalq.scheduler.console.signing_key import ConsoleSettings
 
     overrides: dict[str, object] = {}
     if host is not None:
@@ -175,8 +175,8 @@ def console(host: Annotated[str | None, typer.Option(
         fail(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}")
     # the service, console and flows load only for the command that runs them
     from portalq.scheduler.config import Settings
-    from portalq.scheduler.console.config import secret_key
     from portalq.scheduler.console.oidc import Config
+    from portalq.scheduler.console.signing_key import secret_key
 
     try:  # single sign-on half configured, a short secret: one line before anything starts
         Config.from_settings(settings, Settings())

@@ -102,8 +102,7 @@ def show(order_id: str, as_json: Annotated[bool, typer.Option("--json")] = False
         print_json(view)
         return
     # the estimator (calendars, the replay) only for the commands that show an ETA
-    from portalq.scheduler import eta
-
+    from portalq.scheduler import estimates as eta
     loaded, steps = eta.load_fresh(order_id)
     when = eta.order_view(loaded, steps)
     typer.echo(f"order {view['order_id']}: {len(view['jobs'])} job(s)")

@@ -16,7 +16,7 @@ from portalq.jobs.db import txn
 from portalq.jobs.kinds import FINAL
 from portalq.jobs.operations import outbox
 from portalq.jobs.operations import portal_rows as portals_repo
-from portalq.scheduler import eta
+from portalq.scheduler import estimates as eta
 
 #: the live view recomputes the ETAs at most this often (every waiting job is replayed)
 ETA_EVERY_S = 15.0

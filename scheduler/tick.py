@@ -15,7 +15,8 @@ from portalq.jobs import clock, worker_api
 from portalq.jobs.business import order_runs
 from portalq.jobs.db import connections
 from portalq.scheduler import calendar_cache as calendars
-from portalq.scheduler import eta, mailer, metrics
+from portalq.scheduler import estimates as eta
+from portalq.scheduler import mailer, metrics
 from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.tick")

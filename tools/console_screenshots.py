@@ -126,7 +126,7 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
 def main() -> None:
     from portalq.scheduler.config import Settings
     from portalq.scheduler.console.app import create_app, server
-    from portalq.scheduler.console.config import ConsoleSettings
+    from portalq.scheduler.console.signing_key import ConsoleSettings
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "console")
     out.mkdir(parents=True, exist_ok=True)
@@ -160,7 +160,7 @@ def sso_login(dsn: str, out: Path) -> None:
     needs no provider, so an example issuer does."""
     from portalq.scheduler.config import Settings
     from portalq.scheduler.console.app import create_app, server
-    from portalq.scheduler.console.config import ConsoleSettings
+    from portalq.scheduler.console.signing_key import ConsoleSettings
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -77,7 +77,7 @@ async def shoot(base: str, ids: dict[str, object], out: Path) -> None:
 def main() -> None:
     from portalq.scheduler.config import Settings
     from portalq.scheduler.console.app import create_app, server
-    from portalq.scheduler.console.config import ConsoleSettings
+    from portalq.scheduler.console.signing_key import ConsoleSettings
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "console")
     out.mkdir(parents=True, exist_ok=True)

@@ -20,8 +20,8 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from portalq.jobs.errors import InputError
-from portalq.jobs.settings.base import CONFIG_ENV, SECRETS_DIR_ENV, Section
 from portalq.jobs.settings.console import ConsoleSettings
+from portalq.jobs.settings.section import CONFIG_ENV, SECRETS_DIR_ENV, Section
 from portalq.jobs.settings.sections import (
     SECTIONS,
     BreakerSettings,

@@ -8,7 +8,7 @@ from typing import ClassVar
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from portalq.jobs.settings.base import Section
+from portalq.jobs.settings.section import Section
 
 #: a signing key shorter than this could be guessed (HMAC-SHA256: 32 bytes is its strength)
 MIN_SECRET_BYTES = 32

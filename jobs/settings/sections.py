@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from pydantic import Field, SecretStr, field_validator
 
-from portalq.jobs.settings.base import Section
+from portalq.jobs.settings.section import Section
 
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 #: above it a read buffer cannot be sized (1e30: OverflowError) and PostgreSQL's jsonb

@@ -35,7 +35,6 @@ from portalq.scheduler.console import (
     pages_overview,
     pages_sso,
 )
-from portalq.scheduler.console.config import ConsoleSettings, secret_key
 from portalq.scheduler.console.live import Hub
 from portalq.scheduler.console.oidc import Config
 from portalq.scheduler.console.pages_needs import routes as needs_routes
@@ -48,6 +47,7 @@ from portalq.scheduler.console.security import (
     SignInRequired,
     derive,
 )
+from portalq.scheduler.console.signing_key import ConsoleSettings, secret_key
 
 HERE = Path(__file__).parent
 

@@ -31,7 +31,7 @@ from portalq.jobs.errors import InputError
 
 if TYPE_CHECKING:
     from portalq.scheduler.config import Settings
-    from portalq.scheduler.console.config import ConsoleSettings
+    from portalq.scheduler.console.signing_key import ConsoleSettings
 
 log = logging.getLogger("portalq.console.sso")
 

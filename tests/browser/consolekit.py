@@ -16,7 +16,7 @@ from flowkit import SSN, secret_forms
 from portalq.jobs import clock, queue
 from portalq.scheduler.config import Settings
 from portalq.scheduler.console.app import create_app
-from portalq.scheduler.console.config import ConsoleSettings
+from portalq.scheduler.console.signing_key import ConsoleSettings
 from tests import payloads
 from tests.checkpoints import in_doubt
 from tests.conftest import run_cli

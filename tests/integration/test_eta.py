@@ -11,7 +11,7 @@ import json
 import psycopg
 
 from portalq.jobs import clock
-from portalq.scheduler import eta
+from portalq.scheduler import estimates as eta
 from tests.conftest import run_cli
 from tests.order_inputs import DELAWARE_LLC
 

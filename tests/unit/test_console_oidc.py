@@ -10,8 +10,8 @@ import pytest
 
 from portalq.jobs.errors import InputError
 from portalq.scheduler.config import Settings
-from portalq.scheduler.console.config import ConsoleSettings
 from portalq.scheduler.console.oidc import Config, domain_refusal, map_role, user_name
+from portalq.scheduler.console.signing_key import ConsoleSettings
 
 SECRET = "the-client-secret-value"
 BASE = {"oidc_issuer": "https://id.example.com/realms/corp", "oidc_client_id": "portalq",
