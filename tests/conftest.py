@@ -67,7 +67,9 @@ class ServerUsers:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        # the home owner-only, as portalq makes it (the test of its modes runs on it)
+        self.dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700, exist_ok=True)
         with open(self.dir / ".lock", "w") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             yield

@@ -35,9 +35,9 @@ def test_the_wheel_installs_one_package_beside_the_apps_own(tmp_path, db, dsn):
     assert tops == {"portalq", "portalq-0.1.0.dist-info"}, tops
     names = zipfile.ZipFile(wheel).namelist()
     # the folders' files are in the wheel as files of the namespace (not as symlinks)
-    for member in ("portalq/jobs/queue.py", "portalq/jobs/sql/queries.sql",
+    for member in ("portalq/jobs/queue.py", "portalq/jobs/db/sql/queries.sql",
                    "portalq/migrations/env.py", "portalq/scheduler/cli.py",
-                   "portalq/portals/flows/irs.py", "portalq/scheduler/console/app.py"):
+                   "portalq/portals/irs/flow.py", "portalq/scheduler/console/app.py"):
         assert member in names, member
     entry = zipfile.ZipFile(wheel).read("portalq-0.1.0.dist-info/entry_points.txt").decode()
     assert "portalq = portalq.scheduler.cli:main" in entry
@@ -70,7 +70,7 @@ def test_the_wheel_installs_one_package_beside_the_apps_own(tmp_path, db, dsn):
         assert jobs.OWNER == migrations.OWNER == "the app", (jobs.__file__, migrations.__file__)
         import portalq
         assert portalq.__file__.startswith({purelib!r}), portalq.__file__
-        """).format(purelib=purelib) + _sample() + textwrap.dedent("""
+        """).format(purelib=purelib) + _sample("README.md") + textwrap.dedent("""
         import sys
         assert sys.modules["jobs"].__file__.startswith({app!r})
         print("ok", portalq.__file__)

@@ -93,6 +93,10 @@ def test_files_are_owner_only_and_no_parent_is_loosened(pg):
     assert {p: _mode(p) for p in parents} == before
     assert _mode(TEST_HOME) == 0o700
     assert _mode(pg.passfile) == 0o600
+    # the keyring is made by the first sealed value (another test's, in a whole run)
+    from portalq.jobs.secrets import crypto
+
+    crypto.provider().current_id()
     assert _mode(TEST_HOME / "keys.json") == 0o600
     assert _mode(pg.socket_dir) == 0o700
     assert _mode(pg.pgdata) == 0o700
