@@ -185,7 +185,6 @@ async def complete_many(conn: AConn, *, worker: str,
 async def _release_steps(conn: AConn, orders: list[str]) -> None:
     """The steps after the orders' steps just completed (jobs/business/order_runs.py). Their
     completion is committed: should this fail, the leader's sweep releases them."""
-
     try:
         await order_runs.arelease_ready(conn, orders)
     except Exception as exc:  # noqa: BLE001 - the completions stand; the sweep retries

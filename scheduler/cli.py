@@ -76,7 +76,6 @@ def migrate(database_url: DbUrl = None,
             sql: Annotated[bool, typer.Option("--sql", help="print the SQL, run nothing")] = False,
             ) -> None:
     """Apply schema migrations (idempotent)."""
-
     if sql:
         typer.echo(m.offline_sql())
         return
@@ -119,7 +118,6 @@ def enqueue(
 ) -> None:
     """Enqueue one job; prints its id. Without --payload the payload is built from the order
     by the job type's order source."""
-
     given = payload is not None or payload_file is not None
     data = load_payload(payload, payload_file) if given else None
     when = parse_when(run_at, "--run-at")
@@ -189,7 +187,6 @@ def enqueue_batch(
 
 def _public(job: Mapping[str, Any]) -> dict[str, Any]:
     """A job for display: secret payload fields shown as [encrypted] or [erased]."""
-
     out = dict(job)
     try:
         secret_fields = get(job["job_type"]).secret_fields
@@ -309,7 +306,6 @@ def jobs_retry(
 def _audited(action: str, job_id: int, reason: str, change: Any) -> None:
     """An admin change of a job and its audit row (who, what, when, why, before/after),
     committed together -- as the console records its actions."""
-
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
         console_actions.job_action(conn, Actor(cli_actor(), None, "cli"), action, job_id,
@@ -446,14 +442,12 @@ def standin(host: Annotated[str, typer.Option(envvar="PORTALQ_STANDIN_HOST")] = 
 @db_app.command("start")
 def db_start() -> None:
     """Start the embedded PostgreSQL server (if not running); print its URL."""
-
     typer.echo(embedded().ensure_running())
 
 
 @db_app.command("stop")
 def db_stop() -> None:
     """Stop the embedded PostgreSQL server."""
-
     embedded().stop()
     typer.echo("stopped")
 
@@ -462,7 +456,6 @@ def db_stop() -> None:
 def db_url(database_url: DbUrl = None) -> None:
     """Print the database URL portalq uses (starting the embedded server if needed); a
     password is shown as ***."""
-
     typer.echo(parse_url(resolve(database_url)).redacted())
 
 

@@ -31,7 +31,6 @@ def adopt(
     jobs waiting for a person (they may have been filed), failed rows failed jobs; finished
     rows are counted, others skipped with the reason. The legacy table is only read.
     Stop the old dispatcher first."""
-
     if apply and dry_run:
         fail("give --apply or --dry-run, not both")
     types: dict[str, str] = {}

@@ -76,7 +76,6 @@ _DB_EXITS = {"unavailable": ExitCode.UNAVAILABLE, "value": ExitCode.BAD_INPUT,
 
 def database_error(exc: BaseException) -> tuple[ExitCode | None, str]:
     """(exit code, one-line message) for a database error, else (None, "")."""
-
     found = classify_error(exc)
     if found is None:
         return None, ""

@@ -136,7 +136,6 @@ def retire(key_id: str, database_url: DbUrl = None,
 def forget_database(name: str) -> None:
     """Drop a database that no longer exists from the key file's record (`keys status`
     lists them), so that `keys retire` stops asking for it."""
-
     p = _provider()
     if not isinstance(p, crypto.FileKeyring):
         fail(f"keys come from {_where(p)}, not a key file: nothing recorded")

@@ -38,7 +38,6 @@ def enqueue_order(
 ) -> None:
     """Create an order: all its jobs at once, the first steps pending, the others held
     until the steps they need completed. Prints one line per step."""
-
     if (input_file is None) == (input_json is None):
         fail("give --input-file or --input (one of them)")
     data = load_payload(input_json, input_file, "order input")

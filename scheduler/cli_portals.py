@@ -149,7 +149,6 @@ def set_hours(
     database_url: DbUrl = None,
 ) -> None:
     """Replace a portal's weekly hours (audited)."""
-
     if bool(windows) == bool(preset):
         fail("give either windows or --preset")
     if preset:

@@ -144,8 +144,6 @@ DEMO_ACCOUNT, DEMO_EMAIL = "demo", "filings@demo.example"
 def _crtc_account(standins: Any) -> None:
     """The CRTC stand-in asks for a GCKey sign-in with an e-mailed code: the demo's CRTC
     job waits for a person, and the demo answers it the way an operator would."""
-
-
     password = secrets.token_urlsafe(12)
     standins.state["crtc"].accounts.configure({"enabled": True, "accounts": {
         "demo-filings": {"password": password, "mfa": "email", "email": DEMO_EMAIL}}})
@@ -162,8 +160,6 @@ def _crtc_account(standins: Any) -> None:
 def _answer_waiting(ids: dict[str, int], mailbox: Path, answered: set[int],
                     console: Any) -> None:
     """A job waiting for an e-mailed code: say how to answer it, and answer it."""
-
-
     for job_id in ids.values():
         job = queue.get_job(job_id)
         if job_id in answered or job["status"] != "running" or not str(

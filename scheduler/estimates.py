@@ -182,7 +182,6 @@ def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[di
 def load_fresh(order_id: str | None = None,
                ) -> tuple[Loaded, list[dict[str, Any]]]:
     """:func:`load` on a connection of its own, with ``order_id``'s steps (the CLI)."""
-
     with queue.connect() as conn:
         loaded = load(conn)
         return loaded, (order_steps(conn, order_id) if order_id else [])

@@ -224,7 +224,6 @@ class JobContext(Reporting):
 
     async def tell_admins(self, kind: str, reason: str) -> None:
         """An escalation mailed once (e.g. a registry slower than it says); the job goes on."""
-
         async with self._pool.connection() as conn:
             await questions.tell_admins(conn, job_id=self.job_id, attempt=self.attempt,
                                         kind=kind, reason=reason)

@@ -48,7 +48,6 @@ def labelled(metric: Any, *values: str) -> Any:
 async def refresh_job_counts(conn: Any) -> None:
     """The jobs-by-portal-and-status gauge, counted when /metrics is scraped (a scan of
     job_queue: kept out of the tick, which would pay it every period for nobody)."""
-
     JOBS.clear()
     for row in await jobs_repo.adepth(conn):
         JOBS.labels(row["portal"], row["status"]).set(row["n"])

@@ -377,7 +377,6 @@ def owner_url(url: str) -> str:
 def grant_app(dsn: str, database: str) -> None:
     """Let the app role use ``database``'s tables (now and those the owner creates later):
     read and write rows, nothing more. Idempotent."""
-
     role = f'"{APP_ROLE}"'
     owned = schema()
     with psycopg.connect(dsn, autocommit=True) as conn:

@@ -109,8 +109,6 @@ def head_revision() -> str | None:
 def upgrade_if_needed(url: str) -> None:
     """:func:`upgrade`, skipped (and alembic and SQLAlchemy never imported: a smaller
     service process) when the database is already at the head revision."""
-
-
     head = head_revision()
     if head is not None:
         try:
@@ -129,8 +127,6 @@ def note_key_file(url: str) -> None:
     """Record the database as one using the key file, at migration and service start
     (jobs/secrets/key_registry.py: `keys retire` checks every such database). Not for another
     key provider, nor one that cannot be set up here (the migration does not need it)."""
-
-
     try:
         p = crypto.provider()
     except PortalqError:   # a key setup this node lacks is reported where it is used
@@ -143,8 +139,6 @@ def note_key_file(url: str) -> None:
 def seed_portals(url: str, portals: list[dict[str, Any]]) -> list[str]:
     """Add the declared portals the database lacks (rows from ``PortalPreset.as_row``), in
     one transaction; existing portals are left as they are. Returns the codes added."""
-
-
     added = []
     with psycopg.connect(libpq_dsn(owner_url(url))) as conn:
         for row in portals:

@@ -29,7 +29,6 @@ def raw_connection(conn: Any) -> psycopg.Connection[Any]:
 @contextmanager
 def connect(url: str | None = None) -> Iterator[psycopg.Connection[Any]]:
     """A connection of portalq's own; committed on success, rolled back on error."""
-
     with psycopg.connect(libpq_dsn(database_url(url)), **connect_options()) as conn:
         yield conn
 

@@ -147,6 +147,5 @@ def unrecorded(p: FileKeyring) -> list[str]:
 @contextmanager
 def connect_dsn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     """A connection to a recorded database (committed on success)."""
-
     with psycopg.connect(dsn, **connect_options()) as conn:
         yield conn

@@ -159,7 +159,6 @@ def job_secrets(job: Mapping[str, Any]) -> list[str]:
     ``secret_*`` columns), to scrub them from what people are shown or sent: every written
     form of a value is then known, not only the SSN-shaped ones. Empty when they were
     erased, or when this process has not the key (then :func:`scrub_ssn_like` alone)."""
-
     if job.get("secret_data") is None:
         return []
     try:

@@ -50,7 +50,6 @@ def payload_values(payload: Any) -> list[str]:
 def leave_data_out(snapshot: str, values: Iterable[str], secrets: Iterable[str] = ()) -> str:
     """``snapshot`` with the job's secrets (anywhere) and values (whole words), SSN/ITIN
     shapes and definitions' values left out."""
-
     text = redact(_DEFINITION.sub(r"\1: (data)", snapshot), secrets)
     for value in sorted(set(values), key=len, reverse=True):
         # whole words only: a value such as "digital" must not blank out "digitally"
