@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from consolekit import sign_in_page
 from flowkit import SSN
 from pydantic import BaseModel
 
@@ -289,3 +290,17 @@ def de_payload() -> Callable[..., dict[str, Any]]:
         return payload
 
     return build
+
+
+@pytest.fixture
+def signin(env: dict[str, Any], browser: Any, run: Callable[..., Any]) -> Iterator[Any]:
+    """``signin(role)``: a console page signed in as ``role`` (the console modules' own
+    ``env`` fixture says where the console is); its browser contexts closed afterwards."""
+    contexts: list[Any] = []
+
+    def sign_in(role: str) -> Any:
+        return run(sign_in_page(browser, env["base"], role, contexts))
+
+    yield sign_in
+    for ctx in contexts:
+        run(ctx.close())

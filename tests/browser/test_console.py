@@ -19,7 +19,6 @@ from consolekit import (
     add_users,
     assert_no_ssn,
     seed,
-    sign_in_page,
 )
 from flowkit import SSN
 
@@ -47,18 +46,6 @@ def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
     finally:
         patch.undo()
         pg_server.drop(name)
-
-
-@pytest.fixture
-def signin(env, browser, run):
-    contexts: list[Any] = []
-
-    def sign_in(role: str) -> Any:
-        return run(sign_in_page(browser, env["base"], role, contexts))
-
-    yield sign_in
-    for ctx in contexts:
-        run(ctx.close())
 
 
 def job_row(dsn: str, job_id: int) -> dict[str, Any]:

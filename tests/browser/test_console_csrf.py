@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from consolekit import ConsoleServer, add_users, seed, sign_in_page
+from consolekit import ConsoleServer, add_users, seed
 
 pytestmark = pytest.mark.browser
 
@@ -30,18 +30,6 @@ def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
     finally:
         patch.undo()
         pg_server.drop(name)
-
-
-@pytest.fixture
-def signin(env, browser, run):
-    contexts: list[Any] = []
-
-    def sign_in(role: str) -> Any:
-        return run(sign_in_page(browser, env["base"], role, contexts))
-
-    yield sign_in
-    for ctx in contexts:
-        run(ctx.close())
 
 
 def _status(dsn: str, job_id: int) -> str:
