@@ -5,10 +5,12 @@ Content-Security-Policy and behind sign-in."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import psycopg
 import pytest
@@ -153,6 +155,45 @@ def test_viewer_and_trace_need_sign_in_and_only_the_viewer_has_its_policy(
         "async () => (await navigator.serviceWorker.getRegistrations()).length")) == 0
     run(page.goto(snapshot_url))
     assert "/login?next=" in page.url
+
+
+def test_a_link_naming_another_origins_trace_loads_nothing(env, signin, job_id, run):
+    """The viewer takes any address in ``?trace=``; a crafted link may name a trace on
+    another server (one that even allows every origin to read it). The service worker runs
+    under the viewer's policy (``connect-src 'self'``): it never asks that server."""
+    zip_path = next(env["artifacts"].rglob("trace.zip"))
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            data = zip_path.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/zip")
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        foreign = f"http://127.0.0.1:{other.server_address[1]}/trace.zip"
+        page = signin("operator")
+        run(page.goto(f"/trace-viewer/index.html?trace={quote(foreign, safe='')}"))
+        alert = page.get_by_role("alert")
+        run(alert.filter(has_text="Could not load trace").wait_for())
+        assert run(page.get_by_test_id("actions-tree").get_by_text(
+            "Begin Application Now").count()) == 0
+        assert asked == []
+        # the same trace from the console itself loads (so the refusal is the origin's)
+        run(open_trace(page, job_id))
+    finally:
+        other.shutdown()
+        other.server_close()
 
 
 def _trace_artifact(env: dict[str, Any], job_id: int) -> int:
