@@ -34,6 +34,7 @@ from portalq.scheduler.console import (
     pages_orders,
     pages_overview,
     pages_sso,
+    trace_viewer,
 )
 from portalq.scheduler.console.live import Hub
 from portalq.scheduler.console.oidc import Config
@@ -91,6 +92,9 @@ class Console:
         env = self.templates.env
         env.filters["t"] = _fmt_time
         env.filters["tojson_pretty"] = to_json
+        # a job page links each trace into the viewer when this install ships one
+        env.globals["trace_link"] = trace_viewer.trace_link if trace_viewer.viewer_dir() \
+            else None
         self.hub = Hub(self, functools.partial(live_fragment, self))
         self.snapshots = Snapshots(self)
 
@@ -185,6 +189,7 @@ def create_app(dsn: str, settings: ConsoleSettings | None = None,
     routes = [*pages_overview.routes(console), *needs_routes(console),
               *pages_jobs.routes(console), *pages_orders.routes(console),
               *pages_admin.routes(console), *(pages_sso.routes(console, sso) if sso else []),
+              *trace_viewer.mount(),
               Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
 
     @contextlib.asynccontextmanager

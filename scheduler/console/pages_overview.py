@@ -186,6 +186,9 @@ def routes(console: Console) -> list[Route]:
             await run_in_threadpool(end)
         response = RedirectResponse("/login?bye=1", status_code=303)
         console.sessions.clear_cookie(response)
+        # the trace viewer's service worker keeps the last traces it opened in memory and
+        # serves their snapshots itself: signing out unregisters it with them
+        response.headers["clear-site-data"] = '"storage"'
         return response
 
     return [Route("/", overview), Route("/overview.json", overview_json),

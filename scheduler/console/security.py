@@ -11,7 +11,8 @@
 - Every response: a strict Content-Security-Policy (scripts and styles only from the
   console's own /static files; no inline script or style), no framing, a Referer only to
   the console itself (a POST then carries its true Origin: under no-referrer Chromium sends
-  `Origin: null`).
+  `Origin: null`). The trace viewer's files alone (``/trace-viewer/``) carry a policy of
+  their own (``viewer_headers``): Playwright's viewer cannot run under the strict one.
 """
 
 from __future__ import annotations
@@ -45,6 +46,32 @@ HEADERS = [
     (b"referrer-policy", b"same-origin"),
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
+
+
+def viewer_headers(script_hashes: Iterable[str]) -> list[tuple[bytes, bytes]]:
+    """The Content-Security-Policy of the trace viewer's files (``/trace-viewer/`` only;
+    every other response keeps ``CSP``). The viewer is Playwright's own web app, which
+    the console's policy would stop from running. What it needs beyond ``CSP``, and why:
+
+    - ``worker-src 'self'``: it registers a service worker that unpacks the trace;
+    - ``frame-src 'self' data:``: it shows DOM snapshots in frames (same-origin pages the
+      service worker builds, with their own policy: a script nonce, no objects) and a
+      ``data:`` blank page between them (an opaque origin: it cannot reach the console);
+    - ``style-src 'unsafe-inline'``: React and CodeMirror set style attributes and
+      elements (styles only: scripts stay the viewer's own files plus the hashes of its
+      page's inline scripts, so no injected text can run);
+    - ``img-src data: blob:``: screencast frames and icons drawn from the trace;
+    - ``font-src``/``manifest-src 'self'``: its icon font and web manifest.
+
+    Connections stay same-origin (the trace zip comes from the console's artifact route),
+    nothing may frame it, and it posts no form."""
+    csp = ("default-src 'none'; "
+           f"script-src 'self' {' '.join(script_hashes)}; "
+           "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self'; "
+           "connect-src 'self'; worker-src 'self'; frame-src 'self' data:; "
+           "manifest-src 'self'; form-action 'none'; frame-ancestors 'none'; "
+           "base-uri 'none'")
+    return [(b"content-security-policy", csp.encode())]
 
 
 def derive(secret: str, purpose: str) -> str:
