@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from portalq.jobs.business.pipelines import (
     Deadline,
@@ -26,7 +26,7 @@ from portalq.jobs.business.pipelines import (
     register_order_kind,
 )
 from portalq.portals.bc.payload import Applicant
-from portalq.portals.irs.payload import ThirdPartyDesignee
+from portalq.portals.irs.payload import ThirdPartyDesignee, who_applies
 from portalq.portals.payloads import Address, Person, ResponsibleParty, ShareClass
 from portalq.portals.payloads import Model as _Model
 
@@ -58,9 +58,18 @@ class DelawareLlcInput(_Model):
     start_year: int = Field(ge=1900, le=2100)
     business_address: Address | None = Field(default=None,
                                               description="default: the registered office")
-    third_party_designee: ThirdPartyDesignee | None = None
+    #: who applies for the EIN (portals/irs/payload.py): the designee named here, else the
+    #: deployment's (PORTALQ_IRS_DESIGNEE_*); "responsible_party": the client in person
+    applicant: Literal["designee", "responsible_party"] | None = None
+    #: checked (and filled from the settings) when the order comes in, not when the EIN
+    #: step's turn comes after the filing: an order that cannot apply is refused at once
+    third_party_designee: ThirdPartyDesignee | None = Field(default=None,
+                                                             validate_default=True)
     #: where the documents go (default: contact_email)
     deliver_to: str | None = Field(default=None, pattern=_EMAIL)
+
+
+    _who_applies = field_validator("third_party_designee")(who_applies)
 
 
 def _documents(done: Done, *steps: str) -> list[dict[str, Any]]:
@@ -86,7 +95,7 @@ def _de_ein(o: DelawareLlcInput, done: Done) -> dict[str, Any]:
             "responsible_party": o.responsible_party.model_dump(exclude_none=True),
             "address": address.model_dump(exclude_none=True), "phone": o.contact_phone,
             "start_month": o.start_month, "start_year": o.start_year,
-            "principal_activity": o.principal_activity,
+            "principal_activity": o.principal_activity, "applicant": o.applicant,
             "third_party_designee": (o.third_party_designee.model_dump(exclude_none=True)
                                      if o.third_party_designee else None)}
 

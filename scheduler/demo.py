@@ -127,6 +127,9 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
     os.environ.setdefault("PORTALQ_LOST_ANSWER_WINDOW_SECONDS", "6")
     # the stand-in's PayBC takes payments at any hour: the demo runs at night too
     os.environ.setdefault("PORTALQ_STEP_HOURS_BC_CORPORATE_ONLINE_PAYMENT", "Daily 00:00-24:00")
+    # the demo is a formation firm: its EIN applications go in as its third-party designee
+    for name, value in DEMO_DESIGNEE.items():
+        os.environ.setdefault(f"PORTALQ_IRS_DESIGNEE_{name}", value)
     await asyncio.to_thread(_crtc_account, standins)
     try:
         return await _timeline(settings, standins, mailbox, exit_when_done, timeout, console)
@@ -139,6 +142,9 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
 
 
 DEMO_ACCOUNT, DEMO_EMAIL = "demo", "filings@demo.example"
+#: PORTALQ_IRS_DESIGNEE_* of the demo's firm (jobs/settings/irs.py)
+DEMO_DESIGNEE = {"NAME": "Demo Formation Services Inc", "STREET": "251 Little Falls Dr",
+                 "CITY": "Wilmington", "STATE": "DE", "ZIP": "19808", "PHONE": "302-555-0101"}
 
 
 def _crtc_account(standins: Any) -> None:

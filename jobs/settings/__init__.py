@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from portalq.jobs.errors import InputError
 from portalq.jobs.settings.console import ConsoleSettings
+from portalq.jobs.settings.irs import IrsDesigneeSettings
 from portalq.jobs.settings.section import CONFIG_ENV, SECRETS_DIR_ENV, Section
 from portalq.jobs.settings.sections import (
     SECTIONS,
@@ -38,9 +39,9 @@ from portalq.jobs.settings.sections import (
 )
 
 __all__ = ["FAMILIES", "SECTIONS", "BreakerSettings", "BrowserSettings", "ConsoleSettings",
-           "DatabaseSettings", "FilesSettings", "JobSettings", "KeySettings", "MailSettings",
-           "RetentionSettings", "Section", "ServiceSettings", "Settings", "TestSettings",
-           "current", "error_message", "family", "reset", "variable"]
+           "DatabaseSettings", "FilesSettings", "IrsDesigneeSettings", "JobSettings",
+           "KeySettings", "MailSettings", "RetentionSettings", "Section", "ServiceSettings",
+           "Settings", "TestSettings", "current", "error_message", "family", "reset", "variable"]
 
 #: prefix -> what follows it and what the variable holds
 FAMILIES = {
@@ -85,8 +86,10 @@ def error_message(section: type[Section], exc: ValidationError) -> str:
     PORTALQ_X: ...`` (never the value, which may be a secret)."""
     first = exc.errors()[0]
     field = str(first["loc"][0]) if first["loc"] else ""
-    name = section.env_names().get(field, field.upper())
     message = str(first["msg"]).removeprefix("Value error, ")
+    if not field:   # a rule of the whole section (e.g. all of a group or none): it names them
+        return f"invalid settings: {message}"
+    name = section.env_names().get(field, field.upper())
     if message.startswith("must "):
         return f"{name} {message}"
     return f"invalid setting {name}: {message}"

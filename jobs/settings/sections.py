@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from pydantic import Field, SecretStr, field_validator
 
+from portalq.jobs.settings.irs import IrsDesigneeSettings
 from portalq.jobs.settings.section import Section
 
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
@@ -263,7 +264,7 @@ class TestSettings(Section):
 
 class Settings(DatabaseSettings, FilesSettings, ServiceSettings, JobSettings,
                RetentionSettings, BreakerSettings, MailSettings, BrowserSettings, KeySettings,
-               TestSettings):
+               IrsDesigneeSettings, TestSettings):
     """Every ``PORTALQ_*`` setting but the console's (:class:`ConsoleSettings`)."""
 
     title: ClassVar[str] = "All"
@@ -281,4 +282,5 @@ class Settings(DatabaseSettings, FilesSettings, ServiceSettings, JobSettings,
 #: the sections in the order docs/reference/settings.md lists them
 SECTIONS: tuple[type[Section], ...] = (
     DatabaseSettings, FilesSettings, ServiceSettings, JobSettings, RetentionSettings,
-    BreakerSettings, MailSettings, BrowserSettings, KeySettings, TestSettings)
+    BreakerSettings, MailSettings, BrowserSettings, KeySettings, IrsDesigneeSettings,
+    TestSettings)

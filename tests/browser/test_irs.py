@@ -64,7 +64,8 @@ def fails(run, ctx, exc_type):
 
 
 def test_obtain_ein_end_to_end(run, portals, make_ctx, ein_payload):
-    ctx = make_ctx("obtain_ein", ein_payload(), trace_policy="on")
+    """The responsible party applying in person (the payload says so)."""
+    ctx = make_ctx("obtain_ein", ein_payload(applicant="responsible_party"), trace_policy="on")
     result = run(obtain_ein(ctx))
 
     assert re.fullmatch(r"\d{2}-\d{7}", result["ein"])
@@ -87,6 +88,29 @@ def test_obtain_ein_end_to_end(run, portals, make_ctx, ein_payload):
                      "04-addresses.png", "05-verify-addresses.png", "06-details.png",
                      "07-activity.png", "08-review.png", "09-ein-assignment.png"]
     assert assert_no_secret(ctx.artifacts_root) > 10
+
+
+def test_without_designee_in_the_payload_applies_as_the_configured_one(
+        run, portals, make_ctx, ein_payload, monkeypatch):
+    """The firm's designee (PORTALQ_IRS_DESIGNEE_*) is the default: the portal's ledger
+    records its details, and the Third Party page is a step of the application."""
+    for name, value in {"NAME": "Configured Designee Corp", "STREET": "77 Firm Ave",
+                        "CITY": "Newark", "STATE": "DE", "ZIP": "19711",
+                        "PHONE": "302-555-0111", "FAX": "302-555-0112"}.items():
+        monkeypatch.setenv(f"PORTALQ_IRS_DESIGNEE_{name}", value)
+    payload = ein_payload()
+    assert "third_party_designee" not in payload and "applicant" not in payload
+    ctx = make_ctx("obtain_ein", payload)   # validated as at enqueue: the designee filled in
+    assert ctx.payload["third_party_designee"]["name"] == "Configured Designee Corp"
+    result = run(obtain_ein(ctx))
+    [entry] = portals.ledger(PORTAL)
+    assert entry["ein"] == result["ein"]
+    assert entry["designee"] == {"name": "Configured Designee Corp",
+                                 "address": "77 Firm Ave, Newark, DE 19711",
+                                 "phone": "302-555-0111", "fax": "302-555-0112"}
+    shots = sorted(p.name for p in ctx.artifacts_dir.glob("*.png"))
+    assert shots[2:5] == ["03-identity.png", "04-third-party.png", "05-addresses.png"]
+    assert state(ctx.checkpoints, "ein_application") == "confirmed"
 
 
 def test_third_party_designee_carries_the_designee(run, portals, irs_ctx):
