@@ -33,7 +33,6 @@ import argparse
 import heapq
 import math
 import random
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -212,7 +211,7 @@ class Sim:
             self.by_order.setdefault(j.order, []).append(j.id)
         t0 = _ts(self.sc.start)
         self.push(t0, "hour")
-        for _, c, announced in self.sc.closures:
+        for _, _c, announced in self.sc.closures:
             self.push(_ts(announced), "wake")
         for _, a, b in self.sc.outages:
             self.push(_ts(a), "wake")
@@ -486,7 +485,7 @@ def deadline_report(res: Result) -> dict[str, float]:
 
 
 def plot(res: Result, path: Path) -> None:
-    import matplotlib   # only when a plot is asked for: the bench runs without it
+    import matplotlib  # only when a plot is asked for: the bench runs without it
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     first: dict[int, tuple[float, float, float]] = {}

@@ -31,10 +31,12 @@ with a higher priority, other nodes' workers beyond ``sessions``.
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
+from statistics import NormalDist
 from typing import Any
 
 from portalq.portals.calendar import PortalCalendar, closes_at, next_start, zone
@@ -376,13 +378,16 @@ class _Replay:
             self._finish(job, start, run)
 
     def waiting(self, job: Job) -> None:
-        """Submitted: the portal decides within its declared time since the submission."""
+        """Submitted: the portal decides within its declared time since the submission --
+        its p50 / p90 given that it has not decided yet (a decision overdue by the declared
+        p50 is not due at the next check: it is in the distribution's tail)."""
         assert job.submitted_at is not None
         since = _ts(job.submitted_at)
         run = self.runs[job.id] = _Run()
         run.start = run.submitted = since
         check = _ts(job.next_check) if job.next_check is not None else self.now
-        run.finish = max(self.now, check, since + self._processing(job))
+        run.finish = max(self.now, check,
+                         since + _given(job.processing, self.now - since, self.q))
         portal = self.snap.portals.get(job.portal)
         run.reasons.append(f"submitted {job.submitted_at:%a %H:%M} UTC; "
                            f"{portal.label if portal else job.portal} decides within "
@@ -433,6 +438,23 @@ class _Replay:
         for j in jobs:   # a cycle or an unknown predecessor
             if j.id not in self.runs:
                 self.runs[j.id] = _Run(["held: its earlier steps are unknown"])
+
+
+_NORMAL = NormalDist()
+
+
+def _given(p: Duration | None, elapsed: float, q: int) -> float:
+    """The q-th percentile of a processing time that has lasted ``elapsed`` seconds: a
+    log-normal through its declared p50 and p90, conditioned on being longer than that."""
+    if p is None:
+        return 0.0
+    p50, p90 = p.p50.total_seconds(), p.p90.total_seconds()
+    if p50 <= 0 or p90 <= p50 or elapsed <= 0:
+        return p50 if q == 50 else p90
+    sigma = math.log(p90 / p50) / _NORMAL.inv_cdf(0.9)
+    gone = _NORMAL.cdf(math.log(elapsed / p50) / sigma)
+    level = min(gone + (q / 100) * (1 - gone), 1 - 1e-9)
+    return p50 * math.exp(sigma * _NORMAL.inv_cdf(level))
 
 
 def _words(d: timedelta) -> str:
