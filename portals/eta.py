@@ -137,6 +137,8 @@ class Estimate:
 # The replay works on POSIX seconds (floats): comparing and adding them costs a fraction
 # of what datetimes do, and a refresh compares a few per job.
 _INF = float("inf")
+#: replays of the portals again as order steps are released (an order's depth, and more)
+_ROUNDS = 8
 
 
 def _ts(t: datetime) -> float:
@@ -250,7 +252,7 @@ class _Replay:
     def __init__(self, snap: Snapshot, openings: Mapping[str, _Openings],
                  days: Mapping[str, _Days], q: int) -> None:
         self.snap, self.openings, self.days, self.q = snap, openings, days, q
-        self.now = now = _ts(snap.now)
+        self.now = _ts(snap.now)
         self.runs: dict[int, _Run] = {}
         self.slots: dict[str, list[float]] = {}
         self.started: dict[str, int] = {}
@@ -259,18 +261,28 @@ class _Replay:
                     for k, d in snap.durations.items()}
         d = snap.default_duration
         self.default = (d.p50 if q == 50 else d.p90).total_seconds()
-        for code, p in snap.portals.items():
-            self.started[code] = len(p.running)
-            free = now if p.paused is None else (
-                _ts(p.resumes_at) if p.resumes_at is not None else _INF)
-            slots = [max(free, now)] * p.sessions
-            for end in sorted(p.running):
-                if slots:
-                    heapq.heapreplace(slots, max(_ts(end), slots[0]))
-            self.slots[code] = slots
-        for (portal, key), n in snap.rate_used.items():
-            if portal in days:
-                self.used[(portal, key, days[portal].of(now)[0])] = n
+        for code in snap.portals:
+            self.reset(code)
+
+    def reset(self, code: str) -> None:
+        """The portal as the snapshot has it: its sessions free when its running jobs end,
+        its keys' use today (a replay of it again starts from here)."""
+        p, now = self.snap.portals[code], self.now
+        self.started[code] = len(p.running)
+        free = now if p.paused is None else (
+            _ts(p.resumes_at) if p.resumes_at is not None else _INF)
+        slots = [max(free, now)] * p.sessions
+        for end in sorted(p.running):
+            if slots:
+                heapq.heapreplace(slots, max(_ts(end), slots[0]))
+        self.slots[code] = slots
+        for k in [k for k in self.used if k[0] == code]:
+            del self.used[k]
+        if code in self.days:
+            day = self.days[code].of(now)[0]
+            for (portal, key), n in self.snap.rate_used.items():
+                if portal == code:
+                    self.used[(portal, key, day)] = n
 
     def _processing(self, job: Job) -> float:
         p = job.processing
@@ -330,6 +342,8 @@ class _Replay:
         opening = self.openings.get(code)
         slots = self.slots.get(code)
         runs = self.runs
+        for _, jid, _ in pending:   # a replay again: its earlier runs are stale
+            runs.pop(jid, None)
         if not slots or slots[0] == _INF or opening is None:
             for _, _, j in pending:
                 runs[j.id] = run = _Run()
@@ -393,51 +407,46 @@ class _Replay:
                            f"{portal.label if portal else job.portal} decides within "
                            f"~{_words(timedelta(seconds=self._processing(job)))} (declared)")
 
-    def held(self, jobs: list[Job]) -> None:
-        """Order steps waiting for earlier ones, released when those finish, in the order
-        of their release."""
-        by_id = {j.id: j for j in jobs}
-        waiting_on = {j.id: {a for a in j.after if a in by_id} for j in jobs}
-        dependants: dict[int, list[int]] = {}
-        for j in jobs:
-            for a in j.after:
-                dependants.setdefault(a, []).append(j.id)
+    def held(self, by_portal: Mapping[str, list[tuple[float, int, Job]]],
+             held: list[Job]) -> None:
+        """Order steps waiting for earlier ones join their portal's queue when those finish
+        (their run_at is then, as the release sets it), in claim order with the jobs queued
+        there: the portals are replayed again with the releases found, until none moves
+        (a release depends on replays that may hold released steps themselves)."""
         done = {k: max(_ts(v), self.now) for k, v in self.snap.done.items()}
-        ready: list[tuple[float, int]] = []
-
-        def release(jid: int) -> None:
-            ends = []
-            for a in by_id[jid].after:
-                if a in done:
-                    ends.append(done[a])
-                elif a in self.runs and (end := self.runs[a].finish) is not None:
-                    ends.append(end)
-                else:
-                    self.runs[jid] = _Run(["held: a step before it has no estimate "
-                                           "(failed, escalated or paused)"])
-                    for d in dependants.get(jid, ()):
-                        if d not in self.runs:
-                            release(d)
-                    return
-            heapq.heappush(ready, (max(ends), jid))
-
-        for j in jobs:
-            if not waiting_on[j.id]:
-                release(j.id)
-        while ready:
-            at, jid = heapq.heappop(ready)
-            job = by_id[jid]
-            run = self.runs[jid] = _Run(["after the order's earlier steps"])
-            start = self._place(job, at, run)
-            if start is not None:
-                self._finish(job, start, run)
-            for d in dependants.get(jid, ()):
-                waiting_on[d].discard(jid)
-                if not waiting_on[d] and d not in self.runs:
-                    release(d)
-        for j in jobs:   # a cycle or an unknown predecessor
-            if j.id not in self.runs:
-                self.runs[j.id] = _Run(["held: its earlier steps are unknown"])
+        release: dict[int, float] = {}
+        todo = set(by_portal)
+        for _ in range(_ROUNDS):
+            for code in todo:
+                extra = [(release[j.id], j.id, j) for j in held
+                         if j.portal == code and j.id in release]
+                if code in self.slots:
+                    self.reset(code)
+                self.queue(code, sorted([*by_portal.get(code, ()), *extra], key=_due_order))
+            todo = set()
+            for j in held:
+                ends = [done[a] if a in done else (
+                    self.runs[a].finish if a in self.runs else None) for a in j.after]
+                at = None if None in ends else max(e for e in ends if e is not None)
+                if at is not None and release.get(j.id) != at:
+                    release[j.id] = at
+                    todo.add(j.portal)
+                elif at is None and j.id in release:
+                    del release[j.id]
+                    todo.add(j.portal)
+            if not todo:
+                break
+        for j in held:
+            run = self.runs.get(j.id)
+            if j.id not in release or run is None:
+                known = all(a in done or a in self.runs for a in j.after)
+                self.runs[j.id] = _Run(["held: a step before it has no estimate (failed, "
+                                        "escalated or paused)" if known else
+                                        "held: its earlier steps are unknown"])
+            else:
+                run.reasons = ["after the order's earlier steps",
+                               *(r for r in run.reasons if not isinstance(r, tuple)
+                                 or r[0] != "not before")]
 
 
 _NORMAL = NormalDist()
@@ -506,11 +515,9 @@ def estimate(snap: Snapshot) -> Estimates:
     replays = []
     for q in (50, 90):
         r = _Replay(snap, openings, days, q)
-        for code, jobs in by_portal.items():
-            r.queue(code, jobs)
         for j in waiting:
             r.waiting(j)
-        r.held(held)
+        r.held(by_portal, held)
         replays.append(r)
     return Estimates(snap, *replays)
 

@@ -191,3 +191,23 @@ def test_a_decision_not_made_yet_is_further_off_than_its_declared_times():
     soon = Job(3, "name_search", "bc_corporate_online", submitted_at=now,
                next_check=now + timedelta(days=2), processing=proc)
     assert eta.estimate(Snapshot(now, portals, [soon]))[3].finish50 == now + timedelta(days=2)
+
+
+def test_a_released_step_takes_its_place_in_claim_order_not_behind_the_whole_queue():
+    # an EIN released at 10:10 ET goes before a job due tomorrow, and the second EIN of
+    # a party (moved to tomorrow by the rate limit) does not hold every order's EIN behind
+    # it (the accuracy replay found EINs estimated days late: docs/eta-accuracy.md)
+    now = _utc(2026, 12, 7, 15)   # Monday 10:00 ET
+    de, irs = calendar_from_preset("delaware_icis"), calendar_from_preset("irs_ein")
+    portals = {"delaware_icis": PortalState(de, 2), "irs_ein": PortalState(irs, 1)}
+    filing = Job(1, "file_entity", "delaware_icis")
+    ein = Job(2, "obtain_ein", "irs_ein", after=(1,), rate_key="p", rate_limit=1)
+    tomorrow = Job(3, "obtain_ein", "irs_ein", run_at=now + timedelta(days=1))
+    twice = [Job(i, "obtain_ein", "irs_ein", run_at=now, rate_key="q", rate_limit=1)
+             for i in (4, 5)]
+    est = eta.estimate(Snapshot(now, portals, [filing, ein, tomorrow, *twice],
+                                default_duration=TEN))
+    assert est[4].start50 == now and est[5].start50 == _utc(2026, 12, 8, 12)
+    assert est[2].start50 == now + 10 * MIN   # after its filing, before tomorrow's jobs
+    assert est[2].reasons[0] == "after the order's earlier steps"
+    assert est[3].start50 == now + timedelta(days=1)
