@@ -344,6 +344,12 @@ class _Replay:
         runs = self.runs
         for _, jid, _ in pending:   # a replay again: its earlier runs are stale
             runs.pop(jid, None)
+        # the hot path (a job with no rate limit) inlines _finish with local lookups: a
+        # refresh of 100,000 jobs runs it 200,000 times
+        durs = {jt: d for (jt, p), d in self.dur.items() if p == code}
+        default = self.default
+        proc: dict[int, float] = {}
+        replace = heapq.heapreplace
         if not slots or slots[0] == _INF or opening is None:
             for _, _, j in pending:
                 runs[j.id] = run = _Run()
@@ -378,10 +384,22 @@ class _Replay:
                     run.reasons.append(("not before", due))
             if job.rate_key is None or not job.rate_limit:
                 # t is the first opening at or after the free slot and the job's due time
-                base = max(due, slots[0], now)
-                if t > base:
+                if t > due and t > slots[0] and t > now:
                     run.reasons.append(("opens", t))
-                self._finish(job, t, run)
+                run.start = t
+                run.submitted = end = t + durs.get(job.job_type, default)
+                pj = job.processing
+                if pj is None:
+                    run.finish = end
+                else:
+                    k = id(pj)
+                    x = proc.get(k)
+                    if x is None:
+                        x = proc[k] = self._processing(job)
+                    run.finish = end + x
+                replace(slots, end)
+                run.ahead = self.started[code]
+                self.started[code] += 1
                 continue
             start = self._place(job, max(due, now), run)
             if start is None:
