@@ -430,18 +430,28 @@ class _Replay:
         """Order steps waiting for earlier ones join their portal's queue when those finish
         (their run_at is then, as the release sets it), in claim order with the jobs queued
         there: the portals are replayed again with the releases found, until none moves
-        (a release depends on replays that may hold released steps themselves)."""
+        (a release depends on replays that may hold released steps themselves). A portal
+        whose steps wait for another's jobs is replayed after that one, so that a refresh
+        of a long backlog replays each portal about once."""
         done = {k: max(_ts(v), self.now) for k, v in self.snap.done.items()}
         release: dict[int, float] = {}
-        todo = set(by_portal)
-        for _ in range(_ROUNDS):
-            for code in todo:
+        where = {j.id: j.portal for j in self.snap.jobs}
+        needs: dict[str, set[str]] = {}
+        for j in held:
+            needs.setdefault(j.portal, set()).update(
+                where[a] for a in j.after if a not in done and a in where)
+        for code, found in needs.items():
+            found.discard(code)
+        todo = set(by_portal) | set(needs)
+        for _ in range(_ROUNDS + len(self.snap.portals)):
+            ready = {c for c in todo if not needs.get(c, set()) & todo} or set(todo)
+            todo -= ready
+            for code in ready:
                 extra = [(release[j.id], j.id, j) for j in held
                          if j.portal == code and j.id in release]
                 if code in self.slots:
                     self.reset(code)
                 self.queue(code, sorted([*by_portal.get(code, ()), *extra], key=_due_order))
-            todo = set()
             for j in held:
                 ends = [done[a] if a in done else (
                     self.runs[a].finish if a in self.runs else None) for a in j.after]
