@@ -31,10 +31,12 @@ with a higher priority, other nodes' workers beyond ``sessions``.
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
+from statistics import NormalDist
 from typing import Any
 
 from portalq.portals.calendar import PortalCalendar, closes_at, next_start, zone
@@ -135,6 +137,8 @@ class Estimate:
 # The replay works on POSIX seconds (floats): comparing and adding them costs a fraction
 # of what datetimes do, and a refresh compares a few per job.
 _INF = float("inf")
+#: replays of the portals again as order steps are released (an order's depth, and more)
+_ROUNDS = 8
 
 
 def _ts(t: datetime) -> float:
@@ -248,7 +252,7 @@ class _Replay:
     def __init__(self, snap: Snapshot, openings: Mapping[str, _Openings],
                  days: Mapping[str, _Days], q: int) -> None:
         self.snap, self.openings, self.days, self.q = snap, openings, days, q
-        self.now = now = _ts(snap.now)
+        self.now = _ts(snap.now)
         self.runs: dict[int, _Run] = {}
         self.slots: dict[str, list[float]] = {}
         self.started: dict[str, int] = {}
@@ -257,18 +261,28 @@ class _Replay:
                     for k, d in snap.durations.items()}
         d = snap.default_duration
         self.default = (d.p50 if q == 50 else d.p90).total_seconds()
-        for code, p in snap.portals.items():
-            self.started[code] = len(p.running)
-            free = now if p.paused is None else (
-                _ts(p.resumes_at) if p.resumes_at is not None else _INF)
-            slots = [max(free, now)] * p.sessions
-            for end in sorted(p.running):
-                if slots:
-                    heapq.heapreplace(slots, max(_ts(end), slots[0]))
-            self.slots[code] = slots
-        for (portal, key), n in snap.rate_used.items():
-            if portal in days:
-                self.used[(portal, key, days[portal].of(now)[0])] = n
+        for code in snap.portals:
+            self.reset(code)
+
+    def reset(self, code: str) -> None:
+        """The portal as the snapshot has it: its sessions free when its running jobs end,
+        its keys' use today (a replay of it again starts from here)."""
+        p, now = self.snap.portals[code], self.now
+        self.started[code] = len(p.running)
+        free = now if p.paused is None else (
+            _ts(p.resumes_at) if p.resumes_at is not None else _INF)
+        slots = [max(free, now)] * p.sessions
+        for end in sorted(p.running):
+            if slots:
+                heapq.heapreplace(slots, max(_ts(end), slots[0]))
+        self.slots[code] = slots
+        for k in [k for k in self.used if k[0] == code]:
+            del self.used[k]
+        if code in self.days:
+            day = self.days[code].of(now)[0]
+            for (portal, key), n in self.snap.rate_used.items():
+                if portal == code:
+                    self.used[(portal, key, day)] = n
 
     def _processing(self, job: Job) -> float:
         p = job.processing
@@ -328,6 +342,14 @@ class _Replay:
         opening = self.openings.get(code)
         slots = self.slots.get(code)
         runs = self.runs
+        for _, jid, _ in pending:   # a replay again: its earlier runs are stale
+            runs.pop(jid, None)
+        # the hot path (a job with no rate limit) inlines _finish with local lookups: a
+        # refresh of 100,000 jobs runs it 200,000 times
+        durs = {jt: d for (jt, p), d in self.dur.items() if p == code}
+        default = self.default
+        proc: dict[int, float] = {}
+        replace = heapq.heapreplace
         if not slots or slots[0] == _INF or opening is None:
             for _, _, j in pending:
                 runs[j.id] = run = _Run()
@@ -362,10 +384,22 @@ class _Replay:
                     run.reasons.append(("not before", due))
             if job.rate_key is None or not job.rate_limit:
                 # t is the first opening at or after the free slot and the job's due time
-                base = max(due, slots[0], now)
-                if t > base:
+                if t > due and t > slots[0] and t > now:
                     run.reasons.append(("opens", t))
-                self._finish(job, t, run)
+                run.start = t
+                run.submitted = end = t + durs.get(job.job_type, default)
+                pj = job.processing
+                if pj is None:
+                    run.finish = end
+                else:
+                    k = id(pj)
+                    x = proc.get(k)
+                    if x is None:
+                        x = proc[k] = self._processing(job)
+                    run.finish = end + x
+                replace(slots, end)
+                run.ahead = self.started[code]
+                self.started[code] += 1
                 continue
             start = self._place(job, max(due, now), run)
             if start is None:
@@ -376,63 +410,88 @@ class _Replay:
             self._finish(job, start, run)
 
     def waiting(self, job: Job) -> None:
-        """Submitted: the portal decides within its declared time since the submission."""
+        """Submitted: the portal decides within its declared time since the submission --
+        its p50 / p90 given that it has not decided yet (a decision overdue by the declared
+        p50 is not due at the next check: it is in the distribution's tail)."""
         assert job.submitted_at is not None
         since = _ts(job.submitted_at)
         run = self.runs[job.id] = _Run()
         run.start = run.submitted = since
         check = _ts(job.next_check) if job.next_check is not None else self.now
-        run.finish = max(self.now, check, since + self._processing(job))
+        run.finish = max(self.now, check,
+                         since + _given(job.processing, self.now - since, self.q))
         portal = self.snap.portals.get(job.portal)
         run.reasons.append(f"submitted {job.submitted_at:%a %H:%M} UTC; "
                            f"{portal.label if portal else job.portal} decides within "
                            f"~{_words(timedelta(seconds=self._processing(job)))} (declared)")
 
-    def held(self, jobs: list[Job]) -> None:
-        """Order steps waiting for earlier ones, released when those finish, in the order
-        of their release."""
-        by_id = {j.id: j for j in jobs}
-        waiting_on = {j.id: {a for a in j.after if a in by_id} for j in jobs}
-        dependants: dict[int, list[int]] = {}
-        for j in jobs:
-            for a in j.after:
-                dependants.setdefault(a, []).append(j.id)
+    def held(self, by_portal: Mapping[str, list[tuple[float, int, Job]]],
+             held: list[Job]) -> None:
+        """Order steps waiting for earlier ones join their portal's queue when those finish
+        (their run_at is then, as the release sets it), in claim order with the jobs queued
+        there: the portals are replayed again with the releases found, until none moves
+        (a release depends on replays that may hold released steps themselves). A portal
+        whose steps wait for another's jobs is replayed after that one, so that a refresh
+        of a long backlog replays each portal about once."""
         done = {k: max(_ts(v), self.now) for k, v in self.snap.done.items()}
-        ready: list[tuple[float, int]] = []
+        release: dict[int, float] = {}
+        where = {j.id: j.portal for j in self.snap.jobs}
+        needs: dict[str, set[str]] = {}
+        for j in held:
+            needs.setdefault(j.portal, set()).update(
+                where[a] for a in j.after if a not in done and a in where)
+        for code, found in needs.items():
+            found.discard(code)
+        todo = set(by_portal) | set(needs)
+        for _ in range(_ROUNDS + len(self.snap.portals)):
+            ready = {c for c in todo if not needs.get(c, set()) & todo} or set(todo)
+            todo -= ready
+            for code in ready:
+                extra = [(release[j.id], j.id, j) for j in held
+                         if j.portal == code and j.id in release]
+                if code in self.slots:
+                    self.reset(code)
+                self.queue(code, sorted([*by_portal.get(code, ()), *extra], key=_due_order))
+            for j in held:
+                ends = [done[a] if a in done else (
+                    self.runs[a].finish if a in self.runs else None) for a in j.after]
+                at = None if None in ends else max(e for e in ends if e is not None)
+                if at is not None and release.get(j.id) != at:
+                    release[j.id] = at
+                    todo.add(j.portal)
+                elif at is None and j.id in release:
+                    del release[j.id]
+                    todo.add(j.portal)
+            if not todo:
+                break
+        for j in held:
+            run = self.runs.get(j.id)
+            if j.id not in release or run is None:
+                known = all(a in done or a in self.runs for a in j.after)
+                self.runs[j.id] = _Run(["held: a step before it has no estimate (failed, "
+                                        "escalated or paused)" if known else
+                                        "held: its earlier steps are unknown"])
+            else:
+                run.reasons = ["after the order's earlier steps",
+                               *(r for r in run.reasons if not isinstance(r, tuple)
+                                 or r[0] != "not before")]
 
-        def release(jid: int) -> None:
-            ends = []
-            for a in by_id[jid].after:
-                if a in done:
-                    ends.append(done[a])
-                elif a in self.runs and (end := self.runs[a].finish) is not None:
-                    ends.append(end)
-                else:
-                    self.runs[jid] = _Run(["held: a step before it has no estimate "
-                                           "(failed, escalated or paused)"])
-                    for d in dependants.get(jid, ()):
-                        if d not in self.runs:
-                            release(d)
-                    return
-            heapq.heappush(ready, (max(ends), jid))
 
-        for j in jobs:
-            if not waiting_on[j.id]:
-                release(j.id)
-        while ready:
-            at, jid = heapq.heappop(ready)
-            job = by_id[jid]
-            run = self.runs[jid] = _Run(["after the order's earlier steps"])
-            start = self._place(job, at, run)
-            if start is not None:
-                self._finish(job, start, run)
-            for d in dependants.get(jid, ()):
-                waiting_on[d].discard(jid)
-                if not waiting_on[d] and d not in self.runs:
-                    release(d)
-        for j in jobs:   # a cycle or an unknown predecessor
-            if j.id not in self.runs:
-                self.runs[j.id] = _Run(["held: its earlier steps are unknown"])
+_NORMAL = NormalDist()
+
+
+def _given(p: Duration | None, elapsed: float, q: int) -> float:
+    """The q-th percentile of a processing time that has lasted ``elapsed`` seconds: a
+    log-normal through its declared p50 and p90, conditioned on being longer than that."""
+    if p is None:
+        return 0.0
+    p50, p90 = p.p50.total_seconds(), p.p90.total_seconds()
+    if p50 <= 0 or p90 <= p50 or elapsed <= 0:
+        return p50 if q == 50 else p90
+    sigma = math.log(p90 / p50) / _NORMAL.inv_cdf(0.9)
+    gone = _NORMAL.cdf(math.log(elapsed / p50) / sigma)
+    level = min(gone + (q / 100) * (1 - gone), 1 - 1e-9)
+    return p50 * math.exp(sigma * _NORMAL.inv_cdf(level))
 
 
 def _words(d: timedelta) -> str:
@@ -484,11 +543,9 @@ def estimate(snap: Snapshot) -> Estimates:
     replays = []
     for q in (50, 90):
         r = _Replay(snap, openings, days, q)
-        for code, jobs in by_portal.items():
-            r.queue(code, jobs)
         for j in waiting:
             r.waiting(j)
-        r.held(held)
+        r.held(by_portal, held)
         replays.append(r)
     return Estimates(snap, *replays)
 
