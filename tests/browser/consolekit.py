@@ -4,13 +4,16 @@ a job with an SSN and evidence to look at."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import zipfile
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from flowkit import SSN, secret_forms
 
 from portalq.jobs import clock, queue
@@ -50,6 +53,28 @@ class ConsoleServer:
     @property
     def console(self) -> Any:
         return self.app.console
+
+
+@contextlib.contextmanager
+def console_env(pg_server: Any, artifacts: Path,
+                prepare: Callable[[str, Path], dict[str, Any]] | None = None,
+                ) -> Iterator[dict[str, Any]]:
+    """A database of its own with the console's users (``prepare(dsn, artifacts)`` seeds it
+    and returns more keys), a console serving it, ``PORTALQ_DATABASE_URL`` pointing at it;
+    all undone afterwards. Yields url, dsn, artifacts, server, base."""
+    name = pg_server.create()
+    url, dsn = pg_server.url(name), pg_server.dsn(name)
+    patch = pytest.MonkeyPatch()
+    patch.setenv("PORTALQ_DATABASE_URL", url)
+    try:
+        add_users(url)
+        extra = prepare(dsn, artifacts) if prepare else {}
+        with ConsoleServer(dsn, artifacts, live_refresh_seconds=30) as server:
+            yield {"url": url, "dsn": dsn, "artifacts": artifacts, "server": server,
+                   "base": server.base, **extra}
+    finally:
+        patch.undo()
+        pg_server.drop(name)
 
 
 def add_users(dsn_url: str) -> None:

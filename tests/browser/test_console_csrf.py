@@ -10,26 +10,15 @@ from typing import Any
 
 import psycopg
 import pytest
-from consolekit import ConsoleServer, add_users, seed
+from consolekit import console_env, seed
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    name = pg_server.create()
-    url, dsn = pg_server.url(name), pg_server.dsn(name)
-    patch = pytest.MonkeyPatch()
-    patch.setenv("PORTALQ_DATABASE_URL", url)
-    artifacts = tmp_path_factory.mktemp("csrf-artifacts")
-    try:
-        add_users(url)
-        ids = seed(dsn, artifacts)
-        with ConsoleServer(dsn, artifacts, live_refresh_seconds=30) as server:
-            yield {"dsn": dsn, "ids": ids, "base": server.base}
-    finally:
-        patch.undo()
-        pg_server.drop(name)
+    with console_env(pg_server, tmp_path_factory.mktemp("csrf-artifacts"), lambda dsn, artifacts: {"ids": seed(dsn, artifacts)}) as found:
+        yield found
 
 
 def _status(dsn: str, job_id: int) -> str:

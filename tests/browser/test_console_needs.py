@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from consolekit import ConsoleServer, add_users, sign_in_page
+from consolekit import console_env, sign_in_page
 
 from portalq.jobs import clock
 from tests.needs_seed import seed
@@ -19,18 +19,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    name = pg_server.create()
-    url, dsn = pg_server.url(name), pg_server.dsn(name)
-    patch = pytest.MonkeyPatch()
-    patch.setenv("PORTALQ_DATABASE_URL", url)
-    artifacts = tmp_path_factory.mktemp("needs-artifacts")
-    try:
-        add_users(url)
-        with ConsoleServer(dsn, artifacts, live_refresh_seconds=30) as server:
-            yield {"url": url, "dsn": dsn, "base": server.base, "artifacts": artifacts}
-    finally:
-        patch.undo()
-        pg_server.drop(name)
+    with console_env(pg_server, tmp_path_factory.mktemp("needs-artifacts")) as found:
+        yield found
 
 
 @pytest.fixture

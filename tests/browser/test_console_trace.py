@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import psycopg
 import pytest
-from consolekit import ROLES, ConsoleServer, add_users, sign_in_page
+from consolekit import ROLES, console_env
 
 from portalq.jobs import queue, worker_api
 from portalq.portals.flows.browser import BrowserConfig, close_context, new_context
@@ -27,30 +27,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    name = pg_server.create()
-    url, dsn = pg_server.url(name), pg_server.dsn(name)
-    patch = pytest.MonkeyPatch()
-    patch.setenv("PORTALQ_DATABASE_URL", url)
-    artifacts = tmp_path_factory.mktemp("trace-artifacts")
-    try:
-        add_users(url)
-        with ConsoleServer(dsn, artifacts, live_refresh_seconds=30) as server:
-            yield {"dsn": dsn, "base": server.base, "artifacts": artifacts}
-    finally:
-        patch.undo()
-        pg_server.drop(name)
-
-
-@pytest.fixture
-def signin(env, browser, run) -> Iterator[Any]:
-    contexts: list[Any] = []
-
-    def sign_in(role: str) -> Any:
-        return run(sign_in_page(browser, env["base"], role, contexts))
-
-    yield sign_in
-    for ctx in contexts:
-        run(ctx.close())
+    with console_env(pg_server, tmp_path_factory.mktemp("trace-artifacts")) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
