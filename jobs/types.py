@@ -166,6 +166,11 @@ def set_flow(name: str, flow: str | Flow, *, uses_browser: bool = False) -> JobT
 
 
 def get(name: str) -> JobType:
+    # a declared type is final (declaring a name twice is refused), so one found needs no
+    # look at the plugins: this runs twice per job, and reading their setting is ~10 µs
+    found = _REGISTRY.get(name)
+    if found is not None:
+        return found
     plugins.load()
     try:
         return _REGISTRY[name]
