@@ -26,6 +26,11 @@ PAYLOAD: dict[str, Any] = {
     "address": {"street": "1 Main St", "city": "Dover", "region": "DE", "postal_code": "19901"},
     "phone": "302-555-0100", "legal_name": "", "start_month": 11, "start_year": 2026,
     "principal_activity": "Software",
+    # a formation firm applies as its clients' third-party designee (portals/irs/payload.py):
+    # named here, so the bench needs no PORTALQ_IRS_DESIGNEE_* settings
+    "third_party_designee": {"name": "Bench Formation Services LLC", "phone": "302-555-0150",
+                             "address": {"street": "8 Filing Row", "city": "Dover",
+                                         "region": "DE", "postal_code": "19904"}},
 }
 
 

@@ -72,7 +72,12 @@ def _ein(i: int) -> dict[str, Any]:
             "address": {"street": "1209 Orange Street", "city": "Wilmington", "region": "DE",
                         "postal_code": "19801"},
             "phone": "302-555-0199", "legal_name": f"Tanaka Robotics {i} LLC",
-            "start_month": 12, "start_year": 2026, "principal_activity": "Robotics software"}
+            "start_month": 12, "start_year": 2026, "principal_activity": "Robotics software",
+            # the firm as the third-party designee: no PORTALQ_IRS_DESIGNEE_* needed
+            "third_party_designee": {"name": "Bench Formation Services LLC",
+                                     "phone": "302-555-0150",
+                                     "address": {"street": "8 Filing Row", "city": "Dover",
+                                                 "region": "DE", "postal_code": "19904"}}}
 
 
 KIND = os.environ.get("PQ_PAYLOAD", "small")
