@@ -7,6 +7,7 @@ committed page differs from what this writes, or when a setting has no descripti
 from __future__ import annotations
 
 import html
+import re
 import sys
 from pathlib import Path
 from typing import Any, get_args
@@ -52,8 +53,11 @@ def _type(field: FieldInfo) -> str:
     bounds = [f"{sign} {getattr(m, type(m).__name__.lower())}"
               for m in field.metadata for kind, sign in BOUNDS if isinstance(m, kind)]
     pattern = next((m.pattern for m in field.metadata if getattr(m, "pattern", None)), None)
-    if pattern:
-        text = " or ".join(pattern.strip("^$()").split("|"))
+    choices = re.fullmatch(r"\^\(([\w|-]+)\)\$", pattern or "")
+    if choices:   # ^(text|json)$: one of the words
+        text = " or ".join(choices.group(1).split("|"))
+    elif pattern:   # any other rule is shown as it is
+        text = f"{text} matching `{pattern}`"
     return text + (f" ({', '.join(bounds)})" if bounds else "")
 
 

@@ -15,7 +15,8 @@ from pydantic import Field, model_validator
 
 from portalq.jobs.settings.section import Section
 
-_PHONE = r"^\+?[\d\s().-]{7,20}$"
+#: a phone number, or empty (unset)
+_PHONE_OR_EMPTY = r"^(\+?[\d\s().-]{7,20})?$"
 #: the fields a designee needs (the IRS app's Third Party page requires them; fax is optional)
 REQUIRED = ("irs_designee_name", "irs_designee_street", "irs_designee_city",
             "irs_designee_state", "irs_designee_zip", "irs_designee_phone")
@@ -36,9 +37,9 @@ class IrsDesigneeSettings(Section):
                                     description="the designee's state (two capital letters, "
                                     "e.g. DE)")
     irs_designee_zip: str = Field("", description="the designee's ZIP code")
-    irs_designee_phone: str = Field("", pattern=rf"({_PHONE})|^$",
+    irs_designee_phone: str = Field("", pattern=_PHONE_OR_EMPTY,
                                     description="the designee's phone number")
-    irs_designee_fax: str = Field("", pattern=rf"({_PHONE})|^$",
+    irs_designee_fax: str = Field("", pattern=_PHONE_OR_EMPTY,
                                   description="the designee's fax number (optional)")
 
     @model_validator(mode="after")
