@@ -6,43 +6,30 @@ fails on bad input writes nothing.
 
 from __future__ import annotations
 
-import json
+import asyncio
+import importlib.util
+import itertools
 import sys
-from collections.abc import Mapping
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-
-try:  # typer >= 0.20 vendors click
-    from typer._click import exceptions as click_exc
-except ImportError:  # pragma: no cover
-    from click import exceptions as click_exc  # type: ignore[no-redef]
-
-import asyncio
-import importlib.util
-import itertools
-import time
-
 from pydantic import ValidationError
 
-from portalq.jobs import audit, queue, waiting
+from portalq.jobs import queue
 from portalq.jobs import settings as all_settings
-from portalq.jobs.admin import actions as console_actions
-from portalq.jobs.audit import Actor
 from portalq.jobs.business import supplied
 from portalq.jobs.business.orders import payload_for_order
 from portalq.jobs.db import migrate as m
 from portalq.jobs.db.location import database_url as resolve
 from portalq.jobs.db.location import embedded, parse_url
 from portalq.jobs.errors import BatchInputError, IllegalTransition, InputError, PortalqError
-from portalq.jobs.operations import approvals, questions
-from portalq.jobs.secrets import sealing as secrets_at_rest
-from portalq.jobs.types import get
 from portalq.scheduler import (
     cli_accounts,
     cli_adopt,
     cli_console,
+    cli_jobs,
     cli_keys,
     cli_orders,
     cli_portals,
@@ -53,7 +40,6 @@ from portalq.scheduler.cli_batch import chunks
 from portalq.scheduler.cli_common import (
     DbUrl,
     ExitCode,
-    cli_actor,
     database_error,
     fail,
     load_payload,
@@ -64,9 +50,7 @@ from portalq.scheduler.cli_common import (
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, help="portalq: portal-automation job scheduler")
-jobs_app = typer.Typer(no_args_is_help=True, help="Inspect and manage jobs.")
 db_app = typer.Typer(no_args_is_help=True, help="The embedded database server.")
-app.add_typer(jobs_app, name="jobs")
 app.add_typer(db_app, name="db")
 
 
@@ -138,7 +122,7 @@ def enqueue(
             if result.created:
                 supplied.attach(conn, result.id, name, pdf)
     if as_json:
-        print_json(_public({**queue.get_job(result.id), "created": result.created}))
+        print_json(cli_jobs.public({**queue.get_job(result.id), "created": result.created}))
     else:
         typer.echo(result.id)
 
@@ -183,181 +167,6 @@ def enqueue_batch(
             existing += sum(not r.created for r in results)
             progress.update(task, completed=done)
     typer.echo(f"{created} job(s) enqueued, {existing} already existed")
-
-
-def _public(job: Mapping[str, Any]) -> dict[str, Any]:
-    """A job for display: secret payload fields shown as [encrypted] or [erased]."""
-    out = dict(job)
-    try:
-        secret_fields = get(job["job_type"]).secret_fields
-    except InputError:
-        secret_fields = ()
-    payload = json.loads(json.dumps(out.get("payload") or {}))
-    out["payload"] = secrets_at_rest.for_display(job, payload) if secret_fields else payload
-    if "checkpoint" in out:
-        out["checkpoint"] = secrets_at_rest.checkpoint_for_display(out["checkpoint"])
-    for column in ("rate_key", "secret_key_id", "secret_dek", "secret_data"):
-        out.pop(column, None)
-    return out
-
-
-@jobs_app.command("list")
-def jobs_list(
-    status: Annotated[str | None, typer.Option()] = None,
-    portal: Annotated[str | None, typer.Option()] = None,
-    order: Annotated[str | None, typer.Option()] = None,
-    limit: Annotated[int, typer.Option()] = 100,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-    database_url: DbUrl = None,
-) -> None:
-    """List jobs, newest first."""
-    use_url(database_url)
-    rows = queue.list_jobs(status=status, portal=portal, order_id=order, limit=limit)
-    if as_json:
-        print_json(rows)
-        return
-    typer.echo(f"{'ID':>7}  {'TYPE':<13} {'ORDER':<12} {'PORTAL':<20} {'STATUS':<10} "
-               f"{'TRY':>5}  RUN AT")
-    for r in rows:
-        typer.echo(f"{r['id']:>7}  {r['job_type']:<13} {r['order_id']:<12} {r['portal']:<20} "
-                   f"{r['status']:<10} {r['attempts']:>2}/{r['max_attempts']:<2}  "
-                   f"{r['run_at']:%Y-%m-%d %H:%M:%SZ}")
-
-
-@jobs_app.command("show")
-def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = False,
-              database_url: DbUrl = None) -> None:
-    """A job with its events, artifacts and documents."""
-    use_url(database_url)
-    job = _public(queue.show_job(job_id))
-    if as_json:
-        print_json(job)
-        return
-    for key in ("id", "job_type", "order_id", "portal", "status", "priority", "attempts",
-                "max_attempts", "crashes", "run_at", "last_error", "created_at", "finished_at"):
-        typer.echo(f"{key:>13}: {job[key]}")
-    if shown := waiting.describe(waiting.marker(job["checkpoint"])):
-        typer.echo(f"{'waiting':>13}: {shown}")   # submitted; the registry decides later
-    if job["status"] in ("pending", "deferred"):
-        # the estimator (calendars, the replay) only for the commands that show an ETA
-        from portalq.scheduler import estimates as eta
-        if line := eta.job_line(eta.load_fresh()[0], job_id):
-            typer.echo(f"{'eta':>13}: {line}")
-    typer.echo(f"{'payload':>13}: {json.dumps(job['payload'], sort_keys=True)}")
-    typer.echo(f"{'checkpoint':>13}: {json.dumps(job['checkpoint'], sort_keys=True)}")
-    typer.echo(f"{'result':>13}: {json.dumps(job['result'], sort_keys=True)}")
-    typer.echo("events:")
-    for e in job["events"]:
-        err = f"  error: {e['error']}" if e["error"] else ""
-        detail = e.get("detail") or {}
-        what = f" [{detail['event']}]" if isinstance(detail, dict) and detail.get("event") else ""
-        if isinstance(detail, dict) and detail.get("crash"):
-            what = f" [crash {detail['crash']}: its worker died; attempt refunded]"
-        typer.echo(f"  {e['at']:%Y-%m-%d %H:%M:%S}Z #{e['attempt']} {e['from_status'] or '-'}"
-                   f" -> {e['to_status']} {e['worker'] or ''}{what}{err}")
-    if job["artifacts"]:
-        typer.echo("artifacts:")
-        for a in job["artifacts"]:
-            note = f" ({a['note']})" if a.get("note") else ""
-            typer.echo(f"  attempt {a['attempt']} {a['kind']}: {a['path']}{note}")
-    if job["documents"]:
-        typer.echo("documents:")
-        for d in job["documents"]:
-            typer.echo(f"  {d['name']} ({d['content_type']}, {d['size']} bytes)")
-
-
-@jobs_app.command("retry")
-def jobs_retry(
-    job_id: int,
-    payload_patch: Annotated[str | None, typer.Option(help="JSON merged into the payload")] = None,
-    note: Annotated[str | None, typer.Option(help="why (kept in the job's events)")] = None,
-    confirmed_filed: Annotated[str | None, typer.Option(
-        help="the portal did accept it: complete the job with this confirmation")] = None,
-    not_filed: Annotated[bool, typer.Option(
-        help="the portal did not get it: resume from before the submission")] = False,
-    database_url: DbUrl = None,
-) -> None:
-    """Put a failed or cancelled job back in the queue (checkpoints kept), or resolve an
-    uncertain outcome (--confirmed-filed / --not-filed)."""
-    if confirmed_filed is not None and not_filed:
-        fail("give --confirmed-filed or --not-filed, not both")
-    if payload_patch is not None and (confirmed_filed is not None or not_filed):
-        fail("--payload-patch does not go with --confirmed-filed or --not-filed")
-    patch = (load_payload(payload_patch, None, "--payload-patch")
-             if payload_patch is not None else None)
-    use_url(database_url)
-    reason = note or "portalq jobs retry"
-    if confirmed_filed is not None:
-        _audited("job.confirm_filed", job_id, reason, lambda c: queue.resolve_filed(
-            job_id, confirmed_filed, actor=cli_actor(), note=note, conn=c))
-        typer.echo(f"job {job_id} completed as filed ({confirmed_filed.strip()})")
-        return
-    if not_filed:
-        _audited("job.not_filed", job_id, reason, lambda c: queue.resolve_not_filed(
-            job_id, actor=cli_actor(), note=note, conn=c))
-        typer.echo(f"job {job_id} resumes from before its submission")
-        return
-    _audited("job.retry_with_payload" if patch else "job.retry", job_id, reason,
-             lambda c: queue.retry(job_id, payload_patch=patch, note=note, actor=cli_actor(),
-                                   conn=c))
-    typer.echo(f"job {job_id} queued again")
-
-
-def _audited(action: str, job_id: int, reason: str, change: Any) -> None:
-    """An admin change of a job and its audit row (who, what, when, why, before/after),
-    committed together -- as the console records its actions."""
-    queue.get_job(job_id)   # an unknown id: one line, exit 2
-    with queue.connect() as conn:
-        console_actions.job_action(conn, Actor(cli_actor(), None, "cli"), action, job_id,
-                                   reason, lambda: change(conn))
-
-
-@jobs_app.command("answer")
-def answer(job_id: int,
-           code: Annotated[str, typer.Option("--code", help="the answer: a code, the CAPTCHA's "
-                                                            "characters, yes/no")],
-           database_url: DbUrl = None) -> None:
-    """Answer the question a running job is waiting on (from any host)."""
-    use_url(database_url)
-    queue.get_job(job_id)   # an unknown id: one line, exit 2
-    with queue.connect() as conn:
-        asked = questions.answer(conn, job_id, code, by=cli_actor())
-        audit.record(conn, audit.Actor(cli_actor(), None, "cli"), "job.answer", f"job:{job_id}",
-                     f"answered: {asked[:200]}")   # never the answer itself
-    typer.echo(f"job {job_id}: answered")
-
-
-@jobs_app.command("approve")
-def approve(job_id: int, note: Annotated[str | None, typer.Option("--note")] = None,
-            database_url: DbUrl = None) -> None:
-    """Approve what a job waiting at its review page would submit: it runs again at once and
-    submits only if the review page still shows exactly that."""
-    _decide(job_id, "approved", note or "portalq jobs approve", database_url)
-    typer.echo(f"job {job_id}: approved")
-
-
-@jobs_app.command("reject")
-def reject(job_id: int, note: Annotated[str, typer.Option("--note", help="why")],
-           database_url: DbUrl = None) -> None:
-    """Reject a job waiting at its review page: cancelled, nothing filed."""
-    _decide(job_id, "rejected", note, database_url)
-    typer.echo(f"job {job_id}: rejected (cancelled, nothing filed)")
-
-
-def _decide(job_id: int, state: str, note: str, database_url: str | None) -> None:
-    use_url(database_url)
-    queue.get_job(job_id)   # an unknown id: one line, exit 2
-    with queue.connect() as conn:
-        approvals.decide(conn, audit.Actor(cli_actor(), None, "cli"), job_id, state, note)
-
-
-@jobs_app.command("cancel")
-def jobs_cancel(job_id: int, database_url: DbUrl = None) -> None:
-    """Cancel a pending, deferred or failed job."""
-    use_url(database_url)
-    _audited("job.cancel", job_id, "portalq jobs cancel",
-             lambda c: queue.cancel(job_id, actor=cli_actor(), conn=c))
-    typer.echo(f"job {job_id} cancelled")
 
 
 @app.command()
@@ -460,6 +269,7 @@ def db_url(database_url: DbUrl = None) -> None:
 
 
 def _register() -> None:
+    app.add_typer(cli_jobs.app, name="jobs")
     app.add_typer(cli_portals.app, name="portals")
     app.add_typer(cli_webhooks.app, name="webhooks")
     app.add_typer(cli_keys.app, name="keys")
@@ -467,6 +277,19 @@ def _register() -> None:
     cli_console.register(app)
     cli_adopt.register(app)
     cli_orders.register(app)
+
+
+def _usage_error(exc: Exception) -> tuple[str, bool] | None:
+    """What to print for a command-line error, and whether on stderr; None for any other
+    error. Click's errors are known by their shape (``format_message()`` and an int
+    ``exit_code``): typer vendors click in a private module, which portalq does not import.
+    A missing subcommand prints the help (stdout); a usage error is one line (stderr)."""
+    message = getattr(exc, "format_message", None)
+    if not callable(message) or not isinstance(getattr(exc, "exit_code", None), int):
+        return None
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        return str(message()), False
+    return f"portalq: error: {message()}", True
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -477,12 +300,6 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(rc)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click_exc.NoArgsIsHelpError as exc:
-        typer.echo(exc.format_message() if hasattr(exc, "format_message") else str(exc))
-        sys.exit(ExitCode.BAD_INPUT)
-    except click_exc.UsageError as exc:
-        typer.echo(f"portalq: error: {exc.format_message()}", err=True)
-        sys.exit(ExitCode.BAD_INPUT)
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("portalq: aborted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
@@ -493,6 +310,11 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"portalq: error: {exc}", err=True)
         sys.exit(ExitCode.BAD_INPUT)
     except Exception as exc:
+        usage = _usage_error(exc)
+        if usage is not None:
+            text, to_stderr = usage
+            typer.echo(text, err=to_stderr)
+            sys.exit(ExitCode.BAD_INPUT)
         code, message = database_error(exc)
         if code is None:
             raise
