@@ -1,5 +1,5 @@
 """How right is the ETA? (issue 41) A discrete-event replay of a week of orders against the
-built-in portals' calendars, comparing the estimator's (portals/eta.py) p50 / p90 with what
+built-in portals' calendars, comparing the estimator's (portals/eta/) p50 / p90 with what
 happened.
 
     python bench/eta_accuracy.py                  # the week of docs/eta-accuracy.md

@@ -1,4 +1,4 @@
-"""The cost of an ETA refresh (issue 41): the pure estimator (portals/eta.py) on a
+"""The cost of an ETA refresh (issue 41): the pure estimator (portals/eta/) on a
 synthetic snapshot of the built-in portals' calendars.
 
     python bench/eta_bench.py                 # 10,000 waiting jobs + 1,000 orders

@@ -1,7 +1,7 @@
 """The ETA loader (issue 41): one snapshot from the database -- portals and their
 calendars, the jobs not started yet, the running ones, measured durations, today's per-key
 rate counts, the orders still holding steps -- handed to the pure estimator
-(portals/eta.py), and the views ``jobs show``, ``orders show`` and ``status`` print.
+(portals/eta/), and the views ``jobs show``, ``orders show`` and ``status`` print.
 
 Every estimate is computed afresh from the database on each call, so a closure added, a
 portal paused or a grown backlog shows at once; nothing is stored.

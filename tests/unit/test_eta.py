@@ -1,4 +1,4 @@
-"""The ETA estimator (portals/eta.py) on calendar edge cases, with synthetic snapshots and
+"""The ETA estimator (portals/eta/) on calendar edge cases, with synthetic snapshots and
 fixed instants: no database, no clock."""
 
 from __future__ import annotations
