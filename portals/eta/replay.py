@@ -81,8 +81,6 @@ class Replay:
             else:
                 run.reasons.append(f"{job.portal} starts no job")
             return None
-        if portal.paused and portal.resumes_at is not None:
-            run.reasons.append(("paused", portal.resumes_at))
         t = max(due, slots[0])
         limited = job.rate_key is not None and job.rate_limit
         while True:
@@ -136,12 +134,17 @@ class Replay:
                 runs[j.id] = run = Run()
                 self._place(j, now, run)
             return
+        # the replay's clock: a claim never goes back before the one before it (a job due
+        # at 17:00 does not start at 15:00 on a session free since then)
+        clock = now
+        paused = self.snap.portals[code]
+        probe = ("paused", paused.resumes_at) if paused.paused and paused.resumes_at else None
         while i < n or later or ready:
-            t = slots[0]
+            t = slots[0] if slots[0] > clock else clock
             if not ready:
                 nxt = min(pending[i][0] if i < n else INF, later[0][0] if later else INF)
                 t = max(t, nxt)
-            t = opening.first(t if t > now else now) or INF
+            t = clock = opening.first(t) or INF
             while i < n and pending[i][0] <= t:
                 due, jid, j = pending[i]
                 i += 1
@@ -161,6 +164,8 @@ class Replay:
                 run = found
             else:
                 run = runs[jid] = Run()
+                if probe is not None:
+                    run.reasons.append(probe)
                 if due > now:
                     run.reasons.append(("not before", due))
             if job.rate_key is None or not job.rate_limit:
@@ -182,7 +187,9 @@ class Replay:
                 run.ahead = self.started[code]
                 self.started[code] += 1
                 continue
-            start = self._place(job, max(due, now), run)
+            if t > due and t > slots[0] and t > now:
+                run.reasons.append(("opens", t))
+            start = self._place(job, t, run)
             if start is None:
                 continue
             if start > t:   # moved to a later portal day: back in the queue

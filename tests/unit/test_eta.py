@@ -211,3 +211,30 @@ def test_a_released_step_takes_its_place_in_claim_order_not_behind_the_whole_que
     assert est[2].start50 == now + 10 * MIN   # after its filing, before tomorrow's jobs
     assert est[2].reasons[0] == "after the order's earlier steps"
     assert est[3].start50 == now + timedelta(days=1)
+
+
+def test_a_job_due_later_never_starts_before_it_is_due_on_a_free_session():
+    # two filings due at 12:00 ET, two sessions free since 10:00: both start at 12:00 (the
+    # replay once started the second on the free session at 10:00, before it was due; so
+    # for rate-limited jobs too)
+    now = _utc(2026, 12, 7, 15)   # Monday 10:00 ET
+    noon = now + timedelta(hours=2)
+    jobs = [Job(i, "file_entity", "delaware_icis", run_at=noon) for i in (1, 2)]
+    est = eta.estimate(_snap(now, jobs, portal="delaware_icis", sessions=2))
+    assert [est[i].start50 for i in (1, 2)] == [noon, noon]
+    assert [est[i].start90 for i in (1, 2)] == [noon, noon]
+    keyed = [Job(i, "obtain_ein", "irs_ein", run_at=noon, rate_key=f"p{i}", rate_limit=1)
+             for i in (1, 2, 3)]
+    est = eta.estimate(_snap(now, keyed, sessions=2))
+    assert [est[i].start50 for i in (1, 2)] == [noon, noon]
+    assert est[3].start50 == noon + 10 * MIN
+
+
+def test_a_paused_portal_with_a_probe_says_so_for_every_job():
+    now = _utc(2026, 12, 7, 15)
+    jobs = [Job(1, "obtain_ein", "irs_ein"),
+            Job(2, "obtain_ein", "irs_ein", rate_key="k", rate_limit=1)]
+    est = eta.estimate(_snap(now, jobs, state={"paused": "breaker",
+                                                "resumes_at": now + 30 * MIN}))
+    for i in (1, 2):
+        assert "irs_ein is paused (breaker), tried again Mon 15:30 UTC" in est[i].reasons
