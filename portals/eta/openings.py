@@ -48,6 +48,20 @@ class Openings:
                 return None
             self._extend()
 
+    def span(self, t: float) -> tuple[float, float] | None:
+        """The first instant >= t a job can start and the last start of the opening it is
+        in (None: none within LOOK_AHEAD): a replay moving forward in time looks again
+        only past that."""
+        while True:
+            i = bisect_right(self.starts, t) - 1
+            if i >= 0 and t <= self.ends[i]:
+                return t, self.ends[i]
+            if i + 1 < len(self.starts):
+                return self.starts[i + 1], self.ends[i + 1]
+            if ts(self.until) >= self.limit:
+                return None
+            self._extend()
+
 
 def spans(cal: PortalCalendar, now: datetime, until: datetime) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []

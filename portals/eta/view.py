@@ -8,9 +8,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from portalq.portals.calendar import zone
+from portalq.portals.eta.decisions import waiting as decision
 from portalq.portals.eta.model import Estimate, Job, PortalState, Snapshot, dt, ts, words
 from portalq.portals.eta.openings import Days, Openings
-from portalq.portals.eta.replay import Replay, due_order
+from portalq.portals.eta.orders import release
+from portalq.portals.eta.replay import Entry, Levels, Replay, by_due, claimed, due_order, probe
 
 
 def render(reason: object, portal: PortalState | None) -> str:
@@ -36,24 +38,31 @@ def estimate(snap: Snapshot) -> Estimates:
     days = {code: Days(snap.portals[code].calendar, snap.now)
             for code in limited if code in snap.portals}
     now = ts(snap.now)
-    by_portal: dict[str, list[tuple[float, int, Job]]] = {}
+    by_level: dict[tuple[str, int], list[Entry]] = {}
     held, waiting = [], []
+    last, ascending = -1, True
     for j in snap.jobs:
         if j.after:
             held.append(j)
         elif j.submitted_at is not None:
             waiting.append(j)
         else:
-            by_portal.setdefault(j.portal, []).append(
+            if j.id < last:
+                ascending = False
+            last = j.id
+            by_level.setdefault((j.portal, j.priority), []).append(
                 (j.run_at.timestamp() if j.run_at is not None else now, j.id, j))
-    for pending in by_portal.values():
-        pending.sort(key=due_order)
+    queued: dict[str, Levels] = {}
+    for (code, _), found in sorted(by_level.items(), key=lambda x: -x[0][1]):
+        # a stable sort by due keeps jobs listed by id in id order (a third of the work)
+        found.sort(key=by_due if ascending else due_order)
+        queued.setdefault(code, []).append(found)
     replays = []
     for q in (50, 90):
         r = Replay(snap, openings, days, q)
         for j in waiting:
-            r.waiting(j)
-        r.held(by_portal, held)
+            decision(r, j)
+        release(r, queued, held)
         replays.append(r)
     return Estimates(snap, *replays)
 
@@ -82,23 +91,31 @@ class Estimates(Mapping[int, Estimate]):
     def finishes(self, job_id: int) -> tuple[float, float] | None:
         """The p50 and p90 finish in POSIX seconds, without making the estimate (None:
         no estimate)."""
-        a, b = self._r50.runs[job_id].finish, self._r90.runs[job_id].finish
+        a, b = self._r50.out[job_id][2], self._r90.out[job_id][2]
         return None if a is None or b is None else (a, max(a, b))
 
     def _make(self, j: Job) -> Estimate:
-        a, b = self._r50.runs[j.id], self._r90.runs[j.id]
+        s50, u50, f50, ahead = self._r50.out[j.id]
+        s90, u90, f90, _ = self._r90.out[j.id]
         portal = self._snap.portals.get(j.portal)
         label = portal.label if portal else j.portal
-        reasons = [render(x, portal) for x in dict.fromkeys(a.reasons)]
-        if a.ahead and j.submitted_at is None:
-            reasons.append(f"{a.ahead} job(s) ahead on {label}, "
+        why: list[object] = []
+        if not j.after and j.submitted_at is None and claimed(portal):
+            why += probe(portal)
+            if j.run_at is not None and j.run_at > self._snap.now:
+                why.append(("not before", ts(j.run_at)))
+        why += self._r50.why.get(j.id, ())
+        reasons = [render(x, portal) for x in dict.fromkeys(why)]
+        if ahead and j.submitted_at is None:
+            reasons.append(f"{ahead} job(s) ahead on {label}, "
                            f"{portal.sessions if portal else 0} at a time")
         then = ""
         if j.processing is not None and j.submitted_at is None:
             then = f"then {label} decides within ~{words(j.processing.p50)} (declared)"
-        f90 = b.finish if b.finish is None or a.finish is None else max(a.finish, b.finish)
-        return Estimate(j.id, dt(a.start), dt(b.start), dt(a.submitted), dt(b.submitted),
-                        dt(a.finish), dt(f90), a.ahead, tuple(reasons), then)
+        if f90 is not None and f50 is not None:
+            f90 = max(f50, f90)
+        return Estimate(j.id, dt(s50), dt(s90), dt(u50), dt(u90), dt(f50), dt(f90), ahead,
+                        tuple(reasons), then)
 
 
 def text(job: Job, est: Estimate, tz: str) -> str:

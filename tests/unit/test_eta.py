@@ -238,3 +238,15 @@ def test_a_paused_portal_with_a_probe_says_so_for_every_job():
                                                 "resumes_at": now + 30 * MIN}))
     for i in (1, 2):
         assert "irs_ein is paused (breaker), tried again Mon 15:30 UTC" in est[i].reasons
+
+
+def test_a_portal_closed_for_more_than_a_year_gives_no_estimate_and_says_why():
+    # the replay once started such jobs at "infinity" and failed rendering their reasons
+    now = _utc(2026, 12, 7, 15)
+    gone = Closure(now + timedelta(hours=1), now + timedelta(days=800), "decommissioned")
+    jobs = [Job(i, "file_entity", "delaware_icis", run_at=now + i * 30 * MIN) for i in (1, 2, 3)]
+    est = eta.estimate(_snap(now, jobs, portal="delaware_icis", closures=[gone]))
+    assert est[1].start50 == now + 30 * MIN
+    for i in (2, 3):
+        assert est[i].start50 is None and est[i].finish90 is None
+        assert "delaware_icis does not open within a year" in est[i].reasons

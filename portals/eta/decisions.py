@@ -1,0 +1,46 @@
+"""A submission waiting for its portal's decision (a registry examining a filing): when it
+is expected done, given that it has not been decided yet (portals/eta/)."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from statistics import NormalDist
+
+from portalq.portals.eta.model import Duration, Job, ts, words
+from portalq.portals.eta.replay import Replay
+
+NORMAL = NormalDist()
+
+
+def waiting(replay: Replay, job: Job) -> None:
+    """Submitted: the portal decides within its declared time since the submission -- its
+    p50 / p90 given that it has not decided yet (a decision overdue by the declared p50 is
+    not due at the next check: it is in the distribution's tail)."""
+    assert job.submitted_at is not None
+    since, now = ts(job.submitted_at), replay.now
+    check = ts(job.next_check) if job.next_check is not None else now
+    finish = max(now, check, since + given(job.processing, now - since, replay.q))
+    replay.out[job.id] = (since, since, finish, 0)
+    portal = replay.snap.portals.get(job.portal)
+    replay.why[job.id] = [
+        f"submitted {job.submitted_at:%a %H:%M} UTC; "
+        f"{portal.label if portal else job.portal} decides within "
+        f"~{words(timedelta(seconds=replay.processing(job)))} (declared)"]
+
+
+def given(p: Duration | None, elapsed: float, q: int) -> float:
+    """The q-th percentile of a processing time that has lasted ``elapsed`` seconds: a
+    log-normal through its declared p50 and p90, conditioned on being longer than that."""
+    if p is None:
+        return 0.0
+    p50, p90 = p.p50.total_seconds(), p.p90.total_seconds()
+    if p50 <= 0 or p90 <= p50 or elapsed <= 0:
+        return p50 if q == 50 else p90
+    sigma = math.log(p90 / p50) / NORMAL.inv_cdf(0.9)
+    gone = NORMAL.cdf(math.log(elapsed / p50) / sigma)
+    level = min(gone + (q / 100) * (1 - gone), 1 - 1e-9)
+    return p50 * math.exp(sigma * NORMAL.inv_cdf(level))
+
+
+__all__ = ["given", "waiting"]
