@@ -21,7 +21,17 @@ from portalq.jobs.business import eta_reads as eta_repo
 from portalq.jobs.business import pipelines
 from portalq.jobs.errors import InputError
 from portalq.portals import deadlines, lookups, steps
-from portalq.portals.eta import Duration, Estimates, Job, PortalState, Snapshot, estimate, text
+from portalq.portals.eta import (
+    Checks,
+    Duration,
+    Estimates,
+    Job,
+    PortalState,
+    Snapshot,
+    estimate,
+    seen50,
+    text,
+)
 from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler.config import Settings
 
@@ -95,11 +105,30 @@ def _portal_states(portals: Mapping[str, calendars.Portal], workers: int,
     return out
 
 
-def _job(r: Mapping[str, Any], after: tuple[int, ...]) -> Job:
+#: (job type, portal) -> the portal's processing after the submission and its checks
+Declared = dict[tuple[str, str], tuple[Duration | None, Checks | None]]
+
+
+def _declared(job_type: str, portal: str, cache: Declared) -> tuple[Duration | None,
+                                                                     Checks | None]:
+    """The declared processing and lookup cadence of the job type's submission, one object
+    per (type, portal) in a load (the estimator computes each once per kind of job)."""
+    found = cache.get((job_type, portal))
+    if found is None:
+        declared = lookups.processing(job_type, portal)
+        key = lookups.SUBMISSIONS.get((job_type, portal))
+        checks = None
+        if key is not None:
+            rule = lookups.rule(*key)
+            checks = Checks(rule.check_every, rule.backoff, rule.check_cap)
+        found = cache[(job_type, portal)] = (Duration(*declared) if declared else None, checks)
+    return found
+
+
+def _job(r: Mapping[str, Any], after: tuple[int, ...], cache: Declared) -> Job:
     jt = _jobtype(r["job_type"])
     rate = jt.rate_limit if jt is not None else None
-    declared = lookups.processing(r["job_type"], r["portal"])
-    processing = Duration(*declared) if declared else None
+    processing, checks = _declared(r["job_type"], r["portal"], cache)
     mark = r.get("waiting")
     if isinstance(mark, str):
         mark = json.loads(mark)
@@ -114,7 +143,7 @@ def _job(r: Mapping[str, Any], after: tuple[int, ...]) -> Job:
                None if r.get("held") else r["run_at"],
                r["rate_key"] if rate else None, rate.limit if rate else None,
                rate.words if rate else "", processing, submitted, next_check, after,
-               LABELS.get(r["job_type"], r["job_type"]))
+               LABELS.get(r["job_type"], r["job_type"]), checks)
 
 
 def load(conn: Any, now: datetime | None = None, *, workers: int | None = None) -> Loaded:
@@ -155,11 +184,12 @@ def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[di
     durations = _durations(measured, pairs)
     ends: dict[int, datetime] = {}   # running jobs: their expected end
     running: dict[str, tuple[datetime, ...]] = {}
+    cache: Declared = {}
     for r in run_rows:
         end = r["started_at"] + durations[(r["job_type"], r["portal"])].p50
         running[r["portal"]] = (*running.get(r["portal"], ()), end)
-        declared = lookups.processing(r["job_type"], r["portal"])
-        ends[r["id"]] = max(end, now) + (declared[0] if declared else timedelta(0))
+        processing, checks = _declared(r["job_type"], r["portal"], cache)
+        ends[r["id"]] = max(end, now) + seen50(processing, checks)
     ids = {(o["order_id"], o["step"]): o["job_id"] for o in orders}
     done = {**ends, **{o["job_id"]: o["finished_at"] for o in orders
                        if o["status"] == "completed" and o["finished_at"] is not None}}
@@ -168,7 +198,7 @@ def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[di
         after = ()
         if r.get("held") and r.get("after"):
             after = tuple(ids.get((r["order_id"], s), -1) for s in r["after"])
-        jobs.append(_job(r, after))
+        jobs.append(_job(r, after, cache))
     snap = Snapshot(now, _portal_states(portals, workers, running), jobs,
                     durations, BROWSER_RUN,
                     {(r["portal"], r["rate_key"]): r["n"] for r in used}, done)

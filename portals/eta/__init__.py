@@ -34,8 +34,17 @@ estimates made into words).
 
 from __future__ import annotations
 
-from portalq.portals.eta.model import HORIZON, Duration, Estimate, Job, PortalState, Snapshot
+from portalq.portals.eta.model import (
+                                      HORIZON,
+                                      Checks,
+                                      Duration,
+                                      Estimate,
+                                      Job,
+                                      PortalState,
+                                      Snapshot,
+                                      seen50,
+)
 from portalq.portals.eta.view import Estimates, estimate, text
 
-__all__ = ["HORIZON", "Duration", "Estimate", "Estimates", "Job", "PortalState", "Snapshot",
-           "estimate", "text"]
+__all__ = ["HORIZON", "Checks", "Duration", "Estimate", "Estimates", "Job", "PortalState",
+           "Snapshot", "estimate", "seen50", "text"]

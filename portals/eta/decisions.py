@@ -15,12 +15,27 @@ NORMAL = NormalDist()
 
 def waiting(replay: Replay, job: Job) -> None:
     """Submitted: the portal decides within its declared time since the submission -- its
-    p50 / p90 given that it has not decided yet (a decision overdue by the declared p50 is
-    not due at the next check: it is in the distribution's tail)."""
+    p50 / p90 given that it had not decided by the last check (a decision overdue by the
+    declared p50 is not due at the next check: it is in the distribution's tail) -- and the
+    decision is seen at the first check after it (``job.checks``)."""
     assert job.submitted_at is not None
     since, now = ts(job.submitted_at), replay.now
     check = ts(job.next_check) if job.next_check is not None else now
-    finish = max(now, check, since + given(job.processing, now - since, replay.q))
+    cadence = job.checks
+    if cadence is None:
+        finish = max(now, check, since + given(job.processing, now - since, replay.q))
+    else:
+        # the checks' schedule from the submission: the next one is the k-th, the last one
+        # due by then (a check runs late, never early: a worker busy, a run's time), and
+        # the one before it saw no decision
+        k = cadence.index(check - since)
+        if k > 1 and cadence.at(k) > check - since + 1:
+            k -= 1
+        last = cadence.at(k - 1) if k > 1 else 0.0
+        decided = since + given(job.processing, last, replay.q)
+        # the checks after the next one keep their gaps from it
+        later = cadence.at(cadence.index(max(decided, now) - check + cadence.at(k)))
+        finish = max(check, check + later - cadence.at(k))
     replay.out[job.id] = (since, since, finish, 0)
     portal = replay.snap.portals.get(job.portal)
     replay.why[job.id] = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -20,6 +21,50 @@ class Duration:
     p90: timedelta
     #: finished runs it was measured from (0: a default)
     measured: int = 0
+
+
+@dataclass(frozen=True)
+class Checks:
+    """How a submission's decision is looked for (its lookup rule, portals/lookups.py): a
+    check ``every`` after the submission, each next one ``backoff`` times further off, at
+    most ``cap`` apart. A decision is seen -- the job done -- at the first check after it."""
+
+    every: timedelta
+    backoff: float
+    cap: timedelta
+
+    def _gaps(self) -> tuple[list[float], float]:
+        """The gaps between checks while they back off, then the gap ever after."""
+        every, cap = self.every.total_seconds(), self.cap.total_seconds()
+        if self.backoff <= 1 or every >= cap:
+            return [], max(min(every, cap), 1.0)
+        gaps, gap = [], every
+        while gap < cap:
+            gaps.append(gap)
+            gap *= self.backoff
+        return gaps, cap
+
+    def at(self, k: int) -> float:
+        """The k-th check after the submission (k >= 1), in seconds after it."""
+        gaps, step = self._gaps()
+        if k <= len(gaps):
+            return sum(gaps[:k])
+        return sum(gaps) + (k - len(gaps)) * step
+
+    def index(self, after: float) -> int:
+        """The first check (k >= 1) at least ``after`` seconds after the submission."""
+        gaps, step = self._gaps()
+        t = 0.0
+        for k, gap in enumerate(gaps, 1):
+            t += gap
+            if t >= after:
+                return k
+        return len(gaps) + max(1, math.ceil((after - t) / step))
+
+    def seen(self, after: float) -> float:
+        """When a decision made ``after`` seconds after the submission is seen, in seconds
+        after the submission: the first check at or after it."""
+        return self.at(self.index(after))
 
 
 @dataclass(frozen=True)
@@ -64,6 +109,8 @@ class Job:
     after: tuple[int, ...] = ()
     #: what the job is, for people ("EIN", "filing")
     label: str = ""
+    #: how the portal's decision is looked for (None: seen as soon as it is made)
+    checks: Checks | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +152,15 @@ class Estimate:
 INF = float("inf")
 
 
+def seen50(processing: Duration | None, checks: Checks | None) -> timedelta:
+    """From a submission to its decision seen, the median: the portal's p50 processing up
+    to the first check after it (a running job's expected end, as the loader gives it)."""
+    if processing is None:
+        return timedelta(0)
+    x = processing.p50.total_seconds()
+    return timedelta(seconds=x if checks is None else checks.seen(x))
+
+
 def ts(t: datetime) -> float:
     return t.timestamp()
 
@@ -122,5 +178,5 @@ def words(d: timedelta) -> str:
 
 
 
-__all__ = ["HORIZON", "INF", "LOOK_AHEAD", "Duration", "Estimate", "Job", "PortalState",
-           "Snapshot", "dt", "ts", "words"]
+__all__ = ["HORIZON", "INF", "LOOK_AHEAD", "Checks", "Duration", "Estimate", "Job",
+           "PortalState", "Snapshot", "dt", "seen50", "ts", "words"]

@@ -18,6 +18,7 @@ from portalq.portals.eta.openings import Days, Openings
 #: (start, submitted, finish, jobs of its portal that start before it); None: no estimate
 Out = tuple[float | None, float | None, float | None, int]
 NONE: Out = (None, None, None, 0)
+
 #: (due, id, job): a job queued on its portal
 Entry = tuple[float, int, Job]
 #: a portal's queued jobs: one list per priority, the highest first, each by (due, id)
@@ -85,6 +86,13 @@ class Replay:
         p = job.processing
         return 0.0 if p is None else (p.p50 if self.q == 50 else p.p90).total_seconds()
 
+    def seen(self, job: Job) -> float:
+        """From the submission to the decision seen: the portal's processing (p50 or p90)
+        up to the first check after it (the quantile of the check is the check of the
+        quantile: the first check after a time grows with it)."""
+        x = self.processing(job)
+        return x if job.checks is None else job.checks.seen(x)
+
     def queue(self, code: str, queued: Sequence[list[Entry]]) -> None:
         """The portal's due and scheduled jobs (``queued``: :func:`levels`), claimed as they
         come due: at each claim, the first instant a session is free, the portal can start
@@ -112,7 +120,7 @@ class Replay:
             return
         durs = {jt: d for (jt, p), d in self.dur.items() if p == code}
         default = self.default
-        proc: dict[int, float] = {}
+        proc: dict[tuple[int, int], float] = {}
         span = opening.span
         replace = heapq.heapreplace
         started = self.started[code]
@@ -176,9 +184,10 @@ class Replay:
             if pj is None:
                 out[jid] = (t, end, end, started)
             else:
-                x = proc.get(id(pj))
+                kind = id(pj), id(job.checks)
+                x = proc.get(kind)
                 if x is None:
-                    x = proc[id(pj)] = self.processing(job)
+                    x = proc[kind] = self.seen(job)
                 out[jid] = (t, end, end + x, started)
             started += 1
             replace(slots, end)
@@ -201,7 +210,7 @@ class Replay:
         slots, span = self.slots[code], self.openings[code].span
         durs = {jt: d for (jt, p), d in self.dur.items() if p == code}
         default = self.default
-        proc: dict[int, float] = {}
+        proc: dict[tuple[int, int], float] = {}
         replace = heapq.heapreplace
         started = self.started[code]
         rest = (e for k, lv in enumerate(queued) for e in lv[pos[k]:])
@@ -226,9 +235,10 @@ class Replay:
             if pj is None:
                 out[jid] = (t, end, end, started)
             else:
-                x = proc.get(id(pj))
+                kind = id(pj), id(job.checks)
+                x = proc.get(kind)
                 if x is None:
-                    x = proc[id(pj)] = self.processing(job)
+                    x = proc[kind] = self.seen(job)
                 out[jid] = (t, end, end + x, started)
             started += 1
             replace(slots, end)
@@ -269,5 +279,5 @@ def probe(portal: PortalState | None) -> list[object]:
     return [("paused", portal.resumes_at)]
 
 
-__all__ = ["NONE", "Entry", "Levels", "Out", "Replay", "by_due", "claimed", "due_order", "levels",
-           "probe"]
+__all__ = ["NONE", "Entry", "Levels", "Out", "Replay", "by_due", "claimed", "due_order",
+           "levels", "probe"]

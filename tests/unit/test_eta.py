@@ -250,3 +250,56 @@ def test_a_portal_closed_for_more_than_a_year_gives_no_estimate_and_says_why():
     for i in (2, 3):
         assert est[i].start50 is None and est[i].finish90 is None
         assert "delaware_icis does not open within a year" in est[i].reasons
+
+
+# Delaware's lookup (portals/lookups.py): 15 min after the submission, then doubling up to
+# every 4 h -- checks at 0:15, 0:45, 1:45, 3:45, 7:45, 11:45, ... 23:45, 27:45
+DE_CHECKS = eta.Checks(15 * MIN, 2.0, timedelta(hours=4))
+
+
+def test_checks_back_off_to_their_cap():
+    hours = [DE_CHECKS.at(k) / 3600 for k in range(1, 8)]
+    assert hours == [0.25, 0.75, 1.75, 3.75, 7.75, 11.75, 15.75]
+    assert DE_CHECKS.seen(24 * 3600) == 27.75 * 3600   # decided at 24 h, seen at 27:45
+    assert DE_CHECKS.seen(3.75 * 3600) == 3.75 * 3600   # a check at the decision sees it
+    assert DE_CHECKS.index(1) == 1 and DE_CHECKS.index(12 * 3600) == 7
+    flat = eta.Checks(2 * timedelta(hours=1), 1.0, 2 * timedelta(hours=1))
+    assert flat.seen(25 * 3600) == 26 * 3600
+
+
+def test_a_decision_is_seen_at_the_first_check_after_it():
+    # the filing's decision is due 24 h (p50) / 48 h (p90) after its submission, and the
+    # lookup sees it at the check after: 27:45 and 51:45 (the 4-hour checks from 3:45)
+    now = _utc(2026, 12, 7, 15)
+    filing = Job(1, "file_entity", "delaware_icis",
+                 processing=Duration(timedelta(hours=24), timedelta(hours=48)),
+                 checks=DE_CHECKS)
+    est = eta.estimate(_snap(now, [filing], portal="delaware_icis", sessions=2))[1]
+    assert est.finish50 - est.submitted50 == timedelta(hours=27, minutes=45)
+    assert est.finish90 - est.submitted90 == timedelta(hours=51, minutes=45)
+    assert eta.seen50(filing.processing, DE_CHECKS) == timedelta(hours=27, minutes=45)
+    assert eta.seen50(filing.processing, None) == timedelta(hours=24)
+
+
+def test_a_waiting_decision_is_seen_on_its_lookups_schedule():
+    # submitted 20 h ago; the check at 19:45 found nothing, the next is at 23:45: the
+    # decision is after 19:45 (not after now: one made since is not seen yet), and is
+    # seen at one of the checks 23:45, 27:45, ... after it
+    now = _utc(2026, 12, 7, 15)
+    since = now - timedelta(hours=20)
+    proc = Duration(timedelta(hours=24), timedelta(hours=48))
+    job = Job(1, "file_entity", "delaware_icis", submitted_at=since,
+              next_check=since + timedelta(hours=23, minutes=45), processing=proc,
+              checks=DE_CHECKS)
+    est = eta.estimate(_snap(now, [job], portal="delaware_icis"))[1]
+    grid = {since + timedelta(hours=23.75 + 4 * i) for i in range(20)}
+    assert est.finish50 in grid and est.finish90 in grid
+    # the median of a log-normal through 24 h / 48 h past 19:45 is 30.9 h: seen at 31:45
+    assert est.finish50 == since + timedelta(hours=31, minutes=45)
+    assert est.finish90 > since + timedelta(hours=48)
+    # a check running late keeps its gaps from where it is
+    late = Job(2, "file_entity", "delaware_icis", submitted_at=since,
+               next_check=since + timedelta(hours=23, minutes=50), processing=proc,
+               checks=DE_CHECKS)
+    moved = eta.estimate(_snap(now, [late], portal="delaware_icis"))[2]
+    assert moved.finish50 == since + timedelta(hours=31, minutes=50)

@@ -5,6 +5,7 @@ snapshot, from a seed."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from datetime import UTC, datetime, timedelta
@@ -126,8 +127,7 @@ def test_the_order_jobs_are_listed_in_does_not_matter() -> None:
     snap = varied(eta, 5, 600)
     jobs = list(snap.jobs)
     random.Random(1).shuffle(jobs)
-    shuffled = eta.Snapshot(snap.now, snap.portals, jobs, snap.durations,
-                            rate_used=snap.rate_used, done=snap.done)
+    shuffled = dataclasses.replace(snap, jobs=jobs)
     mine, theirs = eta.estimate(snap), eta.estimate(shuffled)
     assert {i: mine[i] for i in mine} == {i: theirs[i] for i in theirs}
 
