@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
 from operator import itemgetter
 
 from portalq.portals.eta.model import INF, Job, PortalState, Snapshot, ts
@@ -213,35 +214,39 @@ class Replay:
         proc: dict[tuple[int, int], float] = {}
         replace = heapq.heapreplace
         started = self.started[code]
-        rest = (e for k, lv in enumerate(queued) for e in lv[pos[k]:])
-        for due, jid, job in rest:
-            t = slots[0]
-            if t < clock:
-                t = clock
-            if t > hi:
-                found = span(t)
-                if found is None:
-                    label = self.snap.portals[code].label
-                    for e in [(due, jid, job), *rest]:
-                        out[e[1]] = NONE
-                        why.setdefault(e[1], []).append(f"{label} does not open within a year")
-                    break
-                t, hi = found
-            if t > due and t > slots[0] and t > now:
-                why.setdefault(jid, []).append(("opens", t))
-            clock = t
-            end = t + durs.get(job.job_type, default)
-            pj = job.processing
-            if pj is None:
-                out[jid] = (t, end, end, started)
-            else:
-                kind = id(pj), id(job.checks)
-                x = proc.get(kind)
-                if x is None:
-                    x = proc[kind] = self.seen(job)
-                out[jid] = (t, end, end + x, started)
-            started += 1
-            replace(slots, end)
+        for k, lv in enumerate(queued):
+            rest = islice(lv, pos[k], None)
+            for due, jid, job in rest:
+                t = slots[0]
+                if t < clock:
+                    t = clock
+                if t > hi:
+                    found = span(t)
+                    if found is None:   # no opening within LOOK_AHEAD: the rest have none
+                        label = self.snap.portals[code].label
+                        for e in [(due, jid, job), *rest, *(e for lv2 in queued[k + 1:]
+                                                            for e in lv2)]:
+                            out[e[1]] = NONE
+                            why.setdefault(e[1], []).append(
+                                f"{label} does not open within a year")
+                        self.started[code] = started
+                        return
+                    t, hi = found
+                if t > due and t > slots[0] and t > now:
+                    why.setdefault(jid, []).append(("opens", t))
+                clock = t
+                end = t + durs.get(job.job_type, default)
+                pj = job.processing
+                if pj is None:
+                    out[jid] = (t, end, end, started)
+                else:
+                    kind = id(pj), id(job.checks)
+                    x = proc.get(kind)
+                    if x is None:
+                        x = proc[kind] = self.seen(job)
+                    out[jid] = (t, end, end + x, started)
+                started += 1
+                replace(slots, end)
         self.started[code] = started
 
     def _within_limit(self, code: str, job: Job, t: float, opening: Openings) -> float | None:

@@ -250,6 +250,14 @@ def test_a_portal_closed_for_more_than_a_year_gives_no_estimate_and_says_why():
     for i in (2, 3):
         assert est[i].start50 is None and est[i].finish90 is None
         assert "delaware_icis does not open within a year" in est[i].reasons
+    # the same when every job is due already (the replay claims them as listed)
+    due = [Job(i, "file_entity", "delaware_icis", priority=i % 2) for i in range(1, 20)]
+    est = eta.estimate(_snap(now, due, portal="delaware_icis", closures=[gone]))
+    started = [i for i in est if est[i].start50 is not None]
+    assert 0 < len(started) < len(due)
+    assert all(est[i].start50 < now + timedelta(hours=1) for i in started)
+    assert all("delaware_icis does not open within a year" in est[i].reasons
+               for i in est if i not in started)
 
 
 # Delaware's lookup (portals/lookups.py): 15 min after the submission, then doubling up to
