@@ -45,7 +45,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from portalq.portals import deadlines, eta, lookups  # noqa: E402
 from portalq.portals.calendar import Closure, can_start, next_start, zone  # noqa: E402
-from portalq.portals.eta import Checks, Duration, Job, PortalState, Snapshot, seen50  # noqa: E402
+from portalq.portals.eta import (  # noqa: E402
+    Checks,
+    Duration,
+    Job,
+    PortalState,
+    Snapshot,
+    run_end,
+    seen50,
+)
 from portalq.portals.order_kinds import DE_SAME_DAY  # noqa: E402
 from portalq.portals.presets import PRESETS, calendar_from_preset  # noqa: E402
 from portalq.portals.steps import STEPS  # noqa: E402
@@ -360,8 +368,8 @@ class Sim:
             closures = tuple(c for q, c, ann in self.sc.closures if q == p and _ts(ann) <= t)
             cal = calendar_from_preset(p, closures=closures)
             out = self.paused(p, t)
-            running = tuple(_dt(self.jobs[i].start + RUNS[(self.jobs[i].job_type, p)]  # type: ignore[operator]
-                                .p50.total_seconds()) for i in self.running[p])
+            running = tuple(run_end(_dt(self.jobs[i].start), RUNS[(self.jobs[i].job_type, p)],  # type: ignore[arg-type]
+                                    now) for i in self.running[p])
             portals[p] = PortalState(
                 cal, self.sessions[p], p, "breaker" if out is not None else None,
                 now + 15 * MIN if out is not None else None, self.steps[p], running)
@@ -373,8 +381,7 @@ class Sim:
             processing, checks = declared(j.job_type, j.portal)
             limit = 1 if j.rate_key is not None else None
             if j.state == "running":
-                end = max(_dt(j.start + RUNS[(j.job_type, j.portal)].p50.total_seconds()),  # type: ignore[operator]
-                          now)
+                end = run_end(_dt(j.start), RUNS[(j.job_type, j.portal)], now)  # type: ignore[arg-type]
                 done[j.id] = end + seen50(processing, checks)
                 continue
             if j.state == "waiting":
@@ -563,7 +570,8 @@ def main() -> None:
     for name, s in (("every hour", score(res)), ("at enqueue", score(res, first_only=True))):
         print(f"{name:>11}: pairs {s['pairs']}, no estimate {s['no_estimate']}; finish error "
               f"median {s['median_error']:.1%}, p90 {s['p90_error']:.1%}; finishes after p90 "
-              f"{s['after_p90']:.1%}, by the p50 {s['by_p50']:.1%}; start error median {s['start_median_error']:.1%}, "
+              f"{s['after_p90']:.1%}, by the p50 {s['by_p50']:.1%}; start error median "
+              f"{s['start_median_error']:.1%}, "
               f"starts after p90 {s['start_after_p90']:.1%}; submissions (run's end, "
               f"processing excluded): median {s['submitted_median_error']:.1%}, p90 "
               f"{s['submitted_p90_error']:.1%}, after p90 {s['submitted_after_p90']:.1%}")

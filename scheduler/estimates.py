@@ -29,6 +29,7 @@ from portalq.portals.eta import (
     PortalState,
     Snapshot,
     estimate,
+    run_end,
     seen50,
     text,
 )
@@ -186,7 +187,7 @@ def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[di
     running: dict[str, tuple[datetime, ...]] = {}
     cache: Declared = {}
     for r in run_rows:
-        end = r["started_at"] + durations[(r["job_type"], r["portal"])].p50
+        end = run_end(r["started_at"], durations[(r["job_type"], r["portal"])], now)
         running[r["portal"]] = (*running.get(r["portal"], ()), end)
         processing, checks = _declared(r["job_type"], r["portal"], cache)
         ends[r["id"]] = max(end, now) + seen50(processing, checks)

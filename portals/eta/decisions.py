@@ -1,10 +1,11 @@
-"""A submission waiting for its portal's decision (a registry examining a filing): when it
-is expected done, given that it has not been decided yet (portals/eta/)."""
+"""What is under way: a run started, a submission waiting for its portal's decision (a
+registry examining a filing) -- when each is expected over, given that it is not yet
+(portals/eta/)."""
 
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 from statistics import NormalDist
 
 from portalq.portals.eta.model import Duration, Job, ts, words
@@ -44,6 +45,13 @@ def waiting(replay: Replay, job: Job) -> None:
         f"~{words(timedelta(seconds=replay.processing(job)))} (declared)"]
 
 
+def run_end(started: datetime, run: Duration, now: datetime) -> datetime:
+    """A running job's expected end (p50): its run's median given the time it has run
+    (one running past its median is not ending now: its end is in the tail)."""
+    elapsed = (now - started).total_seconds()
+    return max(started + timedelta(seconds=given(run, elapsed, 50)), now)
+
+
 def given(p: Duration | None, elapsed: float, q: int) -> float:
     """The q-th percentile of a processing time that has lasted ``elapsed`` seconds: a
     log-normal through its declared p50 and p90, conditioned on being longer than that."""
@@ -58,4 +66,4 @@ def given(p: Duration | None, elapsed: float, q: int) -> float:
     return p50 * math.exp(sigma * NORMAL.inv_cdf(level))
 
 
-__all__ = ["given", "waiting"]
+__all__ = ["given", "run_end", "waiting"]

@@ -12,6 +12,7 @@ from portalq.portals.presets import calendar_from_preset
 from portalq.portals.steps import STEPS
 
 MIN = timedelta(minutes=1)
+SEC = timedelta(seconds=1)
 TEN = Duration(10 * MIN, 20 * MIN, measured=50)
 
 
@@ -311,3 +312,12 @@ def test_a_waiting_decision_is_seen_on_its_lookups_schedule():
                checks=DE_CHECKS)
     moved = eta.estimate(_snap(now, [late], portal="delaware_icis"))[2]
     assert moved.finish50 == since + timedelta(hours=31, minutes=50)
+
+
+def test_a_run_past_its_median_is_expected_to_end_later_not_now():
+    now = _utc(2026, 12, 7, 15)
+    run = Duration(3 * MIN, 6 * MIN)
+    # a minute in, the median is barely moved (2 % of runs are that short)
+    assert now + 2 * MIN < eta.run_end(now - MIN, run, now) < now + 2 * MIN + 10 * SEC
+    late = eta.run_end(now - 5 * MIN, run, now)
+    assert now + MIN < late < now + 4 * MIN                        # in the tail, not "now"
