@@ -22,9 +22,11 @@ and p90 are the ones the estimator is given (measured durations; the declared pr
 a submission's decision is seen at the next check of its lookup rule (portals/lookups.py).
 
 The estimator is asked, with a snapshot built the way scheduler/estimates.py builds one
-(running jobs end at start + p50; a running predecessor is done at its end plus the declared
-p50 processing), at every enqueue and on every hour, for every job not started yet. Each
-(job, instant) pair is scored: |p50 finish - actual finish| / (actual finish - instant).
+(a running job ends at its run's median given the time it has run; a running predecessor is
+done at that end plus the declared p50 processing up to its lookup's next check; a waiting
+submission shows its next check), at every enqueue and on every hour, for every job not
+started yet. Each (job, instant) pair is scored: |p50 finish - actual finish| / (actual
+finish - instant), whether the finish came after the p90, and whether by the p50.
 """
 
 from __future__ import annotations
