@@ -106,14 +106,16 @@ def _portal_states(portals: Mapping[str, calendars.Portal], workers: int,
     return out
 
 
-#: (job type, portal) -> the portal's processing after the submission and its checks
-Declared = dict[tuple[str, str], tuple[Duration | None, Checks | None]]
+#: (job type, portal) -> the portal's processing after the submission, its checks, and
+#: the job type's rate limit
+Declared = dict[tuple[str, str], tuple[Duration | None, Checks | None, types.RateLimit | None]]
 
 
-def _declared(job_type: str, portal: str, cache: Declared) -> tuple[Duration | None,
-                                                                     Checks | None]:
-    """The declared processing and lookup cadence of the job type's submission, one object
-    per (type, portal) in a load (the estimator computes each once per kind of job)."""
+def _declared(job_type: str, portal: str, cache: Declared,
+              ) -> tuple[Duration | None, Checks | None, types.RateLimit | None]:
+    """The declared processing and lookup cadence of the job type's submission and its
+    rate limit, looked up once per (type, portal) in a load: one object each, as the
+    estimator computes once per kind of job (and a job type's look-up reads the settings)."""
     found = cache.get((job_type, portal))
     if found is None:
         declared = lookups.processing(job_type, portal)
@@ -122,14 +124,14 @@ def _declared(job_type: str, portal: str, cache: Declared) -> tuple[Duration | N
         if key is not None:
             rule = lookups.rule(*key)
             checks = Checks(rule.check_every, rule.backoff, rule.check_cap)
-        found = cache[(job_type, portal)] = (Duration(*declared) if declared else None, checks)
+        jt = _jobtype(job_type)
+        found = cache[(job_type, portal)] = (Duration(*declared) if declared else None, checks,
+                                             jt.rate_limit if jt is not None else None)
     return found
 
 
 def _job(r: Mapping[str, Any], after: tuple[int, ...], cache: Declared) -> Job:
-    jt = _jobtype(r["job_type"])
-    rate = jt.rate_limit if jt is not None else None
-    processing, checks = _declared(r["job_type"], r["portal"], cache)
+    processing, checks, rate = _declared(r["job_type"], r["portal"], cache)
     mark = r.get("waiting")
     if isinstance(mark, str):
         mark = json.loads(mark)
@@ -189,7 +191,7 @@ def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[di
     for r in run_rows:
         end = run_end(r["started_at"], durations[(r["job_type"], r["portal"])], now)
         running[r["portal"]] = (*running.get(r["portal"], ()), end)
-        processing, checks = _declared(r["job_type"], r["portal"], cache)
+        processing, checks, _ = _declared(r["job_type"], r["portal"], cache)
         ends[r["id"]] = max(end, now) + seen50(processing, checks)
     ids = {(o["order_id"], o["step"]): o["job_id"] for o in orders}
     done = {**ends, **{o["job_id"]: o["finished_at"] for o in orders

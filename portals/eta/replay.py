@@ -196,7 +196,8 @@ class Replay:
             self.started[code] = started
             self._drain(code, queued, pos, clock, hi)
             return
-        # the portal opens no more within LOOK_AHEAD: the rest have no estimate
+        # every job claimed, or the portal opens no more within LOOK_AHEAD: any left have
+        # no estimate
         for k in rng:
             for _, jid, _ in [*queued[k][pos[k]:], *later[k]]:
                 out[jid] = NONE
