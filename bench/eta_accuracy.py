@@ -1,5 +1,5 @@
 """How right is the ETA? (issue 41) A discrete-event replay of a week of orders against the
-built-in portals' calendars, comparing the estimator's (portals/eta.py) p50 / p90 with what
+built-in portals' calendars, comparing the estimator's (portals/eta/) p50 / p90 with what
 happened.
 
     python bench/eta_accuracy.py                  # the week of docs/eta-accuracy.md
@@ -22,14 +22,17 @@ and p90 are the ones the estimator is given (measured durations; the declared pr
 a submission's decision is seen at the next check of its lookup rule (portals/lookups.py).
 
 The estimator is asked, with a snapshot built the way scheduler/estimates.py builds one
-(running jobs end at start + p50; a running predecessor is done at its end plus the declared
-p50 processing), at every enqueue and on every hour, for every job not started yet. Each
-(job, instant) pair is scored: |p50 finish - actual finish| / (actual finish - instant).
+(a running job ends at its run's median given the time it has run; a running predecessor is
+done at that end plus the declared p50 processing up to its lookup's next check; a waiting
+submission shows its next check), at every enqueue and on every hour, for every job not
+started yet. Each (job, instant) pair is scored: |p50 finish - actual finish| / (actual
+finish - instant), whether the finish came after the p90, and whether by the p50.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import heapq
 import math
 import random
@@ -44,7 +47,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from portalq.portals import deadlines, eta, lookups  # noqa: E402
 from portalq.portals.calendar import Closure, can_start, next_start, zone  # noqa: E402
-from portalq.portals.eta import Duration, Job, PortalState, Snapshot  # noqa: E402
+from portalq.portals.eta import (  # noqa: E402
+    Checks,
+    Duration,
+    Job,
+    PortalState,
+    Snapshot,
+    run_end,
+    seen50,
+)
 from portalq.portals.order_kinds import DE_SAME_DAY  # noqa: E402
 from portalq.portals.presets import PRESETS, calendar_from_preset  # noqa: E402
 from portalq.portals.steps import STEPS  # noqa: E402
@@ -116,8 +127,9 @@ class SimJob:
     processing: float = 0.0
     deadline: float | None = None
     flagged: float | None = None   # first at_risk before its deadline
-    #: the lookup's checks before the one that sees the decision
+    #: the lookup's checks before the one that sees the decision, and that one
     checks: list[float] = field(default_factory=list)
+    seen_at: float | None = None
 
 
 @dataclass
@@ -327,6 +339,7 @@ class Sim:
             every = min(every * rule.backoff, rule.check_cap.total_seconds())
             at += every
         j.next_check = t + rule.check_every.total_seconds()
+        j.seen_at = at
         self.push(at, "check", j.id)
         # the checks before the decision only move next_check (the snapshot shows it)
         self._checks(j, t, at, rule)
@@ -357,8 +370,8 @@ class Sim:
             closures = tuple(c for q, c, ann in self.sc.closures if q == p and _ts(ann) <= t)
             cal = calendar_from_preset(p, closures=closures)
             out = self.paused(p, t)
-            running = tuple(_dt(self.jobs[i].start + RUNS[(self.jobs[i].job_type, p)]  # type: ignore[operator]
-                                .p50.total_seconds()) for i in self.running[p])
+            running = tuple(run_end(_dt(self.jobs[i].start), RUNS[(self.jobs[i].job_type, p)],  # type: ignore[arg-type]
+                                    now) for i in self.running[p])
             portals[p] = PortalState(
                 cal, self.sessions[p], p, "breaker" if out is not None else None,
                 now + 15 * MIN if out is not None else None, self.steps[p], running)
@@ -367,23 +380,24 @@ class Sim:
         for j in self.jobs.values():
             if j.created > t or j.state == "done":
                 continue
-            declared = lookups.processing(j.job_type, j.portal)
-            processing = Duration(*declared) if declared else None
+            processing, checks = declared(j.job_type, j.portal)
             limit = 1 if j.rate_key is not None else None
             if j.state == "running":
-                end = max(_dt(j.start + RUNS[(j.job_type, j.portal)].p50.total_seconds()),  # type: ignore[operator]
-                          now)
-                done[j.id] = end + (processing.p50 if processing else timedelta(0))
+                end = run_end(_dt(j.start), RUNS[(j.job_type, j.portal)], now)  # type: ignore[arg-type]
+                done[j.id] = end + seen50(processing, checks)
                 continue
             if j.state == "waiting":
-                nxt = next((c for c in j.checks if c > t), j.next_check)
+                # the next check, as the job's run_at shows it (the one that sees the
+                # decision if no other is left)
+                nxt = next((c for c in j.checks if c > t), j.seen_at)
                 jobs.append(Job(j.id, j.job_type, j.portal, j.priority, None, None, None, "",
-                                processing, _dt(j.submitted), _dt(max(nxt or t, t))))  # type: ignore[arg-type]
+                                processing, _dt(j.submitted), _dt(max(nxt or t, t)),  # type: ignore[arg-type]
+                                checks=checks))
                 continue
             run_at = _dt(j.run_at) if j.state == "queued" else None
             jobs.append(Job(j.id, j.job_type, j.portal, j.priority, run_at, j.rate_key, limit,
                             EIN_WORDS if limit else "", processing,
-                            after=j.after if j.state == "held" else ()))
+                            after=j.after if j.state == "held" else (), checks=checks))
         for j in jobs:
             for a in j.after:
                 if self.jobs[a].state == "done":
@@ -413,6 +427,17 @@ class Sim:
                                   _f(e.finish90), _f(e.submitted50), _f(e.submitted90)))
 
 
+@functools.cache
+def declared(job_type: str, portal: str) -> tuple[Duration | None, Checks | None]:
+    """The portal's declared processing of the job type's submission and its lookup's
+    checks, as scheduler/estimates.py gives them to the estimator."""
+    found = lookups.processing(job_type, portal)
+    key = lookups.SUBMISSIONS.get((job_type, portal))
+    rule = lookups.RULES[key] if key else None
+    return (Duration(*found) if found else None,
+            Checks(rule.check_every, rule.backoff, rule.check_cap) if rule else None)
+
+
 def _f(x: datetime | None) -> float | None:
     return None if x is None else x.timestamp()
 
@@ -432,6 +457,7 @@ def score(res: Result, *, first_only: bool = False) -> dict[str, float]:
     """Median / p90 of |p50 finish - finish| / wait, the share of finishes after the p90,
     the same for the start, and the estimates without one."""
     errs, serrs, uerrs, late, slate, ulate, none, n = [], [], [], 0, 0, 0, 0, 0
+    early = 0
     seen: set[int] = set()
     for jid, t, s50, s90, f50, f90, u50, u90 in res.estimates:
         if first_only and jid in seen:
@@ -446,6 +472,7 @@ def score(res: Result, *, first_only: bool = False) -> dict[str, float]:
         wait = max(j.finish - t, 60.0)
         errs.append(abs(f50 - j.finish) / wait)
         late += j.finish > f90 + 1e-6
+        early += j.finish <= f50 + 1e-6
         serrs.append(abs(s50 - j.start) / max(j.start - t, 600.0))
         slate += j.start > s90 + 1e-6
         if j.submitted != j.finish and j.submitted is not None and u50 is not None \
@@ -454,7 +481,7 @@ def score(res: Result, *, first_only: bool = False) -> dict[str, float]:
             ulate += j.submitted > u90 + 1e-6
     k = max(len(errs), 1)
     return {"pairs": n, "no_estimate": none, "median_error": _q(errs, 0.5),
-            "p90_error": _q(errs, 0.9), "after_p90": late / k,
+            "p90_error": _q(errs, 0.9), "after_p90": late / k, "by_p50": early / k,
             "start_median_error": _q(serrs, 0.5), "start_after_p90": slate / k,
             "submitted_median_error": _q(uerrs, 0.5), "submitted_p90_error": _q(uerrs, 0.9),
             "submitted_after_p90": ulate / max(len(uerrs), 1)}
@@ -545,7 +572,8 @@ def main() -> None:
     for name, s in (("every hour", score(res)), ("at enqueue", score(res, first_only=True))):
         print(f"{name:>11}: pairs {s['pairs']}, no estimate {s['no_estimate']}; finish error "
               f"median {s['median_error']:.1%}, p90 {s['p90_error']:.1%}; finishes after p90 "
-              f"{s['after_p90']:.1%}; start error median {s['start_median_error']:.1%}, "
+              f"{s['after_p90']:.1%}, by the p50 {s['by_p50']:.1%}; start error median "
+              f"{s['start_median_error']:.1%}, "
               f"starts after p90 {s['start_after_p90']:.1%}; submissions (run's end, "
               f"processing excluded): median {s['submitted_median_error']:.1%}, p90 "
               f"{s['submitted_p90_error']:.1%}, after p90 {s['submitted_after_p90']:.1%}")
@@ -553,7 +581,8 @@ def main() -> None:
         sub = Result(res.jobs, [e for e in res.estimates if res.jobs[e[0]].portal == portal])
         s = score(sub)
         print(f"{portal:>20}: finish error median {s['median_error']:.1%}, p90 "
-              f"{s['p90_error']:.1%}, after p90 {s['after_p90']:.1%} ({s['pairs']} pairs)")
+              f"{s['p90_error']:.1%}, after p90 {s['after_p90']:.1%}, by the p50 "
+              f"{s['by_p50']:.1%} ({s['pairs']} pairs)")
     d = deadline_report(res)
     print(f"deadlines: {d['with_deadline']} filings with Delaware's 22:30 ET cut-off, "
           f"{d['missed']} missed, {d['flagged_before']} of them flagged at_risk before it "

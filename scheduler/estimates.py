@@ -1,7 +1,7 @@
 """The ETA loader (issue 41): one snapshot from the database -- portals and their
 calendars, the jobs not started yet, the running ones, measured durations, today's per-key
 rate counts, the orders still holding steps -- handed to the pure estimator
-(portals/eta.py), and the views ``jobs show``, ``orders show`` and ``status`` print.
+(portals/eta/), and the views ``jobs show``, ``orders show`` and ``status`` print.
 
 Every estimate is computed afresh from the database on each call, so a closure added, a
 portal paused or a grown backlog shows at once; nothing is stored.
@@ -21,7 +21,18 @@ from portalq.jobs.business import eta_reads as eta_repo
 from portalq.jobs.business import pipelines
 from portalq.jobs.errors import InputError
 from portalq.portals import deadlines, lookups, steps
-from portalq.portals.eta import Duration, Estimates, Job, PortalState, Snapshot, estimate, text
+from portalq.portals.eta import (
+    Checks,
+    Duration,
+    Estimates,
+    Job,
+    PortalState,
+    Snapshot,
+    estimate,
+    run_end,
+    seen50,
+    text,
+)
 from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler.config import Settings
 
@@ -95,11 +106,32 @@ def _portal_states(portals: Mapping[str, calendars.Portal], workers: int,
     return out
 
 
-def _job(r: Mapping[str, Any], after: tuple[int, ...]) -> Job:
-    jt = _jobtype(r["job_type"])
-    rate = jt.rate_limit if jt is not None else None
-    declared = lookups.processing(r["job_type"], r["portal"])
-    processing = Duration(*declared) if declared else None
+#: (job type, portal) -> the portal's processing after the submission, its checks, and
+#: the job type's rate limit
+Declared = dict[tuple[str, str], tuple[Duration | None, Checks | None, types.RateLimit | None]]
+
+
+def _declared(job_type: str, portal: str, cache: Declared,
+              ) -> tuple[Duration | None, Checks | None, types.RateLimit | None]:
+    """The declared processing and lookup cadence of the job type's submission and its
+    rate limit, looked up once per (type, portal) in a load: one object each, as the
+    estimator computes once per kind of job (and a job type's look-up reads the settings)."""
+    found = cache.get((job_type, portal))
+    if found is None:
+        declared = lookups.processing(job_type, portal)
+        key = lookups.SUBMISSIONS.get((job_type, portal))
+        checks = None
+        if key is not None:
+            rule = lookups.rule(*key)
+            checks = Checks(rule.check_every, rule.backoff, rule.check_cap)
+        jt = _jobtype(job_type)
+        found = cache[(job_type, portal)] = (Duration(*declared) if declared else None, checks,
+                                             jt.rate_limit if jt is not None else None)
+    return found
+
+
+def _job(r: Mapping[str, Any], after: tuple[int, ...], cache: Declared) -> Job:
+    processing, checks, rate = _declared(r["job_type"], r["portal"], cache)
     mark = r.get("waiting")
     if isinstance(mark, str):
         mark = json.loads(mark)
@@ -114,7 +146,7 @@ def _job(r: Mapping[str, Any], after: tuple[int, ...]) -> Job:
                None if r.get("held") else r["run_at"],
                r["rate_key"] if rate else None, rate.limit if rate else None,
                rate.words if rate else "", processing, submitted, next_check, after,
-               LABELS.get(r["job_type"], r["job_type"]))
+               LABELS.get(r["job_type"], r["job_type"]), checks)
 
 
 def load(conn: Any, now: datetime | None = None, *, workers: int | None = None) -> Loaded:
@@ -155,11 +187,12 @@ def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[di
     durations = _durations(measured, pairs)
     ends: dict[int, datetime] = {}   # running jobs: their expected end
     running: dict[str, tuple[datetime, ...]] = {}
+    cache: Declared = {}
     for r in run_rows:
-        end = r["started_at"] + durations[(r["job_type"], r["portal"])].p50
+        end = run_end(r["started_at"], durations[(r["job_type"], r["portal"])], now)
         running[r["portal"]] = (*running.get(r["portal"], ()), end)
-        declared = lookups.processing(r["job_type"], r["portal"])
-        ends[r["id"]] = max(end, now) + (declared[0] if declared else timedelta(0))
+        processing, checks, _ = _declared(r["job_type"], r["portal"], cache)
+        ends[r["id"]] = max(end, now) + seen50(processing, checks)
     ids = {(o["order_id"], o["step"]): o["job_id"] for o in orders}
     done = {**ends, **{o["job_id"]: o["finished_at"] for o in orders
                        if o["status"] == "completed" and o["finished_at"] is not None}}
@@ -168,7 +201,7 @@ def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[di
         after = ()
         if r.get("held") and r.get("after"):
             after = tuple(ids.get((r["order_id"], s), -1) for s in r["after"])
-        jobs.append(_job(r, after))
+        jobs.append(_job(r, after, cache))
     snap = Snapshot(now, _portal_states(portals, workers, running), jobs,
                     durations, BROWSER_RUN,
                     {(r["portal"], r["rate_key"]): r["n"] for r in used}, done)

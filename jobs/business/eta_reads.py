@@ -1,4 +1,4 @@
-"""What the ETA estimator reads (issue 41; the estimator is portals/eta.py, its loader
+"""What the ETA estimator reads (issue 41; the estimator is portals/eta/, its loader
 scheduler/estimates.py): the jobs not started yet, the running ones, recent run durations,
 today's per-key rate counts and the steps of orders still holding one. Bounded or indexed
 reads; nothing is written."""

@@ -1,4 +1,4 @@
-"""The ETA estimator (portals/eta.py) on calendar edge cases, with synthetic snapshots and
+"""The ETA estimator (portals/eta/) on calendar edge cases, with synthetic snapshots and
 fixed instants: no database, no clock."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from portalq.portals.presets import calendar_from_preset
 from portalq.portals.steps import STEPS
 
 MIN = timedelta(minutes=1)
+SEC = timedelta(seconds=1)
 TEN = Duration(10 * MIN, 20 * MIN, measured=50)
 
 
@@ -211,3 +212,112 @@ def test_a_released_step_takes_its_place_in_claim_order_not_behind_the_whole_que
     assert est[2].start50 == now + 10 * MIN   # after its filing, before tomorrow's jobs
     assert est[2].reasons[0] == "after the order's earlier steps"
     assert est[3].start50 == now + timedelta(days=1)
+
+
+def test_a_job_due_later_never_starts_before_it_is_due_on_a_free_session():
+    # two filings due at 12:00 ET, two sessions free since 10:00: both start at 12:00 (the
+    # replay once started the second on the free session at 10:00, before it was due; so
+    # for rate-limited jobs too)
+    now = _utc(2026, 12, 7, 15)   # Monday 10:00 ET
+    noon = now + timedelta(hours=2)
+    jobs = [Job(i, "file_entity", "delaware_icis", run_at=noon) for i in (1, 2)]
+    est = eta.estimate(_snap(now, jobs, portal="delaware_icis", sessions=2))
+    assert [est[i].start50 for i in (1, 2)] == [noon, noon]
+    assert [est[i].start90 for i in (1, 2)] == [noon, noon]
+    keyed = [Job(i, "obtain_ein", "irs_ein", run_at=noon, rate_key=f"p{i}", rate_limit=1)
+             for i in (1, 2, 3)]
+    est = eta.estimate(_snap(now, keyed, sessions=2))
+    assert [est[i].start50 for i in (1, 2)] == [noon, noon]
+    assert est[3].start50 == noon + 10 * MIN
+
+
+def test_a_paused_portal_with_a_probe_says_so_for_every_job():
+    now = _utc(2026, 12, 7, 15)
+    jobs = [Job(1, "obtain_ein", "irs_ein"),
+            Job(2, "obtain_ein", "irs_ein", rate_key="k", rate_limit=1)]
+    est = eta.estimate(_snap(now, jobs, state={"paused": "breaker",
+                                                "resumes_at": now + 30 * MIN}))
+    for i in (1, 2):
+        assert "irs_ein is paused (breaker), tried again Mon 15:30 UTC" in est[i].reasons
+
+
+def test_a_portal_closed_for_more_than_a_year_gives_no_estimate_and_says_why():
+    # the replay once started such jobs at "infinity" and failed rendering their reasons
+    now = _utc(2026, 12, 7, 15)
+    gone = Closure(now + timedelta(hours=1), now + timedelta(days=800), "decommissioned")
+    jobs = [Job(i, "file_entity", "delaware_icis", run_at=now + i * 30 * MIN) for i in (1, 2, 3)]
+    est = eta.estimate(_snap(now, jobs, portal="delaware_icis", closures=[gone]))
+    assert est[1].start50 == now + 30 * MIN
+    for i in (2, 3):
+        assert est[i].start50 is None and est[i].finish90 is None
+        assert "delaware_icis does not open within a year" in est[i].reasons
+    # the same when every job is due already (the replay claims them as listed)
+    due = [Job(i, "file_entity", "delaware_icis", priority=i % 2) for i in range(1, 20)]
+    est = eta.estimate(_snap(now, due, portal="delaware_icis", closures=[gone]))
+    started = [i for i in est if est[i].start50 is not None]
+    assert 0 < len(started) < len(due)
+    assert all(est[i].start50 < now + timedelta(hours=1) for i in started)
+    assert all("delaware_icis does not open within a year" in est[i].reasons
+               for i in est if i not in started)
+
+
+# Delaware's lookup (portals/lookups.py): 15 min after the submission, then doubling up to
+# every 4 h -- checks at 0:15, 0:45, 1:45, 3:45, 7:45, 11:45, ... 23:45, 27:45
+DE_CHECKS = eta.Checks(15 * MIN, 2.0, timedelta(hours=4))
+
+
+def test_checks_back_off_to_their_cap():
+    hours = [DE_CHECKS.at(k) / 3600 for k in range(1, 8)]
+    assert hours == [0.25, 0.75, 1.75, 3.75, 7.75, 11.75, 15.75]
+    assert DE_CHECKS.seen(24 * 3600) == 27.75 * 3600   # decided at 24 h, seen at 27:45
+    assert DE_CHECKS.seen(3.75 * 3600) == 3.75 * 3600   # a check at the decision sees it
+    assert DE_CHECKS.index(1) == 1 and DE_CHECKS.index(12 * 3600) == 7
+    flat = eta.Checks(2 * timedelta(hours=1), 1.0, 2 * timedelta(hours=1))
+    assert flat.seen(25 * 3600) == 26 * 3600
+
+
+def test_a_decision_is_seen_at_the_first_check_after_it():
+    # the filing's decision is due 24 h (p50) / 48 h (p90) after its submission, and the
+    # lookup sees it at the check after: 27:45 and 51:45 (the 4-hour checks from 3:45)
+    now = _utc(2026, 12, 7, 15)
+    filing = Job(1, "file_entity", "delaware_icis",
+                 processing=Duration(timedelta(hours=24), timedelta(hours=48)),
+                 checks=DE_CHECKS)
+    est = eta.estimate(_snap(now, [filing], portal="delaware_icis", sessions=2))[1]
+    assert est.finish50 - est.submitted50 == timedelta(hours=27, minutes=45)
+    assert est.finish90 - est.submitted90 == timedelta(hours=51, minutes=45)
+    assert eta.seen50(filing.processing, DE_CHECKS) == timedelta(hours=27, minutes=45)
+    assert eta.seen50(filing.processing, None) == timedelta(hours=24)
+
+
+def test_a_waiting_decision_is_seen_on_its_lookups_schedule():
+    # submitted 20 h ago; the check at 19:45 found nothing, the next is at 23:45: the
+    # decision is after 19:45 (not after now: one made since is not seen yet), and is
+    # seen at one of the checks 23:45, 27:45, ... after it
+    now = _utc(2026, 12, 7, 15)
+    since = now - timedelta(hours=20)
+    proc = Duration(timedelta(hours=24), timedelta(hours=48))
+    job = Job(1, "file_entity", "delaware_icis", submitted_at=since,
+              next_check=since + timedelta(hours=23, minutes=45), processing=proc,
+              checks=DE_CHECKS)
+    est = eta.estimate(_snap(now, [job], portal="delaware_icis"))[1]
+    grid = {since + timedelta(hours=23.75 + 4 * i) for i in range(20)}
+    assert est.finish50 in grid and est.finish90 in grid
+    # the median of a log-normal through 24 h / 48 h past 19:45 is 30.9 h: seen at 31:45
+    assert est.finish50 == since + timedelta(hours=31, minutes=45)
+    assert est.finish90 > since + timedelta(hours=48)
+    # a check running late keeps its gaps from where it is
+    late = Job(2, "file_entity", "delaware_icis", submitted_at=since,
+               next_check=since + timedelta(hours=23, minutes=50), processing=proc,
+               checks=DE_CHECKS)
+    moved = eta.estimate(_snap(now, [late], portal="delaware_icis"))[2]
+    assert moved.finish50 == since + timedelta(hours=31, minutes=50)
+
+
+def test_a_run_past_its_median_is_expected_to_end_later_not_now():
+    now = _utc(2026, 12, 7, 15)
+    run = Duration(3 * MIN, 6 * MIN)
+    # a minute in, the median is barely moved (2 % of runs are that short)
+    assert now + 2 * MIN < eta.run_end(now - MIN, run, now) < now + 2 * MIN + 10 * SEC
+    late = eta.run_end(now - 5 * MIN, run, now)
+    assert now + MIN < late < now + 4 * MIN                        # in the tail, not "now"

@@ -1,0 +1,69 @@
+"""What is under way: a run started, a submission waiting for its portal's decision (a
+registry examining a filing) -- when each is expected over, given that it is not yet
+(portals/eta/)."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+from statistics import NormalDist
+
+from portalq.portals.eta.model import Duration, Job, ts, words
+from portalq.portals.eta.replay import Replay
+
+NORMAL = NormalDist()
+
+
+def waiting(replay: Replay, job: Job) -> None:
+    """Submitted: the portal decides within its declared time since the submission -- its
+    p50 / p90 given that it had not decided by the last check (a decision overdue by the
+    declared p50 is not due at the next check: it is in the distribution's tail) -- and the
+    decision is seen at the first check after it (``job.checks``)."""
+    assert job.submitted_at is not None
+    since, now = ts(job.submitted_at), replay.now
+    check = ts(job.next_check) if job.next_check is not None else now
+    cadence = job.checks
+    if cadence is None:
+        finish = max(now, check, since + given(job.processing, now - since, replay.q))
+    else:
+        # the checks' schedule from the submission: the next one is the k-th, the last one
+        # due by then (a check runs late, never early: a worker busy, a run's time), and
+        # the one before it saw no decision
+        k = cadence.index(check - since)
+        if k > 1 and cadence.at(k) > check - since + 1:
+            k -= 1
+        last = cadence.at(k - 1) if k > 1 else 0.0
+        decided = since + given(job.processing, last, replay.q)
+        # the checks after the next one keep their gaps from it
+        later = cadence.at(cadence.index(max(decided, now) - check + cadence.at(k)))
+        finish = max(check, check + later - cadence.at(k))
+    replay.out[job.id] = (since, since, finish, 0)
+    portal = replay.snap.portals.get(job.portal)
+    replay.why[job.id] = [
+        f"submitted {job.submitted_at:%a %H:%M} UTC; "
+        f"{portal.label if portal else job.portal} decides within "
+        f"~{words(timedelta(seconds=replay.processing(job)))} (declared)"]
+
+
+def run_end(started: datetime, run: Duration, now: datetime) -> datetime:
+    """A running job's expected end (p50): its run's median given the time it has run
+    (one running past its median is not ending now: its end is in the tail)."""
+    elapsed = (now - started).total_seconds()
+    return max(started + timedelta(seconds=given(run, elapsed, 50)), now)
+
+
+def given(p: Duration | None, elapsed: float, q: int) -> float:
+    """The q-th percentile of a processing time that has lasted ``elapsed`` seconds: a
+    log-normal through its declared p50 and p90, conditioned on being longer than that."""
+    if p is None:
+        return 0.0
+    p50, p90 = p.p50.total_seconds(), p.p90.total_seconds()
+    if p50 <= 0 or p90 <= p50 or elapsed <= 0:
+        return p50 if q == 50 else p90
+    sigma = math.log(p90 / p50) / NORMAL.inv_cdf(0.9)
+    gone = NORMAL.cdf(math.log(elapsed / p50) / sigma)
+    level = min(gone + (q / 100) * (1 - gone), 1 - 1e-9)
+    return p50 * math.exp(sigma * NORMAL.inv_cdf(level))
+
+
+__all__ = ["given", "run_end", "waiting"]
