@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import sys
 import tempfile
@@ -29,7 +30,13 @@ sys.path.insert(0, str(ROOT))
 
 from portalq.jobs import clock, queue  # noqa: E402
 from portalq.jobs.admin import users as console_users
+from portalq.scheduler.demo import DEMO_DESIGNEE  # noqa: E402
 from tests import payloads  # noqa: E402
+
+# the firm applies for EINs as its clients' designee, as in the demo: the sample obtain_ein
+# job names none of its own (portals/irs/payload.py)
+for _name, _value in DEMO_DESIGNEE.items():
+    os.environ.setdefault(f"PORTALQ_IRS_DESIGNEE_{_name}", _value)
 
 PASSWORD = "screenshot password"
 DB = "portalq_console_shots"
