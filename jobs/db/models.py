@@ -326,6 +326,18 @@ Index("job_queue_failed_id", job_queue.c.id, postgresql_include=["portal", "fini
       postgresql_where=text("status = 'failed'"))
 Index("job_queue_waiting_id", job_queue.c.id, postgresql_include=["portal", "status"],
       postgresql_where=text("status IN ('pending','deferred')"))
+# the console's portal and job-type filters, newest first (migration 0026)
+Index("job_queue_portal_id", job_queue.c.portal, job_queue.c.id)
+Index("job_queue_type_id", job_queue.c.job_type, job_queue.c.id)
+# the console's substring search: a trigram (pg_trgm) index per searchable payload field
+# (jobs.admin.reads.SEARCH_FIELDS; migration 0026 names pg_trgm's schema in the opclass)
+for _name, _path in (("legal_name", "{legal_name}"), ("company_name", "{company_name}"),
+                     ("names", "{names}"), ("applicant_name", "{applicant,name}")):
+    _field = text(f"(payload #>> '{_path}'::text[])")
+    Index(f"job_queue_search_{_name}", _field, postgresql_using="gin",
+          postgresql_ops={_field.text: "gin_trgm_ops"},
+          postgresql_where=text(f"(payload #>> '{_path}'::text[]) IS NOT NULL"),
+          _table=job_queue)   # a text expression names no column: the table is given
 
 portal_accounts = Table(
     "portal_accounts", metadata,
