@@ -8,7 +8,10 @@ rows, and claim throughput with ten consoles open versus none, same run.
 Data: generate_series rows in portalq's own embedded PostgreSQL (a scratch data directory
 under the temp dir), ids rising with created_at over 30 days; 97 % completed, 1.5 %
 cancelled, 0.8 % pending, 0.5 % failed, 0.2 % deferred; five portals and job types; a payload with a
-legal_name. Then VACUUM ANALYZE (the state autovacuum brings a table to).
+legal_name. The rows are written at revision 0025 and then ``portalq migrate`` brings the
+table to the head: migration 0026 builds the search's indexes over the full table (its time
+is printed; the database's maintenance_work_mem is set to 256MB first, as a DBA would for a
+large index build). Then VACUUM ANALYZE (the state autovacuum brings a table to).
 
 The console runs as ``portalq console`` in a process of its own. Server time: its
 ``Server-Timing`` header (request in to response start, measured
@@ -73,9 +76,11 @@ def reuse(pg: Any) -> tuple[str, int] | None:
             c.execute("DELETE FROM portalq.job_queue WHERE order_id LIKE 'CLAIM-%%'")
             c.execute("DELETE FROM portalq.console_users")
             c.execute("VACUUM ANALYZE portalq.job_queue")
+            indexed = c.execute("SELECT count(*) FROM pg_indexes WHERE schemaname = 'portalq' "
+                                "AND indexname LIKE 'job_queue_search_%%'").fetchone()[0]
     except psycopg.OperationalError:
         return None
-    return (dsn, job[0]) if n == ROWS and job else None
+    return (dsn, job[0]) if n == ROWS and job and indexed else None
 
 
 def prepare(pg: Any) -> tuple[str, int]:
@@ -91,7 +96,7 @@ def prepare(pg: Any) -> tuple[str, int]:
         c.execute(f'CREATE DATABASE "{DB}"')
     dsn = pg.dsn(DB)
     url = dsn.replace("postgresql://", "postgresql+psycopg://", 1)
-    upgrade(url)
+    upgrade(url, "0025")   # the search's indexes are built over the full table (below)
     store_holidays(url)
     start = datetime.now(UTC) - timedelta(days=30)
     t0 = time.perf_counter()
@@ -132,12 +137,18 @@ def prepare(pg: Any) -> tuple[str, int]:
         from portalq.jobs import queue
         from tests import payloads
 
-        job = queue.enqueue("obtain_ein", "ORD-PAGE", payloads.OBTAIN_EIN, conn=c).id
+        job = queue.enqueue("obtain_ein", "ORD-PAGE", {**payloads.OBTAIN_EIN,
+                            "applicant": "responsible_party"}, conn=c).id
         c.execute("""INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status)
                      SELECT %s, now(), g, 'pending', 'running' FROM generate_series(1, 10) g""",
                   (job,))
+        print(f"data: {ROWS:,} rows in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        c.execute(f'ALTER DATABASE "{DB}" SET maintenance_work_mem = \'256MB\'')
+        t1 = time.perf_counter()
+        upgrade(url)
+        print(f"migration 0026 (portal, job type and 4 trigram indexes) over {ROWS:,} rows: "
+              f"{time.perf_counter() - t1:.0f} s", file=sys.stderr)
         c.execute("VACUUM ANALYZE portalq.job_queue")
-    print(f"data: {ROWS:,} rows in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return dsn, job
 
 
@@ -203,10 +214,18 @@ def pages(dsn: str, job: int, base: str) -> list[tuple[str, str]]:
         ("jobs, status=failed", "/jobs?status=failed"),
         ("jobs, status=pending, portal=crtc", "/jobs?status=pending&portal=crtc"),
         ("jobs, job_type=obtain_ein", "/jobs?job_type=obtain_ein"),
+        ("jobs, portal=crtc", "/jobs?portal=crtc"),
         ("jobs, order id", "/jobs?order_id=ORD-" + str(ROWS // 2)),
         ("jobs, 6 h time range", f"/jobs?created_from={span[0]}&created_to={span[1]}"),
-        ("jobs, payload legal_name contains (1 window)",
-         "/jobs?field=legal_name&value=company+4242+"),
+        # the first job of all: 1 match, the oldest row (trigram index)
+        ("jobs, legal_name contains 'company 17 ltd'",
+         "/jobs?field=legal_name&value=company+17+ltd"),
+        # 'Company 4242 Ltd.', 'Company 42420..', ...: none in the newest window (index)
+        ("jobs, legal_name contains 'company 4242'", "/jobs?field=legal_name&value=company+4242"),
+        # a common text: the id window fills the page
+        ("jobs, legal_name contains 'ltd'", "/jobs?field=legal_name&value=ltd"),
+        # a field without an index: one id window, the search says where it stopped
+        ("jobs, state contains 'xx' (1 window)", "/jobs?field=state&value=xx"),
         ("job page", f"/jobs/{job}"),
     ], client
 
@@ -226,7 +245,10 @@ async def drain(dsn: str, n: int) -> float:
         await c.execute("""
             INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                                    created_at, updated_at)
-            SELECT 'deliver', 'CLAIM-' || g, 'benchq', '{}', 'pending', now(), now(), now()
+            SELECT 'deliver', 'CLAIM-' || g, 'benchq',
+                   -- a searchable field: its trigram index is written at every transition
+                   jsonb_build_object('legal_name', 'Claim ' || g || ' Holdings Ltd.'),
+                   'pending', now(), now(), now()
             FROM generate_series(1, %s) g""", (n,))
         caps = [worker_api.Capacity("benchq", None)]
         done = 0
@@ -300,6 +322,31 @@ class Consoles:
         self.stop.set()
 
 
+#: migration 0026's indexes (CONSOLE_WRITE_AB=1 drops them: a later CONSOLE_REUSE=1 run
+#: then generates its data again)
+SEARCH_INDEXES = ("job_queue_portal_id", "job_queue_type_id", "job_queue_search_legal_name",
+                  "job_queue_search_company_name", "job_queue_search_names",
+                  "job_queue_search_applicant_name")
+
+
+def write_cost(dsn: str) -> None:
+    """What migration 0026's indexes cost the claimer: drains with them, then without them
+    (dropped), alternating is impossible (a rebuild takes minutes), so with first."""
+    rates: dict[str, list[float]] = {"with 0026's indexes": [], "without": []}
+    for _ in range(CLAIM_RUNS):
+        rates["with 0026's indexes"].append(asyncio.run(drain(dsn, CLAIM_JOBS)))
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for name in SEARCH_INDEXES:
+            c.execute(f"DROP INDEX portalq.{name}")
+    for _ in range(CLAIM_RUNS):
+        rates["without"].append(asyncio.run(drain(dsn, CLAIM_JOBS)))
+    print("\nclaim throughput with and without migration 0026's indexes (median (min-max) "
+          "jobs/s)")
+    for label, values in rates.items():
+        print(f"  {label:<20} {statistics.median(values):8,.0f} "
+              f"({min(values):,.0f}-{max(values):,.0f})")
+
+
 def main() -> None:
     pg = server()
     print(f"generating {ROWS:,} rows ...", file=sys.stderr)
@@ -334,6 +381,8 @@ def main() -> None:
         ratio = statistics.median(rates["ten consoles"]) / statistics.median(rates["no console"])
         print(f"  ratio ten consoles / none: {ratio:.2f}  ({events} live updates received by "
               "the open consoles)")
+        if os.environ.get("CONSOLE_WRITE_AB") == "1":
+            write_cost(dsn)
     finally:
         srv.terminate()
         srv.wait(20)

@@ -1115,7 +1115,7 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- (each run planned for its parameters: a status filter uses its partial index).
 SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
        j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
-       j.checkpoint->>'step' AS step
+       j.checkpoint->>'step' AS step, j.payload #>> %(field_path)s::text[] AS matched
 FROM (
     SELECT id FROM (
         SELECT id,
@@ -1481,7 +1481,7 @@ RETURNING id, starts_at, ends_at, reason;
 -- console_jobs_page), so the expression is the index's own.
 SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
        j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
-       j.checkpoint->>'step' AS step
+       j.checkpoint->>'step' AS step, j.payload #>> %(field_path)s::text[] AS matched
 FROM portalq.job_queue j
 WHERE id + 0 < %(before_id)s AND id + 0 >= %(floor_id)s
   AND (%(status)s::text IS NULL OR status = %(status)s)
