@@ -7,8 +7,8 @@ order id their indexes; a time range becomes an id range (ids and enqueue times 
 together); a payload field is tested on the window's rows. A window that held fewer matches
 than a page says where the search stopped, and the next page continues from there -- except
 for a search of a field of :data:`SEARCH_FIELDS` by at least three characters: its trigram
-index (migration 0026) finds the rest of the page wherever the matches are, at ten million
-rows in one page view.
+index on ``job_search`` (migration 0026, written once per job beside the queue) finds the
+rest of the page wherever the matches are, at ten million rows in one page view.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from portalq.jobs.secrets import redaction as masking
 WINDOW = 20_000
 PAGE = 50
 MAX_ID = 2**63 - 1
-#: the payload fields searched through a trigram index of their own (migration 0026 builds
-#: one per field, by the same path): the names people look a job up by, never a secret
-#: field (a test checks both against every job type)
+#: the payload fields searched through a trigram index of their own (migration 0026 copies
+#: them into job_search, by the same path, one index per field): the names people look a
+#: job up by, never a secret field (a test checks both against every job type)
 SEARCH_FIELDS = ("legal_name", "company_name", "names", "applicant.name")
 #: a trigram index needs three characters of the searched text to narrow anything
 SEARCH_MIN = 3

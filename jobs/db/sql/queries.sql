@@ -1473,32 +1473,31 @@ RETURNING id, starts_at, ends_at, reason;
 
 -- name: console_jobs_search
 -- The job list's substring search of a searchable payload field through its trigram index
--- (migration 0026), for a search the id window did not fill (few matches: the index finds
--- them wherever they are). ``id + 0``: never the primary key read backwards (or its id
--- range) filtering as it goes, which the planner may pick for a LIMIT and which reads the
--- whole table when the matches are few and old. Only the branch of %(search_field)s is left once
--- the statement is planned for its parameters (run without a prepared plan, as
--- console_jobs_page), so the expression is the index's own.
+-- on job_search (migration 0026: a row per job, written once, never on the queue's hot
+-- path), for a search the id window did not fill (few matches: the index finds them
+-- wherever they are); each match's job is then read by primary key and the other filters
+-- tested on it. ``job_id + 0``: never job_search's primary key read backwards filtering as
+-- it goes, which the planner may pick for a LIMIT and which reads the whole table when the
+-- matches are few and old. Only the branch of %(search_field)s is left once the statement
+-- is planned for its parameters (run without a prepared plan, as console_jobs_page).
 SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
        j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
-       j.checkpoint->>'step' AS step, j.payload #>> %(field_path)s::text[] AS matched
-FROM portalq.job_queue j
-WHERE id + 0 < %(before_id)s AND id + 0 >= %(floor_id)s
-  AND (%(status)s::text IS NULL OR status = %(status)s)
-  AND (%(portal)s::text IS NULL OR portal = %(portal)s)
-  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
-  AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
-  AND (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s)
-  AND (%(created_to)s::timestamptz IS NULL OR created_at < %(created_to)s)
-  AND ((%(search_field)s::text = 'legal_name'
-        AND (payload #>> '{legal_name}'::text[]) ILIKE %(field_like)s)
-       OR (%(search_field)s::text = 'company_name'
-           AND (payload #>> '{company_name}'::text[]) ILIKE %(field_like)s)
-       OR (%(search_field)s::text = 'names'
-           AND (payload #>> '{names}'::text[]) ILIKE %(field_like)s)
+       j.checkpoint->>'step' AS step
+FROM portalq.job_search s
+JOIN portalq.job_queue j ON j.id = s.job_id
+WHERE s.job_id + 0 < %(before_id)s AND s.job_id + 0 >= %(floor_id)s
+  AND ((%(search_field)s::text = 'legal_name' AND s.legal_name ILIKE %(field_like)s)
+       OR (%(search_field)s::text = 'company_name' AND s.company_name ILIKE %(field_like)s)
+       OR (%(search_field)s::text = 'names' AND s.names ILIKE %(field_like)s)
        OR (%(search_field)s::text = 'applicant.name'
-           AND (payload #>> '{applicant,name}'::text[]) ILIKE %(field_like)s))
-ORDER BY id + 0 DESC LIMIT %(limit)s;
+           AND s.applicant_name ILIKE %(field_like)s))
+  AND (%(status)s::text IS NULL OR j.status = %(status)s)
+  AND (%(portal)s::text IS NULL OR j.portal = %(portal)s)
+  AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s)
+  AND (%(order_id)s::text IS NULL OR j.order_id = %(order_id)s)
+  AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s)
+  AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
+ORDER BY s.job_id + 0 DESC LIMIT %(limit)s;
 
 -- name: console_status_estimates
 -- Jobs per status as the table's statistics estimate them (the last ANALYZE's most common

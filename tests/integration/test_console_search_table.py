@@ -1,0 +1,97 @@
+"""job_search, the console search's table beside the queue (migration 0026): every write
+path fills it in the job's own statement (single enqueue, a batch's INSERT and COPY, a raw
+INSERT), a payload patch rewrites it, a status change never touches it, the job's deletion
+takes its row, and it never holds a secret field's value."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from portalq.jobs import clock, queue
+from portalq.jobs.admin import reads as console_repo
+from portalq.jobs.admin.reads import SEARCH_FIELDS, JobFilter
+from portalq.jobs.db import sql
+from portalq.jobs.enqueue_paths import COPY_MIN
+from portalq.jobs.queue import NewJob, enqueue_many
+from tests import payloads
+
+COLUMNS = [f.replace(".", "_") for f in SEARCH_FIELDS]
+
+
+def _rows(c) -> dict[int, dict[str, str]]:
+    out = {}
+    for r in c.execute(f"SELECT job_id, {', '.join(COLUMNS)} FROM portalq.job_search"):
+        out[r[0]] = {k: v for k, v in zip(COLUMNS, r[1:], strict=True) if v is not None}
+    return out
+
+
+def _deliver(i: int) -> NewJob:   # no searchable field: no row
+    return NewJob("deliver", f"D-{i}", payloads.DELIVER)
+
+
+def test_every_enqueue_path_fills_it_and_no_secret_reaches_it(conn):
+    single = queue.enqueue("obtain_ein", "ORD-1", payloads.OBTAIN_EIN, conn=conn).id
+    keyed = enqueue_many([NewJob("name_search", "ORD-2", payloads.NAME_SEARCH,
+                                 idempotency_key="k-2"), _deliver(0)], conn=conn)
+    copied = enqueue_many([NewJob("process_crtc", f"ORD-C{i}", {
+        **payloads.PROCESS_CRTC, "company_name": f"Copy {i} Telecom"}) for i in range(COPY_MIN)]
+        + [_deliver(i) for i in range(COPY_MIN)], conn=conn)
+    raw = conn.execute("INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, "
+                       "status, run_at, created_at, updated_at) VALUES ('file_entity', 'ORD-R', "
+                       "'delaware_icis', %s::jsonb, 'pending', now(), now(), now()) "
+                       "RETURNING id", ('{"legal_name": "Raw Row Inc."}',)).fetchone()[0]
+    rows = _rows(conn)
+    assert rows[single] == {"legal_name": "Widgets LLC"}
+    assert rows[keyed[0].id] == {"names": '["Maple Leaf Widgets Ltd."]',
+                                 "applicant_name": "Ada Lovelace"}
+    assert rows[copied[5].id] == {"company_name": "Copy 5 Telecom"}
+    assert rows[raw] == {"legal_name": "Raw Row Inc."}
+    # jobs without a searchable field have no row
+    assert keyed[1].id not in rows and copied[COPY_MIN].id not in rows
+    assert len(rows) == 3 + COPY_MIN
+    # the SSN of the obtain_ein job, in any form, is nowhere in the table
+    text = repr(conn.execute("SELECT * FROM portalq.job_search").fetchall())
+    for form in ("123-45-6789", "123456789", "6789"):
+        assert form not in text
+    assert "ssn" not in repr(conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = 'portalq.job_search'::regclass"
+        ).fetchall())
+
+
+def test_a_payload_patch_rewrites_it_a_status_change_does_not_touch_it(conn):
+    job = queue.enqueue("file_entity", "ORD-1", payloads.FILE_ENTITY_DE, conn=conn).id
+    where = "SELECT ctid FROM portalq.job_search WHERE job_id = %s"
+    before = conn.execute(where, (job,)).fetchone()
+    # claim, heartbeat, failure: updates that leave the payload alone
+    conn.execute("UPDATE portalq.job_queue SET status = 'running', attempts = 1, "
+                 "updated_at = now() WHERE id = %s", (job,))
+    conn.execute("UPDATE portalq.job_queue SET status = 'failed', finished_at = now(), "
+                 "last_error = 'no' WHERE id = %s", (job,))
+    assert conn.execute(where, (job,)).fetchone() == before
+    # a payload written again with the same searchable text: not rewritten either
+    conn.execute("UPDATE portalq.job_queue SET payload = payload || "
+                 "'{\"contact_email\": \"bo@example.com\"}' WHERE id = %s", (job,))
+    assert conn.execute(where, (job,)).fetchone() == before
+    # a person's patch of the legal name: the search finds the new name, not the old
+    queue.retry(job, payload_patch={"legal_name": "Renamed Holdings LLC"}, conn=conn)
+    assert _rows(conn)[job] == {"legal_name": "Renamed Holdings LLC"}
+    assert [r["id"] for r in console_repo.jobs_page(conn, JobFilter(
+        field="legal_name", value="renamed hold"), before_id=job + 1, window=1).rows] == [job]
+    assert console_repo.jobs_page(conn, JobFilter(
+        field="legal_name", value="widgets llc"), before_id=job + 1, window=1).rows == []
+    # a patch that removes every searchable field removes the row
+    conn.execute("UPDATE portalq.job_queue SET payload = payload - 'legal_name' WHERE id = %s",
+                 (job,))
+    assert job not in _rows(conn)
+
+
+def test_the_jobs_row_goes_with_the_job(conn):
+    old = clock.now() - timedelta(days=400)
+    jobs = [queue.enqueue("file_entity", f"ORD-{i}", payloads.FILE_ENTITY_DE, conn=conn).id
+            for i in range(3)]
+    conn.execute("UPDATE portalq.job_queue SET status = 'completed', finished_at = %s "
+                 "WHERE id = ANY(%s)", (old, jobs[:2]))
+    pruned = sql.fetch(conn, "prune_finished", {"before": clock.now(),
+                                                "failed_before": clock.now(), "limit": 100})
+    assert pruned[0]["pruned"] == 2
+    assert list(_rows(conn)) == [jobs[2]]
