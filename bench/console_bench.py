@@ -70,14 +70,17 @@ def reuse(pg: Any) -> tuple[str, int] | None:
     dsn = pg.dsn(DB)
     try:
         with psycopg.connect(dsn, autocommit=True) as c:
+            # made at the head's schema (job_search, migration 0026), not an earlier one
+            indexed = c.execute("SELECT count(*) FROM pg_indexes WHERE schemaname = 'portalq' "
+                                "AND indexname LIKE 'job_search\\_%%'").fetchone()[0]
+            if not indexed:
+                return None
             n = c.execute("SELECT count(*) FROM portalq.job_queue WHERE order_id LIKE 'ORD-%%' "
                           "AND order_id <> 'ORD-PAGE'").fetchone()[0]
             job = c.execute("SELECT id FROM portalq.job_queue WHERE order_id = 'ORD-PAGE'").fetchone()
             c.execute("DELETE FROM portalq.job_queue WHERE order_id LIKE 'CLAIM-%%'")
             c.execute("DELETE FROM portalq.console_users")
-            c.execute("VACUUM ANALYZE portalq.job_queue")
-            indexed = c.execute("SELECT count(*) FROM pg_indexes WHERE schemaname = 'portalq' "
-                                "AND indexname LIKE 'job_queue_search_%%'").fetchone()[0]
+            c.execute("VACUUM ANALYZE portalq.job_queue, portalq.job_search")
     except psycopg.OperationalError:
         return None
     return (dsn, job[0]) if n == ROWS and job and indexed else None
@@ -146,9 +149,10 @@ def prepare(pg: Any) -> tuple[str, int]:
         c.execute(f'ALTER DATABASE "{DB}" SET maintenance_work_mem = \'256MB\'')
         t1 = time.perf_counter()
         upgrade(url)
-        print(f"migration 0026 (portal, job type and 4 trigram indexes) over {ROWS:,} rows: "
+        print(f"migration 0026 (portal, job type indexes, job_search filled, its 4 trigram "
+              f"indexes) over {ROWS:,} rows: "
               f"{time.perf_counter() - t1:.0f} s", file=sys.stderr)
-        c.execute("VACUUM ANALYZE portalq.job_queue")
+        c.execute("VACUUM ANALYZE portalq.job_queue, portalq.job_search")
     return dsn, job
 
 
@@ -246,7 +250,7 @@ async def drain(dsn: str, n: int) -> float:
             INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
                                    created_at, updated_at)
             SELECT 'deliver', 'CLAIM-' || g, 'benchq',
-                   -- a searchable field: its trigram index is written at every transition
+                   -- a searchable field (job_search's row written once, at this insert)
                    jsonb_build_object('legal_name', 'Claim ' || g || ' Holdings Ltd.'),
                    'pending', now(), now(), now()
             FROM generate_series(1, %s) g""", (n,))
@@ -322,31 +326,6 @@ class Consoles:
         self.stop.set()
 
 
-#: migration 0026's indexes (CONSOLE_WRITE_AB=1 drops them: a later CONSOLE_REUSE=1 run
-#: then generates its data again)
-SEARCH_INDEXES = ("job_queue_portal_id", "job_queue_type_id", "job_queue_search_legal_name",
-                  "job_queue_search_company_name", "job_queue_search_names",
-                  "job_queue_search_applicant_name")
-
-
-def write_cost(dsn: str) -> None:
-    """What migration 0026's indexes cost the claimer: drains with them, then without them
-    (dropped), alternating is impossible (a rebuild takes minutes), so with first."""
-    rates: dict[str, list[float]] = {"with 0026's indexes": [], "without": []}
-    for _ in range(CLAIM_RUNS):
-        rates["with 0026's indexes"].append(asyncio.run(drain(dsn, CLAIM_JOBS)))
-    with psycopg.connect(dsn, autocommit=True) as c:
-        for name in SEARCH_INDEXES:
-            c.execute(f"DROP INDEX portalq.{name}")
-    for _ in range(CLAIM_RUNS):
-        rates["without"].append(asyncio.run(drain(dsn, CLAIM_JOBS)))
-    print("\nclaim throughput with and without migration 0026's indexes (median (min-max) "
-          "jobs/s)")
-    for label, values in rates.items():
-        print(f"  {label:<20} {statistics.median(values):8,.0f} "
-              f"({min(values):,.0f}-{max(values):,.0f})")
-
-
 def main() -> None:
     pg = server()
     print(f"generating {ROWS:,} rows ...", file=sys.stderr)
@@ -381,8 +360,6 @@ def main() -> None:
         ratio = statistics.median(rates["ten consoles"]) / statistics.median(rates["no console"])
         print(f"  ratio ten consoles / none: {ratio:.2f}  ({events} live updates received by "
               "the open consoles)")
-        if os.environ.get("CONSOLE_WRITE_AB") == "1":
-            write_cost(dsn)
     finally:
         srv.terminate()
         srv.wait(20)
