@@ -5,15 +5,29 @@ takes its row, and it never holds a secret field's value."""
 
 from __future__ import annotations
 
+import importlib.util
+import uuid
 from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
 
 from portalq.jobs import clock, queue
 from portalq.jobs.admin import reads as console_repo
 from portalq.jobs.admin.reads import SEARCH_FIELDS, JobFilter
-from portalq.jobs.db import sql
+from portalq.jobs.db import migrate, sql
 from portalq.jobs.enqueue_paths import COPY_MIN
 from portalq.jobs.queue import NewJob, enqueue_many
 from tests import payloads
+from tests.conftest import run_cli
+
+_SPEC = importlib.util.spec_from_file_location("m0026", Path(__file__).parents[2]
+                                               / "migrations/versions/0026_console_search.py")
+assert _SPEC and _SPEC.loader
+_M0026 = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_M0026)
+NEEDS_TRGM = _M0026.NEEDS_TRGM
 
 COLUMNS = [f.replace(".", "_") for f in SEARCH_FIELDS]
 
@@ -95,3 +109,35 @@ def test_the_jobs_row_goes_with_the_job(conn):
                                                 "failed_before": clock.now(), "limit": 100})
     assert pruned[0]["pruned"] == 2
     assert list(_rows(conn)) == [jobs[2]]
+
+
+@pytest.mark.parametrize("sqlstate", ["42501", "58P01"])
+def test_migrate_says_in_one_line_what_to_ask_when_pg_trgm_cannot_be_created(
+        pg_server, sqlstate):
+    """The refusal provoked by an event trigger on CREATE EXTENSION (the server's own error
+    path, with the SQLSTATE of a role without the privilege / of a server without contrib's
+    files): a role without CREATE on the database cannot even make portalq's schema (that
+    fails before 0026), and the embedded server ships pg_trgm."""
+    name = f"trgm_{uuid.uuid4().hex[:12]}"
+    with pg_server.admin() as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    url, dsn = pg_server.url(name), pg_server.dsn(name)
+    try:
+        migrate.upgrade(url, "0025")
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute(f"""
+                CREATE FUNCTION public.no_extensions() RETURNS event_trigger LANGUAGE plpgsql
+                AS $$ BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '{sqlstate}'; END $$""")
+            c.execute("CREATE EVENT TRIGGER no_extensions ON ddl_command_start "
+                      "WHEN TAG IN ('CREATE EXTENSION') EXECUTE FUNCTION public.no_extensions()")
+        out = run_cli("migrate", env={"PORTALQ_DATABASE_URL": url})
+        assert out.returncode != 0
+        assert out.stderr.strip().splitlines() == [f"portalq: error: {NEEDS_TRGM}"], out.stderr
+        assert migrate.current(url) == "0025"      # nothing of 0026 is left
+        with psycopg.connect(dsn, autocommit=True) as c:
+            assert c.execute("SELECT to_regclass('portalq.job_search')").fetchone()[0] is None
+            c.execute("DROP EVENT TRIGGER no_extensions")
+        assert run_cli("migrate", env={"PORTALQ_DATABASE_URL": url}).returncode == 0
+        assert migrate.current(url) == migrate.head_revision()
+    finally:
+        pg_server.drop(name)
