@@ -11,10 +11,12 @@ The database is console_bench.py's (CONSOLE_ROWS rows, made or reused by its ``p
   ("side table": job_search written once at the enqueue, untimed), with none of 0026's
   objects ("none": its two btree indexes on job_queue dropped, the triggers disabled), and
   with the first design's trigram indexes on job_queue itself ("trigram on job_queue": the
-  same GIN indexes on ``payload #>> path``, written at each status change). Indexes are
-  built and dropped between the drains (untimed).
+  same GIN indexes on ``payload #>> path``, written at each status change); and with
+  job_search but not 0026's two btree indexes on job_queue ("job_search only"). Indexes
+  are built and dropped between the drains (untimed).
 - Enqueue: enqueue_many of CONSOLE_ENQUEUE_JOBS jobs (the COPY path) with a ``legal_name``
   and with payload ``{}``, with job_search's insert trigger and with it disabled.
+- Search: the search's statement, this design's and the first one's, alternated.
 - Prune: prune_finished (batches of 10,000, as the worker calls it) of CONSOLE_ENQUEUE_JOBS
   finished jobs, with and without job_search (without: no row written, no foreign key, so
   no cascade to look for one).
@@ -54,12 +56,15 @@ types.register(types.JobType("bench_named", Named, "benchq"))
 
 
 def _set(c: psycopg.Connection[Any], arm: str) -> None:
-    """The schema of ``arm`` (from any other arm's)."""
-    trg = "ENABLE" if arm != "none" else "DISABLE"
+    """The schema of ``arm`` (from any other arm's): "none" (no 0026 object on the queue,
+    its trigger off), "job_search only" (the trigger on, not the two btree indexes),
+    "side table" (the head: both), "trigram on job_queue" (the first design: the btree
+    indexes and a trigram index per field on job_queue)."""
+    trg = "DISABLE" if arm == "none" else "ENABLE"
     c.execute(f"ALTER TABLE portalq.job_queue {trg} TRIGGER job_queue_search_insert")
     for name, cols in (("job_queue_portal_id", "portal, id"),
                        ("job_queue_type_id", "job_type, id")):
-        if arm == "none":
+        if arm in ("none", "job_search only"):
             c.execute(f"DROP INDEX IF EXISTS portalq.{name}")
         else:
             c.execute(f"CREATE INDEX IF NOT EXISTS {name} ON portalq.job_queue ({cols})")
@@ -104,7 +109,7 @@ def claim(dsn: str) -> None:
             c.execute("VACUUM portalq.job_queue, portalq.job_search")
         return rate
 
-    arms = ["side table", "none", "trigram on job_queue"]
+    arms = ["side table", "none", "job_search only", "trigram on job_queue"]
     show(f"claim throughput, {cb.CLAIM_JOBS:,} jobs with a legal_name per drain", alternate(
         arms, run), "jobs/s")
     with psycopg.connect(dsn, autocommit=True) as c:
@@ -179,6 +184,49 @@ def prune(dsn: str) -> None:
         _trigger(c, True)
 
 
+#: the first design's search (trigram indexes on job_queue itself), for the comparison
+OLD_SEARCH = """
+SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
+       j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
+       j.checkpoint->>'step' AS step
+FROM portalq.job_queue j
+WHERE id + 0 < %(before_id)s AND id + 0 >= %(floor_id)s
+  AND (payload #>> '{legal_name}'::text[]) ILIKE %(field_like)s
+ORDER BY id + 0 DESC LIMIT %(limit)s"""
+
+
+def search(dsn: str) -> None:
+    """The search's statement alone (the part of the page that changed): job_search's
+    trigram index then the job by primary key, against the first design's statement on
+    job_queue's own trigram index; alternated, CONSOLE_SEARCH_RUNS runs each."""
+    from portalq.jobs.admin.reads import JobFilter
+
+    runs = int(os.environ.get("CONSOLE_SEARCH_RUNS", "20"))
+    texts = ["company 17 ltd", "company 4242", "no such company"]
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as c:
+        _set(c, "trigram on job_queue")
+        c.execute("VACUUM ANALYZE portalq.job_queue, portalq.job_search")
+        print(f"\nthe search statement at ~{cb.ROWS:,} rows (median (min-max) ms, {runs} runs "
+              "each, alternated)")
+        for text in texts:
+            params = {**JobFilter(field="legal_name", value=text).params(),
+                      "before_id": 2**62, "floor_id": 0, "limit": 50}
+            times: dict[str, list[float]] = {"job_search": [], "trigram on job_queue": []}
+            found = {}
+            for _ in range(runs):
+                for arm, statement in (("job_search", sql.query("console_jobs_search")),
+                                       ("trigram on job_queue", OLD_SEARCH)):
+                    t0 = time.perf_counter()
+                    rows = c.execute(statement, params).fetchall()
+                    times[arm].append((time.perf_counter() - t0) * 1000)
+                    found[arm] = len(rows)
+            assert found["job_search"] == found["trigram on job_queue"], found
+            for arm, values in times.items():
+                print(f"  '{text}' ({found[arm]} rows), {arm:<22} "
+                      f"{statistics.median(values):7.1f} ({min(values):.1f}-{max(values):.1f})")
+        _set(c, "side table")
+
+
 def main() -> None:
     pg = cb.server()
     dsn, _ = cb.prepare(pg)
@@ -187,9 +235,9 @@ def main() -> None:
                          "WHERE oid = 'portalq.job_queue'::regclass").fetchone()[0]
     print(f"job_queue: ~{rows:,} rows", file=sys.stderr)
     asyncio.run(cb.drain(dsn, cb.CLAIM_JOBS // 4))  # warm-up
-    what = os.environ.get("CONSOLE_WRITE_PARTS", "enqueue,prune,claim").split(",")
+    what = os.environ.get("CONSOLE_WRITE_PARTS", "enqueue,prune,claim,search").split(",")
     for part in what:
-        {"claim": claim, "enqueue": enqueue, "prune": prune}[part](dsn)
+        {"claim": claim, "enqueue": enqueue, "prune": prune, "search": search}[part](dsn)
 
 
 if __name__ == "__main__":
