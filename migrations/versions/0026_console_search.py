@@ -8,8 +8,7 @@ that live beside the queue, not on it.
 - ``job_search``: one row per job that has a searchable payload field, a column per field
   (:data:`portalq.jobs.admin.reads.SEARCH_FIELDS` names the same fields, ``.`` as ``_``; a
   test checks both), its text as ``payload #>> path`` gives it. Written once per job, not at
-  each of its
-  transitions: every status change of a ``job_queue`` row is a non-HOT update (its partial
+  each of its transitions: every status change of a ``job_queue`` row is a non-HOT update (its partial
   indexes are on ``status``) that inserts the row into each of its indexes again, and a GIN
   trigram index there cost the claimer a third of its throughput on such jobs.
 - ``job_search_<field>``: a GIN trigram index (``pg_trgm``) per field's column, partial
@@ -30,8 +29,9 @@ The existing jobs' rows are copied in by the migration, before the indexes are b
 ``pg_trgm`` ships with PostgreSQL (contrib) and is a trusted extension: the role that
 migrates needs only ``CREATE`` on the database, as it does for portalq's schema. It is
 created in portalq's schema unless the database already has it (then that one is used,
-its schema named in the operator class). Without the privilege or the extension's files the
-migration stops with one line saying what to ask the DBA.
+its schema named in the operator class). Without the extension's files (or where it is not
+trusted, or refused by a hosted server) the migration stops with one line saying what to
+ask the DBA (a role without ``CREATE`` on the database stops earlier, at portalq's schema).
 
 Revision ID: 0026
 Revises: 0025
