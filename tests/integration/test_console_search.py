@@ -51,6 +51,9 @@ def test_a_search_reaches_a_job_far_below_the_window_in_one_page(conn):
     # the id window (the newest 20,000 jobs) holds neither: the index found both, newest first
     assert _ids(page) == [12, 7]
     assert not page.partial and page.next_before is None
+    # each row with the searched field's value (the list shows it)
+    assert [r["matched"] for r in page.rows] == ["The ZEBRA crossing Co.",
+                                                 "Zebra Crossing Holdings Ltd."]
     # a short value cannot use trigrams: the window's search, which says where it stopped
     short = console_repo.jobs_page(conn, JobFilter(field="legal_name", value="ze"))
     assert short.partial and short.rows == [] and short.scanned == WINDOW

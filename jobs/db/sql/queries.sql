@@ -1482,7 +1482,7 @@ RETURNING id, starts_at, ends_at, reason;
 -- is planned for its parameters (run without a prepared plan, as console_jobs_page).
 SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
        j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
-       j.checkpoint->>'step' AS step
+       j.checkpoint->>'step' AS step, j.payload #>> %(field_path)s::text[] AS matched
 FROM portalq.job_search s
 JOIN portalq.job_queue j ON j.id = s.job_id
 WHERE s.job_id + 0 < %(before_id)s AND s.job_id + 0 >= %(floor_id)s
