@@ -141,3 +141,24 @@ def test_migrate_says_in_one_line_what_to_ask_when_pg_trgm_cannot_be_created(
         assert migrate.current(url) == migrate.head_revision()
     finally:
         pg_server.drop(name)
+
+
+def test_the_app_role_writes_it_through_the_triggers(pg_server, db):
+    """portalq's processes run as a role without superuser rights (embedded server): its
+    enqueues, payload edits and deletions write job_search through the triggers."""
+    from portalq.jobs.db import embedded
+
+    if getattr(pg_server, "embedded", None) is None:
+        pytest.skip("the tests run against PORTALQ_TEST_DATABASE_URL, not the embedded server")
+    name = db.rsplit("/", 1)[1].split("?")[0]
+    with psycopg.connect(pg_server.embedded.dsn(name, role=embedded.APP_ROLE),
+                         autocommit=True) as c:
+        assert c.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+                         ).fetchone() == (False,)
+        job = queue.enqueue("file_entity", "ORD-1", payloads.FILE_ENTITY_DE, conn=c).id
+        assert _rows(c) == {job: {"legal_name": "Widgets LLC"}}
+        c.execute("UPDATE portalq.job_queue SET payload = payload || "
+                  "'{\"legal_name\": \"Gadgets LLC\"}' WHERE id = %s", (job,))
+        assert _rows(c) == {job: {"legal_name": "Gadgets LLC"}}
+        c.execute("DELETE FROM portalq.job_queue WHERE id = %s", (job,))
+        assert _rows(c) == {}
