@@ -2,10 +2,13 @@
 overview's numbers, the escalations inbox. Every statement is in ``queries.sql``.
 
 Bounded means: no page reads more than :data:`WINDOW` candidate rows, whatever the filters.
-Status filters read their partial index (failed, waiting, running); order id its index; a
-time range becomes an id range (ids and enqueue times rise together); the filters without an
-index (job type, payload field) are applied to the window. A window that held fewer matches
-than a page says where the search stopped, and the next page continues from there.
+Status filters read their partial index (failed, waiting, running); portal, job type and
+order id their indexes; a time range becomes an id range (ids and enqueue times rise
+together); a payload field is tested on the window's rows. A window that held fewer matches
+than a page says where the search stopped, and the next page continues from there -- except
+for a search of a field of :data:`SEARCH_FIELDS` by at least three characters: its trigram
+index on ``job_search`` (migration 0026, written once per job beside the queue) finds the
+rest of the page wherever the matches are, at ten million rows in one page view.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ from portalq.jobs.secrets import redaction as masking
 WINDOW = 20_000
 PAGE = 50
 MAX_ID = 2**63 - 1
+#: the payload fields searched through a trigram index of their own (migration 0026 copies
+#: them into job_search, by the same path, one index per field): the names people look a
+#: job up by, never a secret field (a test checks both against every job type)
+SEARCH_FIELDS = ("legal_name", "company_name", "names", "applicant.name")
+#: a trigram index needs three characters of the searched text to narrow anything
+SEARCH_MIN = 3
 
 
 @dataclass
@@ -55,6 +64,8 @@ class JobFilter:
             scope = [self.job_type] if self.job_type else types.names()
             if masking.field_is_secret(scope, self.field):
                 raise InputError(f"{self.field} is a secret field: it cannot be searched")
+        if self.value is not None and "\x00" in self.value:
+            raise InputError("a NUL character cannot be searched for")
         if self.created_from and self.created_to and self.created_to <= self.created_from:
             raise InputError("the time range ends before it starts")
         return self
@@ -64,8 +75,14 @@ class JobFilter:
                 "order_id": self.order_id, "created_from": self.created_from,
                 "created_to": self.created_to,
                 "field_path": self.field.split(".") if self.field else None,
+                "search_field": self.field,
                 "field_like": (f"%{_like_escape(self.value.lower())}%"
                                if self.value is not None else None)}
+
+    def indexed(self) -> bool:
+        """A search its field's trigram index can answer (else: the id window's test)."""
+        return (self.field in SEARCH_FIELDS and self.value is not None
+                and len(self.value) >= SEARCH_MIN)
 
 
 def _like_escape(text: str) -> str:
@@ -108,8 +125,20 @@ def jobs_page(conn: Any, flt: JobFilter, *, before_id: int | None = None,
     assert summary is not None
     scanned = summary["scanned"] or 0
     if scanned >= window and summary["scanned_to"] is not None:
+        if flt.indexed():   # few matches near the top: the index finds the rest below it
+            more = sql.fetch(conn, "console_jobs_search", {
+                **params, "before_id": summary["scanned_to"], "limit": limit - len(hits)})
+            hits += [masking.scrub_ssn_like(r) for r in more]
+            return Page(hits, hits[-1]["id"] if len(hits) >= limit else None, False,
+                        scanned)
         return Page(hits, summary["scanned_to"], True, scanned)
     return Page(hits, None, False, scanned)
+
+
+def status_estimates(conn: Any) -> dict[str, int]:
+    """Jobs per status, estimated from the table's statistics (no count at 10 M rows); a
+    status too rare for the statistics' most common values is absent."""
+    return {r["status"]: int(r["n"]) for r in sql.fetch(conn, "console_status_estimates")}
 
 
 def ids_matching(conn: Any, flt: JobFilter, statuses: tuple[str, ...], cap: int,

@@ -326,6 +326,24 @@ Index("job_queue_failed_id", job_queue.c.id, postgresql_include=["portal", "fini
       postgresql_where=text("status = 'failed'"))
 Index("job_queue_waiting_id", job_queue.c.id, postgresql_include=["portal", "status"],
       postgresql_where=text("status IN ('pending','deferred')"))
+# the console's portal and job-type filters, newest first (migration 0026)
+Index("job_queue_portal_id", job_queue.c.portal, job_queue.c.id)
+Index("job_queue_type_id", job_queue.c.job_type, job_queue.c.id)
+# the console's substring search: job_search, one row per job that has a searchable payload
+# field (jobs.admin.reads.SEARCH_FIELDS, "." as "_"), written once per job by migration
+# 0026's triggers (not at each transition, as an index on job_queue is), with a trigram
+# (pg_trgm) index per field (migration 0026 names pg_trgm's schema in the opclass)
+job_search = Table(
+    "job_search", metadata,
+    Column("job_id", BigInteger, ForeignKey("job_queue.id", ondelete="CASCADE"),
+           primary_key=True),
+    *(Column(_column, Text) for _column in
+      ("legal_name", "company_name", "names", "applicant_name")),
+)
+for _column in ("legal_name", "company_name", "names", "applicant_name"):
+    Index(f"job_search_{_column}", job_search.c[_column], postgresql_using="gin",
+          postgresql_ops={_column: "gin_trgm_ops"},
+          postgresql_where=text(f"{_column} IS NOT NULL"))
 
 portal_accounts = Table(
     "portal_accounts", metadata,

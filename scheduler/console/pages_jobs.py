@@ -64,6 +64,20 @@ def pending_approval(job: dict[str, Any]) -> dict[str, Any] | None:
             "digest": str(record.get("digest") or ""), "changed": bool(record.get("changed"))}
 
 
+def failure_screenshot(job: dict[str, Any]) -> dict[str, Any] | None:
+    """A failed job's evidence first: its last attempt's failure screenshot (the one named
+    for the failure, else that attempt's last screenshot), shown large beside the error."""
+    if job["status"] != "failed":
+        return None
+    shots = [a for a in job["artifacts"] if a["kind"] == "screenshot"]
+    if not shots:
+        return None
+    last = max(a["attempt"] for a in shots)
+    shots = [a for a in shots if a["attempt"] == last]
+    named = [a for a in shots if "failure" in str(a["path"]).rsplit("/", 1)[-1].lower()]
+    return (named or shots)[-1]
+
+
 #: what a retry of a job of this type does, from its payload and checkpoints (the flow
 #: decides the same way): only retries that can work are offered and queued
 RETRY_PLANS = {"name_search": name_requests.plan}
@@ -143,6 +157,7 @@ def routes(console: Console) -> list[Route]:
         with console.db() as conn:
             page = console_repo.jobs_page(conn, flt, before_id=before_id)
             portals = portals_repo.codes(conn)
+            estimates = console_repo.status_estimates(conn)
         query = filter_query(q)
         next_url = (f"/jobs?{urlencode({**query, 'before': page.next_before})}"
                     if page.next_before else None)
@@ -151,7 +166,9 @@ def routes(console: Console) -> list[Route]:
                                  "scanned": page.scanned})
         return console.render(request, "jobs.html", page=page, query=query, next_url=next_url,
                               statuses=JOB_STATUSES, portals=portals, job_types=types.names(),
-                              can_act=user.can("operator"), filter_qs=urlencode(query))
+                              can_act=user.can("operator"), filter_qs=urlencode(query),
+                              estimates=estimates, search_fields=console_repo.SEARCH_FIELDS,
+                              search_min=console_repo.SEARCH_MIN, window=console_repo.WINDOW)
 
     def jobs_json(request: Request) -> Response:
         return jobs_list(request, as_json=True)
@@ -177,7 +194,7 @@ def routes(console: Console) -> list[Route]:
         with console.db() as conn:   # its times in the portal's zone too
             zone = portal_zones(conn).get(data["portal"])
         return console.render(request, "job.html", job=data, attempts=attempts, done=done,
-                              zone=zone,
+                              zone=zone, failure_shot=failure_screenshot(data),
                               can_act=user.can("operator"), uncertain=uncertain,
                               a=pending_approval(data), back="", plan=retry_plan(data),
                               payload_json=json.dumps(data["payload"], indent=2,

@@ -32,7 +32,7 @@ def _fill(c, n: int, status: str = "completed", job_type: str = "name_search",
                                updated_at, finished_at)
         SELECT %(t)s, 'O-' || g, 'bc_corporate_online',
                jsonb_build_object('names', jsonb_build_array('Name ' || g),
-                                  'legal_name', 'Co ' || g),
+                                  'legal_name', 'Co ' || g, 'note', 'Co ' || g),
                %(s)s, %(start)s + g * interval '1 minute', %(start)s + g * interval '1 minute',
                %(start)s, CASE WHEN %(s)s IN ('completed', 'failed', 'cancelled')
                                THEN %(start)s + g * interval '1 minute' END
@@ -57,15 +57,21 @@ def test_a_window_with_too_few_matches_says_where_it_stopped(conn):
     _fill(conn, 300)
     _fill(conn, 3, job_type="name_search", status="failed")
     conn.execute("UPDATE portalq.job_queue SET order_id = 'RARE' WHERE id IN (5, 250)")
-    page = console_repo.jobs_page(conn, JobFilter(field="legal_name", value="co 5"),
+    # a field without a trigram index of its own ("note"): the window's search
+    page = console_repo.jobs_page(conn, JobFilter(field="note", value="co 5"),
                                   window=100, limit=50)
     # ids 303..204 read: none of "Co 5", "Co 50".."Co 59" is among them
     assert page.partial and page.scanned == 100 and page.next_before == 204
     assert page.rows == []
-    rest = console_repo.jobs_page(conn, JobFilter(field="legal_name", value="co 5"),
+    rest = console_repo.jobs_page(conn, JobFilter(field="note", value="co 5"),
                                   before_id=page.next_before, window=1000)
     assert [r["id"] for r in rest.rows] == [59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 5]
     assert not rest.partial and rest.next_before is None
+    # a searchable field (migration 0026): its index finds them all in the first page
+    indexed = console_repo.jobs_page(conn, JobFilter(field="legal_name", value="co 5"),
+                                     window=100, limit=50)
+    assert [r["id"] for r in indexed.rows] == [59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 5]
+    assert not indexed.partial and indexed.next_before is None
 
 
 def test_filters_status_type_order_and_time_range(conn):

@@ -1109,18 +1109,17 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- name: console_jobs_page
 -- One page of the console's job list, newest first, keyset on id. Bounded: at most
 -- %(window)s candidate rows (below %(before_id)s and at or above %(floor_id)s, in id order
--- of the index the status / portal / order filter picks) are read, and the reading stops
+-- of the index the status / portal / job type / order filter picks) are read, and the reading stops
 -- as soon as %(limit)s of them pass the filters that have no index of their own (hit);
 -- only the page's rows are fetched again (by primary key). Run without a prepared plan
 -- (each run planned for its parameters: a status filter uses its partial index).
 SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
        j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
-       j.checkpoint->>'step' AS step
+       j.checkpoint->>'step' AS step, j.payload #>> %(field_path)s::text[] AS matched
 FROM (
     SELECT id FROM (
         SELECT id,
-               (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
-               AND (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s)
+               (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s)
                AND (%(created_to)s::timestamptz IS NULL OR created_at < %(created_to)s)
                AND (%(field_path)s::text[] IS NULL
                     OR coalesce(lower(payload #>> %(field_path)s::text[]) LIKE %(field_like)s,
@@ -1129,6 +1128,7 @@ FROM (
         WHERE id < %(before_id)s AND id >= %(floor_id)s
           AND (%(status)s::text IS NULL OR status = %(status)s)
           AND (%(portal)s::text IS NULL OR portal = %(portal)s)
+          AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
           AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
         ORDER BY id DESC LIMIT %(window)s
     ) w WHERE hit ORDER BY id DESC LIMIT %(limit)s
@@ -1143,6 +1143,7 @@ SELECT min(id) AS scanned_to, count(*)::int AS scanned FROM (
     WHERE id < %(before_id)s AND id >= %(floor_id)s
       AND (%(status)s::text IS NULL OR status = %(status)s)
       AND (%(portal)s::text IS NULL OR portal = %(portal)s)
+      AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
       AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
     ORDER BY id DESC LIMIT %(window)s
 ) w;
@@ -1469,6 +1470,48 @@ WHERE ends_at > %(after)s ORDER BY starts_at, id;
 -- name: console_closure_delete
 DELETE FROM portalq.portal_closures WHERE id = %(id)s AND portal = %(portal)s
 RETURNING id, starts_at, ends_at, reason;
+
+-- name: console_jobs_search
+-- The job list's substring search of a searchable payload field through its trigram index
+-- on job_search (migration 0026: a row per job, written once, never on the queue's hot
+-- path), for a search the id window did not fill (few matches: the index finds them
+-- wherever they are); each match's job is then read by primary key and the other filters
+-- tested on it. ``job_id + 0``: never job_search's primary key read backwards filtering as
+-- it goes, which the planner may pick for a LIMIT and which reads the whole table when the
+-- matches are few and old. Only the branch of %(search_field)s is left once the statement
+-- is planned for its parameters (run without a prepared plan, as console_jobs_page).
+SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
+       j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
+       j.checkpoint->>'step' AS step, j.payload #>> %(field_path)s::text[] AS matched
+FROM portalq.job_search s
+JOIN portalq.job_queue j ON j.id = s.job_id
+WHERE s.job_id + 0 < %(before_id)s AND s.job_id + 0 >= %(floor_id)s
+  AND ((%(search_field)s::text = 'legal_name' AND s.legal_name ILIKE %(field_like)s)
+       OR (%(search_field)s::text = 'company_name' AND s.company_name ILIKE %(field_like)s)
+       OR (%(search_field)s::text = 'names' AND s.names ILIKE %(field_like)s)
+       OR (%(search_field)s::text = 'applicant.name'
+           AND s.applicant_name ILIKE %(field_like)s))
+  AND (%(status)s::text IS NULL OR j.status = %(status)s)
+  AND (%(portal)s::text IS NULL OR j.portal = %(portal)s)
+  AND (%(job_type)s::text IS NULL OR j.job_type = %(job_type)s)
+  AND (%(order_id)s::text IS NULL OR j.order_id = %(order_id)s)
+  AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s)
+  AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
+ORDER BY s.job_id + 0 DESC LIMIT %(limit)s;
+
+-- name: console_status_estimates
+-- Jobs per status as the table's statistics estimate them (the last ANALYZE's most common
+-- values times the planner's row count): catalog reads only, never a count over millions.
+-- A status too rare to be among the most common values is absent.
+SELECT s.status, round(s.freq * greatest(c.reltuples, 0))::bigint AS n
+FROM pg_class c
+JOIN pg_namespace ns ON ns.oid = c.relnamespace
+JOIN pg_stats st ON st.schemaname = ns.nspname AND st.tablename = c.relname
+                AND st.attname = 'status'
+CROSS JOIN LATERAL unnest(st.most_common_vals::text::text[], st.most_common_freqs)
+                   AS s(status, freq)
+WHERE c.oid = 'portalq.job_queue'::regclass
+ORDER BY n DESC;
 
 -- name: seed_portal
 -- A declared portal (portals.catalogue.declare_portal) the database does not have yet; an
