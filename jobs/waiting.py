@@ -59,8 +59,15 @@ class LookupRule:
 
     def next_check(self, checks: int, now: datetime) -> datetime:
         """When to look again after ``checks`` checks (the portal's interval, backing off)."""
-        step = self.check_every.total_seconds() * (self.backoff ** max(checks, 0))
-        return now + min(timedelta(seconds=step), self.check_cap)
+        cap, step = self.check_cap.total_seconds(), self.check_every.total_seconds()
+        # grown one check at a time and stopped at the cap: the closed form (every x
+        # backoff ** checks) outgrows a timedelta after ~40 checks, a float after ~1,000,
+        # and a job waiting a week at a 4 h cap has made that many
+        for _ in range(max(checks, 0)):
+            if step >= cap or self.backoff == 1:
+                break
+            step *= self.backoff
+        return now + min(timedelta(seconds=min(step, cap)), self.check_cap)
 
 
 def after_not_found(rule: LookupRule, submitted_at: datetime, now: datetime) -> NotFound:

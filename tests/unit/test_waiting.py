@@ -46,6 +46,15 @@ def test_checks_back_off_to_the_cap():
     assert gaps == [timedelta(minutes=m) for m in (15, 30, 60, 120, 240, 240)]
 
 
+@pytest.mark.parametrize("checks", [40, 60, 1100, 10**6])
+def test_a_long_wait_stays_at_the_cap(checks):
+    # a job checked every 4 h for a week made 15 min x 2**40: beyond what a timedelta holds
+    # (OverflowError at each check, an attempt spent each time, the job failed); 2.0**1100
+    # is beyond a float
+    for r in (rule(), *lookups.RULES.values()):
+        assert r.next_check(checks, T0) - T0 == r.check_cap, r.portal
+
+
 def test_marker_counts_checks_and_says_waiting_on_since_expected_by():
     r = rule(portal="bc_corporate_online")
     m1 = waiting.waiting({}, r, since=T0, now=T0 + H, what="examination of NR 1234567")
