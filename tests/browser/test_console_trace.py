@@ -122,9 +122,14 @@ def test_viewer_and_trace_need_sign_in_and_only_the_viewer_has_its_policy(
     # signing out unregisters the viewer's service worker, and with it the traces it
     # holds in memory: a snapshot's address then asks for sign-in again
     run(open_trace(page, job_id))
-    snapshot_url = run(page.locator("iframe.snapshot-visible").get_attribute("src")) or \
-        run(page.frame_locator("iframe.snapshot-visible").locator(":root").evaluate(
-            "() => location.href"))
+    # the viewer shows a blank data: page in the frame until it has picked an action's
+    # snapshot: wait for the snapshot's address (it was read once, and lost that race
+    # on a loaded machine)
+    where = ("() => { const f = document.querySelector('iframe.snapshot-visible');"
+             " try { return f ? f.contentWindow.location.href : ''; } catch (e) { return ''; } }")
+    run(page.wait_for_function(f"() => ({where})().includes('/trace-viewer/snapshot/')",
+                               timeout=30_000))
+    snapshot_url = run(page.evaluate(where))
     assert "/trace-viewer/snapshot/" in snapshot_url
     run(page.goto("/"))
     run(page.click("form.who button[type=submit]"))
