@@ -165,6 +165,31 @@ def test_idle_session_is_signed_out(env, signin, run, monkeypatch):
     run(page.wait_for_url("**/login?next=/", timeout=5000))
 
 
+def test_an_overview_whose_stream_is_refused_goes_to_the_sign_in_form(env, signin, run):
+    """The stream's request arrives after the session ended (a reconnect after a console
+    restart, a laptop woken from sleep): the console refuses it and the browser gives the
+    stream up. The page must not sit on stale figures saying "reconnecting…" for ever; it
+    goes to the sign-in form. (Found as a race in the test above: the stream connected
+    after the clock had moved.)"""
+    import asyncio
+
+    moving = MovableClock()
+    clock.set_clock(moving)
+    page = signin("operator")
+    released = asyncio.Event()
+
+    async def hold(route):  # the stream's request waits until the session has ended
+        await released.wait()
+        await route.continue_()
+
+    run(page.route("**/events", hold))
+    run(page.goto("/"))
+    moving.offset += timedelta(minutes=31)
+    released.set()
+    run(page.wait_for_url("**/login?next=/", timeout=5000))
+    assert "session ended" in run(page.locator(".note").inner_text())
+
+
 # --- secrets ---------------------------------------------------------------------------------
 
 def test_no_form_of_the_ssn_in_any_page_or_json(env, signin, run):

@@ -6,16 +6,27 @@ document.addEventListener("DOMContentLoaded", function () {
   if (live && window.EventSource) {
     var state = document.getElementById("live-state");
     var source = new EventSource(live.getAttribute("data-live"));
+    var shown = function (text, on) {
+      if (state) { state.textContent = text; state.className = on ? "live-state" : "live-state off"; }
+    };
+    source.addEventListener("open", function () { shown("live", true); });
     source.addEventListener("overview", function (event) {
       live.innerHTML = event.data;  // server-rendered, autoescaped fragment
-      if (state) { state.textContent = "live"; state.className = "live-state"; }
+      shown("live", true);
     });
     source.addEventListener("signed-out", function () {
       source.close();
       window.location.reload();  // the server sends this page to the sign-in form
     });
     source.addEventListener("error", function () {
-      if (state) { state.textContent = "reconnecting…"; state.className = "live-state off"; }
+      if (source.readyState !== EventSource.CLOSED) { shown("reconnecting…", false); return; }
+      // the browser gave the stream up: the console refused it (a session that ended while
+      // the stream was away) or answered something else. A refused session goes to the
+      // sign-in form; anything else says so rather than showing old figures as live.
+      shown("stopped: reload the page", false);
+      fetch(live.getAttribute("data-check"), {credentials: "same-origin"}).then(function (r) {
+        if (r.status === 401) { window.location.reload(); }
+      });
     });
   }
   // instants: the server writes UTC (and the portal's time where it matters); the
