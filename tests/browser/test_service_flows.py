@@ -164,13 +164,16 @@ def test_worker_killed_after_submit_delaware_reconciles_files_once(
     assert any((e["detail"] or {}).get("event") == "rescued" for e in row["events"])
 
 
+@pytest.mark.parametrize("queued_for", [20, pytest.param(180, marks=pytest.mark.slow)],
+                         ids=["20s", "3min"])
 @pytest.mark.parametrize("case", ["delaware", "bc_name_request", "bc_incorporation", "crtc"])
 def test_killed_after_submit_while_the_registry_queues_files_and_pays_once(
-        db, dsn, tmp_path, standin_server, portals, case):
+        db, dsn, tmp_path, standin_server, portals, case, queued_for):
     """SIGKILL right after the submit click while the stand-in keeps the request queued
-    (its lookup says "not found", or INPROGRESS): the rescued job waits on the portal --
-    deferred, no attempt spent, checked at the portal's interval -- never submits again,
-    and ends with the registry's number once the stand-in decides."""
+    (its lookup says "not found", or INPROGRESS) for ``queued_for`` seconds (the slow run:
+    minutes, many checks): the rescued job waits on the portal -- deferred, no attempt
+    spent, checked at the portal's interval -- never submits again, and ends with the
+    registry's number once the stand-in decides."""
     portal, job_type, payload, kind = {
         "delaware": ("delaware_icis", "file_entity", payloads.FILE_ENTITY_DE, None),
         "bc_name_request": ("bc_corporate_online", "name_search", bckit.build(
@@ -181,11 +184,11 @@ def test_killed_after_submit_while_the_registry_queues_files_and_pays_once(
     open_all_hours(dsn)
     mailbox = Mailbox().start()
     job = queue.enqueue(job_type, f"ORD-Q-{case}", payload).id
-    portals.control(portal, decide_after_seconds=20)
+    portals.control(portal, decide_after_seconds=queued_for)
     rescuer = _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox, portal,
                                  job, PORTALQ_PORTAL_CHECK_SECONDS=2)
     try:
-        wait_until(lambda: _final(job), 120, "the registry's decision")
+        wait_until(lambda: _final(job), queued_for + 100, "the registry's decision")
     finally:
         rescuer.stop()
         mailbox.stop()
