@@ -9,7 +9,7 @@ one tuple per job, and the opening a claim falls in is looked up again only past
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from operator import itemgetter
 
@@ -94,6 +94,29 @@ class Replay:
         x = self.processing(job)
         return x if job.checks is None else job.checks.seen(x)
 
+    def _claimer(self, code: str) -> Callable[[int, Job, float, int], None]:
+        """``claim(jid, job, t, n)``: the portal's ``n``-th job started at ``t`` on its
+        freest session -- its run's end, its decision seen (a submission the portal
+        decides later), that session busy until the run ends."""
+        out, slots, default = self.out, self.slots[code], self.default
+        durs = {jt: d for (jt, p), d in self.dur.items() if p == code}
+        seen: dict[tuple[int, int], float] = {}   # per kind of processing, computed once
+        replace = heapq.heapreplace
+
+        def claim(jid: int, job: Job, t: float, n: int) -> None:
+            end = t + durs.get(job.job_type, default)
+            pj = job.processing
+            if pj is None:
+                out[jid] = (t, end, end, n)
+            else:
+                kind = id(pj), id(job.checks)
+                x = seen.get(kind)
+                if x is None:
+                    x = seen[kind] = self.seen(job)
+                out[jid] = (t, end, end + x, n)
+            replace(slots, end)
+        return claim
+
     def queue(self, code: str, queued: Sequence[list[Entry]]) -> None:
         """The portal's due and scheduled jobs (``queued``: :func:`levels`), claimed as they
         come due: at each claim, the first instant a session is free, the portal can start
@@ -119,11 +142,8 @@ class Replay:
             return
         if not queued:
             return
-        durs = {jt: d for (jt, p), d in self.dur.items() if p == code}
-        default = self.default
-        proc: dict[tuple[int, int], float] = {}
+        claim = self._claimer(code)
         span = opening.span
-        replace = heapq.heapreplace
         started = self.started[code]
         rng = range(len(queued))
         pos = [0] * len(queued)
@@ -180,18 +200,8 @@ class Replay:
                     if start < head[k]:
                         head[k] = start
                     continue
-            end = t + durs.get(job.job_type, default)
-            pj = job.processing
-            if pj is None:
-                out[jid] = (t, end, end, started)
-            else:
-                kind = id(pj), id(job.checks)
-                x = proc.get(kind)
-                if x is None:
-                    x = proc[kind] = self.seen(job)
-                out[jid] = (t, end, end + x, started)
+            claim(jid, job, t, started)
             started += 1
-            replace(slots, end)
         else:
             self.started[code] = started
             self._drain(code, queued, pos, clock, hi)
@@ -210,10 +220,7 @@ class Replay:
         level by level as listed, each at the first opening a session is free in."""
         out, why, now = self.out, self.why, self.now
         slots, span = self.slots[code], self.openings[code].span
-        durs = {jt: d for (jt, p), d in self.dur.items() if p == code}
-        default = self.default
-        proc: dict[tuple[int, int], float] = {}
-        replace = heapq.heapreplace
+        claim = self._claimer(code)
         started = self.started[code]
         for k, lv in enumerate(queued):
             rest = islice(lv, pos[k], None)
@@ -236,18 +243,8 @@ class Replay:
                 if t > due and t > slots[0] and t > now:
                     why.setdefault(jid, []).append(("opens", t))
                 clock = t
-                end = t + durs.get(job.job_type, default)
-                pj = job.processing
-                if pj is None:
-                    out[jid] = (t, end, end, started)
-                else:
-                    kind = id(pj), id(job.checks)
-                    x = proc.get(kind)
-                    if x is None:
-                        x = proc[kind] = self.seen(job)
-                    out[jid] = (t, end, end + x, started)
+                claim(jid, job, t, started)
                 started += 1
-                replace(slots, end)
         self.started[code] = started
 
     def _within_limit(self, code: str, job: Job, t: float, opening: Openings) -> float | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from consolekit import PASSWORD, ConsoleServer, add_users, assert_no_ssn
+from consolekit import PASSWORD, assert_no_ssn, console_env
 from flowkit import SSN
 
 from portalq.jobs import clock, queue
@@ -23,17 +23,8 @@ HOSTILE = "ORD/7 a b <script>window.pwned=1</script>"
 
 @pytest.fixture(scope="module")
 def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    name = pg_server.create()
-    url, dsn = pg_server.url(name), pg_server.dsn(name)
-    patch = pytest.MonkeyPatch()
-    patch.setenv("PORTALQ_DATABASE_URL", url)
-    try:
-        add_users(url)
-        with ConsoleServer(dsn, tmp_path_factory.mktemp("orders-artifacts")) as server:
-            yield {"url": url, "dsn": dsn, "base": server.base}
-    finally:
-        patch.undo()
-        pg_server.drop(name)
+    with console_env(pg_server, tmp_path_factory.mktemp("orders-artifacts")) as env:
+        yield env
 
 
 def _seed(dsn: str) -> dict[str, int]:
