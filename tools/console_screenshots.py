@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -131,22 +131,48 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
 
 
 def main() -> None:
-    from portalq.scheduler.config import Settings
-    from portalq.scheduler.console.app import create_app, server
-    from portalq.scheduler.console.signing_key import ConsoleSettings
-
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "console")
     out.mkdir(parents=True, exist_ok=True)
     dsn = database()
     artifacts = Path(tempfile.mkdtemp(prefix="portalq-shots-"))
     ids = seed(dsn, artifacts)
+    serve_console(dsn, lambda base: shoot(base, ids, out), artifacts=artifacts)
+    sso_login(dsn, out)
+
+
+def serve_console(dsn: str, work: Callable[[str], Coroutine[Any, Any, None]], *,
+                  artifacts: Path | None = None, **console: Any) -> None:
+    """Run ``work(base_url)`` against a console on a free local port, served from a thread
+    of this process (``console``: more console settings, e.g. single sign-on)."""
+    from portalq.scheduler.config import Settings
+    from portalq.scheduler.console.app import create_app, server
+    from portalq.scheduler.console.signing_key import ConsoleSettings
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    app = create_app(dsn, ConsoleSettings(port=port, secret="screenshots-" + "z" * 20),
-                     Settings(artifacts_dir=artifacts))
-    serving(server(app, "127.0.0.1", port), shoot(f"http://127.0.0.1:{port}", ids, out))
-    sso_login(dsn, out)
+    base = f"http://127.0.0.1:{port}"
+    settings = Settings(console_url=base, artifacts_dir=artifacts)
+    app = create_app(dsn, ConsoleSettings(port=port, secret="screenshots-" + "z" * 20,
+                                          **console), settings)
+    serving(server(app, "127.0.0.1", port), work(base))
+
+
+async def signed_in(browser: Any, base: str, sizes: tuple[tuple[int, int], ...] = (
+        (1440, 900), (390, 844))) -> AsyncIterator[tuple[int, Any]]:
+    """(width, page) for each viewport size: a fresh context signed in as the operator
+    (closed when the next size is asked for)."""
+    for width, height in sizes:
+        ctx = await browser.new_context(base_url=base, timezone_id="America/Vancouver",
+                                        viewport={"width": width, "height": height})
+        page = await ctx.new_page()
+        await page.goto("/login")
+        await page.fill("input[name=name]", "olivia")
+        await page.fill("input[name=password]", PASSWORD)
+        await page.click("button[type=submit]")
+        await page.wait_for_url(base + "/")
+        yield width, page
+        await ctx.close()
 
 
 def serving(srv: Any, work: Coroutine[Any, Any, None]) -> None:
@@ -165,20 +191,7 @@ def serving(srv: Any, work: Coroutine[Any, Any, None]) -> None:
 def sso_login(dsn: str, out: Path) -> None:
     """The sign-in page with single sign-on configured (login-sso.png): the page itself
     needs no provider, so an example issuer does."""
-    from portalq.scheduler.config import Settings
-    from portalq.scheduler.console.app import create_app, server
-    from portalq.scheduler.console.signing_key import ConsoleSettings
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    app = create_app(dsn, ConsoleSettings(
-        port=port, secret="screenshots-" + "z" * 20,
-        oidc_issuer="https://sso.example.com/realms/corp", oidc_client_id="portalq-console",
-        oidc_client_secret="example", oidc_admins="portalq-admins", oidc_label="Example SSO"),
-        Settings(console_url=f"http://127.0.0.1:{port}"))
-
-    async def shot() -> None:
+    async def shot(base: str) -> None:
         from playwright.async_api import async_playwright
 
         from portalq.portals.flows.browser import launch, load_config
@@ -186,11 +199,13 @@ def sso_login(dsn: str, out: Path) -> None:
         async with async_playwright() as pw:
             browser = await launch(pw, load_config())
             page = await browser.new_page(viewport={"width": 1280, "height": 860})
-            await page.goto(f"http://127.0.0.1:{port}/login")
+            await page.goto(f"{base}/login")
             await page.screenshot(path=str(out / "login-sso.png"))
             await browser.close()
 
-    serving(server(app, "127.0.0.1", port), shot())
+    serve_console(dsn, shot, oidc_issuer="https://sso.example.com/realms/corp",
+                  oidc_client_id="portalq-console", oidc_client_secret="example",
+                  oidc_admins="portalq-admins", oidc_label="Example SSO")
 
 
 async def shoot(base: str, ids: dict[str, int], out: Path) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -114,16 +113,7 @@ async def shoot(base: str, ids: dict[str, Any], out: Path) -> None:
     failed = ids["outage"][0]
     async with async_playwright() as pw:
         browser = await launch(pw, load_config())
-        for width, height in ((1440, 900), (390, 844)):
-            ctx = await browser.new_context(base_url=base, timezone_id="America/Vancouver",
-                                            viewport={"width": width, "height": height})
-            page = await ctx.new_page()
-            await page.goto("/login")
-            await page.fill("input[name=name]", "olivia")
-            await page.fill("input[name=password]", shots.PASSWORD)
-            await page.click("button[type=submit]")
-            await page.wait_for_url(base + "/")
-
+        async for width, page in shots.signed_in(browser, base):
             async def shot(name: str, full: bool = False, page: Any = page,
                            width: int = width) -> None:
                 text = await page.content()
@@ -141,16 +131,11 @@ async def shoot(base: str, ids: dict[str, Any], out: Path) -> None:
             await page.get_by_test_id("actions-tree").get_by_text("Submit EIN Request") \
                 .first.wait_for()
             await shot("trace")
-            await ctx.close()
         await browser.close()
     print(f"screenshots in {out}")
 
 
 def main() -> None:
-    from portalq.scheduler.config import Settings
-    from portalq.scheduler.console.app import create_app, server
-    from portalq.scheduler.console.signing_key import ConsoleSettings
-
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "console")
     out.mkdir(parents=True, exist_ok=True)
     dsn = shots.database()
@@ -162,13 +147,7 @@ def main() -> None:
     asyncio.run(trace_failure(dsn, artifacts, ids["outage"][0]))
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("ANALYZE portalq.job_queue")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    app = create_app(dsn, ConsoleSettings(port=port, secret="screenshots-" + "z" * 20),
-                     Settings(artifacts_dir=artifacts))
-    shots.serving(server(app, "127.0.0.1", port), shoot(f"http://127.0.0.1:{port}", ids, out))
-
+    shots.serve_console(dsn, lambda base: shoot(base, ids, out), artifacts=artifacts)
 
 if __name__ == "__main__":
     main()

@@ -12,7 +12,6 @@ IRS outage); an operator signed in.
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -56,45 +55,26 @@ async def shoot(base: str, ids: dict[str, object], out: Path) -> None:
 
     async with async_playwright() as pw:
         browser = await launch(pw, load_config())
-        for width, height in ((1440, 900), (390, 844)):
-            ctx = await browser.new_context(base_url=base, timezone_id="America/Vancouver",
-                                            viewport={"width": width, "height": height})
-            page = await ctx.new_page()
-            await page.goto("/login")
-            await page.fill("input[name=name]", "olivia")
-            await page.fill("input[name=password]", shots.PASSWORD)
-            await page.click("button[type=submit]")
-            await page.wait_for_url(base + "/")
+        async for width, page in shots.signed_in(browser, base):
             await page.goto("/needs")
             await page.screenshot(path=str(out / f"needs-{width}.png"), full_page=True)
             await page.goto(f"/jobs/{ids['approval']}")
             await page.screenshot(path=str(out / f"approval-{width}.png"))
-            await ctx.close()
         await browser.close()
     print(f"screenshots in {out}")
 
 
 def main() -> None:
-    from portalq.scheduler.config import Settings
-    from portalq.scheduler.console.app import create_app, server
-    from portalq.scheduler.console.signing_key import ConsoleSettings
+    import psycopg
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "console")
     out.mkdir(parents=True, exist_ok=True)
     dsn = shots.database()
     artifacts = Path(tempfile.mkdtemp(prefix="portalq-needs-shots-"))
-    import psycopg
-
     with psycopg.connect(dsn, autocommit=True) as c:
         console_users.add_user(c, "olivia", "operator", shots.PASSWORD)
     ids = seed(dsn, artifacts, outage=50, tag="DOC", review_png=asyncio.run(review_png()))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    app = create_app(dsn, ConsoleSettings(port=port, secret="screenshots-" + "z" * 20),
-                     Settings(artifacts_dir=artifacts))
-    shots.serving(server(app, "127.0.0.1", port), shoot(f"http://127.0.0.1:{port}", ids, out))
-
+    shots.serve_console(dsn, lambda base: shoot(base, ids, out), artifacts=artifacts)
 
 if __name__ == "__main__":
     main()
