@@ -14,6 +14,7 @@ import pytest
 
 from portalq.portals import steps
 from portalq.portals.bc import flow as bc_flow
+from portalq.portals.bc import site as bc_site
 from portalq.portals.bc import standin_registry as bc_registry
 from portalq.portals.calendar import format_window, parse_hours
 from portalq.portals.crtc import flow as crtc_flow
@@ -126,7 +127,7 @@ def test_bc_review_page_statements_are_the_real_ones():
     text = flat(BC)
     for wording in bc_registry.AGREEMENTS.values():
         assert flat(wording) in text, wording
-    assert bc_registry.AGREEMENTS == bc_flow.AGREEMENT_LABELS
+    assert bc_registry.AGREEMENTS == bc_site.AGREEMENT_LABELS
     for statement in bc_registry.COMPLETING_PARTY_STATEMENT:
         assert flat(statement) in text, statement
     for section in ("Incorporation Date and Time", "Document Delivery",
