@@ -49,9 +49,7 @@ def database() -> str:
 
     pg = EmbeddedPostgres(Path(tempfile.gettempdir()) / "portalq-console-shots")
     pg.ensure_running()
-    with psycopg.connect(pg.dsn("postgres"), autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
-        c.execute(f'CREATE DATABASE "{DB}"')
+    pg.recreate_database(DB)
     dsn = pg.dsn(DB)
     url = dsn.replace("postgresql://", "postgresql+psycopg://", 1)
     upgrade(url)

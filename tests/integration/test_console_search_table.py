@@ -111,6 +111,64 @@ def test_the_jobs_row_goes_with_the_job(conn):
     assert list(_rows(conn)) == [jobs[2]]
 
 
+def test_migrate_copies_while_the_queue_is_written_and_catches_up_what_was_written(pg_server):
+    """0026 copies and indexes the existing jobs without holding off the business's writes;
+    what a writer did meanwhile (a job enqueued, a name patched, a job deleted) is caught up
+    once the triggers are in place, in the same migration. Here the writer's transaction
+    is still open when the copy reads the queue, and commits while the migration waits to
+    add its triggers (seen in pg_stat_activity, not timed)."""
+    import threading
+
+    name = f"m26_{uuid.uuid4().hex[:12]}"
+    with pg_server.admin() as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    url, dsn = pg_server.url(name), pg_server.dsn(name)
+    insert = """INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status,
+                                               run_at, created_at, updated_at)
+                VALUES ('file_entity', %s, 'delaware_icis', %s::jsonb, 'pending', now(),
+                        now(), now()) RETURNING id"""
+    try:
+        migrate.upgrade(url, "0025")
+        with psycopg.connect(dsn, autocommit=True) as c:
+            ids = [c.execute(insert, (f"O-{n}", f'{{"legal_name": "Old {n} Ltd."}}'))
+                   .fetchone()[0] for n in range(3)]
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                migrate.upgrade(url)
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                failed.append(exc)
+
+        with psycopg.connect(dsn) as writer:
+            new = writer.execute(insert, ("O-new", '{"legal_name": "New Ltd."}')).fetchone()[0]
+            writer.execute("""UPDATE portalq.job_queue SET payload = '{"legal_name": "Patched"}'
+                              WHERE id = %s""", (ids[0],))
+            writer.execute("DELETE FROM portalq.job_queue WHERE id = %s", (ids[1],))
+            migration = threading.Thread(target=run)
+            migration.start()
+            with psycopg.connect(dsn, autocommit=True) as watch:
+                for _ in range(600):   # the copy is done once the triggers wait for us
+                    if watch.execute("""SELECT 1 FROM pg_stat_activity WHERE wait_event_type
+                                        = 'Lock' AND query LIKE '%%CREATE TRIGGER%%'""").fetchone():
+                        break
+                    assert migration.is_alive() and not failed, failed
+                    watch.execute("SELECT pg_sleep(0.05)")
+                else:
+                    raise AssertionError("the migration never reached its triggers")
+            writer.commit()
+        migration.join(60)
+        assert not failed, failed
+        with psycopg.connect(dsn) as c:
+            assert _rows(c) == {ids[0]: {"legal_name": "Patched"},
+                                ids[2]: {"legal_name": "Old 2 Ltd."},
+                                new: {"legal_name": "New Ltd."}}
+            c.execute("DELETE FROM portalq.job_queue WHERE id = %s", (ids[2],))  # the key
+            assert ids[2] not in _rows(c)
+    finally:
+        pg_server.drop(name)
+
+
 @pytest.mark.parametrize("sqlstate", ["42501", "58P01"])
 def test_migrate_says_in_one_line_what_to_ask_when_pg_trgm_cannot_be_created(
         pg_server, sqlstate):
