@@ -47,6 +47,9 @@ def run_offline() -> None:
                "postgresql+psycopg://offline", literal_binds=True,
                dialect_opts={"paramstyle": "named"})
     with context.begin_transaction():
+        # as jobs.db.migrate.upgrade runs them: each statement sees what was committed
+        # before it (0026's catch-up), whatever the database's default isolation
+        context.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
         _prepare()
         context.run_migrations()
 
@@ -59,7 +62,7 @@ def run_online() -> None:
             _prepare()
             context.run_migrations()
         return
-    engine = create_engine(_url(), poolclass=pool.NullPool)
+    engine = create_engine(_url(), poolclass=pool.NullPool, isolation_level="READ COMMITTED")
     with engine.connect() as conn:
         _configure(connection=conn)
         with context.begin_transaction():

@@ -42,7 +42,10 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 
     url = owner_url(url)   # the embedded server: migrations as the owner, not the app role
-    engine = create_engine(url, poolclass=pool.NullPool)
+    # READ COMMITTED whatever the database's default: a migration that copies while the
+    # business writes (0026) catches up with what was committed after its copy, which one
+    # snapshot for the whole transaction (repeatable read) would never show it
+    engine = create_engine(url, poolclass=pool.NullPool, isolation_level="READ COMMITTED")
     with engine.begin() as conn:
         # several nodes may start at once: one migrates, the others wait and find nothing to do
         conn.exec_driver_sql(sql.query("migrate_lock"), {"lock": int(LockKey.MIGRATE)})

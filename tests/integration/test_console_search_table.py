@@ -111,17 +111,22 @@ def test_the_jobs_row_goes_with_the_job(conn):
     assert list(_rows(conn)) == [jobs[2]]
 
 
-def test_migrate_copies_while_the_queue_is_written_and_catches_up_what_was_written(pg_server):
+@pytest.mark.parametrize("isolation", ["read committed", "repeatable read"])
+def test_migrate_copies_while_the_queue_is_written_and_catches_up_what_was_written(
+        pg_server, isolation):
     """0026 copies and indexes the existing jobs without holding off the business's writes;
     what a writer did meanwhile (a job enqueued, a name patched, a job deleted) is caught up
     once the triggers are in place, in the same migration. Here the writer's transaction
     is still open when the copy reads the queue, and commits while the migration waits to
-    add its triggers (seen in pg_stat_activity, not timed)."""
+    add its triggers (seen in pg_stat_activity, not timed). The catch-up must see what was
+    committed after the copy: so also with a database whose default isolation is
+    repeatable read (one snapshot per transaction), which ``portalq migrate`` overrides."""
     import threading
 
     name = f"m26_{uuid.uuid4().hex[:12]}"
     with pg_server.admin() as c:
         c.execute(f'CREATE DATABASE "{name}"')
+        c.execute(f"ALTER DATABASE \"{name}\" SET default_transaction_isolation = '{isolation}'")
     url, dsn = pg_server.url(name), pg_server.dsn(name)
     insert = """INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status,
                                                run_at, created_at, updated_at)
