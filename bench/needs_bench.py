@@ -39,8 +39,8 @@ FAILED = int(os.environ.get("NEEDS_FAILED", "10000"))
 REQUESTS = int(os.environ.get("NEEDS_REQUESTS", "20"))
 DB = "portalq_needs_bench"
 #: the page's queries (those of this version of portalq are timed)
-QUERIES = ("console_needs_failed", "console_needs_failed_groups", "console_needs_uncertain",
-           "console_needs_you")
+QUERIES = ("console_needs_failed_groups", "console_needs_uncertain", "console_needs_waiting",
+           "console_needs_you", "console_needs_waiting_count", "console_depth")
 
 
 def prepare(pg: Any) -> str:
@@ -104,8 +104,8 @@ def parts(dsn: str) -> None:
 
     with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as c:
         now = clock.now()
-        queries = {name: {"now": now, "limit": 200, "cap": 1000}
-                   for name in QUERIES if name in sql.queries()}
+        queries = {name: {"now": now, "limit": 200, "cap": 1000, "ids_cap": 10_000}
+                   for name in QUERIES}
         out = {f"SQL {name}": timed(lambda n=name, p=params: sql.fetch(c, n, p))
                for name, p in queries.items() for params in [p]}
         out["needs page data (all of it)"] = timed(lambda: console_needs.page(c))

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from portalq.jobs import clock, submission
+from portalq.jobs.admin.actions import BULK_CAP
 from portalq.jobs.db import sql
 from portalq.jobs.secrets import redaction as masking
 
@@ -55,9 +56,16 @@ class FailedGroup:
     kind: str
     cause: str
     sample: str
+    #: the oldest of them, at most a bulk action's worth (BULK_CAP); ``count`` says how many
     ids: list[int] = field(default_factory=list)
     first: datetime | None = None
     last: datetime | None = None
+    count: int = 0
+
+    @property
+    def capped(self) -> bool:
+        """Whether the group holds more jobs than one bulk action can take."""
+        return self.count > len(self.ids)
 
     @property
     def advice(self) -> str:
@@ -82,8 +90,9 @@ def failed_groups(conn: Any) -> list[FailedGroup]:
     return [FailedGroup(r["portal"], r["job_type"], r["kind"],
                         str(masking.scrub_ssn_like(r["cause"])),
                         sample=str(masking.scrub_ssn_like(r["sample"] or "")),
-                        ids=list(r["ids"]), first=r["first"], last=r["last"])
-            for r in sql.fetch(conn, "console_needs_failed_groups", {"limit": GROUPS_LIMIT})]
+                        ids=list(r["ids"]), first=r["first"], last=r["last"], count=r["n"])
+            for r in sql.fetch(conn, "console_needs_failed_groups",
+                               {"limit": GROUPS_LIMIT, "ids_cap": BULK_CAP})]
 
 
 def uncertain(conn: Any) -> list[dict[str, Any]]:
@@ -156,5 +165,5 @@ def page(conn: Any) -> dict[str, Any]:
     })
     data.update(now=now, failed=groups, failed_partial=len(groups) >= GROUPS_LIMIT)
     data["total"] = (len(data["questions"]) + len(data["approvals"]) + len(doubtful)
-                     + len(data["waiting"]) + sum(len(g.ids) for g in groups))
+                     + len(data["waiting"]) + sum(g.count for g in groups))
     return data

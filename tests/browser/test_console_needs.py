@@ -12,6 +12,7 @@ import pytest
 from consolekit import console_env, sign_in_page
 
 from portalq.jobs import clock
+from portalq.jobs.admin import needs as console_needs
 from tests.needs_seed import seed
 
 pytestmark = pytest.mark.browser
@@ -38,7 +39,8 @@ def signin(env, browser, run):
 
 
 def _needs(run, page, path: str = "/needs") -> dict[str, list[str]]:
-    """{sort: [job ids]} of the items the page lists (a failed group: its jobs)."""
+    """{sort: [job ids]} of the items the page lists (a failed group: the jobs it shows,
+    its oldest twelve)."""
     run(page.goto(path))
     rows = run(page.locator("article.need").evaluate_all(
         "els => els.map(e => [e.dataset.need, e.dataset.job || e.dataset.jobs])"))
@@ -141,6 +143,33 @@ def test_each_item_leaves_the_needs_page_by_itself_when_its_cause_is_gone(env, s
         assert c.execute("SELECT count(*) FROM portalq.escalation_handling "
                          "WHERE resolved_at IS NOT NULL").fetchone() == (0,)
     assert operator.csp_errors == [] and admin.csp_errors == []
+
+
+def test_a_group_larger_than_a_bulk_action_offers_its_oldest(env, signin, run, monkeypatch):
+    """A group of more failed jobs than one bulk action takes (10,000; 2 here) says how many
+    failed and offers to retry its oldest ones -- not a button that can only answer
+    "narrow it"."""
+    monkeypatch.setattr(console_needs, "BULK_CAP", 2)
+    ids = seed(env["dsn"], env["artifacts"], outage=3, tag="CAPPED")
+    try:
+        operator = signin("operator")
+        run(operator.goto("/needs"))
+        group = operator.locator("article.need.failed", has_text="IRS answered 503")
+        assert run(group.locator(".n").inner_text()) == "3 ×"
+        button = group.locator("button[type=submit]")
+        assert run(button.inner_text()) == "Retry the oldest 2 of 3…"
+        oldest = " ".join(str(i) for i in ids["outage"][:2])
+        assert run(group.locator("input[name=ids]").input_value()) == oldest
+
+        async def retry_group() -> None:
+            async with operator.expect_navigation():
+                await button.click()
+        run(retry_group())
+        assert run(operator.locator("#bulk-preview strong").inner_text()).startswith("2")
+    finally:   # the module's other tests count their own outage's group
+        with psycopg.connect(env["dsn"], autocommit=True) as c:
+            c.execute("UPDATE portalq.job_queue SET status = 'completed', finished_at = %s "
+                      "WHERE id = ANY(%s)", (clock.now(), ids["outage"]))
 
 
 def test_a_viewer_sees_the_items_but_cannot_act(env, signin, run):

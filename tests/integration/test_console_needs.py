@@ -95,6 +95,17 @@ def test_the_database_groups_by_the_cause_cause_of_states(conn):
     assert doubt["id"] == in_doubt and doubt["submissions"] == ["ein_application"]
 
 
+def test_a_group_larger_than_a_bulk_action_carries_its_count_and_its_oldest_ids(
+        conn, monkeypatch):
+    """A bulk action takes at most BULK_CAP jobs: a larger group (an outage that failed
+    fifty thousand) counts them all but carries only its oldest BULK_CAP ids -- what its
+    Retry button can act on, and all the page has to hold."""
+    monkeypatch.setattr(console_needs, "BULK_CAP", 2)
+    ids = [_fail(conn, f"IRS answered 503 for order {n}") for n in range(3)]
+    [group] = console_needs.failed_groups(conn)
+    assert (group.count, group.ids, group.capped) == (3, ids[:2], True)
+
+
 def _plan(conn, name: str, params: dict) -> str:
     with conn.transaction():
         plan = conn.execute("EXPLAIN (FORMAT JSON) " + query(name), params).fetchone()[0]
@@ -108,7 +119,7 @@ def test_the_needs_queries_read_indexes_not_the_finished_bulk(conn):
         SELECT 'name_search', 'O-' || g, 'bc_corporate_online', '{}', 'completed', now(),
                now(), now(), now() FROM generate_series(1, 50000) g""")
     conn.execute("ANALYZE portalq.job_queue")
-    params = {"now": clock.now(), "limit": 200, "cap": 1000}
+    params = {"now": clock.now(), "limit": 200, "cap": 1000, "ids_cap": 10_000}
     for name in ("console_needs_failed_groups", "console_needs_uncertain",
                  "console_needs_waiting",
                  "console_needs_waiting_count"):

@@ -1406,7 +1406,9 @@ ORDER BY e.created_at, e.id LIMIT %(limit)s;
 -- point of no return (a submission pressed, never confirmed: console_needs_uncertain). The
 -- cause: the error's first line, its first 200 characters, each run of digits as "#"
 -- (jobs.console_needs.cause_of), compared byte by byte (grouping needs no language's
--- order); the sample: the oldest job's error.
+-- order); the sample: the oldest job's error. A group carries its count and only its oldest
+-- %(ids_cap)s ids (the most a bulk action takes: an outage's fifty thousand failed jobs are
+-- one line and one button, not a page of ids).
 WITH f AS (
     SELECT j.id, j.job_type, j.portal, j.finished_at, e.kind,
            regexp_replace(left(coalesce(nullif(split_part(split_part(
@@ -1421,13 +1423,14 @@ WITH f AS (
       AND NOT coalesce(jsonb_path_exists(j.checkpoint, 'strict $.submissions.* ? '
                                          '(@.state == "submitting")', '{}', true), false)
 ), g AS (
-    SELECT portal, job_type, kind, cause, array_agg(id ORDER BY id) AS ids,
-           min(id) AS oldest, min(finished_at) AS first, max(finished_at) AS last
+    SELECT portal, job_type, kind, cause, (array_agg(id ORDER BY id))[:%(ids_cap)s] AS ids,
+           count(*)::int AS n, min(id) AS oldest, min(finished_at) AS first,
+           max(finished_at) AS last
     FROM f GROUP BY portal, job_type, kind, cause
 )
-SELECT g.portal, g.job_type, g.kind, g.cause, g.ids, g.first, g.last,
+SELECT g.portal, g.job_type, g.kind, g.cause, g.ids, g.n, g.first, g.last,
        (SELECT left(j.last_error, 500) FROM portalq.job_queue j WHERE j.id = g.oldest) AS sample
-FROM g ORDER BY cardinality(g.ids) DESC, g.portal, g.cause LIMIT %(limit)s;
+FROM g ORDER BY g.n DESC, g.portal, g.cause LIMIT %(limit)s;
 
 -- name: console_needs_uncertain
 -- The "Needs you" page's failed jobs past a point of no return (a submission pressed,
