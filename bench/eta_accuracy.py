@@ -45,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from portalq.jobs.waiting import LookupRule  # noqa: E402
 from portalq.portals import deadlines, eta, lookups  # noqa: E402
 from portalq.portals.calendar import Closure, can_start, next_start, zone  # noqa: E402
 from portalq.portals.eta import (  # noqa: E402
@@ -344,7 +345,7 @@ class Sim:
         # the checks before the decision only move next_check (the snapshot shows it)
         self._checks(j, t, at, rule)
 
-    def _checks(self, j: SimJob, t: float, last: float, rule: lookups.LookupRule) -> None:
+    def _checks(self, j: SimJob, t: float, last: float, rule: LookupRule) -> None:
         every, at = rule.check_every.total_seconds(), t + rule.check_every.total_seconds()
         while at < last:
             j.checks.append(at)
