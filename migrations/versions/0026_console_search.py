@@ -172,8 +172,8 @@ def _attach() -> None:
     patched -- caught up, the key to job_queue, and the console's two filter indexes
     (``IF NOT EXISTS``: a DBA with a large queue may build them ``CONCURRENTLY`` first)."""
     _triggers()
-    # one pass over the queue: the rows that differ from what it holds now (a job gone or
-    # without a searched field any more, a new job, a patched text) and only those written
+    # one pass over the queue and job_search: only the rows that differ are written (a job
+    # gone or without a searched field any more, a new job, a patched text)
     columns = [_column(f) for f in FIELDS]
     changed = " OR ".join(f"s.{c} IS DISTINCT FROM f.{c}" for c in columns)
     op.execute(f"""
@@ -186,10 +186,10 @@ def _attach() -> None:
         INSERT INTO job_search (job_id, {COLUMNS})
         SELECT job_id, {COLUMNS} FROM d WHERE d.present
         ON CONFLICT (job_id) DO UPDATE SET {", ".join(f"{c} = EXCLUDED.{c}" for c in columns)}""")
+    # checked once over the whole table here (already under the triggers' lock)
     op.execute("""
         ALTER TABLE job_search ADD CONSTRAINT job_search_job_id_fkey FOREIGN KEY (job_id)
-        REFERENCES job_queue (id) ON DELETE CASCADE NOT VALID""")
-    op.execute("ALTER TABLE job_search VALIDATE CONSTRAINT job_search_job_id_fkey")
+        REFERENCES job_queue (id) ON DELETE CASCADE""")
     op.execute("CREATE INDEX IF NOT EXISTS job_queue_portal_id ON job_queue (portal, id)")
     op.execute("CREATE INDEX IF NOT EXISTS job_queue_type_id ON job_queue (job_type, id)")
 
