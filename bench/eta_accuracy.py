@@ -5,6 +5,7 @@ happened.
     python bench/eta_accuracy.py                  # the week of docs/eta-accuracy.md
     python bench/eta_accuracy.py --seed 7 --orders 200 --burst 100
     python bench/eta_accuracy.py --plot docs/img/eta-accuracy.png
+    python bench/eta_accuracy.py --processing-scale 0.333 --told learnt
 
 The week is Monday 21 to Sunday 27 December 2026: Christmas (Friday 25, and Boxing Day in
 BC) is the holiday the calendars declare; Delaware announces a closure (Tuesday
@@ -20,6 +21,10 @@ application past its responsible party's one per IRS day moves to the next IRS d
 durations and the portals' processing are drawn from log-normal distributions whose median
 and p90 are the ones the estimator is given (measured durations; the declared processing);
 a submission's decision is seen at the next check of its lookup rule (portals/lookups.py).
+``--told declared | learnt`` tells the estimator the declared processing, or the one learnt
+from the decisions seen so far as the loader learns it, instead of the simulation's own;
+``--processing-spread`` and ``--processing-scale`` make the registries' true times differ
+from the declared ones.
 
 The estimator is asked, with a snapshot built the way scheduler/estimates.py builds one
 (a running job ends at its run's median given the time it has run; a running predecessor is
@@ -60,6 +65,7 @@ from portalq.portals.eta import (  # noqa: E402
 from portalq.portals.order_kinds import DE_SAME_DAY  # noqa: E402
 from portalq.portals.presets import PRESETS, calendar_from_preset  # noqa: E402
 from portalq.portals.steps import STEPS  # noqa: E402
+from portalq.scheduler.estimates import MIN_MEASURED  # noqa: E402
 
 MIN = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
@@ -174,6 +180,8 @@ class Sim:
         self.used: dict[tuple[str, str, object], int] = {}
         self.res = Result(self.jobs)
         self.new: list[int] = []   # enqueued since the last snapshot
+        #: (portal, submission) -> the decisions seen so far, seconds after the submission
+        self.decisions: dict[tuple[str, str], list[float]] = {}
 
     # --- events -----------------------------------------------------------------------
     def push(self, at: float, kind: str, arg: int = 0) -> None:
@@ -353,6 +361,13 @@ class Sim:
             at += every
 
     def check(self, j: SimJob, t: float) -> None:
+        # what the flow records when it sees the decision (jobs.waiting.decided): the
+        # submission, the last check that saw nothing (the submission's own run if none)
+        # and this one; the loader measures the midpoint
+        key = lookups.SUBMISSIONS[(j.job_type, j.portal)]
+        last = j.checks[-1] if j.checks else j.submitted
+        assert last is not None and j.submitted is not None
+        self.decisions.setdefault(key, []).append((last + t) / 2 - j.submitted)
         self.done(j, t)
 
     def done(self, j: SimJob, t: float) -> None:
@@ -363,6 +378,29 @@ class Sim:
                 self.queue(dj, t)
 
     # --- the estimator's view -----------------------------------------------------------
+    def told(self, t: float) -> dict[tuple[str, str], Duration | None]:
+        """The processing the estimator is told, per (portal, submission), where it is not
+        the simulation's own (``--told``): the declared one, or the one measured from the
+        decisions seen so far and the submissions still undecided at their last check, as
+        the loader measures it (scheduler/estimates.py, else the declared one)."""
+        if TOLD == "true":
+            return {}
+        out: dict[tuple[str, str], Duration | None] = {}
+        undecided: dict[tuple[str, str], list[float]] = {}
+        if TOLD == "learnt":
+            for j in self.jobs.values():
+                if j.state == "waiting" and j.submitted is not None:
+                    last = max((c for c in j.checks if c <= t), default=j.submitted)
+                    key = lookups.SUBMISSIONS[(j.job_type, j.portal)]
+                    undecided.setdefault(key, []).append(last - j.submitted)
+        for (jt, portal), key in lookups.SUBMISSIONS.items():
+            found = lookups.processing(jt, portal)
+            out[key] = Duration(*found) if found else None
+            if TOLD == "learnt":
+                out[key] = eta.measured(self.decisions.get(key, []), undecided.get(key, []),
+                                        least=MIN_MEASURED) or out[key]
+        return out
+
     def snapshot(self, t: float) -> None:
         now = _dt(t)
         res = self.res
@@ -378,10 +416,13 @@ class Sim:
                 now + 15 * MIN if out is not None else None, self.steps[p], running)
         jobs: list[Job] = []
         done: dict[int, datetime] = {}
+        told = self.told(t)
         for j in self.jobs.values():
             if j.created > t or j.state == "done":
                 continue
             processing, checks = declared(j.job_type, j.portal)
+            key = lookups.SUBMISSIONS.get((j.job_type, j.portal))
+            processing = told.get(key, processing) if key else processing
             limit = 1 if j.rate_key is not None else None
             if j.state == "running":
                 end = run_end(_dt(j.start), RUNS[(j.job_type, j.portal)], now)  # type: ignore[arg-type]
@@ -431,6 +472,13 @@ class Sim:
 #: the registries' processing spread, as a power of its declared p90 / p50 (1: as declared;
 #: 0: every decision at its declared median) -- how much of the finish error is theirs
 SPREAD = 1.0
+#: what the estimator is told of the registries' processing: "true" (the simulation's own
+#: distribution), "declared" (the declarations, whatever the spread), "learnt" (measured
+#: from the decisions seen so far, as the loader does)
+TOLD = "true"
+#: the registries' true processing as a multiple of the declared one (the declared times
+#: are guesses: 1/3 is a registry deciding in a third of the declared time)
+SCALE = 1.0
 
 
 @functools.cache
@@ -443,6 +491,8 @@ def declared(job_type: str, portal: str) -> tuple[Duration | None, Checks | None
     if found and SPREAD != 1.0:   # --processing-spread: the same median, a narrower tail
         p50, p90 = found
         found = (p50, p50 * (p90 / p50) ** SPREAD)
+    if found and SCALE != 1.0:    # --processing-scale: the registry faster or slower
+        found = (found[0] * SCALE, found[1] * SCALE)
     return (Duration(*found) if found else None,
             Checks(rule.check_every, rule.backoff, rule.check_cap) if rule else None)
 
@@ -570,9 +620,16 @@ def main() -> None:
     ap.add_argument("--processing-spread", type=float, default=1.0,
                     help="the registries' p90/p50 raised to this power, for the simulation "
                          "and the estimator alike (0: decisions at their declared median)")
+    ap.add_argument("--told", choices=("true", "declared", "learnt"), default="true",
+                    help="what the estimator is told of the registries' processing: the "
+                         "simulation's own distribution, the declared one, or the one "
+                         "measured from the decisions seen so far (as the loader does)")
+    ap.add_argument("--processing-scale", type=float, default=1.0,
+                    help="the registries' true processing times as a multiple of the "
+                         "declared ones (what --told true passes to the estimator too)")
     args = ap.parse_args()
-    global SPREAD
-    SPREAD = args.processing_spread
+    global SPREAD, TOLD, SCALE
+    SPREAD, TOLD, SCALE = args.processing_spread, args.told, args.processing_scale
     sc = Scenario(seed=args.seed, orders=args.orders, burst=args.burst)
     t0 = time.perf_counter()
     res = simulate(sc)

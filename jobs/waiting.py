@@ -16,7 +16,9 @@ While a job waits it is an ordinary deferred job (no worker, browser or attempt 
 outcome policy defers a :class:`~jobs.errors.DeferUntil` and refunds its attempt) whose
 checkpoint holds the marker ``"waiting"`` (:func:`marker`): the portal, since when, expected
 by when, how many checks were made. ``jobs show`` and ``status`` read it (:func:`describe`).
-Pure: no database, no browser.
+When the portal has decided, the marker gives way to a record of how long it took
+(:func:`decided`, under ``"decided"``): the ETA learns each registry's processing time from
+these (issue 41). Pure: no database, no browser.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from typing import Any
 from portalq.jobs.errors import DeferUntil, UncertainOutcome
 
 KEY = "waiting"
+#: the checkpoint's record of the decisions seen, by submission name (:func:`decided`)
+DECIDED = "decided"
 
 
 class NotFound(StrEnum):
@@ -97,15 +101,32 @@ def marker(checkpoint: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def waiting(checkpoint: Mapping[str, Any] | None, rule: LookupRule, *, since: datetime,
-            now: datetime, what: str) -> dict[str, Any]:
+            now: datetime, what: str, submission: str | None = None) -> dict[str, Any]:
     """The marker after one more check that found the portal undecided (``what``: what it
-    is waiting for, e.g. "the lookup to find the filing", "examination (INPROGRESS)")."""
+    is waiting for, e.g. "the lookup to find the filing", "examination (INPROGRESS)";
+    ``submission``: the name of the submission awaited, the rule's key)."""
     earlier = marker(checkpoint) or {}
     checks = int(earlier.get("checks") or 0) + 1
-    return {"portal": rule.portal, "since": since.isoformat(),
+    return {"portal": rule.portal, "submission": submission, "since": since.isoformat(),
             "expected_by": (since + rule.expected_within).isoformat(), "what": what,
             "checks": checks, "last_check": now.isoformat(),
             "next_check": rule.next_check(checks - 1, now).isoformat()}
+
+
+def decided(checkpoint: Mapping[str, Any] | None, now: datetime) -> dict[str, Any] | None:
+    """The checkpoint's ``"decided"`` record once the portal's decision is seen at ``now``:
+    the earlier ones, plus this submission's submitted, last check that saw nothing, and
+    seen -- the decision was made between the last two (the ETA's measured processing).
+    None when there is nothing to record (no marker, or one written before markers named
+    their submission)."""
+    mark = marker(checkpoint)
+    if not mark or not mark.get("submission") or not mark.get("last_check"):
+        return None
+    raw = checkpoint.get(DECIDED) if isinstance(checkpoint, Mapping) else None
+    earlier = dict(raw) if isinstance(raw, Mapping) else {}
+    return {**earlier, str(mark["submission"]): {
+        "portal": mark["portal"], "since": mark["since"], "last_check": mark["last_check"],
+        "seen": now.isoformat()}}
 
 
 def overdue(mark: Mapping[str, Any], now: datetime) -> bool:

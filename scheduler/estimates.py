@@ -29,6 +29,7 @@ from portalq.portals.eta import (
     PortalState,
     Snapshot,
     estimate,
+    measured,
     run_end,
     seen50,
     text,
@@ -109,34 +110,69 @@ def _portal_states(portals: Mapping[str, calendars.Portal], workers: int,
 #: (job type, portal) -> the portal's processing after the submission, its checks, and
 #: the job type's rate limit
 Declared = dict[tuple[str, str], tuple[Duration | None, Checks | None, types.RateLimit | None]]
+#: (portal, submission) -> the registry's processing measured from its recorded decisions
+Measured = dict[tuple[str, str], Duration]
 
 
-def _declared(job_type: str, portal: str, cache: Declared,
+def _measured(decided: list[dict[str, Any]], waiting: list[dict[str, Any]]) -> Measured:
+    """Each registry's processing from its decisions and the submissions it has not
+    decided yet (each undecided at its marker's last check)."""
+    took: dict[tuple[str, str], list[float]] = {}
+    for r in decided:
+        took.setdefault((r["portal"], r["submission"]), []).append(float(r["secs"]))
+    waited: dict[tuple[str, str], list[float]] = {}
+    for r in waiting:
+        mark = _mark(r)
+        if mark and mark.get("submission") and mark.get("since") and mark.get("last_check"):
+            key = (str(mark["portal"]), str(mark["submission"]))
+            waited.setdefault(key, []).append((
+                datetime.fromisoformat(str(mark["last_check"]))
+                - datetime.fromisoformat(str(mark["since"]))).total_seconds())
+    out = {}
+    for key, xs in took.items():
+        found = measured(xs, waited.get(key, ()), least=MIN_MEASURED)
+        if found is not None:
+            out[key] = found
+    return out
+
+
+def _mark(r: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    mark = r.get("waiting")
+    if isinstance(mark, str):
+        mark = json.loads(mark)
+    return mark if isinstance(mark, Mapping) else None
+
+
+def _declared(job_type: str, portal: str, cache: Declared, learnt: Measured,
               ) -> tuple[Duration | None, Checks | None, types.RateLimit | None]:
-    """The declared processing and lookup cadence of the job type's submission and its
-    rate limit, looked up once per (type, portal) in a load: one object each, as the
-    estimator computes once per kind of job (and a job type's look-up reads the settings)."""
+    """The processing and lookup cadence of the job type's submission and its rate limit,
+    looked up once per (type, portal) in a load: one object each, as the estimator
+    computes once per kind of job (and a job type's look-up reads the settings). The
+    processing is the one measured from the registry's decisions once there are enough of
+    them, else the declared one."""
     found = cache.get((job_type, portal))
     if found is None:
         declared = lookups.processing(job_type, portal)
         key = lookups.SUBMISSIONS.get((job_type, portal))
-        checks = None
+        checks = processing = None
         if key is not None:
             rule = lookups.rule(*key)
             checks = Checks(rule.check_every, rule.backoff, rule.check_cap)
+            processing = learnt.get(key)
+        if processing is None and declared:
+            processing = Duration(*declared)
         jt = _jobtype(job_type)
-        found = cache[(job_type, portal)] = (Duration(*declared) if declared else None, checks,
+        found = cache[(job_type, portal)] = (processing, checks,
                                              jt.rate_limit if jt is not None else None)
     return found
 
 
-def _job(r: Mapping[str, Any], after: tuple[int, ...], cache: Declared) -> Job:
-    processing, checks, rate = _declared(r["job_type"], r["portal"], cache)
-    mark = r.get("waiting")
-    if isinstance(mark, str):
-        mark = json.loads(mark)
+def _job(r: Mapping[str, Any], after: tuple[int, ...], cache: Declared, learnt: Measured,
+         ) -> Job:
+    processing, checks, rate = _declared(r["job_type"], r["portal"], cache, learnt)
+    mark = _mark(r)
     submitted = next_check = None
-    if isinstance(mark, Mapping) and mark.get("since"):
+    if mark is not None and mark.get("since"):
         submitted = datetime.fromisoformat(str(mark["since"]))
         next_check = r["run_at"]
         if processing is None and mark.get("expected_by"):
@@ -155,9 +191,10 @@ def load(conn: Any, now: datetime | None = None, *, workers: int | None = None) 
     portals = calendars.load_sync(conn)
     rows, run_rows = eta_repo.waiting(conn), eta_repo.running(conn)
     measured = eta_repo.durations(conn, now - MEASURE_SINCE)
+    decided = _measured(eta_repo.decisions(conn, now - MEASURE_SINCE), rows)
     used = eta_repo.rate_used(conn, _day_starts(portals, rows, now))
-    return _assemble(now, portals, rows, run_rows, eta_repo.held_orders(conn), measured, used,
-                     workers or _workers())
+    return _assemble(now, portals, rows, run_rows, eta_repo.held_orders(conn), measured,
+                     decided, used, workers or _workers())
 
 
 async def aload(conn: Any, now: datetime | None = None, *, workers: int | None = None,
@@ -167,10 +204,11 @@ async def aload(conn: Any, now: datetime | None = None, *, workers: int | None =
     portals = await calendars.load(conn)
     rows, run_rows = await eta_repo.awaiting(conn), await eta_repo.arunning(conn)
     measured = await eta_repo.adurations(conn, now - MEASURE_SINCE)
+    decided = _measured(await eta_repo.adecisions(conn, now - MEASURE_SINCE), rows)
     used = await eta_repo.arate_used(conn, _day_starts(portals, rows, now))
     orders = await eta_repo.aheld_orders(conn)
     return await asyncio.to_thread(_assemble, now, portals, rows, run_rows, orders, measured,
-                                   used, workers or _workers())
+                                   decided, used, workers or _workers())
 
 
 def _day_starts(portals: Mapping[str, calendars.Portal], rows: list[dict[str, Any]],
@@ -181,8 +219,8 @@ def _day_starts(portals: Mapping[str, calendars.Portal], rows: list[dict[str, An
 
 def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[dict[str, Any]],
               run_rows: list[dict[str, Any]], orders: list[dict[str, Any]],
-              measured: list[dict[str, Any]], used: list[dict[str, Any]], workers: int,
-              ) -> Loaded:
+              measured: list[dict[str, Any]], decided: Measured, used: list[dict[str, Any]],
+              workers: int) -> Loaded:
     pairs = {(r["job_type"], r["portal"]) for r in (*rows, *run_rows)}
     durations = _durations(measured, pairs)
     ends: dict[int, datetime] = {}   # running jobs: their expected end
@@ -191,7 +229,7 @@ def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[di
     for r in run_rows:
         end = run_end(r["started_at"], durations[(r["job_type"], r["portal"])], now)
         running[r["portal"]] = (*running.get(r["portal"], ()), end)
-        processing, checks, _ = _declared(r["job_type"], r["portal"], cache)
+        processing, checks, _ = _declared(r["job_type"], r["portal"], cache, decided)
         ends[r["id"]] = max(end, now) + seen50(processing, checks)
     ids = {(o["order_id"], o["step"]): o["job_id"] for o in orders}
     done = {**ends, **{o["job_id"]: o["finished_at"] for o in orders
@@ -201,7 +239,7 @@ def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[di
         after = ()
         if r.get("held") and r.get("after"):
             after = tuple(ids.get((r["order_id"], s), -1) for s in r["after"])
-        jobs.append(_job(r, after, cache))
+        jobs.append(_job(r, after, cache, decided))
     snap = Snapshot(now, _portal_states(portals, workers, running), jobs,
                     durations, BROWSER_RUN,
                     {(r["portal"], r["rate_key"]): r["n"] for r in used}, done)

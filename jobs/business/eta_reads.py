@@ -1,7 +1,7 @@
 """What the ETA estimator reads (issue 41; the estimator is portals/eta/, its loader
-scheduler/estimates.py): the jobs not started yet, the running ones, recent run durations,
-today's per-key rate counts and the steps of orders still holding one. Bounded or indexed
-reads; nothing is written."""
+scheduler/estimates.py): the jobs not started yet, the running ones, recent run durations
+and registry decisions, today's per-key rate counts and the steps of orders still holding
+one. Bounded or indexed reads; nothing is written."""
 
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ def durations(conn: Connection[Any], since: datetime) -> list[Row]:
     return sql.fetch(conn, "eta_durations", {"since": since, "limit": DURATION_SAMPLE})
 
 
+def decisions(conn: Connection[Any], since: datetime) -> list[Row]:
+    """(portal, submission, secs) of the registries' decisions recorded in the newest
+    completions since ``since``."""
+    return sql.fetch(conn, "eta_decisions", {"since": since, "limit": DURATION_SAMPLE})
+
+
 def rate_used(conn: Connection[Any], day_starts: Mapping[str, datetime]) -> list[Row]:
     """(portal, rate_key, n): jobs started on each portal's day starting at its value."""
     if not day_starts:
@@ -64,6 +70,10 @@ async def adurations(conn: AsyncConnection[Any], since: datetime) -> list[Row]:
     return await sql.afetch(conn, "eta_durations", {"since": since, "limit": DURATION_SAMPLE})
 
 
+async def adecisions(conn: AsyncConnection[Any], since: datetime) -> list[Row]:
+    return await sql.afetch(conn, "eta_decisions", {"since": since, "limit": DURATION_SAMPLE})
+
+
 async def arate_used(conn: AsyncConnection[Any], day_starts: Mapping[str, datetime],
                      ) -> list[Row]:
     if not day_starts:
@@ -81,6 +91,6 @@ async def aescalate(conn: AsyncConnection[Any], job_id: int, attempt: int, reaso
     return 1 if row else 0
 
 
-__all__ = ["DURATION_SAMPLE", "adurations", "aescalate", "aheld_orders", "arate_used",
-           "arunning", "awaiting", "durations", "held_orders", "order", "rate_used", "running",
-           "waiting"]
+__all__ = ["DURATION_SAMPLE", "adecisions", "adurations", "aescalate", "aheld_orders",
+           "arate_used", "arunning", "awaiting", "decisions", "durations", "held_orders",
+           "order", "rate_used", "running", "waiting"]

@@ -34,7 +34,7 @@ estimates made into words).
 
 from __future__ import annotations
 
-from portalq.portals.eta.decisions import run_end
+from portalq.portals.eta.decisions import measured, run_end
 from portalq.portals.eta.model import (
                                       HORIZON,
                                       Checks,
@@ -48,4 +48,4 @@ from portalq.portals.eta.model import (
 from portalq.portals.eta.view import Estimates, estimate, text
 
 __all__ = ["HORIZON", "Checks", "Duration", "Estimate", "Estimates", "Job", "PortalState",
-           "Snapshot", "estimate", "run_end", "seen50", "text"]
+           "Snapshot", "estimate", "measured", "run_end", "seen50", "text"]

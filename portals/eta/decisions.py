@@ -5,6 +5,7 @@ registry examining a filing) -- when each is expected over, given that it is not
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from statistics import NormalDist
 
@@ -42,7 +43,8 @@ def waiting(replay: Replay, job: Job) -> None:
     replay.why[job.id] = [
         f"submitted {job.submitted_at:%a %H:%M} UTC; "
         f"{portal.label if portal else job.portal} decides within "
-        f"~{words(timedelta(seconds=replay.processing(job)))} (declared)"]
+        f"~{words(timedelta(seconds=replay.processing(job)))} "
+        f"({job.processing.source() if job.processing else 'declared'})"]
 
 
 def run_end(started: datetime, run: Duration, now: datetime) -> datetime:
@@ -66,4 +68,34 @@ def given(p: Duration | None, elapsed: float, q: int) -> float:
     return p50 * math.exp(sigma * NORMAL.inv_cdf(level))
 
 
-__all__ = ["given", "run_end", "waiting"]
+def measured(decided: Sequence[float], undecided: Sequence[float], *, least: int,
+             ) -> Duration | None:
+    """A registry's processing (p50, p90) learnt from the decisions it made, ``decided``
+    (seconds from each submission to its decision), and the submissions it has not decided
+    yet, ``undecided`` (seconds each has waited so far, known undecided): a Kaplan-Meier
+    estimate. The undecided count: the decisions seen by any instant are the quick ones
+    of the submissions made since (after a burst, all the quick ones and none of the slow
+    ones), so their plain quantiles are early -- measured in the replay, 4.5 -> 17 % of the
+    finishes after the p90. None with fewer than ``least`` decisions, or while the
+    undecided are too many to place the p90 (use the declared times then)."""
+    if len(decided) < least:
+        return None
+    # at a tie a decision counts before a submission still waiting that long
+    times = sorted([(x, 0) for x in decided] + [(x, 1) for x in undecided])
+    at_risk, survived = len(times), 1.0
+    p50 = p90 = None
+    for x, censored in times:
+        if not censored:
+            survived *= 1 - 1 / at_risk
+            if p50 is None and survived <= 0.5 + 1e-12:
+                p50 = x
+            if survived <= 0.1 + 1e-12:
+                p90 = x
+                break
+        at_risk -= 1
+    if p50 is None or p90 is None:
+        return None
+    return Duration(timedelta(seconds=p50), timedelta(seconds=p90), len(decided))
+
+
+__all__ = ["given", "measured", "run_end", "waiting"]

@@ -19,8 +19,13 @@ LOOK_AHEAD = timedelta(days=366)
 class Duration:
     p50: timedelta
     p90: timedelta
-    #: finished runs it was measured from (0: a default)
+    #: finished runs (or decisions) it was measured from (0: a default or a declaration)
     measured: int = 0
+
+    def source(self) -> str:
+        """Where a processing time comes from, for people: "declared" or "measured over N
+        decisions"."""
+        return f"measured over {self.measured} decisions" if self.measured else "declared"
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,8 @@ class Estimates(Mapping[int, Estimate]):
                            f"{portal.sessions if portal else 0} at a time")
         then = ""
         if j.processing is not None and j.submitted_at is None:
-            then = f"then {label} decides within ~{words(j.processing.p50)} (declared)"
+            then = (f"then {label} decides within ~{words(j.processing.p50)} "
+                    f"({j.processing.source()})")
         if f90 is not None and f50 is not None:
             f90 = max(f50, f90)
         return Estimate(j.id, dt(s50), dt(s90), dt(u50), dt(u90), dt(f50), dt(f90), ahead,

@@ -50,14 +50,15 @@ async def not_found_after_lost_answer(ctx: FlowContext[BaseModel], sub: Submissi
         raise waiting.person_needed(rule, name=sub.name, reference=sub.reference,
                                     submitted_at=since, mark=waiting.marker(ctx.checkpoints),
                                     now=now)
-    await _wait(ctx, rule, since, now, "its lookup to find the submission whose answer was lost")
+    await _wait(ctx, rule, sub.name, since, now,
+                "its lookup to find the submission whose answer was lost")
 
 
 async def undecided(ctx: FlowContext[BaseModel], sub: Submission, what: str) -> NoReturn:
     """Submitted and acknowledged (``sub`` confirmed with the portal's number); the
     registry has not decided: wait for the next check."""
     rule = lookups.rule(ctx.portal, sub.name)
-    await _wait(ctx, rule, submitted_at(ctx, sub), clock.now(), what)
+    await _wait(ctx, rule, sub.name, submitted_at(ctx, sub), clock.now(), what)
 
 
 async def undecided_since(ctx: FlowContext[BaseModel], rule_name: str, since: datetime,
@@ -65,18 +66,22 @@ async def undecided_since(ctx: FlowContext[BaseModel], rule_name: str, since: da
     """Waiting on a later stage than the submission's own (e.g. the CRTC's public list
     after its letter), by that stage's declared rule and from ``since``."""
     rule = lookups.rule(ctx.portal, rule_name)
-    await _wait(ctx, rule, since, clock.now(), what)
+    await _wait(ctx, rule, rule_name, since, clock.now(), what)
 
 
 async def decided(ctx: FlowContext[BaseModel]) -> None:
-    """The registry decided: the job no longer waits."""
+    """The registry decided: the job no longer waits, and how long the decision took is
+    kept beside its checkpoint (the ETA measures each registry's processing from these)."""
     if waiting.marker(ctx.checkpoints):
-        await ctx.save_checkpoint(**{waiting.KEY: None})
+        record = waiting.decided(ctx.checkpoints, clock.now())
+        also = {waiting.DECIDED: record} if record is not None else {}
+        await ctx.save_checkpoint(**{waiting.KEY: None, **also})
 
 
-async def _wait(ctx: FlowContext[BaseModel], rule: waiting.LookupRule, since: datetime,
-                now: datetime, what: str) -> NoReturn:
-    mark = waiting.waiting(ctx.checkpoints, rule, since=since, now=now, what=what)
+async def _wait(ctx: FlowContext[BaseModel], rule: waiting.LookupRule, name: str,
+                since: datetime, now: datetime, what: str) -> NoReturn:
+    mark = waiting.waiting(ctx.checkpoints, rule, since=since, now=now, what=what,
+                           submission=name)
     earlier = waiting.marker(ctx.checkpoints) or {}
     mark["escalated"] = bool(earlier.get("escalated"))
     if waiting.overdue(mark, now) and not mark["escalated"]:

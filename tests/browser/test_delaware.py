@@ -199,6 +199,14 @@ def test_queued_request_records_its_service_request_number_then_waits(run, porta
     last = again.retry()
     assert run(file_entity_de(last))["file_number"] == entry["file_number"]
     assert len(portals.ledger(PORTAL)) == 1
+    # how long staff took is kept for the ETA: submitted, the last check that saw it
+    # pending (an hour later), seen filed -- the decision lies between the last two
+    submitted = clock.instant - timedelta(hours=2, seconds=1)
+    assert last.checkpoints["waiting"] is None
+    assert last.checkpoints["decided"] == {"formation": {
+        "portal": PORTAL, "since": submitted.isoformat(),
+        "last_check": (submitted + timedelta(hours=1)).isoformat(),
+        "seen": clock.instant.isoformat()}}
 
 
 def test_changed_selector_dialog_and_session_expiry(run, portals, de_ctx):

@@ -70,6 +70,28 @@ def test_marker_counts_checks_and_says_waiting_on_since_expected_by():
     assert waiting.describe(None) == "" and waiting.marker({"waiting": None}) is None
 
 
+def test_a_decision_seen_keeps_when_it_was_made_between_two_checks():
+    """What the ETA measures a registry's processing from: per submission, submitted, the
+    last check that saw nothing, seen; a later stage keeps the earlier stage's record."""
+    r = rule(portal="crtc")
+    mark = waiting.waiting({}, r, since=T0, now=T0 + 3 * H, what="staff",
+                           submission="crtc_registration")
+    first = waiting.decided({waiting.KEY: mark}, T0 + 4 * H)
+    assert first == {"crtc_registration": {
+        "portal": "crtc", "since": T0.isoformat(), "last_check": (T0 + 3 * H).isoformat(),
+        "seen": (T0 + 4 * H).isoformat()}}
+    listing = waiting.waiting({waiting.DECIDED: first}, r, since=T0 + 4 * H, now=T0 + 5 * H,
+                              what="the list", submission="crtc_listing")
+    both = waiting.decided({waiting.KEY: listing, waiting.DECIDED: first}, T0 + 6 * H)
+    assert both is not None and set(both) == {"crtc_registration", "crtc_listing"}
+    assert both["crtc_registration"] == first["crtc_registration"]
+    # nothing to record: not waiting, or a marker written before markers named their
+    # submission
+    assert waiting.decided({}, T0) is None
+    old = {k: v for k, v in mark.items() if k != "submission"}
+    assert waiting.decided({waiting.KEY: old}, T0) is None
+
+
 def test_a_person_gets_the_evidence():
     exc = waiting.person_needed(rule(), name="formation", reference="PQ-7", submitted_at=T0,
                                 mark={"checks": 4}, now=T0 + 30 * H)

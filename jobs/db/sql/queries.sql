@@ -1954,6 +1954,23 @@ FROM (SELECT job_type, portal, extract(epoch FROM finished_at - started_at) AS s
       ORDER BY finished_at DESC LIMIT %(limit)s) r
 GROUP BY job_type, portal;
 
+-- name: eta_decisions
+-- The registries' decisions recorded in the last %(limit)s completions since %(since)s
+-- (waiting.decided): per decision its portal, submission and seconds from the submission
+-- to the decision, made between the last check that saw nothing and the one that saw it
+-- (their midpoint is taken).
+SELECT d.value->>'portal' AS portal, d.key AS submission, x.secs
+FROM (SELECT checkpoint->'decided' AS decided FROM portalq.job_queue
+      WHERE status = 'completed' AND finished_at >= %(since)s
+      ORDER BY finished_at DESC LIMIT %(limit)s) r
+CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(r.decided) = 'object' THEN r.decided
+                                   ELSE '{}'::jsonb END) d
+CROSS JOIN LATERAL (SELECT extract(epoch FROM
+        (d.value->>'last_check')::timestamptz
+        + ((d.value->>'seen')::timestamptz - (d.value->>'last_check')::timestamptz) / 2
+        - (d.value->>'since')::timestamptz)::float8 AS secs) x
+WHERE d.value ?& array['portal', 'since', 'last_check', 'seen'] AND x.secs >= 0;
+
 -- name: eta_rate_used
 -- Per (portal, rate key): the jobs started on the portal's current day (its start given
 -- per portal), as rate_defer_over counts them.
