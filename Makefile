@@ -33,15 +33,15 @@ pgbouncer:  ## make sure PgBouncer exists (system package; tests start their own
 demo: venv browser  ## run the demo: embedded Postgres, stand-in portals, mailbox, service
 	$(VENV)/bin/portalq demo
 
-test: venv browser pgbouncer  ## lint, then the test suite (unit, integration, browser, acceptance), not the slow runs
+test: venv browser pgbouncer  ## lint, then the test suite (unit, integration, browser, acceptance), not the slow or whole-service (e2e) runs
 	$(VENV)/bin/ruff check portalq jobs scheduler portals tests
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(MAKE) --no-print-directory docs
-	$(PY) -m pytest -q $(PYTEST_N) -m "not slow" --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(PYTEST_N) -m "not slow and not e2e" --durations=15 $(PYTEST_ARGS)
 
-test-slow: venv browser pgbouncer  ## the slow runs: chaos, exactly-once drains, partitions, failover, exhaustive oracle
-	$(PY) -m pytest -q $(PYTEST_N) -m slow --durations=15 $(PYTEST_ARGS)
+test-slow: venv browser pgbouncer  ## the slow runs: chaos, exactly-once drains, partitions, failover, exhaustive oracle, and the whole service end to end (e2e)
+	$(PY) -m pytest -q $(PYTEST_N) -m "slow or e2e" --durations=15 $(PYTEST_ARGS)
 
 test-all: test test-slow  ## everything CI runs
 

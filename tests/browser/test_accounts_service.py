@@ -17,7 +17,7 @@ from tests.conftest import run_cli
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 USER, PASSWORD, WRONG = "acme-filings", "Correct-Horse-42!", "Wrong-Horse-41!"
 SEED = pyotp.random_base32()

@@ -62,6 +62,7 @@ def test_the_toy_flow_type_checks_strictly(tmp_path):
     assert '"ToyApplication" has no attribute "compnay"' in out.stdout, out.stdout[-3000:]
 
 
+@pytest.mark.e2e
 def test_the_toy_portal_from_the_document_files_once(db, tmp_path):
     plugin = write_the_plugin(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin), str(ROOT)]),

@@ -16,7 +16,7 @@ from tests.integration.test_adopt import LEGACY
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 
 def test_an_adopted_pending_job_runs_to_completion_against_the_standin(

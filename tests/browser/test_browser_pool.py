@@ -158,6 +158,7 @@ def _events(job_id: int) -> list[dict]:
     return queue.show_job(job_id)["events"]
 
 
+@pytest.mark.e2e
 def test_server_killed_mid_flow_refunds_the_attempt_and_the_pool_reconnects(
         db, dsn, tmp_path, site, servers, browser_config_file):
     a, b = servers

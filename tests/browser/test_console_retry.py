@@ -19,7 +19,7 @@ from tests.checkpoints import record
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 REJECTED = ["Royal Crown Holdings Ltd.", "Government Widgets Ltd."]
 NEW_NAME = "Cedar Harbour Consulting Ltd."

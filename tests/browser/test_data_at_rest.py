@@ -24,7 +24,7 @@ from tests.mailbox import Mailbox
 from tests.ports import free_port
 from tests.service_helpers import Service, files_under, open_all_hours, wait_until
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 # SSNs used nowhere else, so a hit can only come from this test's jobs
 DONE, FAILS, CANCELLED = "771-23-4589", "772-34-5690", "773-45-6701"

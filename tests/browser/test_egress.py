@@ -20,7 +20,7 @@ from tests.browser import bckit
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 USER, PASSWORD = "egress", "pr0xy-Secret-7"
 HOP = {"connection", "keep-alive", "proxy-authorization", "proxy-connection", "te",

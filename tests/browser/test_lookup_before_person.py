@@ -13,7 +13,7 @@ from tests import payloads
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 PORTAL = "delaware_icis"
 

@@ -78,6 +78,7 @@ def test_a_delaware_llc_order_end_to_end(db, dsn, tmp_path, standin_server, port
         assert c.execute("SELECT input_data FROM portalq.orders").fetchone()[0] is None
 
 
+@pytest.mark.e2e
 def test_an_escalated_filing_holds_the_ein_step_until_a_person_fixes_it(
         db, dsn, tmp_path, standin_server, portals):
     open_all_hours(dsn)
@@ -112,6 +113,7 @@ def test_an_escalated_filing_holds_the_ein_step_until_a_person_fixes_it(
     assert len(portals.ledger(DE)) == 1 and len(portals.ledger("irs_ein")) == 1
 
 
+@pytest.mark.e2e
 def test_cancelling_mid_way_cancels_only_what_has_not_run(
         db, dsn, tmp_path, standin_server, portals):
     open_all_hours(dsn)
@@ -137,6 +139,7 @@ def test_cancelling_mid_way_cancels_only_what_has_not_run(
     assert portals.ledger("irs_ein") == []
 
 
+@pytest.mark.e2e
 def test_a_bc_company_order_incorporates_with_its_approved_name_request(
         db, dsn, tmp_path, standin_server, portals):
     from tests.browser import bckit

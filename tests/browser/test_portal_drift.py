@@ -17,7 +17,7 @@ from tests.conftest import run_cli
 from tests.mailbox import Mailbox
 from tests.service_helpers import Service, open_all_hours, wait_until
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 PORTAL = "irs_ein"
 SSNS = ["123-45-6789", "234-56-7891", "345-67-8912"]

@@ -89,6 +89,7 @@ def test_every_job_type_end_to_end(db, dsn, tmp_path, standin_server, portals):
     assert any(a["kind"] == "screenshot" for a in shown["artifacts"])
 
 
+@pytest.mark.e2e
 def test_rejected_name_patched_by_admin_completes_keeping_checkpoints(
         db, dsn, tmp_path, standin_server, portals):
     from tests.conftest import run_cli
@@ -145,6 +146,7 @@ def _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox, port
     return rescuer.start()
 
 
+@pytest.mark.e2e
 def test_worker_killed_after_submit_delaware_reconciles_files_once(
         db, dsn, tmp_path, standin_server, portals):
     open_all_hours(dsn)
@@ -164,6 +166,7 @@ def test_worker_killed_after_submit_delaware_reconciles_files_once(
     assert any((e["detail"] or {}).get("event") == "rescued" for e in row["events"])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("queued_for", [20, pytest.param(180, marks=pytest.mark.slow)],
                          ids=["20s", "3min"])
 @pytest.mark.parametrize("case", ["delaware", "bc_name_request", "bc_incorporation", "crtc"])
@@ -206,6 +209,7 @@ def test_killed_after_submit_while_the_registry_queues_files_and_pays_once(
     assert row["checkpoint"].get("waiting") is None
 
 
+@pytest.mark.e2e
 def test_worker_killed_after_submit_irs_escalates_then_admin_confirms(
         db, dsn, tmp_path, standin_server, portals):
     from tests.conftest import run_cli
@@ -233,6 +237,7 @@ def test_worker_killed_after_submit_irs_escalates_then_admin_confirms(
     assert len(portals.ledger("irs_ein")) == 1
 
 
+@pytest.mark.e2e
 def test_uncertain_outcome_resolved_not_filed_files_exactly_once(
         db, dsn, tmp_path, standin_server, portals):
     from tests.conftest import run_cli
@@ -264,6 +269,7 @@ def test_uncertain_outcome_resolved_not_filed_files_exactly_once(
     assert re.fullmatch(r"\d{2}-\d{7}", done["result"]["ein"])
 
 
+@pytest.mark.e2e
 def test_portal_in_maintenance_pauses_then_resumes_with_two_notices(
         db, dsn, tmp_path, standin_server, portals):
     open_all_hours(dsn)
@@ -297,6 +303,7 @@ def test_portal_in_maintenance_pauses_then_resumes_with_two_notices(
     assert len(portals.ledger("crtc")) == 5
 
 
+@pytest.mark.e2e
 def test_no_ssn_in_any_artifact_log_email_or_error_of_a_service_run(
         db, dsn, tmp_path, standin_server, portals):
     from tests.browser.flowkit import SSN, assert_no_secret, secret_forms
@@ -339,6 +346,7 @@ def test_no_ssn_in_any_artifact_log_email_or_error_of_a_service_run(
         assert not any(f.decode() in text for f in forms), text
 
 
+@pytest.mark.e2e
 def test_the_status_view_shows_each_flows_step(db, dsn, tmp_path, standin_server, portals):
     """``portalq status`` shows, for every built-in browser flow, the step the flow reported
     (here: each waits at its point of no return; deliver's step is checked above)."""
@@ -371,6 +379,7 @@ def test_the_status_view_shows_each_flows_step(db, dsn, tmp_path, standin_server
         mailbox.stop()
 
 
+@pytest.mark.e2e
 def test_waiting_past_the_expected_time_escalates_once_and_keeps_waiting(
         db, dsn, tmp_path, standin_server, portals):
     """The CRTC keeps a registration queued past the time it is expected by: the service

@@ -295,6 +295,7 @@ def test_no_written_form_of_the_ssn_in_any_part_of_a_mail_or_an_incidents_mail(
                 assert form.encode() not in text, f"{name} form in {subject(mail)}"
 
 
+@pytest.mark.e2e
 def test_a_running_service_mails_one_outage_of_twenty_jobs_once(db, dsn, tmp_path):
     """The same through ``portalq run``: twenty jobs fail on their one attempt (the portal
     answers each with the same error) within the gather window: one mail lists them."""

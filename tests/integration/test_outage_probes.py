@@ -7,6 +7,7 @@ import asyncio
 from datetime import timedelta
 
 import psycopg
+import pytest
 
 from portalq.jobs import queue
 from tests.service_helpers import Service, add_local_portal, wait_until
@@ -60,6 +61,7 @@ def test_simultaneous_outage_signs_see_each_other(db, dsn):
     assert sum(s.just_paused for s in states) == 5 and notices == 5   # one notice each
 
 
+@pytest.mark.e2e
 def test_a_long_outage_gives_up_no_healthy_job_and_the_portal_resumes_by_itself(db, dsn,
                                                                                 tmp_path):
     """The portal is down far longer than probe_limit probes: every probe fails for the

@@ -127,6 +127,7 @@ def queue_dsn(url: str) -> str:
     return libpq_dsn(url)
 
 
+@pytest.mark.e2e
 def test_two_nodes_drain_through_pgbouncer_exactly_once(db, dsn, pooled, tmp_path):
     add_local_portal(dsn)
     n = 3000

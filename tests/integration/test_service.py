@@ -97,6 +97,7 @@ def test_escalation_after_five_failures_exactly_one_mail_with_screenshot(db, dsn
     assert attachments[0].get_payload(decode=True).startswith(b"\x89PNG")
 
 
+@pytest.mark.e2e
 def test_escalation_waits_for_mail_server_then_sent_once(db, dsn, tmp_path):
     add_local_portal(dsn)
     port, metrics_port = free_port(), free_port()

@@ -11,6 +11,7 @@ from portalq.testing import Service
 from tests.conftest import ROOT
 
 
+@pytest.mark.e2e
 def test_a_service_without_a_database_url_runs_jobs_on_an_embedded_one_of_its_own(
         monkeypatch):
     monkeypatch.delenv("PORTALQ_DATABASE_URL", raising=False)
