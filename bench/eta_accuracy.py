@@ -347,7 +347,10 @@ class Sim:
         while at < decided:
             every = min(every * rule.backoff, rule.check_cap.total_seconds())
             at += every
-        j.next_check = t + rule.check_every.total_seconds()
+        # a check is a job of the portal: one falling in its closed hours runs at its
+        # next opening (the tick defers it there)
+        at = self.looked(j.portal, at)
+        j.next_check = self.looked(j.portal, t + rule.check_every.total_seconds())
         j.seen_at = at
         self.push(at, "check", j.id)
         # the checks before the decision only move next_check (the snapshot shows it)
@@ -355,10 +358,23 @@ class Sim:
 
     def _checks(self, j: SimJob, t: float, last: float, rule: LookupRule) -> None:
         every, at = rule.check_every.total_seconds(), t + rule.check_every.total_seconds()
-        while at < last:
-            j.checks.append(at)
+        while True:
+            ran = self.looked(j.portal, at)
+            if ran >= last:
+                break
+            if not j.checks or ran > j.checks[-1]:
+                j.checks.append(ran)
             every = min(every * rule.backoff, rule.check_cap.total_seconds())
             at += every
+
+    def looked(self, p: str, t: float) -> float:
+        """The first instant >= t the portal's own calendar starts a job (its lookups'
+        hours; its steps' hours aside)."""
+        at = _dt(t)
+        if can_start(self.cal[p], at):
+            return t
+        found = next_start(self.cal[p], at)
+        return t if found is None else _ts(found)
 
     def check(self, j: SimJob, t: float) -> None:
         # what the flow records when it sees the decision (jobs.waiting.decided): the

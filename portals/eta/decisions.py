@@ -19,7 +19,7 @@ def waiting(replay: Replay, job: Job) -> None:
     """Submitted: the portal decides within its declared time since the submission -- its
     p50 / p90 given that it had not decided by the last check (a decision overdue by the
     declared p50 is not due at the next check: it is in the distribution's tail) -- and the
-    decision is seen at the first check after it (``job.checks``)."""
+    decision is seen at the first check after it (``job.checks``), in the portal's hours."""
     assert job.submitted_at is not None
     since, now = ts(job.submitted_at), replay.now
     check = ts(job.next_check) if job.next_check is not None else now
@@ -38,7 +38,7 @@ def waiting(replay: Replay, job: Job) -> None:
         # the checks after the next one keep their gaps from it
         later = cadence.at(cadence.index(max(decided, now) - check + cadence.at(k)))
         finish = max(check, check + later - cadence.at(k))
-    replay.out[job.id] = (since, since, finish, 0)
+    replay.out[job.id] = (since, since, replay.looked(job.portal, finish), 0)
     portal = replay.snap.portals.get(job.portal)
     replay.why[job.id] = [
         f"submitted {job.submitted_at:%a %H:%M} UTC; "

@@ -15,8 +15,10 @@ class Openings:
     """The instants a portal can start a job: a sorted list of [start, last start], listed
     HORIZON at a time as the replay reaches further."""
 
-    def __init__(self, portal: PortalState, now: datetime) -> None:
-        self.cals = (portal.calendar, *portal.steps)
+    def __init__(self, portal: PortalState, now: datetime, *, steps: bool = True) -> None:
+        # steps=False: the portal's own calendar only (when its lookups can run: a check is
+        # a job of the portal, deferred while it is closed, whatever its steps' hours)
+        self.cals = (portal.calendar, *portal.steps) if steps else (portal.calendar,)
         self.until = now
         self.limit = ts(now + LOOK_AHEAD)
         self.starts: list[float] = []

@@ -45,8 +45,11 @@ class Replay:
     """One replay of every portal's claim (p50 or p90 durations)."""
 
     def __init__(self, snap: Snapshot, openings: Mapping[str, Openings],
-                 days: Mapping[str, Days], q: int) -> None:
+                 days: Mapping[str, Days], q: int,
+                 lookups: dict[str, Openings] | None = None) -> None:
         self.snap, self.openings, self.days, self.q = snap, openings, days, q
+        #: per portal, when its lookups can run (:meth:`looked`), listed on first use
+        self.lookups = {} if lookups is None else lookups
         self.now = ts(snap.now)
         #: job id -> its run; job id -> why it starts when it does, if anything besides
         #: its portal's probe and its run_at (:func:`claimed`): a text or ("opens", instant)
@@ -87,6 +90,19 @@ class Replay:
         p = job.processing
         return 0.0 if p is None else (p.p50 if self.q == 50 else p.p90).total_seconds()
 
+    def looked(self, code: str, t: float) -> float:
+        """When a decision due to be seen at ``t`` is seen: the lookup is a job of the
+        portal, so a check falling in its closed hours runs at its next opening (the tick
+        defers it there). The portal's own calendar, its steps' hours aside."""
+        found = self.lookups.get(code)
+        if found is None:
+            portal = self.snap.portals.get(code)
+            if portal is None:
+                return t
+            found = self.lookups[code] = Openings(portal, self.snap.now, steps=False)
+        at = found.first(t)
+        return t if at is None else at
+
     def seen(self, job: Job) -> float:
         """From the submission to the decision seen: the portal's processing (p50 or p90)
         up to the first check after it (the quantile of the check is the check of the
@@ -113,7 +129,7 @@ class Replay:
                 x = seen.get(kind)
                 if x is None:
                     x = seen[kind] = self.seen(job)
-                out[jid] = (t, end, end + x, n)
+                out[jid] = (t, end, self.looked(code, end + x), n)
             replace(slots, end)
         return claim
 

@@ -72,8 +72,9 @@ def _estimate(snap: Snapshot) -> Estimates:
         found.sort(key=by_due if ascending else due_order)
         queued.setdefault(code, []).append(found)
     replays = []
+    lookups: dict[str, Openings] = {}
     for q in (50, 90):
-        r = Replay(snap, openings, days, q)
+        r = Replay(snap, openings, days, q, lookups)
         for j in waiting:
             decision(r, j)
         release(r, queued, held)

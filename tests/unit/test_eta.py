@@ -314,6 +314,29 @@ def test_a_waiting_decision_is_seen_on_its_lookups_schedule():
     assert moved.finish50 == since + timedelta(hours=31, minutes=50)
 
 
+def test_a_decision_made_while_the_portal_is_closed_is_seen_at_its_opening():
+    # a lookup is a job of the portal: the tick defers it while the portal is closed, so
+    # a Delaware filing submitted Friday 10:00 ET and decided ~Saturday is seen on Monday
+    # at 08:00 ET, not on Saturday 13:45 at the check after 24 h
+    now = _utc(2026, 12, 11, 15)   # Friday 10:00 ET
+    proc = Duration(timedelta(hours=24), timedelta(hours=48))
+    filing = Job(1, "file_entity", "delaware_icis", processing=proc, checks=DE_CHECKS)
+    est = eta.estimate(_snap(now, [filing], portal="delaware_icis", sessions=2))[1]
+    monday = _utc(2026, 12, 14, 13)   # 08:00 ET
+    assert est.submitted50 < _utc(2026, 12, 11, 16)
+    assert est.finish50 == monday and est.finish90 == monday
+    # waiting since Thursday 10:00 ET, the check at 19:45 after it saw nothing: its
+    # decision is due Friday evening and after (30.9 h, the check at 31:45 is Friday
+    # 17:45 ET, open) -- the p90, past Friday's 22:30 close, on Monday
+    since = _utc(2026, 12, 10, 15)
+    job = Job(2, "file_entity", "delaware_icis", submitted_at=since,
+              next_check=since + timedelta(hours=23, minutes=45), processing=proc,
+              checks=DE_CHECKS)
+    waiting = eta.estimate(_snap(now, [job], portal="delaware_icis"))[2]
+    assert waiting.finish50 == since + timedelta(hours=31, minutes=45)
+    assert waiting.finish90 == monday
+
+
 def test_a_run_past_its_median_is_expected_to_end_later_not_now():
     now = _utc(2026, 12, 7, 15)
     run = Duration(3 * MIN, 6 * MIN)
