@@ -34,7 +34,7 @@ demo: venv browser  ## run the demo: embedded Postgres, stand-in portals, mailbo
 	$(VENV)/bin/portalq demo
 
 test: venv browser pgbouncer  ## lint, then the test suite (unit, integration, browser, acceptance), not the slow or whole-service (e2e) runs
-	$(VENV)/bin/ruff check portalq jobs scheduler portals tests
+	$(VENV)/bin/ruff check portalq jobs scheduler portals tests bench tools
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(MAKE) --no-print-directory docs
@@ -46,7 +46,7 @@ test-slow: venv browser pgbouncer  ## the slow runs: chaos, exactly-once drains,
 test-all: test test-slow  ## everything CI runs
 
 lint: venv  ## ruff + import-layer contracts + mypy
-	$(VENV)/bin/ruff check portalq jobs scheduler portals tests
+	$(VENV)/bin/ruff check portalq jobs scheduler portals tests bench tools
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 

@@ -77,7 +77,8 @@ def reuse(pg: Any) -> tuple[str, int] | None:
                 return None
             n = c.execute("SELECT count(*) FROM portalq.job_queue WHERE order_id LIKE 'ORD-%%' "
                           "AND order_id <> 'ORD-PAGE'").fetchone()[0]
-            job = c.execute("SELECT id FROM portalq.job_queue WHERE order_id = 'ORD-PAGE'").fetchone()
+            job = c.execute("SELECT id FROM portalq.job_queue "
+                            "WHERE order_id = 'ORD-PAGE'").fetchone()
             c.execute("DELETE FROM portalq.job_queue WHERE order_id LIKE 'CLAIM-%%'")
             c.execute("DELETE FROM portalq.console_users")
             c.execute("VACUUM ANALYZE portalq.job_queue, portalq.job_search")
@@ -114,8 +115,9 @@ def prepare(pg: Any) -> tuple[str, int]:
         for lo in range(1, ROWS + 1, step):
             hi = min(lo + step - 1, ROWS)
             c.execute("""
-            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, priority, run_at,
-                                   attempts, created_at, updated_at, finished_at, last_error)
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, priority,
+                                   run_at, attempts, created_at, updated_at, finished_at,
+                                   last_error)
             SELECT (ARRAY['name_search', 'file_entity', 'obtain_ein', 'process_crtc',
                           'deliver'])[1 + g %% 5],
                    'ORD-' || g,
@@ -203,7 +205,8 @@ def start_console(dsn: str) -> tuple[Any, str]:
 
 def pages(dsn: str, job: int, base: str) -> list[tuple[str, str]]:
     with psycopg.connect(dsn) as c:
-        lo, hi = c.execute("SELECT min(created_at), max(created_at) FROM portalq.job_queue").fetchone()
+        lo, hi = c.execute("SELECT min(created_at), max(created_at) "
+                           "FROM portalq.job_queue").fetchone()
         mid = lo + (hi - lo) / 2
     span = (mid.strftime("%Y-%m-%dT%H:%M"),
             (mid + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M"))

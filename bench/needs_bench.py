@@ -112,7 +112,7 @@ def parts(dsn: str) -> None:
         for label, ms in out.items():
             print(f"  {label:<40} {ms:8.1f}")
         if os.environ.get("NEEDS_EXPLAIN") == "1":
-            for name, params in queries.items():
+            for name in QUERIES:
                 plan = c.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql.statement(name, params),
                                  params).fetchall()
                 print(f"\n{name}:\n" + "\n".join(r[0] for r in plan))

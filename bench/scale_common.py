@@ -162,7 +162,8 @@ def _left_sql(a: common.Adapter, base: int) -> str:
     """Any job above id `base` not finished: cheap (the waiting jobs are below `base`)."""
     if a is PQ:
         return (f"SELECT EXISTS (SELECT 1 FROM portalq.job_queue WHERE id > {base} AND status IN "
-                f"('pending','deferred')) OR EXISTS (SELECT 1 FROM portalq.job_queue WHERE id > {base} "
+                f"('pending','deferred')) OR EXISTS "
+                f"(SELECT 1 FROM portalq.job_queue WHERE id > {base} "
                 "AND status = 'running')")
     return f"SELECT EXISTS (SELECT 1 FROM pgqueuer WHERE id > {base})"
 

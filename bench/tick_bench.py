@@ -91,7 +91,8 @@ def prepare(admin_dsn: str) -> str:
                   "VALUES (%s, %s, 'UTC', NULL)", (PORTAL, PORTAL))
         c.execute("INSERT INTO portalq.portal_hours (portal, weekday, opens, closes) "
                   "SELECT %s, d, '00:00', '00:00' FROM generate_series(0, 6) d", (PORTAL,))
-        c.execute("INSERT INTO portalq.portal_closures (portal, starts_at, ends_at, reason, created_at) "
+        c.execute("INSERT INTO portalq.portal_closures "
+                  "(portal, starts_at, ends_at, reason, created_at) "
                   "VALUES (%s, %s, %s, 'tick bench', %s)",
                   (PORTAL, now - timedelta(hours=1), now + timedelta(days=7), now))
     return dsn

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from portalq.jobs import clock, queue  # noqa: E402
-from portalq.jobs.admin import users as console_users
+from portalq.jobs.admin import users as console_users  # noqa: E402
 from portalq.scheduler.demo import DEMO_DESIGNEE  # noqa: E402
 from tests import payloads  # noqa: E402
 
@@ -85,8 +85,8 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
         console_users.add_user(c, "olivia", "operator", PASSWORD)
         console_users.add_user(c, "victor", "viewer", PASSWORD)
         c.execute("""
-            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at, attempts,
-                                   created_at, updated_at, finished_at, last_error)
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, run_at,
+                                   attempts, created_at, updated_at, finished_at, last_error)
             SELECT 'name_search', 'ORD-' || (2000 + g), 'bc_corporate_online',
                    '{"names": ["Sample Name Ltd."]}', s, %(now)s, 1,
                    %(now)s - (1701 - g) * interval '50 seconds', %(now)s,
@@ -102,7 +102,8 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
                        checkpoint = '{"stage": "submitting", "step": "submit", "identity": "ok"}',
                        last_error = 'uncertain: no confirmation page after submit'
                      WHERE id = %s""", (now, ids["obtain_ein"]))
-        c.execute("""INSERT INTO portalq.job_events (job_id, at, attempt, from_status, to_status, worker)
+        c.execute("""INSERT INTO portalq.job_events
+                         (job_id, at, attempt, from_status, to_status, worker)
                      VALUES (%s, %s, 1, 'pending', 'running', 'node-a:4242'),
                             (%s, %s, 1, 'running', 'failed', 'node-a:4242')""",
                   (ids["obtain_ein"], now - timedelta(minutes=3), ids["obtain_ein"], now))
@@ -121,7 +122,8 @@ def seed(dsn: str, artifacts: Path) -> dict[str, int]:
         for path, kind in ((shot, "screenshot"), (trace, "trace")):
             c.execute("""INSERT INTO portalq.job_artifacts (job_id, attempt, kind, path, created_at)
                          VALUES (%s, 1, %s, %s, %s)""", (ids["obtain_ein"], kind, str(path), now))
-        c.execute("""INSERT INTO portalq.job_documents (job_id, name, content_type, data, created_at)
+        c.execute("""INSERT INTO portalq.job_documents
+                         (job_id, name, content_type, data, created_at)
                      VALUES (%s, 'CP575.pdf', 'application/pdf', %s, %s)""",
                   (ids["obtain_ein"], b"%PDF-1.4", now))
         queue.pause_portal("crtc", reason="CRTC announced maintenance", conn=c)
