@@ -50,7 +50,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from portalq.jobs.waiting import LookupRule  # noqa: E402
 from portalq.portals import deadlines, eta, lookups  # noqa: E402
 from portalq.portals.calendar import Closure, can_start, next_start, zone  # noqa: E402
 from portalq.portals.eta import (  # noqa: E402
@@ -342,30 +341,19 @@ class Sim:
         rule = lookups.RULES[key]
         j.state = "waiting"
         decided = t + j.processing
-        every = rule.check_every.total_seconds()
-        at = t + every
-        while at < decided:
-            every = min(every * rule.backoff, rule.check_cap.total_seconds())
-            at += every
-        # a check is a job of the portal: one falling in its closed hours runs at its
-        # next opening (the tick defers it there)
-        at = self.looked(j.portal, at)
-        j.next_check = self.looked(j.portal, t + rule.check_every.total_seconds())
-        j.seen_at = at
-        self.push(at, "check", j.id)
-        # the checks before the decision only move next_check (the snapshot shows it)
-        self._checks(j, t, at, rule)
-
-    def _checks(self, j: SimJob, t: float, last: float, rule: LookupRule) -> None:
-        every, at = rule.check_every.total_seconds(), t + rule.check_every.total_seconds()
-        while True:
-            ran = self.looked(j.portal, at)
-            if ran >= last:
-                break
-            if not j.checks or ran > j.checks[-1]:
-                j.checks.append(ran)
-            every = min(every * rule.backoff, rule.check_cap.total_seconds())
-            at += every
+        # the checks as the service runs them: each one that saw nothing sets the next at
+        # its own time plus the grown interval (jobs.waiting), and a check is a job of the
+        # portal, so one falling in its closed hours runs at its next opening (the tick
+        # defers it there); the first at or after the decision sees it
+        every, cap = rule.check_every.total_seconds(), rule.check_cap.total_seconds()
+        ran = self.looked(j.portal, t + every)
+        while ran < decided:
+            j.checks.append(ran)   # only moves next_check (the snapshot shows it)
+            every = min(every * rule.backoff, cap)
+            ran = self.looked(j.portal, ran + every)
+        j.next_check = j.checks[0] if j.checks else ran
+        j.seen_at = ran
+        self.push(ran, "check", j.id)
 
     def looked(self, p: str, t: float) -> float:
         """The first instant >= t the portal's own calendar starts a job (its lookups'
@@ -448,9 +436,10 @@ class Sim:
                 # the next check, as the job's run_at shows it (the one that sees the
                 # decision if no other is left)
                 nxt = next((c for c in j.checks if c > t), j.seen_at)
+                last = max((c for c in j.checks if c <= t), default=j.submitted)
                 jobs.append(Job(j.id, j.job_type, j.portal, j.priority, None, None, None, "",
                                 processing, _dt(j.submitted), _dt(max(nxt or t, t)),  # type: ignore[arg-type]
-                                checks=checks))
+                                checks=checks, last_check=_dt(last)))  # type: ignore[arg-type]
                 continue
             run_at = _dt(j.run_at) if j.state == "queued" else None
             jobs.append(Job(j.id, j.job_type, j.portal, j.priority, run_at, j.rate_key, limit,

@@ -171,10 +171,12 @@ def _job(r: Mapping[str, Any], after: tuple[int, ...], cache: Declared, learnt: 
          ) -> Job:
     processing, checks, rate = _declared(r["job_type"], r["portal"], cache, learnt)
     mark = _mark(r)
-    submitted = next_check = None
+    submitted = next_check = last_check = None
     if mark is not None and mark.get("since"):
         submitted = datetime.fromisoformat(str(mark["since"]))
         next_check = r["run_at"]
+        if mark.get("last_check"):
+            last_check = datetime.fromisoformat(str(mark["last_check"]))
         if processing is None and mark.get("expected_by"):
             within = datetime.fromisoformat(str(mark["expected_by"])) - submitted
             processing = Duration(within / 2, within)
@@ -182,7 +184,7 @@ def _job(r: Mapping[str, Any], after: tuple[int, ...], cache: Declared, learnt: 
                None if r.get("held") else r["run_at"],
                r["rate_key"] if rate else None, rate.limit if rate else None,
                rate.words if rate else "", processing, submitted, next_check, after,
-               LABELS.get(r["job_type"], r["job_type"]), checks)
+               LABELS.get(r["job_type"], r["job_type"]), checks, last_check)
 
 
 def load(conn: Any, now: datetime | None = None, *, workers: int | None = None) -> Loaded:

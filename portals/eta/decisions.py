@@ -34,6 +34,8 @@ def waiting(replay: Replay, job: Job) -> None:
         if k > 1 and cadence.at(k) > check - since + 1:
             k -= 1
         last = cadence.at(k - 1) if k > 1 else 0.0
+        if job.last_check is not None:   # as it ran: a closed portal moves checks later
+            last = min(max(ts(job.last_check) - since, 0.0), max(now - since, 0.0))
         decided = since + given(job.processing, last, replay.q)
         # the checks after the next one keep their gaps from it
         later = cadence.at(cadence.index(max(decided, now) - check + cadence.at(k)))

@@ -116,6 +116,9 @@ class Job:
     label: str = ""
     #: how the portal's decision is looked for (None: seen as soon as it is made)
     checks: Checks | None = None
+    #: a submitted job's last check that saw no decision, as it ran (a closed portal
+    #: defers checks: the schedule alone would say it saw nothing until later)
+    last_check: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ fixed instants: no database, no clock."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from portalq.portals import eta
@@ -335,6 +336,25 @@ def test_a_decision_made_while_the_portal_is_closed_is_seen_at_its_opening():
     waiting = eta.estimate(_snap(now, [job], portal="delaware_icis"))[2]
     assert waiting.finish50 == since + timedelta(hours=31, minutes=45)
     assert waiting.finish90 == monday
+
+
+def test_a_check_a_closure_moved_conditions_on_the_check_that_ran():
+    # submitted Friday 10:00 ET; the last check ran Friday 22:00 ET and saw nothing; the
+    # next one was deferred to Monday 08:00 (Delaware is closed on the weekend). The
+    # decision is only known to come after Friday 22:00 (12 h), not after the check the
+    # schedule alone puts just before Monday (~62 h): its median (~25 h) is Saturday,
+    # seen Monday at 08:00 -- not at 16:00, after a median past 62 h
+    since = _utc(2026, 12, 11, 15)
+    monday = _utc(2026, 12, 14, 13)
+    proc = Duration(timedelta(hours=24), timedelta(hours=48))
+    job = Job(1, "file_entity", "delaware_icis", submitted_at=since, next_check=monday,
+              processing=proc, checks=DE_CHECKS, last_check=since + timedelta(hours=12))
+    now = _utc(2026, 12, 12, 17)   # Saturday
+    est = eta.estimate(_snap(now, [job], portal="delaware_icis"))[1]
+    assert est.finish50 == monday
+    unknown = dataclasses.replace(job, last_check=None)
+    assert eta.estimate(_snap(now, [unknown], portal="delaware_icis"))[1].finish50 == \
+        monday + timedelta(hours=8)
 
 
 def test_a_run_past_its_median_is_expected_to_end_later_not_now():
