@@ -37,9 +37,10 @@ def waiting(replay: Replay, job: Job) -> None:
         if job.last_check is not None:   # as it ran: a closed portal moves checks later
             last = min(max(ts(job.last_check) - since, 0.0), max(now - since, 0.0))
         decided = since + given(job.processing, last, replay.q)
-        # the checks after the next one keep their gaps from it
-        later = cadence.at(cadence.index(max(decided, now) - check + cadence.at(k)))
-        finish = max(check, check + later - cadence.at(k))
+        # the checks from the next one on, as the service runs them (the gap after it is
+        # the schedule's)
+        finish = replay.checked(job.portal, cadence, check,
+                                cadence.at(k + 1) - cadence.at(k), max(decided, now))
     replay.out[job.id] = (since, since, replay.looked(job.portal, finish), 0)
     portal = replay.snap.portals.get(job.portal)
     replay.why[job.id] = [

@@ -9,11 +9,12 @@ one tuple per job, and the opening a claim falls in is looked up again only past
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from operator import itemgetter
 
-from portalq.portals.eta.model import INF, Job, PortalState, Snapshot, ts
+from portalq.portals.eta.model import INF, Checks, Job, PortalState, Snapshot, ts
 from portalq.portals.eta.openings import Days, Openings
 
 #: (start, submitted, finish, jobs of its portal that start before it); None: no estimate
@@ -90,25 +91,50 @@ class Replay:
         p = job.processing
         return 0.0 if p is None else (p.p50 if self.q == 50 else p.p90).total_seconds()
 
-    def looked(self, code: str, t: float) -> float:
-        """When a decision due to be seen at ``t`` is seen: the lookup is a job of the
-        portal, so a check falling in its closed hours runs at its next opening (the tick
-        defers it there). The portal's own calendar, its steps' hours aside."""
+    def _hours(self, code: str) -> Openings | None:
+        """When the portal's lookups can run: its own calendar, its steps' hours aside."""
         found = self.lookups.get(code)
         if found is None:
             portal = self.snap.portals.get(code)
             if portal is None:
-                return t
+                return None
             found = self.lookups[code] = Openings(portal, self.snap.now, steps=False)
-        at = found.first(t)
+        return found
+
+    def looked(self, code: str, t: float) -> float:
+        """When a check due at ``t`` runs: a lookup is a job of the portal, so one falling
+        in its closed hours runs at its next opening (the tick defers it there)."""
+        hours = self._hours(code)
+        at = hours.first(t) if hours is not None else None
         return t if at is None else at
 
-    def seen(self, job: Job) -> float:
-        """From the submission to the decision seen: the portal's processing (p50 or p90)
-        up to the first check after it (the quantile of the check is the check of the
-        quantile: the first check after a time grows with it)."""
-        x = self.processing(job)
-        return x if job.checks is None else job.checks.seen(x)
+    def checked(self, code: str, checks: Checks, at: float, gap: float,
+                decided: float) -> float:
+        """When a decision made at ``decided`` is seen, the next check running at ``at``
+        and the one after it ``gap`` later: the checks as the service runs them -- each one
+        that sees nothing sets the next at its own time plus the grown gap
+        (jobs.waiting), and one falling in closed hours runs at the opening -- so after a
+        night the checks start again from the morning's opening. At the cap, a day's
+        checks are counted at once, not walked."""
+        hours = self._hours(code)
+        cap, backoff = checks.cap.total_seconds(), checks.backoff
+        at = self.looked(code, at)
+        for _ in range(10_000):   # bounded: a decision past a year is never reached
+            if at >= decided:
+                return at
+            if gap < cap:
+                gap = min(gap * backoff, cap) if backoff > 1 else max(gap, 1.0)
+                if backoff <= 1:
+                    cap = gap
+                at = self.looked(code, at + gap)
+                continue
+            found = hours.span(at) if hours is not None else None
+            last = found[1] if found is not None else INF
+            k = math.ceil((decided - at) / gap)
+            if at + k * gap <= last:
+                return at + k * gap
+            at = self.looked(code, at + (math.floor((last - at) / gap) + 1) * gap)
+        return at
 
     def _claimer(self, code: str) -> Callable[[int, Job, float, int], None]:
         """``claim(jid, job, t, n)``: the portal's ``n``-th job started at ``t`` on its
@@ -124,12 +150,16 @@ class Replay:
             pj = job.processing
             if pj is None:
                 out[jid] = (t, end, end, n)
+            elif job.checks is None:
+                out[jid] = (t, end, self.looked(code, end + self.processing(job)), n)
             else:
                 kind = id(pj), id(job.checks)
                 x = seen.get(kind)
                 if x is None:
-                    x = seen[kind] = self.seen(job)
-                out[jid] = (t, end, self.looked(code, end + x), n)
+                    x = seen[kind] = self.processing(job)
+                every = job.checks.every.total_seconds()
+                out[jid] = (t, end, self.checked(code, job.checks, end + every, every,
+                                                 end + x), n)
             replace(slots, end)
         return claim
 

@@ -31,14 +31,16 @@ def test_orders_show_prints_an_eta_that_a_closure_moves(db, dsn):
     assert made.returncode == 0, made.stderr
     lines = _show("ORD-1")
     # the filing runs now (3 min, nothing measured yet), Delaware decides within ~24 h
-    # (half its declared 48 h), seen at the lookup's check after it (27:45 after the
-    # submission, 51:45 for the p90); the EIN follows on Tuesday, the delivery right after
-    assert lines[1] == ("expected done 2026-12-08 18:51:10Z "
-                        "(by 2026-12-09 19:06:00Z at the latest)"), lines
+    # (half its declared 48 h), seen at the lookup's check after it: the checks back off
+    # to every 4 h, the night's one runs at the 08:00 ET opening and the next at 12:00,
+    # which sees Tuesday's 10:03 decision (Wednesday's for the p90); the EIN follows,
+    # the delivery right after
+    assert lines[1] == ("expected done 2026-12-08 17:03:10Z "
+                        "(by 2026-12-09 17:11:00Z at the latest)"), lines
     etas = [line.strip() for line in lines if line.strip().startswith("eta:")]
-    assert etas[0] == ("eta: filing expected Tue 08 Dec 13:48 EST (by Wed 09 Dec 13:55 at "
+    assert etas[0] == ("eta: filing expected Tue 08 Dec 12:00 EST (by Wed 09 Dec 12:00 at "
                        "the latest): then delaware_icis decides within ~24 h (declared)")
-    assert etas[1].startswith("eta: EIN expected Tue 08 Dec 13:51 EST")
+    assert etas[1].startswith("eta: EIN expected Tue 08 Dec 12:03 EST")
     assert not any("at risk" in line for line in lines)
 
     closed = run_cli("portals", "close", "delaware_icis", "--from", "2026-12-07T14:00:00Z",
@@ -46,11 +48,11 @@ def test_orders_show_prints_an_eta_that_a_closure_moves(db, dsn):
                      env=FROZEN)
     assert closed.returncode == 0, closed.stderr
     lines = _show("ORD-1")
-    assert lines[1] == ("expected done 2026-12-09 17:51:10Z "
-                        "(by 2026-12-10 18:06:00Z at the latest)"), lines
+    assert lines[1] == ("expected done 2026-12-09 17:03:10Z "
+                        "(by 2026-12-10 17:11:00Z at the latest)"), lines
     etas = [line.strip() for line in lines if line.strip().startswith("eta:")]
-    assert etas[0].startswith("eta: filing expected Wed 09 Dec 12:48 EST (by Thu 10 Dec "
-                              "12:55 at the latest): delaware_icis opens Tue 09:00 EST"), etas[0]
+    assert etas[0].startswith("eta: filing expected Wed 09 Dec 12:00 EST (by Thu 10 Dec "
+                              "12:00 at the latest): delaware_icis opens Tue 09:00 EST"), etas[0]
     # the filing can no longer be in by Monday's 22:30 ET cut-off: said before it is missed
     assert lines[2] == ("at risk: file_entity must be in by Mon 07 Dec 22:30 EST (Delaware's "
                         "22:30 ET cut-off for the order's filing date); its p90 submission "
@@ -64,7 +66,7 @@ def test_jobs_show_and_status_give_the_eta(db, dsn):
     shown = run_cli("jobs", "show", "2", env=FROZEN)
     assert shown.returncode == 0, shown.stderr
     line = next(x for x in shown.stdout.splitlines() if x.strip().startswith("eta:"))
-    assert "EIN expected Tue 08 Dec 13:51 EST" in line and "earlier steps" in line
+    assert "EIN expected Tue 08 Dec 12:03 EST" in line and "earlier steps" in line
     status = run_cli("status", "--json", env=FROZEN)
     assert status.returncode == 0, status.stderr
     snap = json.loads(status.stdout)

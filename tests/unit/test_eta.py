@@ -278,15 +278,18 @@ def test_checks_back_off_to_their_cap():
 
 
 def test_a_decision_is_seen_at_the_first_check_after_it():
-    # the filing's decision is due 24 h (p50) / 48 h (p90) after its submission, and the
-    # lookup sees it at the check after: 27:45 and 51:45 (the 4-hour checks from 3:45)
+    # submitted Monday 10:10 ET (p50; 10:20 at the p90), decided 24 h (p50) / 48 h (p90)
+    # later, seen at the check after, as the service runs them: 10:25, 10:55, 11:55, 13:55,
+    # 17:55, 21:55, then 01:55 falls in Delaware's closed night and runs at its 08:00
+    # opening, and the checks go on from there, 4 h apart: the Tuesday 10:10 decision is
+    # seen at 12:00, the Wednesday one at 12:00 on Wednesday
     now = _utc(2026, 12, 7, 15)
     filing = Job(1, "file_entity", "delaware_icis",
                  processing=Duration(timedelta(hours=24), timedelta(hours=48)),
                  checks=DE_CHECKS)
     est = eta.estimate(_snap(now, [filing], portal="delaware_icis", sessions=2))[1]
-    assert est.finish50 - est.submitted50 == timedelta(hours=27, minutes=45)
-    assert est.finish90 - est.submitted90 == timedelta(hours=51, minutes=45)
+    assert est.submitted50 == _utc(2026, 12, 7, 15, 10)
+    assert est.finish50 == _utc(2026, 12, 8, 17) and est.finish90 == _utc(2026, 12, 9, 17)
     assert eta.seen50(filing.processing, DE_CHECKS) == timedelta(hours=27, minutes=45)
     assert eta.seen50(filing.processing, None) == timedelta(hours=24)
 
@@ -302,11 +305,13 @@ def test_a_waiting_decision_is_seen_on_its_lookups_schedule():
               next_check=since + timedelta(hours=23, minutes=45), processing=proc,
               checks=DE_CHECKS)
     est = eta.estimate(_snap(now, [job], portal="delaware_icis"))[1]
-    grid = {since + timedelta(hours=23.75 + 4 * i) for i in range(20)}
-    assert est.finish50 in grid and est.finish90 in grid
-    # the median of a log-normal through 24 h / 48 h past 19:45 is 30.9 h: seen at 31:45
+    # the median of a log-normal through 24 h / 48 h past 19:45 is 30.9 h (Monday 20:54
+    # ET): seen at the check at 31:45 (21:45 ET, the next ones 4 h apart from 13:45)
     assert est.finish50 == since + timedelta(hours=31, minutes=45)
-    assert est.finish90 > since + timedelta(hours=48)
+    # the p90 (54.6 h: Tuesday 20:38 ET) comes after Tuesday's last check (the night's
+    # check ran at the 08:00 opening, then 12:00, 16:00, 20:00): seen when Delaware opens
+    # on Wednesday, 08:00 ET
+    assert est.finish90 == _utc(2026, 12, 9, 13)
     # a check running late keeps its gaps from where it is
     late = Job(2, "file_entity", "delaware_icis", submitted_at=since,
                next_check=since + timedelta(hours=23, minutes=50), processing=proc,
@@ -327,14 +332,16 @@ def test_a_decision_made_while_the_portal_is_closed_is_seen_at_its_opening():
     assert est.submitted50 < _utc(2026, 12, 11, 16)
     assert est.finish50 == monday and est.finish90 == monday
     # waiting since Thursday 10:00 ET, the check at 19:45 after it saw nothing: its
-    # decision is due Friday evening and after (30.9 h, the check at 31:45 is Friday
-    # 17:45 ET, open) -- the p90, past Friday's 22:30 close, on Monday
+    # decision is due Friday 16:54 ET and after (30.9 h) -- the p90, past Friday's 22:15
+    # last start, on Monday
     since = _utc(2026, 12, 10, 15)
     job = Job(2, "file_entity", "delaware_icis", submitted_at=since,
               next_check=since + timedelta(hours=23, minutes=45), processing=proc,
               checks=DE_CHECKS)
     waiting = eta.estimate(_snap(now, [job], portal="delaware_icis"))[2]
-    assert waiting.finish50 == since + timedelta(hours=31, minutes=45)
+    # its next check was due at 09:45 and runs now, 10:00 (overdue), the next ones 4 h
+    # apart: the one at 18:00 ET sees the median
+    assert waiting.finish50 == now + timedelta(hours=8)
     assert waiting.finish90 == monday
 
 
