@@ -117,7 +117,9 @@ class Replay:
         night the checks start again from the morning's opening. At the cap, a day's
         checks are counted at once, not walked."""
         hours = self._hours(code)
-        cap, backoff = checks.cap.total_seconds(), checks.backoff
+        # a second at least: a test's check interval of 0 must not divide by it
+        cap, backoff = max(checks.cap.total_seconds(), 1.0), checks.backoff
+        gap = max(gap, 1.0)
         at = self.looked(code, at)
         for _ in range(10_000):   # bounded: a decision past a year is never reached
             if at >= decided:

@@ -364,6 +364,19 @@ def test_a_check_a_closure_moved_conditions_on_the_check_that_ran():
         monday + timedelta(hours=8)
 
 
+def test_checks_every_zero_seconds_still_give_an_estimate():
+    # PORTALQ_PORTAL_CHECK_SECONDS=0 (tests, demos) makes every interval and cap 0
+    now = _utc(2026, 12, 7, 15)
+    zero = eta.Checks(timedelta(0), 2.0, timedelta(0))
+    proc = Duration(timedelta(hours=1), timedelta(hours=2))
+    jobs = [Job(1, "file_entity", "delaware_icis", processing=proc, checks=zero),
+            Job(2, "file_entity", "delaware_icis", submitted_at=now - timedelta(minutes=5),
+                next_check=now, processing=proc, checks=zero, last_check=now)]
+    est = eta.estimate(_snap(now, jobs, portal="delaware_icis", sessions=2))
+    assert est[1].finish50 is not None and est[2].finish50 is not None
+    assert est[2].finish50 - now < timedelta(hours=2)
+
+
 def test_a_run_past_its_median_is_expected_to_end_later_not_now():
     now = _utc(2026, 12, 7, 15)
     run = Duration(3 * MIN, 6 * MIN)
