@@ -25,7 +25,8 @@ def waiting(replay: Replay, job: Job) -> None:
     check = ts(job.next_check) if job.next_check is not None else now
     cadence = job.checks
     if cadence is None:
-        finish = max(now, check, since + given(job.processing, now - since, replay.q))
+        finish = replay.looked(job.portal, max(
+            now, check, since + given(job.processing, now - since, replay.q)))
     else:
         # the checks' schedule from the submission: the next one is the k-th, the last one
         # due by then (a check runs late, never early: a worker busy, a run's time), and
@@ -41,7 +42,7 @@ def waiting(replay: Replay, job: Job) -> None:
         # the schedule's)
         finish = replay.checked(job.portal, cadence, check,
                                 cadence.at(k + 1) - cadence.at(k), max(decided, now))
-    replay.out[job.id] = (since, since, replay.looked(job.portal, finish), 0)
+    replay.out[job.id] = (since, since, finish, 0)
     portal = replay.snap.portals.get(job.portal)
     replay.why[job.id] = [
         f"submitted {job.submitted_at:%a %H:%M} UTC; "

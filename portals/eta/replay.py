@@ -118,16 +118,15 @@ class Replay:
         checks are counted at once, not walked."""
         hours = self._hours(code)
         # a second at least: a test's check interval of 0 must not divide by it
-        cap, backoff = max(checks.cap.total_seconds(), 1.0), checks.backoff
         gap = max(gap, 1.0)
+        # no back-off: every gap is the first
+        cap = max(checks.cap.total_seconds(), 1.0) if checks.backoff > 1 else gap
         at = self.looked(code, at)
         for _ in range(10_000):   # bounded: a decision past a year is never reached
             if at >= decided:
                 return at
             if gap < cap:
-                gap = min(gap * backoff, cap) if backoff > 1 else max(gap, 1.0)
-                if backoff <= 1:
-                    cap = gap
+                gap = min(gap * checks.backoff, cap)
                 at = self.looked(code, at + gap)
                 continue
             found = hours.span(at) if hours is not None else None
@@ -144,24 +143,19 @@ class Replay:
         decides later), that session busy until the run ends."""
         out, slots, default = self.out, self.slots[code], self.default
         durs = {jt: d for (jt, p), d in self.dur.items() if p == code}
-        seen: dict[tuple[int, int], float] = {}   # per kind of processing, computed once
         replace = heapq.heapreplace
 
         def claim(jid: int, job: Job, t: float, n: int) -> None:
             end = t + durs.get(job.job_type, default)
-            pj = job.processing
-            if pj is None:
+            checks = job.checks
+            if job.processing is None:
                 out[jid] = (t, end, end, n)
-            elif job.checks is None:
+            elif checks is None:
                 out[jid] = (t, end, self.looked(code, end + self.processing(job)), n)
             else:
-                kind = id(pj), id(job.checks)
-                x = seen.get(kind)
-                if x is None:
-                    x = seen[kind] = self.processing(job)
-                every = job.checks.every.total_seconds()
-                out[jid] = (t, end, self.checked(code, job.checks, end + every, every,
-                                                 end + x), n)
+                every = checks.every.total_seconds()
+                out[jid] = (t, end, self.checked(code, checks, end + every, every,
+                                                 end + self.processing(job)), n)
             replace(slots, end)
         return claim
 
