@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from portalq.jobs import clock
 from portalq.scheduler import estimates as eta
@@ -16,6 +18,7 @@ from tests.conftest import run_cli
 from tests.order_inputs import DELAWARE_LLC
 
 NOW = "2026-12-07T15:00:00Z"   # Monday 10:00 ET: Delaware and the IRS open
+NOW_AT = clock.parse_instant(NOW)
 FROZEN = {"PORTALQ_FROZEN_NOW": NOW}
 
 
@@ -74,20 +77,30 @@ def test_jobs_show_and_status_give_the_eta(db, dsn):
     assert snap["at_risk"] == []
 
 
+def _insert(c, **cols) -> None:
+    """One job_queue row (a dict is stored as JSON)."""
+    marks = ", ".join(["%s"] * len(cols))
+    c.execute(f"INSERT INTO portalq.job_queue ({', '.join(cols)}) VALUES ({marks})",
+              [Jsonb(v) if isinstance(v, dict) else v for v in cols.values()])
+
+
+def _completed(c, order: str, job_type: str, portal: str, *, run: timedelta,
+               checkpoint: dict | None = None) -> None:
+    """A job completed at NOW after a run of ``run``."""
+    _insert(c, job_type=job_type, order_id=order, portal=portal, payload={},
+            status="completed", checkpoint=checkpoint or {}, run_at=NOW_AT,
+            started_at=NOW_AT - run, finished_at=NOW_AT, created_at=NOW_AT,
+            updated_at=NOW_AT)
+
+
 def test_measured_durations_replace_the_default(db, dsn):
     """Ten EIN runs of 20 minutes each, completed: the estimate uses them."""
-    clock.set_clock(clock.FrozenClock(clock.parse_instant(NOW)))
+    clock.set_clock(clock.FrozenClock(NOW_AT))
     with psycopg.connect(dsn, autocommit=True) as c:
         for i in range(10):
-            c.execute(
-                "INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, "
-                "run_at, started_at, finished_at, created_at, updated_at) VALUES "
-                "('obtain_ein', %s, 'irs_ein', '{}', 'completed', %s::timestamptz, "
-                "%s::timestamptz, %s::timestamptz + interval '20 minutes', %s::timestamptz, "
-                "%s::timestamptz)", (f"OLD-{i}", NOW, NOW, NOW, NOW, NOW))
-        c.execute("INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, run_at,"
-                  " created_at, updated_at) VALUES ('obtain_ein', 'NEW', 'irs_ein', '{}', "
-                  "%s, %s, %s)", (NOW, NOW, NOW))
+            _completed(c, f"OLD-{i}", "obtain_ein", "irs_ein", run=timedelta(minutes=20))
+        _insert(c, job_type="obtain_ein", order_id="NEW", portal="irs_ein", payload={},
+                run_at=NOW_AT, created_at=NOW_AT, updated_at=NOW_AT)
         loaded = eta.load(c, workers=4)
     est = next(iter(loaded.estimates.values()))
     assert (est.finish50 - est.start50).total_seconds() == 20 * 60
@@ -97,17 +110,12 @@ def _decided(c, n: int, hours: float) -> None:
     """``n`` Delaware filings completed, each decided ``hours`` after its submission (the
     midpoint of its last check that saw it pending and the one that saw it filed)."""
     for i in range(n):
-        since = f"2026-12-0{1 + i % 5}T14:00:00+00:00"
-        c.execute(
-            "INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, "
-            "checkpoint, run_at, started_at, finished_at, created_at, updated_at) VALUES "
-            "('file_entity', %s, 'delaware_icis', '{}', 'completed', jsonb_build_object("
-            "'decided', jsonb_build_object('formation', jsonb_build_object('portal', "
-            "'delaware_icis', 'since', %s::text, 'last_check', "
-            "(%s::timestamptz + %s * interval '1 hour' - interval '1 hour')::text, "
-            "'seen', (%s::timestamptz + %s * interval '1 hour' + interval '1 hour')::text))), "
-            "%s, %s::timestamptz - interval '4 minutes', %s, %s, %s)",
-            (f"DONE-{hours}-{i}", since, since, hours, since, hours, NOW, NOW, NOW, NOW, NOW))
+        since = datetime(2026, 12, 1 + i % 5, 14, tzinfo=UTC)
+        record = {"portal": "delaware_icis", "since": since.isoformat(),
+                  "last_check": (since + timedelta(hours=hours - 1)).isoformat(),
+                  "seen": (since + timedelta(hours=hours + 1)).isoformat()}
+        _completed(c, f"DONE-{hours}-{i}", "file_entity", "delaware_icis",
+                   run=timedelta(minutes=4), checkpoint={"decided": {"formation": record}})
 
 
 def test_measured_decisions_replace_the_declared_processing(db, dsn):
@@ -118,12 +126,8 @@ def test_measured_decisions_replace_the_declared_processing(db, dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         _decided(c, 4, 6)
         # a record missing its checks (written before records named them) is not counted
-        c.execute("INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, "
-                  "status, checkpoint, run_at, started_at, finished_at, created_at, "
-                  "updated_at) VALUES ('file_entity', 'OLD', 'delaware_icis', '{}', "
-                  "'completed', '{\"decided\": {\"formation\": {\"portal\": "
-                  "\"delaware_icis\"}}}', %s, %s::timestamptz - interval '4 minutes', %s, "
-                  "%s, %s)", (NOW,) * 5)
+        _completed(c, "OLD", "file_entity", "delaware_icis", run=timedelta(minutes=4),
+                   checkpoint={"decided": {"formation": {"portal": "delaware_icis"}}})
     filing = next(x.strip() for x in _show("ORD-3") if x.strip().startswith("eta: filing"))
     assert filing.endswith("then delaware_icis decides within ~24 h (declared)"), filing
     with psycopg.connect(dsn, autocommit=True) as c:
@@ -146,14 +150,13 @@ def test_measured_decisions_replace_the_declared_processing(db, dsn):
     # quick ones, so the ones still waiting count too (Kaplan-Meier): the median is 8 h
     with psycopg.connect(dsn, autocommit=True) as c:
         for i in range(6):
-            c.execute(
-                "INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status, "
-                "checkpoint, run_at, created_at, updated_at) VALUES ('file_entity', %s, "
-                "'delaware_icis', '{}', 'deferred', jsonb_build_object('waiting', "
-                "jsonb_build_object('portal', 'delaware_icis', 'submission', 'formation', "
-                "'since', (%s::timestamptz - interval '7 hours')::text, 'last_check', "
-                "%s::text)), %s::timestamptz + interval '1 hour', %s, %s)",
-                (f"WAIT-{i}", NOW, NOW, NOW, NOW, NOW))
+            mark = {"portal": "delaware_icis", "submission": "formation",
+                    "since": (NOW_AT - timedelta(hours=7)).isoformat(),
+                    "last_check": NOW_AT.isoformat()}
+            _insert(c, job_type="file_entity", order_id=f"WAIT-{i}", portal="delaware_icis",
+                    payload={}, status="deferred", checkpoint={"waiting": mark},
+                    run_at=NOW_AT + timedelta(hours=1), created_at=NOW_AT,
+                    updated_at=NOW_AT)
     filing = next(x.strip() for x in _show("ORD-3") if x.strip().startswith("eta: filing"))
     assert filing.endswith("then delaware_icis decides within ~8 h (measured over 7 "
                            "decisions)"), filing
