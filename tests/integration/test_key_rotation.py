@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -17,9 +18,9 @@ from tests.service_helpers import Service, add_local_portal, wait_until
 pytestmark = pytest.mark.slow
 
 
-def _jobs(start: int, n: int) -> list[queue.NewJob]:
+def _jobs(start: int, n: int, run_at: datetime | None = None) -> list[queue.NewJob]:
     return [queue.NewJob("ledger_secret", f"R-{i}", {"n": i, "ssn": secret_ssn(i),
-                                                      "sleep_ms": 25})
+                                                      "sleep_ms": 25}, run_at=run_at)
             for i in range(start, start + n)]
 
 
@@ -31,14 +32,20 @@ def test_rotation_and_retirement_while_the_service_runs(db, dsn, tmp_path):
     env = {"PORTALQ_KEY_FILE": str(keyfile), "PORTALQ_PLUGINS": "tests.plugins.ledger"}
     try:
         old = ring.current_id()
-        queue.enqueue_many(_jobs(0, 400))
+        queue.enqueue_many(_jobs(0, 200))
+        # Half are held an hour, so the rotation surely meets waiting jobs however fast the
+        # service drains the other half (four workers can finish 200 jobs before the CLI
+        # has imported); they are released once the rotation is done.
+        queue.enqueue_many(_jobs(200, 200, run_at=datetime.now(UTC) + timedelta(hours=1)))
         svc = Service(db, tmp_path, "rot", PORTALQ_KEY_FILE=keyfile, PORTALQ_WORKERS=4).start()
         try:
             out = run_cli("keys", "rotate", "--batch", "25", env=env)
             assert out.returncode == 0, out.stderr
             rewrapped = int(re.search(r"re-wrapped (\d+) job", out.stdout).group(1))
             new = ring.current_id()
-            assert new != old and rewrapped > 0   # it ran while jobs were still waiting
+            assert new != old and rewrapped >= 200   # the held jobs at least
+            with psycopg.connect(dsn) as c:
+                c.execute("UPDATE portalq.job_queue SET run_at = now() WHERE run_at > now()")
             queue.enqueue_many(_jobs(400, 100))   # sealed under the new key
             out = run_cli("keys", "retire", old, env=env)
             assert out.returncode == 0, out.stderr
