@@ -54,10 +54,16 @@ class Record:
     state: State
     reference: str | None = None
     confirmation: Mapping[str, Any] = field(default_factory=dict)
+    #: when the record last changed (pressed, confirmed, refused...)
     at: str | None = None
+    #: when the button was pressed, kept through the confirmation (``at`` moves with each
+    #: change): what a registry's processing time is measured from
+    submitted: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"state": str(self.state), "at": self.at}
+        if self.submitted is not None:
+            out["submitted"] = self.submitted
         if self.reference is not None:
             out["reference"] = self.reference
         if self.confirmation:
@@ -73,7 +79,8 @@ def records(checkpoint: Mapping[str, Any] | None) -> dict[str, Record]:
     for name, r in raw.items():
         if isinstance(r, Mapping) and r.get("state") in State._value2member_map_:
             out[str(name)] = Record(str(name), State(r["state"]), r.get("reference"),
-                                    dict(r.get("confirmation") or {}), r.get("at"))
+                                    dict(r.get("confirmation") or {}), r.get("at"),
+                                    r.get("submitted"))
     return out
 
 
@@ -90,28 +97,32 @@ def _patch(checkpoint: Mapping[str, Any] | None, *changed: Record) -> dict[str, 
 
 def started(checkpoint: Mapping[str, Any] | None, name: str, reference: str,
             now: datetime) -> dict[str, Any]:
-    return _patch(checkpoint, Record(name, State.SUBMITTING, reference, {}, now.isoformat()))
+    return _patch(checkpoint, Record(name, State.SUBMITTING, reference, {}, now.isoformat(),
+                                     now.isoformat()))
 
 
 def confirmed(checkpoint: Mapping[str, Any] | None, name: str, data: Mapping[str, Any],
               now: datetime, reference: str | None = None) -> dict[str, Any]:
     earlier = records(checkpoint).get(name)
     ref = reference or (earlier.reference if earlier else None)
-    return _patch(checkpoint, Record(name, State.CONFIRMED, ref, dict(data), now.isoformat()))
+    return _patch(checkpoint, Record(name, State.CONFIRMED, ref, dict(data), now.isoformat(),
+                                     earlier.submitted if earlier else None))
 
 
 def refused(checkpoint: Mapping[str, Any] | None, name: str, reason: str,
             now: datetime) -> dict[str, Any]:
     earlier = records(checkpoint).get(name)
     return _patch(checkpoint, Record(name, State.REFUSED, earlier.reference if earlier else None,
-                                     {"reason": reason}, now.isoformat()))
+                                     {"reason": reason}, now.isoformat(),
+                                     earlier.submitted if earlier else None))
 
 
 def resolved(checkpoint: Mapping[str, Any] | None, state: State, now: datetime,
              **confirmation: Any) -> dict[str, Any]:
     """An admin's answer for every submission in doubt (NOT_FILED or CONFIRMED)."""
     return _patch(checkpoint, *(Record(r.name, state, r.reference, confirmation,
-                                       now.isoformat()) for r in in_doubt(checkpoint)))
+                                       now.isoformat(), r.submitted)
+                                for r in in_doubt(checkpoint)))
 
 
 def new_reference(job_id: int, name: str) -> str:

@@ -113,17 +113,29 @@ def waiting(checkpoint: Mapping[str, Any] | None, rule: LookupRule, *, since: da
             "next_check": rule.next_check(checks - 1, now).isoformat()}
 
 
-def decided(checkpoint: Mapping[str, Any] | None, now: datetime) -> dict[str, Any] | None:
+def decided(checkpoint: Mapping[str, Any] | None, now: datetime, *,
+            first: tuple[str, str, datetime] | None = None) -> dict[str, Any] | None:
     """The checkpoint's ``"decided"`` record once the portal's decision is seen at ``now``:
     the earlier ones, plus this submission's submitted, last check that saw nothing, and
     seen -- the decision was made between the last two (the ETA's measured processing).
-    None when there is nothing to record (no marker, or one written before markers named
-    their submission)."""
+
+    ``first`` = (portal, submission, submitted at) for a decision seen with no marker (the
+    registry decided before any check found it pending, often in the run that submitted):
+    then it was made between the submission and now. Without these the quick decisions
+    would never be recorded and the learnt times would lean slow. None when there is
+    nothing to record (no marker and no ``first``, or a marker written before markers
+    named their submission, or this decision recorded already)."""
     mark = marker(checkpoint)
-    if not mark or not mark.get("submission") or not mark.get("last_check"):
-        return None
     raw = checkpoint.get(DECIDED) if isinstance(checkpoint, Mapping) else None
     earlier = dict(raw) if isinstance(raw, Mapping) else {}
+    if not mark and first is not None:
+        portal, submission, since = first
+        if (earlier.get(submission) or {}).get("since") == since.isoformat():
+            return None   # recorded already (a later attempt passing the same point)
+        mark = {"portal": portal, "submission": submission, "since": since.isoformat(),
+                "last_check": since.isoformat()}
+    if not mark or not mark.get("submission") or not mark.get("last_check"):
+        return None
     return {**earlier, str(mark["submission"]): {
         "portal": mark["portal"], "since": mark["since"], "last_check": mark["last_check"],
         "seen": now.isoformat()}}

@@ -122,7 +122,7 @@ async def _examined(ctx: FlowContext[BaseModel], nr: Mapping[str, Any]) -> None:
     if nr.get("nr_state") in WAITING_STATES:
         await waiting.undecided(ctx, ctx.submission(NAME_REQUEST),
                                 f"examination of {nr['nr_number']} ({nr['nr_state']})")
-    await waiting.decided(ctx)
+    await waiting.decided(ctx, ctx.submission(NAME_REQUEST))
 
 
 _NR_KEYS = ("nr_number", "nr_state", "nr_name", "nr_expires_on", "nr_for_name")

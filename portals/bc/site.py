@@ -285,7 +285,7 @@ class BcPortal(PortalPage):
             await sub.confirmed(None, **{**(sub.confirmation or {}),
                                          "incorporation_number": number,
                                          "legal_name": filing["legal_name"]})
-        await waiting.decided(self.ctx)
+        await waiting.decided(self.ctx, sub)
         await self.ctx.step("certificate")
         if not filing.get("certificate"):
             raise RetryableError(f"{PORTAL}: no certificate link for {number}")

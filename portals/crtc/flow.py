@@ -184,7 +184,7 @@ async def _register_once(ctx: FlowContext[ProcessCrtcPayload], crtc: CrtcPortal
         if found:
             if sub.in_doubt:
                 await sub.confirmed(confirmation=found["confirmation"])
-            await waiting.decided(ctx)
+            await waiting.decided(ctx, sub)
             return await _lettered(ctx, crtc, sub, await crtc.finish(found, reconciled=True))
         if sub.confirmation is not None:
             await waiting.undecided(ctx, sub, _awaiting(sub.confirmation))
@@ -193,6 +193,7 @@ async def _register_once(ctx: FlowContext[ProcessCrtcPayload], crtc: CrtcPortal
     found = await crtc.register(ctx.args, sub)
     if not found.get("letter"):   # a dated receipt: staff process it later
         await waiting.undecided(ctx, sub, _awaiting(found))
+    await waiting.decided(ctx, sub)   # the letter at once
     return await _lettered(ctx, crtc, sub, await crtc.finish(found, reconciled=False))
 
 
@@ -217,7 +218,8 @@ async def _listed(ctx: FlowContext[ProcessCrtcPayload], crtc: CrtcPortal,
         await waiting.undecided_since(
             ctx, LISTING, seen, f"the public registration list to show {company} (letter "
             f"{conf['confirmation']} of {seen:%Y-%m-%d %H:%M} UTC)")
-    await waiting.decided(ctx)
+    await waiting.decided(ctx, sub, stage=LISTING,
+                          since=datetime.fromisoformat(str(conf["letter_seen"])))
     return {"confirmation": conf["confirmation"], "documents": [conf["letter_document"]],
             "reconciled": bool(conf.get("reconciled")), "listed_on": on}
 

@@ -246,7 +246,7 @@ async def _refused(ctx: FlowContext[BaseModel], sub: Submission, refused: Reject
     await ctx.save_checkpoint(**{REJECTED_KEY: sorted(_rejected(ctx) | {
         refused.service_request})})
     await sub.refused(str(refused))
-    await waiting.decided(ctx)
+    await waiting.decided(ctx, sub)
 
 
 class _NotReceived(RetryableError):
@@ -333,7 +333,7 @@ async def file_entity_de(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
     if found.status != "Filed":   # queued for staff: wait, holding no browser
         await waiting.undecided(ctx, sub, f"staff to file service request "
                                 f"{found.service_request}")
-    await waiting.decided(ctx)
+    await waiting.decided(ctx, sub)
     await ctx.store_document(name, "application/pdf", pdf)
     await ctx.save_checkpoint(documents=[name])
     return {"file_number": found.file_number, "service_request": found.service_request,

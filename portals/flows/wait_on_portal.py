@@ -29,11 +29,12 @@ log = logging.getLogger("portalq.flows")
 
 
 def submitted_at(ctx: FlowContext[BaseModel], sub: Submission) -> datetime:
-    """When the submission was made: the waiting marker's start, else its record's time."""
+    """When the submission was made: the waiting marker's start, else when its record says
+    the button was pressed (else, a record from before it said so, its last change)."""
     mark = waiting.marker(ctx.checkpoints)
     if mark and mark.get("since"):
         return datetime.fromisoformat(str(mark["since"]))
-    at = sub.earlier.at if sub.earlier is not None else None
+    at = (sub.earlier.submitted or sub.earlier.at) if sub.earlier is not None else None
     return datetime.fromisoformat(at) if at else clock.now()
 
 
@@ -69,11 +70,17 @@ async def undecided_since(ctx: FlowContext[BaseModel], rule_name: str, since: da
     await _wait(ctx, rule, rule_name, since, clock.now(), what)
 
 
-async def decided(ctx: FlowContext[BaseModel]) -> None:
-    """The registry decided: the job no longer waits, and how long the decision took is
-    kept beside its checkpoint (the ETA measures each registry's processing from these)."""
-    if waiting.marker(ctx.checkpoints):
-        record = waiting.decided(ctx.checkpoints, clock.now())
+async def decided(ctx: FlowContext[BaseModel], sub: Submission, *,
+                  stage: str | None = None, since: datetime | None = None) -> None:
+    """The registry decided ``sub`` (or its later ``stage``, waited on from ``since``): the
+    job no longer waits, and how long the decision took is kept beside its checkpoint (the
+    ETA measures each registry's processing from these) -- also when no check saw it
+    pending (decided in the run that submitted, or before the first check)."""
+    name = stage or sub.name
+    rule = lookups.rule(ctx.portal, name)
+    first = (rule.portal, name, since or submitted_at(ctx, sub))
+    record = waiting.decided(ctx.checkpoints, clock.now(), first=first)
+    if waiting.marker(ctx.checkpoints) or record is not None:
         also = {waiting.DECIDED: record} if record is not None else {}
         await ctx.save_checkpoint(**{waiting.KEY: None, **also})
 

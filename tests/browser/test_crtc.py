@@ -174,8 +174,17 @@ def test_dated_receipt_is_recorded_then_waits_for_staff(run, portals, make_ctx):
     mark = ctx.checkpoints["waiting"]
     assert mark["expected_by"] > mark["since"] and info.value.when > clock.instant
     clock.advance(hours=1, seconds=1)
-    result = run(process_crtc(ctx.retry()))
+    last = ctx.retry()
+    result = run(process_crtc(last))
     assert result["confirmation"] == entry["confirmation"] and len(portals.ledger(CRTC)) == 1
+    # both decisions kept for the ETA: the letter (seen at the check after an hour) and the
+    # public list (seen in the same run as the letter: between the letter and that read)
+    decided = last.checkpoints["decided"]
+    assert set(decided) == {"crtc_registration", "crtc_listing"}
+    letter = decided["crtc_registration"]
+    assert (letter["since"], letter["last_check"]) == (mark["since"], mark["last_check"])
+    assert letter["seen"] == clock.instant.isoformat()
+    assert decided["crtc_listing"]["since"] == clock.instant.isoformat()
 
 
 def test_portal_rules_are_business_errors(run, portals, make_ctx):

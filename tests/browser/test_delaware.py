@@ -66,6 +66,11 @@ def test_llc_formation_end_to_end(run, portals, de_ctx):
         "certificate_url": record(ctx.checkpoints, "formation").confirmation[
             "certificate_url"]}
     assert state(ctx.checkpoints, "formation") == "confirmed"
+    # decided in the run that submitted it (no check saw it pending): the ETA still learns
+    # how long the registry took -- between the submission and the read that saw it filed
+    decided = ctx.checkpoints["decided"]["formation"]
+    assert decided["portal"] == PORTAL and decided["last_check"] == decided["since"]
+    assert decided["since"] <= decided["seen"]
     assert [p.name for p in sorted(ctx.artifacts_dir.glob("*.png"))] == [
         "01-request.png", "02-confirm.png", "03-submitted.png", "04-status.png"]
     assert assert_no_secret(ctx.artifacts_dir, "4111111111111111")   # the card, masked
@@ -246,6 +251,8 @@ def test_queued_request_rejected_by_staff_is_a_business_error_in_their_words(
     assert str(exc) == f"Delaware rejected service request {entry['service_request']}: {reason}"
     assert state(retry.checkpoints, "formation") == "refused"
     assert retry.checkpoints["waiting"] is None and len(portals.ledger(PORTAL)) == 1
+    # a refusal is a decision too: the ETA learns from it (the job fails, the record stays)
+    assert retry.checkpoints["decided"]["formation"]["seen"] == clock.instant.isoformat()
 
 
 def test_the_business_supplied_certificate_is_uploaded_as_given(run, portals, de_ctx):

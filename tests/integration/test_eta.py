@@ -85,10 +85,10 @@ def _insert(c, **cols) -> None:
 
 
 def _completed(c, order: str, job_type: str, portal: str, *, run: timedelta,
-               checkpoint: dict | None = None) -> None:
-    """A job completed at NOW after a run of ``run``."""
+               checkpoint: dict | None = None, status: str = "completed") -> None:
+    """A job completed (or ended ``status``) at NOW after a run of ``run``."""
     _insert(c, job_type=job_type, order_id=order, portal=portal, payload={},
-            status="completed", checkpoint=checkpoint or {}, run_at=NOW_AT,
+            status=status, checkpoint=checkpoint or {}, run_at=NOW_AT,
             started_at=NOW_AT - run, finished_at=NOW_AT, created_at=NOW_AT,
             updated_at=NOW_AT)
 
@@ -106,16 +106,18 @@ def test_measured_durations_replace_the_default(db, dsn):
     assert (est.finish50 - est.start50).total_seconds() == 20 * 60
 
 
-def _decided(c, n: int, hours: float) -> None:
-    """``n`` Delaware filings completed, each decided ``hours`` after its submission (the
-    midpoint of its last check that saw it pending and the one that saw it filed)."""
+def _decided(c, n: int, hours: float, status: str = "completed") -> None:
+    """``n`` Delaware filings completed (or ``status``), each decided ``hours`` after its
+    submission (the midpoint of its last check that saw it pending and the one that saw it
+    filed)."""
     for i in range(n):
         since = datetime(2026, 12, 1 + i % 5, 14, tzinfo=UTC)
         record = {"portal": "delaware_icis", "since": since.isoformat(),
                   "last_check": (since + timedelta(hours=hours - 1)).isoformat(),
                   "seen": (since + timedelta(hours=hours + 1)).isoformat()}
-        _completed(c, f"DONE-{hours}-{i}", "file_entity", "delaware_icis",
-                   run=timedelta(minutes=4), checkpoint={"decided": {"formation": record}})
+        _completed(c, f"DONE-{hours}-{status}-{i}", "file_entity", "delaware_icis",
+                   run=timedelta(minutes=4), checkpoint={"decided": {"formation": record}},
+                   status=status)
 
 
 def test_measured_decisions_replace_the_declared_processing(db, dsn):
@@ -131,7 +133,10 @@ def test_measured_decisions_replace_the_declared_processing(db, dsn):
     filing = next(x.strip() for x in _show("ORD-3") if x.strip().startswith("eta: filing"))
     assert filing.endswith("then delaware_icis decides within ~24 h (declared)"), filing
     with psycopg.connect(dsn, autocommit=True) as c:
-        _decided(c, 3, 8)
+        # a refusal is a decision too: the job failed, or a person then cancelled it; the
+        # record stays and counts
+        for status in ("completed", "failed", "cancelled"):
+            _decided(c, 1, 8, status=status)
     lines = _show("ORD-3")
     filing = next(x.strip() for x in lines if x.strip().startswith("eta: filing"))
     # 4 decisions at 6 h and 3 at 8 h: a median of 6 h

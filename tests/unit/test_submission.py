@@ -52,6 +52,28 @@ def test_the_checkpoint_is_written_before_the_click_and_the_confirmation_after()
     assert sub.reference.startswith("PQ42-INC-")
 
 
+def test_when_the_button_was_pressed_is_kept_through_confirmation_and_refusal():
+    """``at`` moves with every change; ``submitted`` stays the press (what the ETA measures
+    a registry's processing time from)."""
+    now = [NOW]
+    ctx = Ctx()
+    sub = Submission("formation", 42, lambda: ctx.checkpoints, ctx.save, lambda: now[0])
+
+    async def file():
+        async with sub:
+            now[0] = NOW.replace(hour=16)
+            await sub.confirmed(service_request="2026-1")
+        now[0] = NOW.replace(hour=18)
+        await sub.confirmed(None, service_request="2026-1", file_number="7")
+
+    run(file())
+    rec = submission.records(ctx.checkpoints)["formation"]
+    assert (rec.at, rec.submitted) == (now[0].isoformat(), NOW.isoformat())
+    run(sub.refused("rejected by staff"))
+    rec = submission.records(ctx.checkpoints)["formation"]
+    assert (rec.state, rec.submitted) == (State.REFUSED, NOW.isoformat())
+
+
 def test_a_crash_inside_the_block_leaves_it_in_doubt_and_the_retry_sees_it():
     ctx = Ctx()
 

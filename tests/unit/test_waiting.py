@@ -92,6 +92,22 @@ def test_a_decision_seen_keeps_when_it_was_made_between_two_checks():
     assert waiting.decided({waiting.KEY: old}, T0) is None
 
 
+def test_a_decision_seen_in_the_submitting_run_is_kept_too():
+    """No check saw the submission pending (the registry decided before the first look):
+    the decision lies between the submission and the read that saw it. Without this the
+    quick decisions would never be recorded and the learnt times would lean slow."""
+    at_once = waiting.decided({}, T0 + 2 * H, first=("delaware_icis", "formation", T0))
+    assert at_once == {"formation": {"portal": "delaware_icis", "since": T0.isoformat(),
+                                     "last_check": T0.isoformat(),
+                                     "seen": (T0 + 2 * H).isoformat()}}
+    # a marker, when there is one, says more: its last check
+    mark = waiting.waiting({}, rule(portal="crtc"), since=T0, now=T0 + H, what="staff",
+                           submission="crtc_registration")
+    seen = waiting.decided({waiting.KEY: mark}, T0 + 2 * H,
+                           first=("crtc", "crtc_registration", T0))
+    assert seen is not None and seen["crtc_registration"]["last_check"] == (T0 + H).isoformat()
+
+
 def test_a_person_gets_the_evidence():
     exc = waiting.person_needed(rule(), name="formation", reference="PQ-7", submitted_at=T0,
                                 mark={"checks": 4}, now=T0 + 30 * H)
