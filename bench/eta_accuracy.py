@@ -57,9 +57,9 @@ from portalq.portals.eta import (  # noqa: E402
     Duration,
     Job,
     PortalState,
+    Running,
     Snapshot,
     run_end,
-    seen50,
 )
 from portalq.portals.order_kinds import DE_SAME_DAY  # noqa: E402
 from portalq.portals.presets import PRESETS, calendar_from_preset  # noqa: E402
@@ -420,6 +420,7 @@ class Sim:
                 now + 15 * MIN if out is not None else None, self.steps[p], running)
         jobs: list[Job] = []
         done: dict[int, datetime] = {}
+        deciding: dict[int, Running] = {}
         told = self.told(t)
         for j in self.jobs.values():
             if j.created > t or j.state == "done":
@@ -430,7 +431,7 @@ class Sim:
             limit = 1 if j.rate_key is not None else None
             if j.state == "running":
                 end = run_end(_dt(j.start), RUNS[(j.job_type, j.portal)], now)  # type: ignore[arg-type]
-                done[j.id] = end + seen50(processing, checks)
+                deciding[j.id] = Running(j.portal, end, processing, checks)
                 continue
             if j.state == "waiting":
                 # the next check, as the job's run_at shows it (the one that sees the
@@ -454,7 +455,8 @@ class Sim:
             if d == self.day(p, t)[0]:
                 used[(p, key)] = n
         t0 = time.perf_counter()
-        est = eta.estimate(Snapshot(now, portals, jobs, RUNS, rate_used=used, done=done))
+        est = eta.estimate(Snapshot(now, portals, jobs, RUNS, rate_used=used, done=done,
+                                    running=deciding))
         res.estimator_seconds += time.perf_counter() - t0
         res.snapshots += 1
         fresh = set(self.new)

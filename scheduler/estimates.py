@@ -27,11 +27,11 @@ from portalq.portals.eta import (
     Estimates,
     Job,
     PortalState,
+    Running,
     Snapshot,
     estimate,
     measured,
     run_end,
-    seen50,
     text,
 )
 from portalq.scheduler import calendar_cache as calendars
@@ -58,8 +58,9 @@ class Loaded:
     estimates: Estimates
     #: job id -> its row (order, step, status)
     rows: dict[int, dict[str, Any]]
-    #: running jobs: job id -> expected end (the portal's processing included)
-    running: dict[int, datetime]
+    #: running jobs: job id -> expected end, p50 and p90 (the portal's processing and its
+    #: checks in its hours included)
+    running: dict[int, tuple[datetime, datetime]]
     #: the steps of the orders still holding one, by order
     orders: dict[str, list[dict[str, Any]]]
 
@@ -225,17 +226,17 @@ def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[di
               workers: int) -> Loaded:
     pairs = {(r["job_type"], r["portal"]) for r in (*rows, *run_rows)}
     durations = _durations(measured, pairs)
-    ends: dict[int, datetime] = {}   # running jobs: their expected end
+    ends: dict[int, Running] = {}   # running jobs: their expected end and what follows
     running: dict[str, tuple[datetime, ...]] = {}
     cache: Declared = {}
     for r in run_rows:
         end = run_end(r["started_at"], durations[(r["job_type"], r["portal"])], now)
         running[r["portal"]] = (*running.get(r["portal"], ()), end)
         processing, checks, _ = _declared(r["job_type"], r["portal"], cache, decided)
-        ends[r["id"]] = max(end, now) + seen50(processing, checks)
+        ends[r["id"]] = Running(r["portal"], end, processing, checks)
     ids = {(o["order_id"], o["step"]): o["job_id"] for o in orders}
-    done = {**ends, **{o["job_id"]: o["finished_at"] for o in orders
-                       if o["status"] == "completed" and o["finished_at"] is not None}}
+    done = {o["job_id"]: o["finished_at"] for o in orders
+            if o["status"] == "completed" and o["finished_at"] is not None}
     jobs = []
     for r in rows:
         after = ()
@@ -244,12 +245,13 @@ def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[di
         jobs.append(_job(r, after, cache, decided))
     snap = Snapshot(now, _portal_states(portals, workers, running), jobs,
                     durations, BROWSER_RUN,
-                    {(r["portal"], r["rate_key"]): r["n"] for r in used}, done)
+                    {(r["portal"], r["rate_key"]): r["n"] for r in used}, done, ends)
     by_order: dict[str, list[dict[str, Any]]] = {}
     for o in orders:
         by_order.setdefault(o["order_id"], []).append(o)
-    return Loaded(now, portals, {j.id: j for j in jobs}, estimate(snap),
-                  {r["id"]: r for r in rows}, ends, by_order)
+    estimates = estimate(snap)
+    return Loaded(now, portals, {j.id: j for j in jobs}, estimates,
+                  {r["id"]: r for r in rows}, estimates.running(), by_order)
 
 
 def load_fresh(order_id: str | None = None,
@@ -298,8 +300,9 @@ def order_view(loaded: Loaded, rows: list[dict[str, Any]]) -> dict[str, Any]:
             continue
         if est is None:   # running, failed, cancelled: shown by its status
             if r["job_id"] in loaded.running:
-                f50.append(loaded.running[r["job_id"]])
-                f90.append(loaded.running[r["job_id"]])
+                at50, at90 = loaded.running[r["job_id"]]
+                f50.append(at50)
+                f90.append(at90)
             elif r["status"] != "cancelled":
                 f50.append(None)
             continue

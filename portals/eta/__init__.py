@@ -42,10 +42,10 @@ from portalq.portals.eta.model import (
                                       Estimate,
                                       Job,
                                       PortalState,
+                                      Running,
                                       Snapshot,
-                                      seen50,
 )
 from portalq.portals.eta.view import Estimates, estimate, text
 
 __all__ = ["HORIZON", "Checks", "Duration", "Estimate", "Estimates", "Job", "PortalState",
-           "Snapshot", "estimate", "measured", "run_end", "seen50", "text"]
+           "Running", "Snapshot", "estimate", "measured", "run_end", "text"]

@@ -66,10 +66,17 @@ class Checks:
                 return k
         return len(gaps) + max(1, math.ceil((after - t) / step))
 
-    def seen(self, after: float) -> float:
-        """When a decision made ``after`` seconds after the submission is seen, in seconds
-        after the submission: the first check at or after it."""
-        return self.at(self.index(after))
+
+@dataclass(frozen=True)
+class Running:
+    """A job running now whose portal decides later (or not): the order steps after it
+    wait for its decision, seen at a check in the portal's hours like a claimed one's."""
+
+    portal: str
+    #: its run's expected end (the submission)
+    end: datetime
+    processing: Duration | None = None
+    checks: Checks | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,8 @@ class Snapshot:
     rate_used: Mapping[tuple[str, str], int] = field(default_factory=dict)
     #: job id -> when it completed (an order step's finished predecessors)
     done: Mapping[int, datetime] = field(default_factory=dict)
+    #: job id -> a running job (an order step's running predecessors)
+    running: Mapping[int, Running] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -160,15 +169,6 @@ class Estimate:
 INF = float("inf")
 
 
-def seen50(processing: Duration | None, checks: Checks | None) -> timedelta:
-    """From a submission to its decision seen, the median: the portal's p50 processing up
-    to the first check after it (a running job's expected end, as the loader gives it)."""
-    if processing is None:
-        return timedelta(0)
-    x = processing.p50.total_seconds()
-    return timedelta(seconds=x if checks is None else checks.seen(x))
-
-
 def ts(t: datetime) -> float:
     return t.timestamp()
 
@@ -187,4 +187,4 @@ def words(d: timedelta) -> str:
 
 
 __all__ = ["HORIZON", "INF", "LOOK_AHEAD", "Checks", "Duration", "Estimate", "Job",
-           "PortalState", "Snapshot", "dt", "seen50", "ts", "words"]
+           "PortalState", "Running", "Snapshot", "dt", "ts", "words"]

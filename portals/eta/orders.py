@@ -20,7 +20,7 @@ def release(replay: Replay, queued: Mapping[str, Levels], held: list[Job]) -> No
     portal whose steps wait for another's jobs is replayed after that one, so that a
     refresh of a long backlog replays each portal about once."""
     now, out = replay.now, replay.out
-    done = {k: max(ts(v), now) for k, v in replay.snap.done.items()}
+    done = {**{k: max(ts(v), now) for k, v in replay.snap.done.items()}, **replay.running()}
     released: dict[int, float] = {}
     where = {j.id: j.portal for j in replay.snap.jobs}
     needs: dict[str, set[str]] = {}

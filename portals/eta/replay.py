@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from operator import itemgetter
 
-from portalq.portals.eta.model import INF, Checks, Job, PortalState, Snapshot, ts
+from portalq.portals.eta.model import INF, Checks, Duration, Job, PortalState, Snapshot, ts
 from portalq.portals.eta.openings import Days, Openings
 
 #: (start, submitted, finish, jobs of its portal that start before it); None: no estimate
@@ -147,17 +147,27 @@ class Replay:
 
         def claim(jid: int, job: Job, t: float, n: int) -> None:
             end = t + durs.get(job.job_type, default)
-            checks = job.checks
-            if job.processing is None:
-                out[jid] = (t, end, end, n)
-            elif checks is None:
-                out[jid] = (t, end, self.looked(code, end + self.processing(job)), n)
-            else:
-                every = checks.every.total_seconds()
-                out[jid] = (t, end, self.checked(code, checks, end + every, every,
-                                                 end + self.processing(job)), n)
+            out[jid] = (t, end, self.seen(code, job.processing, job.checks, end), n)
             replace(slots, end)
         return claim
+
+    def seen(self, code: str, processing: Duration | None, checks: Checks | None,
+             end: float) -> float:
+        """When the decision on a submission made at ``end`` is seen: the portal's
+        processing (this replay's quantile), then its checks in its hours (a run that
+        leaves nothing to decide: its end)."""
+        if processing is None:
+            return end
+        decided = end + (processing.p50 if self.q == 50 else processing.p90).total_seconds()
+        if checks is None:
+            return self.looked(code, decided)
+        every = checks.every.total_seconds()
+        return self.checked(code, checks, end + every, every, decided)
+
+    def running(self) -> dict[int, float]:
+        """The running jobs (the snapshot's): when each one's decision is seen."""
+        return {jid: self.seen(r.portal, r.processing, r.checks, max(ts(r.end), self.now))
+                for jid, r in self.snap.running.items()}
 
     def queue(self, code: str, queued: Sequence[list[Entry]]) -> None:
         """The portal's due and scheduled jobs (``queued``: :func:`levels`), claimed as they

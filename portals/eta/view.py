@@ -109,6 +109,12 @@ class Estimates(Mapping[int, Estimate]):
         a, b = self._r50.out[job_id][2], self._r90.out[job_id][2]
         return None if a is None or b is None else (a, max(a, b))
 
+    def running(self) -> dict[int, tuple[datetime, datetime]]:
+        """The snapshot's running jobs: when each one's decision is seen (p50, p90)."""
+        r50, r90 = self._r50.running(), self._r90.running()
+        return {jid: (at50, max(at50, at90)) for jid in r50
+                if (at50 := dt(r50[jid])) is not None and (at90 := dt(r90[jid])) is not None}
+
     def _make(self, j: Job) -> Estimate:
         s50, u50, f50, ahead = self._r50.out[j.id]
         s90, u90, f90, _ = self._r90.out[j.id]

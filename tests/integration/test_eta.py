@@ -63,6 +63,25 @@ def test_orders_show_prints_an_eta_that_a_closure_moves(db, dsn):
                         "09:00 EST)"), lines[2]
 
 
+def test_a_running_filing_is_decided_as_a_queued_one_would_be(db, dsn):
+    """The filing running since now gives the same ETA as the filing queued now: its
+    decision is seen at a lookup in Delaware's hours (the night's check at the 08:00 ET
+    opening, then 12:00), so the EIN follows at 12:03, not at 13:51 (the decision's
+    instant plus its checks, the hours aside)."""
+    made = run_cli("enqueue-order", "delaware_llc", "--order", "ORD-5", "--input",
+                   json.dumps(DELAWARE_LLC), env=FROZEN)
+    assert made.returncode == 0, made.stderr
+    queued = _show("ORD-5")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("UPDATE portalq.job_queue SET status = 'running', started_at = %s "
+                  "WHERE order_id = 'ORD-5' AND job_type = 'file_entity'", [NOW_AT])
+    lines = _show("ORD-5")
+    assert lines[1] == queued[1] == ("expected done 2026-12-08 17:03:10Z "
+                                     "(by 2026-12-09 17:11:00Z at the latest)"), lines
+    ein = next(x.strip() for x in lines if x.strip().startswith("eta: EIN"))
+    assert ein.startswith("eta: EIN expected Tue 08 Dec 12:03 EST"), ein
+
+
 def test_jobs_show_and_status_give_the_eta(db, dsn):
     assert run_cli("enqueue-order", "delaware_llc", "--order", "ORD-2", "--input",
                    json.dumps(DELAWARE_LLC), env=FROZEN).returncode == 0

@@ -270,11 +270,12 @@ DE_CHECKS = eta.Checks(15 * MIN, 2.0, timedelta(hours=4))
 def test_checks_back_off_to_their_cap():
     hours = [DE_CHECKS.at(k) / 3600 for k in range(1, 8)]
     assert hours == [0.25, 0.75, 1.75, 3.75, 7.75, 11.75, 15.75]
-    assert DE_CHECKS.seen(24 * 3600) == 27.75 * 3600   # decided at 24 h, seen at 27:45
-    assert DE_CHECKS.seen(3.75 * 3600) == 3.75 * 3600   # a check at the decision sees it
+    # decided at 24 h: seen at 27:45; a check at the decision sees it
+    assert DE_CHECKS.at(DE_CHECKS.index(24 * 3600)) == 27.75 * 3600
+    assert DE_CHECKS.at(DE_CHECKS.index(3.75 * 3600)) == 3.75 * 3600
     assert DE_CHECKS.index(1) == 1 and DE_CHECKS.index(12 * 3600) == 7
     flat = eta.Checks(2 * timedelta(hours=1), 1.0, 2 * timedelta(hours=1))
-    assert flat.seen(25 * 3600) == 26 * 3600
+    assert flat.at(flat.index(25 * 3600)) == 26 * 3600
 
 
 def test_a_decision_is_seen_at_the_first_check_after_it():
@@ -290,8 +291,6 @@ def test_a_decision_is_seen_at_the_first_check_after_it():
     est = eta.estimate(_snap(now, [filing], portal="delaware_icis", sessions=2))[1]
     assert est.submitted50 == _utc(2026, 12, 7, 15, 10)
     assert est.finish50 == _utc(2026, 12, 8, 17) and est.finish90 == _utc(2026, 12, 9, 17)
-    assert eta.seen50(filing.processing, DE_CHECKS) == timedelta(hours=27, minutes=45)
-    assert eta.seen50(filing.processing, None) == timedelta(hours=24)
 
 
 def test_a_waiting_decision_is_seen_on_its_lookups_schedule():
@@ -384,3 +383,26 @@ def test_a_run_past_its_median_is_expected_to_end_later_not_now():
     assert now + 2 * MIN < eta.run_end(now - MIN, run, now) < now + 2 * MIN + 10 * SEC
     late = eta.run_end(now - 5 * MIN, run, now)
     assert now + MIN < late < now + 4 * MIN                        # in the tail, not "now"
+
+
+def test_a_running_predecessors_decision_is_seen_in_its_portals_hours():
+    # Monday 21:00 ET: a Delaware filing running, submitted at 21:10 (its expected end),
+    # decided 2 h (p50) / 4 h (p90) later. Its checks run 21:25, 21:55; the next, 22:55,
+    # falls after Delaware's 22:30 close and runs at Tuesday's 08:00 opening, which sees
+    # it either way. So the EIN that follows starts at 08:00 ET, not at the IRS's 07:00
+    # (the decision's instant plus its checks, hours aside, said 00:55)
+    now = _utc(2026, 12, 8, 2)
+    de, irs = calendar_from_preset("delaware_icis"), calendar_from_preset("irs_ein")
+    running = eta.Running("delaware_icis", _utc(2026, 12, 8, 2, 10),
+                          Duration(timedelta(hours=2), timedelta(hours=4)), DE_CHECKS)
+    ein = Job(2, "obtain_ein", "irs_ein", after=(1,))
+    snap = Snapshot(now, {"delaware_icis": PortalState(de, 2), "irs_ein": PortalState(irs, 1)},
+                    [ein], default_duration=TEN, running={1: running})
+    est = eta.estimate(snap)
+    assert est[2].start50 == est[2].start90 == _utc(2026, 12, 8, 13)
+    assert est.running() == {1: (_utc(2026, 12, 8, 13), _utc(2026, 12, 8, 13))}
+    # a run that leaves nothing to decide: done at its end
+    plain = dataclasses.replace(running, processing=None)
+    est = eta.estimate(dataclasses.replace(snap, running={1: plain}))
+    assert est[2].start50 == _utc(2026, 12, 8, 2, 10)   # 21:10 ET: the IRS is open
+    assert est.running()[1] == (_utc(2026, 12, 8, 2, 10),) * 2
