@@ -27,6 +27,7 @@ from hypothesis import settings as hypothesis_settings
 from sqlalchemy.engine import make_url
 
 from portalq.jobs import clock
+from tests import cli_zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 _counter = itertools.count()
@@ -245,10 +246,17 @@ def _restore_clock() -> Iterator[None]:
     clock.set_clock(None)
 
 
+_FORKS = None if os.environ.get("PORTALQ_TEST_CLI") == "subprocess" else cli_zygote.Client(
+    str(ROOT))
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
             input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real ``portalq`` CLI in a subprocess."""
+    """Run the real ``portalq`` CLI in a process of its own: forked from a server that
+    imported its third-party libraries once (tests/cli_zygote.py), else a subprocess."""
     full_env = {**os.environ, **(env or {})}
+    if _FORKS is not None and _FORKS.serves(full_env):
+        return _FORKS.run(list(args), full_env, str(ROOT), timeout, input)
     return subprocess.run([sys.executable, "-m", "portalq", *args], capture_output=True,
                           text=True, env=full_env, timeout=timeout, input=input, cwd=ROOT)
 
