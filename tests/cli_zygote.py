@@ -26,6 +26,7 @@ import locale
 import os
 import runpy
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -138,7 +139,8 @@ class Client:
         assert self._proc.stdout is not None
         if self._proc.stdout.readline() != b"ready\n":
             raise RuntimeError("the CLI fork server did not start")
-        atexit.register(self._proc.kill)
+        atexit.register(shutil.rmtree, folder, True)
+        atexit.register(self._proc.kill)   # runs first: the server goes, then its folder
 
     def serves(self, env: dict[str, str]) -> bool:
         """Whether a call with ``env`` runs as it would in a fresh interpreter here."""
