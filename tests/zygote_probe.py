@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
-import time
 
 if __name__ == "__main__":
     what = sys.argv[1]
-    if what == "sleep":
-        time.sleep(float(sys.argv[2]))
+    if what == "hang":
+        signal.pause()   # until a signal: the timeout's SIGKILL
     print(json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "env": os.environ.get("PROBE"),
                       "stdin": sys.stdin.read(), "argv": sys.argv[1:],
                       "loaded": "portalq.jobs" in sys.modules}))

@@ -41,7 +41,7 @@ def test_a_child_is_a_process_of_its_own_with_what_it_was_given(forks, tmp_path)
 
 def test_a_timeout_kills_the_child(forks):
     with pytest.raises(subprocess.TimeoutExpired):
-        probe(forks, "sleep", "30", timeout=1)
+        probe(forks, "hang", timeout=1)
 
 
 def test_python_startup_variables_are_not_served(forks):
