@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from portalq.jobs import settings
 from portalq.jobs.errors import BusinessError, PortalUnavailable, UncertainOutcome
-from portalq.portals.flows.base import Evidence, browser_page, download
+from portalq.portals.flows.base import Evidence, browser_page, download, pdf_shows
 from portalq.portals.flows.browser import untraced
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import AppPage
@@ -193,9 +193,13 @@ class ApplyForEin(AppPage):
         """The review page, checked (structure and values) before anything irreversible;
         the letter choice made; the "Submit EIN Request" button."""
         await check_review(self.page, p)
-        await self.radio("Confirmation Letter", "Receive letter digitally in the next step"
-                         if p.letter == "digital" else
-                         "Receive letter by mail (allow up to 4 weeks for delivery)")
+        # the real review offers the letter choice only to a responsible party applying in
+        # person; a designee's application is always answered by mail, to the applicant
+        # (tests/facts/irs-ein-assignment.txt §5)
+        if p.third_party_designee is None:
+            await self.radio("Confirmation Letter", "Receive letter digitally in the next step"
+                             if p.letter == "digital" else
+                             "Receive letter by mail (allow up to 4 weeks for delivery)")
         await self.shot("review")
         return await self.control("Submit EIN Request", "the review")
 
@@ -212,16 +216,36 @@ class ApplyForEin(AppPage):
         return classify(await self.state(), AFTER, "Submit EIN Request", ctx=self.ctx)
 
     async def assignment(self) -> dict[str, str]:
-        """EIN, legal name and name control as the success page shows them."""
-        pairs = await self.page.evaluate("""() => Object.fromEntries(
-          [...document.querySelectorAll('dt')].map((dt) => [dt.innerText.trim(),
-            dt.nextElementSibling ? dt.nextElementSibling.innerText.trim() : '']))""")
-        ein = pairs.get("EIN assigned", "")
+        """EIN, legal name and name control as the success page shows them: the rows of the
+        summary table that holds "EIN assigned" (``tests/facts/irs-ein-assignment.txt``: each
+        row ``<tr><td><b>label</b></td><td><b>value</b></td></tr>``; the application's summary
+        below it has a "Legal name" row of its own, so only that table is read). When no EIN
+        can be read the page's text is kept, sealed, for a person to copy it from."""
+        rows = await self.page.evaluate("""() => {
+          const label = (tr) => tr.cells.length > 1 ? tr.cells[0].innerText.trim() : null;
+          const table = [...document.querySelectorAll('table')].find((t) =>
+            [...t.rows].some((tr) => label(tr) === 'EIN assigned'));
+          return table ? Object.fromEntries([...table.rows].filter((tr) => label(tr) !== null)
+            .map((tr) => [label(tr), tr.cells[1].innerText.trim()])) : {};
+        }""")
+        ein = rows.get("EIN assigned", "")
         if not re.fullmatch(EIN_RE, ein):
+            await self.keep_page_text()
             raise UncertainOutcome(f"IRS EIN Assignment shows no valid EIN ({ein!r}); the "
-                                   "application may have been accepted: check before retrying")
-        return {"ein": ein, "legal_name": pairs.get("Legal name", ""),
-                "name_control": pairs.get("Name control", "")}
+                                   "application may have been accepted: its page is kept "
+                                   "(sealed) with the job's documents; check before retrying")
+        return {"ein": ein, "legal_name": rows.get("Legal name", ""),
+                "name_control": rows.get("Name control", "")}
+
+    async def keep_page_text(self) -> None:
+        """The success page exists once: its text and a screenshot, kept with the job
+        (documents are sealed at rest) before the attempt ends."""
+        with suppress(Exception):
+            await self.evidence.shot(self.page, "ein-assignment-unread")
+        with suppress(Exception):
+            text = await self.page.locator("body").inner_text()
+            await self.ctx.store_document("ein-assignment-page.txt", "text/plain",
+                                          text.encode())
 
     async def letter(self) -> tuple[str, bytes] | None:
         """The CP 575 as the page builds it (a ``data:`` PDF); None when the letter goes by
@@ -279,6 +303,9 @@ async def obtain_ein(ctx: FlowContext[ObtainEinPayload]) -> dict[str, Any]:
         await ctx.store_document(letter[0], "application/pdf", letter[1])  # sealed at rest
         documents = [letter[0]]
         await ctx.save_checkpoint(documents=documents)
+        if not pdf_shows(letter[1], got["ein"]):  # kept all the same: a person looks
+            await ctx.save_checkpoint(letter_error=f"the letter {letter[0]} does not show "
+                                                   f"the EIN {got['ein']} in its text")
     return {**got, "documents": documents}
 
 

@@ -90,7 +90,8 @@ def _texts() -> dict[str, Any]:
             "letterRequired": tx.LETTER_REQUIRED, "submit": tx.SUBMIT,
             "submitInstructions": tx.SUBMIT_INSTRUCTIONS, "cancelAria": tx.CANCEL_ARIA,
             "congratulations": tx.CONGRATULATIONS, "savePrint": tx.SAVE_PRINT,
-            "digitalNote": tx.DIGITAL_NOTE, "mailNote": tx.MAIL_NOTE, "download": tx.DOWNLOAD,
+            "digitalNote": tx.DIGITAL_NOTE, "mailNote": tx.MAIL_NOTE,
+            "mailNoteDesignee": tx.MAIL_NOTE_DESIGNEE, "download": tx.DOWNLOAD,
             "moreTime": tx.MORE_TIME, "expiresIn": tx.EXPIRES_IN}
 
 
@@ -239,7 +240,7 @@ def create_app(state: PortalState) -> Starlette:
         if state.faults.drop_after_submit:
             return drop_connection(request)
         letter = None
-        if d.get("confirmationLetterRadioInput") == "DIGITAL":
+        if entry["letter"] == "DIGITAL":
             letter = {"content": _letter(entry), "letterType": LETTER_TYPE}
         return JSONResponse({"einResult": {
             "ein": entry["ein"], "legalName": entry["legal_name"],
@@ -263,7 +264,8 @@ def create_app(state: PortalState) -> Starlette:
                 "name": designee, "address": f'{d.get("designeeStreet")}, '
                 f'{d.get("designeeCity")}, {d.get("designeeState")} {d.get("designeeZip")}',
                 "phone": d.get("designeePhone"), "fax": d.get("designeeFax") or None},
-            "letter": d.get("confirmationLetterRadioInput"),
+            # the real app sends letterDelivery "MAIL" for a designee's application
+            "letter": "MAIL" if designee else d.get("confirmationLetterRadioInput"),
         })
 
     return Starlette(routes=[
