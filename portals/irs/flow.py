@@ -92,9 +92,11 @@ class ApplyForEin(AppPage):
     async def radio(self, group: str, label: str) -> None:
         """Choose ``label`` in the radio group ``group``: through the label (the inputs do
         not register a click)."""
-        fieldset = self.page.get_by_role("group", name=group, exact=True)
-        await fieldset.locator("label").filter(
-            has_text=re.compile(rf"^\s*{re.escape(label)}\s*$")).click()
+        fieldset = await self.present(self.page.get_by_role("group", name=group, exact=True),
+                                      group, "group")
+        option = fieldset.locator("label").filter(
+            has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
+        await (await self.present(option, f"{group}: {label}", "radio")).click()
 
     async def choose(self, label: str, value: str) -> None:
         if not await self.select(label, value):
@@ -123,7 +125,8 @@ class ApplyForEin(AppPage):
             await self.fill("Number of members", p.members)
         await self.choose("State where located", p.state)
         await self.radio("Why is the entity requesting an EIN?", REASONS[p.reason])
-        await self.page.get_by_label("Review and confirm", exact=True).check()
+        await (await self.present(self.page.get_by_label("Review and confirm", exact=True),
+                                  "Review and confirm", "checkbox")).check()
         await self.go_on("Continue", "identityOfEntities", "Identity", "legal-structure")
 
     async def identity(self, p: ObtainEinPayload) -> None:

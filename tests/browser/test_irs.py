@@ -364,3 +364,27 @@ def test_an_assignment_page_it_cannot_read_is_uncertain_and_keeps_the_page(run, 
     assert SSN.encode() not in text and SSN.replace("-", "").encode() not in text
     assert any(p.name.endswith("ein-assignment-unread.png") for p in ctx.artifacts_dir.iterdir())
     assert decided(exc, ctx).status == "failed"  # a person decides; never a resubmission
+
+
+@pytest.mark.parametrize("old, new, control, where", [
+    # an option label renamed on the first step (the issue's replica died here, 15 s a time)
+    ('"Limited Liability Company (LLC)"', '"LLC (Limited Liability Company)"',
+     "Limited Liability Company (LLC)", "legalStructure"),
+    # a field renamed on a later step
+    ("text('startDateYearInput', 'Start year'", "text('startDateYearInput', 'Year started'",
+     "Start year", "additionalDetails"),
+    # a select renamed: a missing control, not "the portal offers no such option"
+    ("'State where the entity is organized'", "'Organized in'",
+     "State where the entity is organized", "additionalDetails"),
+], ids=["option-label", "field", "select"])
+def test_a_control_missing_at_any_step_is_a_changed_portal_named(run, portals, irs_ctx, old,
+                                                                  new, control, where):
+    """Not a Playwright timeout retried five times: the drift stop (the portal paused, the
+    attempt refunded, one escalation), naming the step and the control it looked for."""
+    ctx = irs_ctx()
+    redesigned(ctx, old, new)
+    exc = fails(run, ctx, PortalChanged)
+    assert control in str(exc) and exc.where == where, (str(exc), exc.where)
+    assert portals.ledger(PORTAL) == []
+    transition = decided(exc, ctx)
+    assert transition.status != "failed" and transition.refund_attempt, transition
