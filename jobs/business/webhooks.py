@@ -62,11 +62,28 @@ def _aad(subscription_url: str) -> bytes:
     return b"portalq-webhook-secret:" + subscription_url.encode()
 
 
+def _port(netloc: str) -> str:
+    """The port as written in ``host:port`` (``[v6]:port``), '' if none."""
+    hostport = netloc.rpartition("@")[2]
+    return hostport.rpartition("]")[2].partition(":")[2]
+
+
 def check_url(url: str) -> str:
+    """A URL the sender can send to, or :class:`InputError`: refused here once rather
+    than failing every attempt (issue 48: a port out of range, a port that is no number, a
+    non-ASCII path)."""
     url = limits.check_identifier(url, "webhook URL", 2000)
+    if any(not 33 <= ord(ch) <= 126 for ch in url):
+        raise InputError("a webhook URL is ASCII without spaces: percent-encode the rest "
+                         "(a path /café is /caf%C3%A9)")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"a webhook URL is http(s)://host/...: {url!r}")
+    port = _port(parts.netloc)
+    if port and not port.isdigit():
+        raise InputError(f"a webhook URL's port {port!r} is not a number")
+    if port and not 1 <= int(port) <= 65535:
+        raise InputError(f"a webhook URL's port {int(port)} is not in 1-65535")
     return url
 
 
@@ -155,9 +172,20 @@ def backoff(failures: int) -> timedelta:
     return BACKOFF[min(max(failures, 1), len(BACKOFF)) - 1]
 
 
-async def next_due(conn: AConn, *, skip: list[int]) -> dict[str, Any] | None:
-    """The oldest due delivery of an active subscription, locked (caller's transaction)."""
-    return await sql.afetch_one(conn, "webhook_due", {"now": clock.now(), "skip": skip})
+async def due_subscriptions(conn: AConn) -> list[int]:
+    """The subscriptions with a delivery waiting, past their backoff, no attempt out."""
+    rows = await sql.afetch(conn, "webhook_due_subscriptions", {"now": clock.now()})
+    return [int(r["id"]) for r in rows]
+
+
+async def lease(conn: AConn, subscription_id: int, *,
+                hold: timedelta) -> dict[str, Any] | None:
+    """The subscription's oldest waiting delivery, leased for ``hold`` (the attempt's
+    deadline and a margin), if the subscription is due; else None. Commit before sending:
+    the attempt holds no transaction, the lease keeps other senders off it."""
+    now = clock.now()
+    return await sql.afetch_one(conn, "webhook_lease", {"id": subscription_id, "now": now,
+                                                        "until": now + hold})
 
 
 async def body_of(conn: AConn, delivery: Mapping[str, Any]) -> bytes:
@@ -179,15 +207,18 @@ async def body_of(conn: AConn, delivery: Mapping[str, Any]) -> bytes:
 
 async def attempted(conn: AConn, delivery: Mapping[str, Any], *, body: bytes,
                     status_code: int | None, error: str | None, took_ms: int) -> int:
-    """Log an attempt; the delivery done (a 2xx) or due again after its backoff. The
-    subscription's failures in a row; at :data:`PAUSE_AFTER` it is paused."""
+    """Log an attempt of a leased delivery (:func:`lease`); the delivery done (a 2xx) or
+    not, and then the whole subscription held back for its backoff (new events queue behind
+    it: one try per step, not one per event). The subscription's failures in a row; at
+    :data:`PAUSE_AFTER` it is paused (still probed at the last step: a success lifts it)."""
     ok = status_code is not None and 200 <= status_code < 300
     now = clock.now()
+    failures = 0 if ok else int(delivery["failures"]) + 1
     row = await sql.afetch_one(conn, "webhook_attempted", {
         "id": delivery["id"], "subscription_id": delivery["subscription_id"], "now": now,
         "status_code": status_code, "error": None if ok else (error or "")[:500],
         "took_ms": took_ms, "body": body, "ok": ok,
-        "next_try_at": None if ok else now + backoff(delivery["attempts"] + 1)})
+        "next_try_at": None if ok else now + backoff(failures)})
     failures = int(row["failures"]) if row else 0
     if failures >= PAUSE_AFTER:
         await sql.afetch(conn, "webhook_pause", {
@@ -205,7 +236,7 @@ async def pause_told(conn: AConn, subscription_id: int) -> None:
 
 
 async def next_try(conn: AConn) -> datetime | None:
-    row = await sql.afetch_one(conn, "webhook_next_try")
+    row = await sql.afetch_one(conn, "webhook_next_try", {"now": clock.now()})
     return row["at"] if row else None
 
 

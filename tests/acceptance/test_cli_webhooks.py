@@ -45,6 +45,12 @@ def test_bad_input_is_one_line_and_writes_nothing(db, dsn):
         ("remove", "99"): "no webhook subscription 99",
         ("resume", "99"): "no webhook subscription 99",
         ("remove", "0"): "",
+        # issue 48 #1: URLs that cannot be sent to, refused at add, not at each attempt
+        ("add", "http://127.0.0.1:99999/hook", "--events", "cancelled"): "port 99999 is not",
+        ("add", "http://127.0.0.1:abc/hook", "--events", "cancelled"): "port 'abc' is not",
+        ("add", "http://127.0.0.1:8080/hook/café", "--events", "cancelled"):
+            "percent-encode",
+        ("add", "http://exa mple.com/hook", "--events", "cancelled"): "percent-encode",
     }
     for args, message in cases.items():
         out = run_cli("webhooks", *args)
