@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -44,19 +45,33 @@ LEASE_MARGIN = timedelta(seconds=30)
 Tx = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
 
 
-async def _post(url: str, body: bytes, headers: Mapping[str, str]) -> int:
+async def _address(host: str, port: int, private: str) -> str:
+    """The address to connect to: the host's first, if the private-address policy allows
+    it (resolved here and connected to as resolved: a name that resolves to the private
+    network now is refused, whatever it resolved to at ``webhooks add``)."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port,
+                                                         type=socket.SOCK_STREAM)
+    address = str(infos[0][4][0])
+    if webhooks.address_refused(address, private):
+        raise ConnectionRefusedError(f"{host} is a private address ({address}); "
+                                     f"PORTALQ_WEBHOOK_PRIVATE_ADDRESSES={private}")
+    return address
+
+
+async def _post(url: str, body: bytes, headers: Mapping[str, str], private: str) -> int:
     """One HTTP/1.1 POST; the answer's status code (only its status line is read)."""
     parts = urlsplit(url)
     https = parts.scheme == "https"
     host = parts.hostname or ""
     port = parts.port or (443 if https else 80)
+    address = await _address(host, port, private)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     head = [f"POST {target} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}",
             f"Content-Length: {len(body)}", "Connection: close",
             "User-Agent: portalq-webhooks", *(f"{k}: {v}" for k, v in headers.items())]
     request = ("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body
     reader, writer = await asyncio.open_connection(
-        host, port, ssl=ssl.create_default_context() if https else None,
+        address, port, ssl=ssl.create_default_context() if https else None,
         server_hostname=host if https else None)
     try:
         writer.write(request)
@@ -71,14 +86,15 @@ async def _post(url: str, body: bytes, headers: Mapping[str, str]) -> int:
 
 
 async def post(url: str, body: bytes, headers: Mapping[str, str], *,
-               timeout: float = TIMEOUT_SECONDS) -> tuple[int | None, str | None]:
+               timeout: float = TIMEOUT_SECONDS,
+               private: str = "loopback") -> tuple[int | None, str | None]:
     """POST ``body``; (status code, None), (status code, "HTTP nnn") or (None, why not).
     Never raises: whatever is wrong with this URL or its endpoint is this attempt's failure
     and no one else's. No redirect is followed: a signed delivery goes to the URL
     subscribed, or fails."""
     try:
         async with asyncio.timeout(timeout):
-            status = await _post(url, body, headers)
+            status = await _post(url, body, headers, private)
     except TimeoutError:
         return None, f"no answer within the {timeout:g} s deadline"
     except Exception as exc:  # noqa: BLE001 - a bad URL or endpoint fails its own attempt
@@ -99,7 +115,8 @@ async def _signed(conn: Any, d: Mapping[str, Any]) -> tuple[bytes, dict[str, str
 
 
 async def drain(tx: Tx, subscription_id: int, *, timeout: float = TIMEOUT_SECONDS,
-                limit: int = ROUND, go_on: Callable[[], bool] = lambda: True) -> int:
+                private: str = "loopback", limit: int = ROUND,
+                go_on: Callable[[], bool] = lambda: True) -> int:
     """Send a subscription's waiting deliveries oldest first, until one fails (then it is
     held back for its backoff), none is left, or ``limit``; how many were delivered."""
     delivered = 0
@@ -118,7 +135,8 @@ async def drain(tx: Tx, subscription_id: int, *, timeout: float = TIMEOUT_SECOND
         if isinstance(headers, str):
             status, error = None, headers
         else:
-            status, error = await post(d["url"], body, headers, timeout=timeout)
+            status, error = await post(d["url"], body, headers, timeout=timeout,
+                                       private=private)
         took_ms = int((time.monotonic() - started) * 1000)
         async with tx() as conn:
             failures = await webhooks.attempted(conn, d, body=body, status_code=status,
@@ -131,7 +149,8 @@ async def drain(tx: Tx, subscription_id: int, *, timeout: float = TIMEOUT_SECOND
     return delivered
 
 
-async def send_due(conn: Any, *, limit: int = ROUND, timeout: float = TIMEOUT_SECONDS) -> int:
+async def send_due(conn: Any, *, limit: int = ROUND, timeout: float = TIMEOUT_SECONDS,
+                   private: str = "loopback") -> int:
     """One round on one connection: every due subscription drained at once, each attempt's
     transactions taking the connection in turn (never across the POST); how many were
     delivered."""
@@ -144,7 +163,8 @@ async def send_due(conn: Any, *, limit: int = ROUND, timeout: float = TIMEOUT_SE
 
     async with lock:
         due = await webhooks.due_subscriptions(conn)
-    counts = await asyncio.gather(*(drain(tx, s, timeout=timeout, limit=limit) for s in due))
+    counts = await asyncio.gather(*(drain(tx, s, timeout=timeout, private=private, limit=limit)
+                                    for s in due))
     return sum(counts)
 
 
@@ -160,7 +180,7 @@ async def tell_paused(settings: Settings, conn: Any) -> int:
             msg["Subject"] = f"[portalq] webhook {sub['id']} paused: its endpoint keeps failing"
             msg["To"] = ", ".join(settings.admins())
             msg.set_content(
-                f"Webhook subscription {sub['id']} ({sub['url']}; events "
+                f"Webhook subscription {sub['id']} ({webhooks.shown_url(sub['url'])}; events "
                 f"{', '.join(sub['events'])}) was paused: {sub['pause_reason']}\n\n"
                 "Its deliveries wait (none is dropped); the endpoint is still tried at the "
                 "last backoff step, and the subscription is active again as soon as it "
@@ -195,6 +215,7 @@ class Sender:
         try:
             return await drain(self._tx, subscription_id,
                                timeout=self.settings.webhook_timeout_seconds,
+                               private=self.settings.webhook_private_addresses,
                                go_on=lambda: bool(self.is_leader()))
         except connections.LOST as exc:
             log.warning("webhooks not sent now (%s); trying again", exc)

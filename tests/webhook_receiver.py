@@ -9,13 +9,18 @@ import base64
 import hashlib
 import hmac
 import json
+import secrets
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import psycopg
+
 from portalq.jobs import clock
+from portalq.jobs.business import webhooks
+from portalq.jobs.secrets import crypto
 from tests.ports import free_port
 
 
@@ -123,3 +128,16 @@ class SlowReceiver:
     def stop(self) -> None:
         self._closed.set()
         self._sock.close()
+
+
+def stored_unchecked(dsn: str, url: str, events: list[str]) -> int:
+    """A subscription as one added before ``webhooks add`` checked its URL was stored."""
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    key_id, sealed = crypto.seal_blob(secret.encode(), aad=webhooks._aad(url))
+    with psycopg.connect(dsn) as c:
+        row = c.execute(
+            "INSERT INTO portalq.webhook_subscriptions (url, events, key_id, secret, "
+            "created_at, created_by) VALUES (%s, %s, %s, %s, %s, 'test') RETURNING id",
+            (url, events, key_id, sealed, clock.now())).fetchone()
+    assert row is not None
+    return int(row[0])

@@ -214,6 +214,12 @@ class WebhookSettings(Section):
                                            "one webhook attempt, whole: connecting, sending "
                                            "and the answer's status line (a receiver that "
                                            "trickles its answer is cut there)")
+    webhook_private_addresses: str = Field(
+        "loopback", pattern="^(loopback|none|all)$",
+        description="which private addresses a webhook URL may name (checked at "
+        "`webhooks add` and, for a host name, at each attempt): loopback (127.0.0.0/8, ::1: "
+        "an app on this host), none, or all (the private network and link-local ones too, "
+        "169.254.169.254 a cloud's metadata among them)")
 
 
 class BrowserSettings(Section):

@@ -11,8 +11,6 @@ except where the attempt's own deadline is the subject: there it is the wall clo
 from __future__ import annotations
 
 import asyncio
-import base64
-import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -24,12 +22,11 @@ import pytest
 
 from portalq.jobs import clock, queue
 from portalq.jobs.business import webhooks
-from portalq.jobs.secrets import crypto
 from portalq.scheduler import webhook_sender as sender
 from portalq.scheduler.config import Settings
 from tests import payloads
 from tests.mailbox import Mailbox
-from tests.webhook_receiver import Receiver, SlowReceiver
+from tests.webhook_receiver import Receiver, SlowReceiver, stored_unchecked
 
 T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)
 
@@ -63,19 +60,6 @@ def send(dsn: str, settings: Settings | None = None, **kw: Any) -> int:
                 await sender.tell_paused(settings, c)
             return delivered
     return asyncio.run(go())
-
-
-def stored_unchecked(dsn: str, url: str, events: list[str]) -> int:
-    """A subscription as one added before ``webhooks add`` checked its URL was stored."""
-    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-    key_id, sealed = crypto.seal_blob(secret.encode(), aad=webhooks._aad(url))
-    with psycopg.connect(dsn) as c:
-        row = c.execute(
-            "INSERT INTO portalq.webhook_subscriptions (url, events, key_id, secret, "
-            "created_at, created_by) VALUES (%s, %s, %s, %s, %s, 'test') RETURNING id",
-            (url, events, key_id, sealed, clock.now())).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def cancel_one(order: str) -> int:
@@ -214,3 +198,17 @@ def test_a_paused_subscription_is_probed_and_active_again_by_itself(dsn, frozen,
     row = row_of(sub)
     assert row["paused_at"] is None and row["failures"] == 0
     assert len(mailbox.messages) == 1
+
+
+def test_a_name_that_resolves_to_a_refused_address_is_not_sent_to(dsn, frozen, receiver):
+    """Issue 48 #4: the private-address policy holds at each attempt for a host name (what
+    it resolves to now): with ``none``, localhost is not POSTed to; the attempt fails."""
+    url = receiver.url.replace("127.0.0.1", "localhost")
+    sub, receiver.secret = webhooks.add(url, "cancelled", by="test")
+    receiver.start()
+    cancel_one("ORD-1")
+    assert send(dsn, private="none") == 0
+    [(status, error, _)] = attempts(dsn, sub)
+    assert status is None and "private address" in error and not receiver.got
+    frozen.advance(seconds=6)
+    assert send(dsn, private="loopback") == 1 and len(receiver.got) == 1
