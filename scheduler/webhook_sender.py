@@ -228,6 +228,16 @@ class Sender:
         return 0
 
     async def loop(self) -> None:
+        try:
+            await self._loop()
+        finally:   # the service stops: the drains with it, before its pool closes (an
+            # attempt cut here keeps its lease until it expires, then is sent again)
+            drains = list(self._draining.values())
+            for task in drains:
+                task.cancel()
+            await asyncio.gather(*drains, return_exceptions=True)
+
+    async def _loop(self) -> None:
         timeout: float | None = self.settings.tick_seconds
         while True:
             with contextlib.suppress(TimeoutError):

@@ -11,6 +11,7 @@ except where the attempt's own deadline is the subject: there it is the wall clo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -212,3 +213,34 @@ def test_a_name_that_resolves_to_a_refused_address_is_not_sent_to(dsn, frozen, r
     assert status is None and "private address" in error and not receiver.got
     frozen.advance(seconds=6)
     assert send(dsn, private="loopback") == 1 and len(receiver.got) == 1
+
+
+def test_a_stopping_sender_takes_its_drains_with_it(dsn):
+    """The service's webhook loop cancelled (a stop) while an attempt is out: the drain
+    task goes with it, before the pool closes; its lease stays until it expires."""
+    from portalq.scheduler.worker import make_pool
+
+    slow = SlowReceiver(every=0.5)
+    settings = Settings(tick_seconds=0.2)
+    try:
+        sub, _ = webhooks.add(slow.url, "cancelled", by="test")
+        cancel_one("ORD-1")
+
+        async def go() -> list[str]:
+            pool = make_pool(settings, dsn)
+            await pool.open(wait=True, timeout=30)
+            try:
+                loop = asyncio.create_task(sender.Sender(settings, pool, lambda: True).loop())
+                while slow.requests == 0:
+                    await asyncio.sleep(0.05)
+                loop.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await loop
+                return [t.get_name() for t in asyncio.all_tasks()
+                        if t.get_name().startswith("webhook-")]
+            finally:
+                await pool.close()
+        assert asyncio.run(go()) == []
+    finally:
+        slow.stop()
+    assert row_of(sub)["failures"] == 0 and attempts(dsn, sub) == []   # sent again later
