@@ -1672,12 +1672,15 @@ RETURNING id;
 
 -- name: webhook_list
 SELECT w.id, w.url, w.events, w.created_at, w.created_by, w.failures, w.paused_at,
-       w.pause_reason,
+       w.pause_reason, w.retry_at,
        (SELECT count(*)::int FROM portalq.webhook_deliveries d
         WHERE d.subscription_id = w.id AND d.delivered_at IS NULL) AS undelivered,
        (SELECT max(d.delivered_at) FROM portalq.webhook_deliveries d
         WHERE d.subscription_id = w.id) AS last_delivered_at
 FROM portalq.webhook_subscriptions w ORDER BY w.id;
+
+-- name: webhook_exists
+SELECT id FROM portalq.webhook_subscriptions WHERE id = %(id)s;
 
 -- name: webhook_remove
 DELETE FROM portalq.webhook_subscriptions WHERE id = %(id)s RETURNING id;
@@ -1686,7 +1689,8 @@ DELETE FROM portalq.webhook_subscriptions WHERE id = %(id)s RETURNING id;
 -- A paused subscription sends again, its waiting deliveries first (nothing was dropped).
 WITH w AS (
     UPDATE portalq.webhook_subscriptions
-    SET paused_at = NULL, pause_reason = NULL, pause_told_at = NULL, failures = 0
+    SET paused_at = NULL, pause_reason = NULL, pause_told_at = NULL, failures = 0,
+        retry_at = NULL
     WHERE id = %(id)s RETURNING id
 ), d AS (
     UPDATE portalq.webhook_deliveries SET next_try_at = %(now)s
@@ -1694,24 +1698,45 @@ WITH w AS (
 )
 SELECT id, pg_notify('portalq_outbox', 'webhook_deliveries') FROM w;
 
--- name: webhook_due
--- The oldest due delivery of a subscription that is not paused, locked while it is sent.
-SELECT d.id, d.msg_id, d.job_id, d.event, d.decision, d.created_at, d.attempts, d.body,
-       w.id AS subscription_id, w.url, w.key_id, w.secret
-FROM portalq.webhook_deliveries d
-JOIN portalq.webhook_subscriptions w ON w.id = d.subscription_id
-WHERE d.delivered_at IS NULL AND d.next_try_at <= %(now)s AND w.paused_at IS NULL
-  AND NOT d.id = ANY(%(skip)s::bigint[])
-ORDER BY d.next_try_at, d.id
-LIMIT 1
-FOR UPDATE OF d SKIP LOCKED;
+-- name: webhook_due_subscriptions
+-- The subscriptions with a delivery waiting, past their backoff (a paused one too: its
+-- probe is at the last step) and with no attempt out.
+SELECT w.id FROM portalq.webhook_subscriptions w
+WHERE (w.retry_at IS NULL OR w.retry_at <= %(now)s)
+  AND (w.busy_until IS NULL OR w.busy_until <= %(now)s)
+  AND EXISTS (SELECT 1 FROM portalq.webhook_deliveries d
+              WHERE d.subscription_id = w.id AND d.delivered_at IS NULL)
+ORDER BY w.id;
+
+-- name: webhook_lease
+-- A subscription's oldest waiting delivery, if the subscription is due, leased to this
+-- sender until %(until)s (busy_until): the attempt runs after this commits, outside any
+-- transaction; a sender that dies leaves the lease to expire (the delivery is sent again).
+WITH w AS (
+    SELECT w.id, w.url, w.key_id, w.secret, w.failures
+    FROM portalq.webhook_subscriptions w
+    WHERE w.id = %(id)s AND (w.retry_at IS NULL OR w.retry_at <= %(now)s)
+      AND (w.busy_until IS NULL OR w.busy_until <= %(now)s)
+    FOR UPDATE SKIP LOCKED
+), d AS (
+    SELECT d.id, d.msg_id, d.job_id, d.event, d.decision, d.created_at, d.attempts, d.body
+    FROM portalq.webhook_deliveries d JOIN w ON d.subscription_id = w.id
+    WHERE d.delivered_at IS NULL
+    ORDER BY d.id LIMIT 1
+), leased AS (
+    UPDATE portalq.webhook_subscriptions s SET busy_until = %(until)s
+    FROM d WHERE s.id = %(id)s RETURNING s.id
+)
+SELECT d.*, w.id AS subscription_id, w.url, w.key_id, w.secret, w.failures
+FROM d, w, leased;
 
 -- name: webhook_job
 SELECT * FROM portalq.job_queue WHERE id = %(id)s;
 
 -- name: webhook_attempted
 -- One attempt of a delivery: logged; the delivery done or due again; the subscription's
--- run of failures counted (and reset by a success).
+-- lease ended, its run of failures counted and its backoff set -- or, on a success, both
+-- reset and a pause lifted (the probe of a paused subscription answered).
 WITH log AS (
     INSERT INTO portalq.webhook_attempts (delivery_id, at, status_code, error, took_ms)
     VALUES (%(id)s, %(now)s, %(status_code)s, %(error)s, %(took_ms)s)
@@ -1723,13 +1748,18 @@ WITH log AS (
         last_error = CASE WHEN %(ok)s THEN NULL ELSE %(error)s END
     WHERE id = %(id)s
 ), held AS (
-    -- an endpoint that failed is tried again once per backoff step, not once per event
-    UPDATE portalq.webhook_deliveries SET next_try_at = %(next_try_at)s
+    -- what `webhooks log` shows: the others wait for the subscription's next try too
+    UPDATE portalq.webhook_deliveries
+    SET next_try_at = CASE WHEN %(ok)s THEN %(now)s ELSE %(next_try_at)s END
     WHERE subscription_id = %(subscription_id)s AND delivered_at IS NULL AND id <> %(id)s
-      AND NOT %(ok)s AND next_try_at < %(next_try_at)s
+      AND (%(ok)s AND next_try_at > %(now)s OR NOT %(ok)s AND next_try_at < %(next_try_at)s)
 )
 UPDATE portalq.webhook_subscriptions
-SET failures = CASE WHEN %(ok)s THEN 0 ELSE failures + 1 END
+SET failures = CASE WHEN %(ok)s THEN 0 ELSE failures + 1 END,
+    retry_at = %(next_try_at)s, busy_until = NULL,
+    paused_at = CASE WHEN %(ok)s THEN NULL ELSE paused_at END,
+    pause_reason = CASE WHEN %(ok)s THEN NULL ELSE pause_reason END,
+    pause_told_at = CASE WHEN %(ok)s THEN NULL ELSE pause_told_at END
 WHERE id = %(subscription_id)s
 RETURNING failures;
 
@@ -1748,15 +1778,19 @@ FOR UPDATE SKIP LOCKED;
 UPDATE portalq.webhook_subscriptions SET pause_told_at = %(now)s WHERE id = %(id)s;
 
 -- name: webhook_next_try
-SELECT min(d.next_try_at) AS at
-FROM portalq.webhook_deliveries d
-JOIN portalq.webhook_subscriptions w ON w.id = d.subscription_id
-WHERE d.delivered_at IS NULL AND w.paused_at IS NULL;
+-- When a subscription with a delivery waiting is next due (its backoff, or its attempt's
+-- lease running out).
+SELECT min(greatest(coalesce(w.retry_at, %(now)s), coalesce(w.busy_until, %(now)s))) AS at
+FROM portalq.webhook_subscriptions w
+WHERE EXISTS (SELECT 1 FROM portalq.webhook_deliveries d
+              WHERE d.subscription_id = w.id AND d.delivered_at IS NULL);
 
 -- name: webhook_log
-SELECT d.msg_id, d.job_id, d.event, d.created_at, d.delivered_at, d.attempts, d.next_try_at,
-       d.last_error
-FROM portalq.webhook_deliveries d WHERE d.subscription_id = %(id)s
+SELECT d.msg_id, d.job_id, d.event, d.created_at, d.delivered_at, d.attempts,
+       greatest(d.next_try_at, w.retry_at) AS next_try_at, d.last_error
+FROM portalq.webhook_deliveries d
+JOIN portalq.webhook_subscriptions w ON w.id = d.subscription_id
+WHERE d.subscription_id = %(id)s
 ORDER BY d.id DESC LIMIT %(limit)s;
 
 -- name: webhook_prune
