@@ -1905,6 +1905,27 @@ SELECT (SELECT count(*) FROM o)::int AS found, array(SELECT id FROM upd ORDER BY
 SELECT order_id, kind, created_at, cancelled_at, cancel_reason, input_erased_at
 FROM portalq.orders WHERE order_id = %(order_id)s;
 
+-- name: orders_list
+-- The console's orders list: each order with its steps' states and the steps that failed
+-- (its held steps wait on them: the order is blocked), blocked ones first, then those in
+-- %(at_risk)s (the estimator's deadline warnings), then those with a step still to do,
+-- newest first.
+SELECT o.order_id, o.kind, o.created_at, o.cancelled_at, count(*)::int AS steps,
+       count(*) FILTER (WHERE q.status = 'completed')::int AS completed,
+       count(*) FILTER (WHERE s.held AND q.status = 'deferred')::int AS held,
+       coalesce(array_agg(s.step ORDER BY s.job_id) FILTER (WHERE q.status = 'failed'),
+                '{}') AS failed_steps,
+       bool_or(q.status IS NULL OR q.status NOT IN ('completed', 'cancelled')) AS open,
+       max(q.finished_at) AS finished_at
+FROM portalq.orders o JOIN portalq.order_steps s ON s.order_id = o.order_id
+LEFT JOIN portalq.job_queue q ON q.id = s.job_id
+GROUP BY o.order_id
+ORDER BY (o.cancelled_at IS NULL AND bool_or(q.status = 'failed')) DESC,
+         (o.order_id = ANY(%(at_risk)s::text[])) DESC,
+         bool_or(q.status IS NULL OR q.status NOT IN ('completed', 'cancelled')) DESC,
+         o.created_at DESC, o.order_id
+LIMIT %(limit)s;
+
 -- name: order_steps_of
 SELECT s.step, s.job_id, s.after, s.held, q.job_type, q.status, q.portal, q.last_error
 FROM portalq.order_steps s LEFT JOIN portalq.job_queue q ON q.id = s.job_id
