@@ -1502,6 +1502,14 @@ WHERE s.job_id + 0 < %(before_id)s AND s.job_id + 0 >= %(floor_id)s
   AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
 ORDER BY s.job_id + 0 DESC LIMIT %(limit)s;
 
+-- name: console_status_counts_small
+-- Jobs per status counted exactly, from at most %(limit)s rows (bounded however big the
+-- table): when fewer are read, the table holds no more and the counts are exact -- at small
+-- scale the statistics' estimates are far off (an ANALYZE of a few rows goes stale at once).
+SELECT status, count(*)::bigint AS n
+FROM (SELECT status FROM portalq.job_queue LIMIT %(limit)s) x
+GROUP BY status ORDER BY n DESC, status;
+
 -- name: console_status_estimates
 -- Jobs per status as the table's statistics estimate them (the last ANALYZE's most common
 -- values times the planner's row count): catalog reads only, never a count over millions.
