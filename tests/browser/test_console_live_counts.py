@@ -102,3 +102,27 @@ def test_the_jobs_lists_counts_are_exact_at_small_scale(env, signin, run):
     shown = {status: int(n.replace(",", "")) for n, status in
              (part.split() for part in text.split(" · "))}
     assert shown == real, (text, real)
+
+
+def test_the_needs_heading_counts_what_the_navigation_counts_a_changed_page_too(
+        env, signin, run):
+    """A portal paused for a page its flow does not know waits for a person: the
+    navigation counted it, the Needs-you page neither listed nor counted it."""
+    with psycopg.connect(env["dsn"], autocommit=True) as c:
+        job = queue.enqueue("obtain_ein", "ORD-CHANGED-1", payloads.OBTAIN_EIN, conn=c).id
+        c.execute("UPDATE portalq.portals SET paused_at = now(), paused_by = 'drift', "
+                  "pause_reason = 'a page the flow does not know' WHERE code = 'irs_ein'")
+        c.execute("UPDATE portalq.job_queue SET status = 'deferred' WHERE id = %s", (job,))
+        queue.escalate(c, job, 0, "portal_changed", "a page the flow does not know")
+    try:
+        page = signin("viewer")
+        run(page.goto("/needs"))
+        assert _count(run, page, "#needs-total") == _count(run, page, "#needs-you-count")
+        item = page.locator(f"article.need[data-need=changed][data-job='{job}']")
+        assert run(item.count()) == 1
+        text = run(item.inner_text())
+        assert "irs_ein" in text and "a page the flow does not know" in text
+        assert run(item.locator("a[href='/portals']").count()) == 1
+    finally:
+        with psycopg.connect(env["dsn"], autocommit=True) as c:
+            queue.resume_portal("irs_ein", conn=c)

@@ -1447,6 +1447,21 @@ WHERE j.status = 'failed' AND h.resolved_at IS NULL
                         '{}', true)
 ORDER BY j.id LIMIT %(limit)s;
 
+-- name: console_needs_changed
+-- The "Needs you" page's changed pages (console_needs_you's portal_changed rows): a job that
+-- met a page its flow does not know, its portal paused for it until a person resumes it,
+-- the escalation not resolved (read from the few portals paused so, through their jobs).
+SELECT e.id, e.job_id, e.reason, e.created_at, j.job_type, j.order_id, j.portal,
+       p.pause_reason, p.paused_at
+FROM portalq.portals p
+JOIN portalq.job_queue j ON j.portal = p.code AND j.status IN ('pending', 'deferred')
+JOIN portalq.escalations e ON e.job_id = j.id AND e.kind = 'portal_changed'
+LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
+WHERE p.paused_by = 'drift' AND h.resolved_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                    AND l.kind = 'portal_changed' AND l.id > e.id)
+ORDER BY e.id LIMIT %(limit)s;
+
 -- name: console_needs_waiting
 -- Jobs waiting on a portal's decision past the time the portal normally takes
 -- (jobs.waiting's checkpoint marker ``waiting``: expected_by before now).
