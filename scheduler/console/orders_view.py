@@ -1,12 +1,19 @@
 """What the console shows of orders of a declared kind (issue 48): the list's state of each
 order (blocked, at risk, on its way, done) and an order's steps as a pipeline -- each
 step's state, its ETA (p50 and p90) and its deadline -- from the estimator ``portalq
-orders show`` prints (scheduler/estimates.py), computed afresh on each page view, as there.
+orders show`` prints (scheduler/estimates.py).
+
+The estimator replays every waiting job (0.8 s for 23,000 of them on the test machine), so
+the orders pages of one console process share its snapshot for a short while
+(:class:`Latest`): at most the live overview's refresh period old, and taken afresh after a
+change the console hears of (a notification, a write from this console).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +24,28 @@ from portalq.scheduler import estimates
 
 #: the order's states, in the order the list shows them
 STATES = ("blocked", "at-risk", "on-its-way", "done", "cancelled")
+
+
+class Latest:
+    """The estimator's snapshot, shared by the views of ``ttl`` seconds unless
+    ``changes()`` moved since it was taken (the console's count of changes it heard of)."""
+
+    def __init__(self, ttl: float, changes: Callable[[], int]) -> None:
+        self.ttl, self.changes = ttl, changes
+        self.lock = threading.Lock()
+        self.loaded: estimates.Loaded | None = None
+        self.taken = 0.0
+        self.seen = -1
+        self.loads = 0   # snapshots taken (tests read it)
+
+    def get(self, conn: Any) -> estimates.Loaded:
+        with self.lock:
+            now, changes = time.monotonic(), self.changes()
+            if self.loaded is None or changes != self.seen or now - self.taken >= self.ttl:
+                self.loaded = estimates.load(conn)
+                self.taken, self.seen = time.monotonic(), changes
+                self.loads += 1
+            return self.loaded
 
 
 def _state(row: Mapping[str, Any], risks: list[str]) -> tuple[str, str]:
@@ -31,10 +60,10 @@ def _state(row: Mapping[str, Any], risks: list[str]) -> tuple[str, str]:
     return "done", "done"
 
 
-def listing(conn: Any) -> list[dict[str, Any]]:
+def listing(conn: Any, latest: Latest | None = None) -> list[dict[str, Any]]:
     """The orders, blocked and at-risk ones first, each with its state, why and its
-    deadline warnings."""
-    loaded = estimates.load(conn)
+    deadline warnings (``latest``: a shared estimator snapshot; None: one of its own)."""
+    loaded = latest.get(conn) if latest is not None else estimates.load(conn)
     risks: dict[str, list[str]] = {}
     for order_id, _, text in estimates.at_risk_jobs(loaded):
         risks.setdefault(order_id, []).append(text)
@@ -87,14 +116,15 @@ def _deadline(loaded: estimates.Loaded, kind: pipelines.OrderKind | None,
     return {"what": declared.what, "due": when, "tz": tz, "pending": pending}
 
 
-def pipeline(conn: Any, order_id: str) -> dict[str, Any] | None:
+def pipeline(conn: Any, order_id: str, latest: Latest | None = None,
+             ) -> dict[str, Any] | None:
     """The order's steps in order with their state, ETA and deadline, whether it is
     blocked (a step failed) or at risk, and its finish; None for an order whose jobs were
-    enqueued one by one."""
+    enqueued one by one (``latest`` as for :func:`listing`)."""
     record = results.order_record(order_id, conn)
     if record is None:
         return None
-    loaded = estimates.load(conn)
+    loaded = latest.get(conn) if latest is not None else estimates.load(conn)
     timing = estimates.order_steps(conn, order_id)
     view = estimates.order_view(loaded, timing)
     completed = {r["step"]: r["finished_at"] for r in timing
@@ -124,4 +154,4 @@ def pipeline(conn: Any, order_id: str) -> dict[str, Any] | None:
                           if s["state"] == "held"}}
 
 
-__all__ = ["STATES", "listing", "pipeline"]
+__all__ = ["STATES", "Latest", "listing", "pipeline"]

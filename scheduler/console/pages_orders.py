@@ -50,6 +50,8 @@ def timeline(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 def routes(console: Console) -> list[Route]:
     console.templates.env.filters["order_url"] = order_url
+    latest = orders_view.Latest(console.settings.live_refresh_seconds,
+                                lambda: console.snapshots.changes)
 
     async def page(request: Request) -> Response:
         require(request)
@@ -60,7 +62,7 @@ def routes(console: Console) -> list[Route]:
         def load() -> tuple[results.OrderResult, dict[str, Any] | None]:
             with console.db() as conn:
                 view = results.order(order_id, conn)   # JobNotFound: a 404 page
-                return view, orders_view.pipeline(conn, order_id)
+                return view, orders_view.pipeline(conn, order_id, latest)
 
         view, pipeline = await run_in_threadpool(load)
         return console.render(request, "order.html", order=view, pipeline=pipeline,
@@ -70,7 +72,7 @@ def routes(console: Console) -> list[Route]:
     async def listing(request: Request) -> Response:
         def load() -> list[dict[str, Any]]:
             with console.db() as conn:
-                return orders_view.listing(conn)
+                return orders_view.listing(conn, latest)
 
         rows = await run_in_threadpool(load)
         return console.render(request, "orders.html", orders=rows,

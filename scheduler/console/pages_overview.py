@@ -70,6 +70,8 @@ class Snapshots:
         self.needs_lock = threading.Lock()
         self.needs_taken = 0.0
         self.needs_count = 0
+        #: changes heard of (what else a console shares for a while compares it)
+        self.changes = 0
 
     def period(self) -> float:
         """The refresh period: the configured one, longer when a computation is slow (huge
@@ -82,6 +84,7 @@ class Snapshots:
         recomputes."""
         self.taken = 0.0
         self.needs_taken = 0.0
+        self.changes += 1
 
 
     def needs_you(self) -> int:

@@ -44,3 +44,17 @@ def test_status_counts_are_exact_while_the_table_is_small(conn, monkeypatch):
     assert console_repo.status_counts(conn) == ({"cancelled": 4, "pending": 2}, True)
     monkeypatch.setattr(console_repo, "EXACT_COUNTS_UP_TO", 5)   # beyond: the estimates
     assert console_repo.status_counts(conn) == ({"pending": 6}, False)
+
+
+def test_the_orders_pages_share_the_estimators_snapshot_until_a_change(conn):
+    changes = [0]
+    latest = orders_view.Latest(3600, lambda: changes[0])
+    order_runs.enqueue_order("bc_company", "ORD-SHARED", BC_COMPANY, conn=conn)
+    first = latest.get(conn)
+    assert orders_view.pipeline(conn, "ORD-SHARED", latest) is not None
+    orders_view.listing(conn, latest)
+    assert latest.get(conn) is first and latest.loads == 1
+    changes[0] += 1                                   # a notification, a write
+    assert latest.get(conn) is not first and latest.loads == 2
+    expired = orders_view.Latest(0, lambda: 0)        # and never older than its period
+    assert expired.get(conn) is not expired.get(conn)
