@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 WIDTH, HEIGHT = 390, 844
 ORDER = "ORD-PHONE-1"
 #: the navigation an admin sees
-NAV = ("Overview", "Jobs", "Needs you", "Escalations", "Portals", "Audit log", "Users")
+NAV = ("Overview", "Jobs", "Orders", "Needs you", "Escalations", "Portals", "Audit log", "Users")
 
 
 def _prepare(dsn: str, artifacts: Any) -> dict[str, Any]:
