@@ -1,6 +1,7 @@
 """What needs a person, as the console's "Needs you" page lists it (issue 39): open
 questions, approvals with their review screenshot, uncertain filings, jobs waiting on a
-portal past the time it normally takes, and failed jobs grouped by cause.
+portal past the time it normally takes, portals paused for a page their flow does not know,
+and failed jobs grouped by cause.
 
 Every item is read from its cause (an open question, a pending approval, a failed job, an
 overdue wait), never from a flag someone must clear: when the cause goes (answered,
@@ -162,8 +163,11 @@ def page(conn: Any) -> dict[str, Any]:
         "approvals": approvals(conn, now),
         "uncertain": doubtful,
         "waiting": waiting_overdue(conn, now),
+        # counted in the navigation (console_needs_you): listed here, so both say one number
+        "changed": sql.fetch(conn, "console_needs_changed", {"limit": LIMIT}),
     })
     data.update(now=now, failed=groups, failed_partial=len(groups) >= GROUPS_LIMIT)
     data["total"] = (len(data["questions"]) + len(data["approvals"]) + len(doubtful)
-                     + len(data["waiting"]) + sum(g.count for g in groups))
+                     + len(data["waiting"]) + len(data["changed"])
+                     + sum(g.count for g in groups))
     return data

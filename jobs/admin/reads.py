@@ -141,6 +141,21 @@ def status_estimates(conn: Any) -> dict[str, int]:
     return {r["status"]: int(r["n"]) for r in sql.fetch(conn, "console_status_estimates")}
 
 
+#: up to this many jobs in the table, the list's counts per status are exact (a bounded
+#: read of at most this many rows, a few milliseconds); beyond, the statistics' estimates
+EXACT_COUNTS_UP_TO = 20_000
+
+
+def status_counts(conn: Any) -> tuple[dict[str, int], bool]:
+    """Jobs per status, and whether the counts are exact: counted when the table holds at
+    most :data:`EXACT_COUNTS_UP_TO` jobs, else :func:`status_estimates`."""
+    rows = sql.fetch(conn, "console_status_counts_small", {"limit": EXACT_COUNTS_UP_TO + 1})
+    counts = {r["status"]: int(r["n"]) for r in rows}
+    if sum(counts.values()) <= EXACT_COUNTS_UP_TO:
+        return counts, True
+    return status_estimates(conn), False
+
+
 def ids_matching(conn: Any, flt: JobFilter, statuses: tuple[str, ...], cap: int,
                  ) -> list[int]:
     flt.check()

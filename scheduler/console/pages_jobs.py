@@ -157,7 +157,7 @@ def routes(console: Console) -> list[Route]:
         with console.db() as conn:
             page = console_repo.jobs_page(conn, flt, before_id=before_id)
             portals = portals_repo.codes(conn)
-            estimates = console_repo.status_estimates(conn)
+            estimates, exact = console_repo.status_counts(conn)
         query = filter_query(q)
         next_url = (f"/jobs?{urlencode({**query, 'before': page.next_before})}"
                     if page.next_before else None)
@@ -167,7 +167,8 @@ def routes(console: Console) -> list[Route]:
         return console.render(request, "jobs.html", page=page, query=query, next_url=next_url,
                               statuses=JOB_STATUSES, portals=portals, job_types=types.names(),
                               can_act=user.can("operator"), filter_qs=urlencode(query),
-                              estimates=estimates, search_fields=console_repo.SEARCH_FIELDS,
+                              estimates=estimates, exact=exact,
+                              search_fields=console_repo.SEARCH_FIELDS,
                               search_min=console_repo.SEARCH_MIN, window=console_repo.WINDOW)
 
     def jobs_json(request: Request) -> Response:

@@ -1447,6 +1447,21 @@ WHERE j.status = 'failed' AND h.resolved_at IS NULL
                         '{}', true)
 ORDER BY j.id LIMIT %(limit)s;
 
+-- name: console_needs_changed
+-- The "Needs you" page's changed pages (console_needs_you's portal_changed rows): a job that
+-- met a page its flow does not know, its portal paused for it until a person resumes it,
+-- the escalation not resolved (read from the few portals paused so, through their jobs).
+SELECT e.id, e.job_id, e.reason, e.created_at, j.job_type, j.order_id, j.portal,
+       p.pause_reason, p.paused_at
+FROM portalq.portals p
+JOIN portalq.job_queue j ON j.portal = p.code AND j.status IN ('pending', 'deferred')
+JOIN portalq.escalations e ON e.job_id = j.id AND e.kind = 'portal_changed'
+LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
+WHERE p.paused_by = 'drift' AND h.resolved_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                    AND l.kind = 'portal_changed' AND l.id > e.id)
+ORDER BY e.id LIMIT %(limit)s;
+
 -- name: console_needs_waiting
 -- Jobs waiting on a portal's decision past the time the portal normally takes
 -- (jobs.waiting's checkpoint marker ``waiting``: expected_by before now).
@@ -1501,6 +1516,14 @@ WHERE s.job_id + 0 < %(before_id)s AND s.job_id + 0 >= %(floor_id)s
   AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s)
   AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
 ORDER BY s.job_id + 0 DESC LIMIT %(limit)s;
+
+-- name: console_status_counts_small
+-- Jobs per status counted exactly, from at most %(limit)s rows (bounded however big the
+-- table): when fewer are read, the table holds no more and the counts are exact -- at small
+-- scale the statistics' estimates are far off (an ANALYZE of a few rows goes stale at once).
+SELECT status, count(*)::bigint AS n
+FROM (SELECT status FROM portalq.job_queue LIMIT %(limit)s) x
+GROUP BY status ORDER BY n DESC, status;
 
 -- name: console_status_estimates
 -- Jobs per status as the table's statistics estimate them (the last ANALYZE's most common
@@ -1938,6 +1961,27 @@ SELECT (SELECT count(*) FROM o)::int AS found, array(SELECT id FROM upd ORDER BY
 -- name: order_get
 SELECT order_id, kind, created_at, cancelled_at, cancel_reason, input_erased_at
 FROM portalq.orders WHERE order_id = %(order_id)s;
+
+-- name: orders_list
+-- The console's orders list: each order with its steps' states and the steps that failed
+-- (its held steps wait on them: the order is blocked), blocked ones first, then those in
+-- %(at_risk)s (the estimator's deadline warnings), then those with a step still to do,
+-- newest first.
+SELECT o.order_id, o.kind, o.created_at, o.cancelled_at, count(*)::int AS steps,
+       count(*) FILTER (WHERE q.status = 'completed')::int AS completed,
+       count(*) FILTER (WHERE s.held AND q.status = 'deferred')::int AS held,
+       coalesce(array_agg(s.step ORDER BY s.job_id) FILTER (WHERE q.status = 'failed'),
+                '{}') AS failed_steps,
+       bool_or(q.status IS NULL OR q.status NOT IN ('completed', 'cancelled')) AS open,
+       max(q.finished_at) AS finished_at
+FROM portalq.orders o JOIN portalq.order_steps s ON s.order_id = o.order_id
+LEFT JOIN portalq.job_queue q ON q.id = s.job_id
+GROUP BY o.order_id
+ORDER BY (o.cancelled_at IS NULL AND bool_or(q.status = 'failed')) DESC,
+         (o.order_id = ANY(%(at_risk)s::text[])) DESC,
+         bool_or(q.status IS NULL OR q.status NOT IN ('completed', 'cancelled')) DESC,
+         o.created_at DESC, o.order_id
+LIMIT %(limit)s;
 
 -- name: order_steps_of
 SELECT s.step, s.job_id, s.after, s.held, q.job_type, q.status, q.portal, q.last_error
