@@ -26,9 +26,10 @@ from portalq.portals.flows.base import Evidence, browser_page, download, pdf_sho
 from portalq.portals.flows.browser import untraced
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import AppPage
+from portalq.portals.irs import handles
 from portalq.portals.irs.answers import AFTER, BEFORE, Answer, classify
 from portalq.portals.irs.payload import ObtainEinPayload
-from portalq.portals.irs.review import REASONS, STRUCTURES, check_review
+from portalq.portals.irs.review import STRUCTURES, check_review
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator, Page
@@ -40,6 +41,9 @@ EIN_RE = r"\d{2}-\d{7}"
 #: the flow waits longer than both, so the app's own answer is what ends the wait (ms)
 PROCESSING_TIMEOUT_MS = 150_000
 IDLE_QUESTION = "Do you need more time?"
+#: payload legal structure -> the value of its legalStructureInput option
+STRUCTURE_VALUES = {"LLC": "LLC", "SOLE_PROPRIETOR": "SOLE_PROPRIETOR",
+                    "CORPORATION": "CORPORATIONS", "PARTNERSHIP": "PARTNERSHIPS"}
 
 
 def processing_timeout_ms() -> float:
@@ -98,6 +102,17 @@ class ApplyForEin(AppPage):
             has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
         await (await self.present(option, f"{group}: {label}", "radio")).click()
 
+    async def pick(self, name: str, value: str) -> None:
+        """Choose ``value`` of the radio input ``name`` through its label (a sourced handle,
+        :mod:`portals.irs.handles`)."""
+        await (await self.present(self.page.locator(handles.option(name, value)),
+                                  f"{name}={value}", "radio")).click()
+
+    async def fill_named(self, name: str, value: str | int | None) -> None:
+        """Type ``value`` into the input ``name`` (a sourced handle)."""
+        field = await self.present(self.page.locator(handles.named(name)), name, "textbox")
+        await field.fill("" if value is None else str(value))
+
     async def choose(self, label: str, value: str) -> None:
         if not await self.select(label, value):
             raise BusinessError(f"IRS Apply for EIN offers no {label!r} option {value!r}")
@@ -115,29 +130,29 @@ class ApplyForEin(AppPage):
         await self.expect("legalStructure", "Legal Structure", "the landing page")
 
     async def legal_structure(self, p: ObtainEinPayload) -> None:
-        structure, sub_type = STRUCTURES[p.legal_structure]
-        await self.radio("What type of legal structure is applying for an EIN?", structure)
+        _, sub_type = STRUCTURES[p.legal_structure]
+        await self.pick("legalStructureInput", STRUCTURE_VALUES[p.legal_structure])
         if sub_type == "Corporation":
             await self.radio("What type of corporation are you applying for?", sub_type)
         elif sub_type:
             await self.radio("What type of partnership are you applying for?", sub_type)
         if p.legal_structure == "LLC":
-            await self.fill("Number of members", p.members)
+            await self.fill_named("membersOfLlcInput", p.members)
         await self.choose("State where located", p.state)
-        await self.radio("Why is the entity requesting an EIN?", REASONS[p.reason])
+        await self.pick("reasonForApplyingInputControl", p.reason)
         await (await self.present(self.page.get_by_label("Review and confirm", exact=True),
                                   "Review and confirm", "checkbox")).check()
         await self.go_on("Continue", "identityOfEntities", "Identity", "legal-structure")
 
     async def identity(self, p: ObtainEinPayload) -> None:
         rp = p.responsible_party
-        await self.fill("First name", rp.first_name)
-        await self.fill("Middle name", rp.middle_name)
-        await self.fill("Last name", rp.last_name)
+        await self.fill_named("responsibleFirstName", rp.first_name)
+        await self.fill_named("responsibleMiddleName", rp.middle_name)
+        await self.fill_named("responsibleLastName", rp.last_name)
         await self.fill("Suffix", rp.suffix)
-        await self.fill("SSN/ITIN", re.sub(r"\D", "", rp.tax_id()))
+        await self.fill_named("responsibleSsn", re.sub(r"\D", "", rp.tax_id()))
         designee = p.third_party_designee is not None
-        await self.radio("Are you the responsible party?", "No" if designee else "Yes")
+        await self.pick("entityRoleRadioInput", "no" if designee else "yes")
         # Continue runs the IRS's live TIN check and daily limit: its refusals render here
         if designee:
             await self.go_on("Continue", "thirdPartyEntries", "Identity", "identity")

@@ -94,7 +94,7 @@ const PAGES = {
     radios('partnershipsSubType', 'What type of partnership are you applying for?',
            Object.fromEntries(T.subTypes.PARTNERSHIPS.map((t) => [t, t])), true) +
     `<fieldset id="members-group" hidden><legend>${esc(T.llcMembers)}</legend>` +
-    text('llcMembersInput', 'Number of members', 'type="number" min="1"') + '</fieldset>' +
+    text('membersOfLlcInput', 'Number of members', 'type="number" min="1"') + '</fieldset>' +
     select('stateLocatedInput', 'State where located', STATES) +
     radios('reasonForApplyingInputControl', 'Why is the entity requesting an EIN?', T.reasons) +
     `<div class="field"><input type="checkbox" id="reviewConfirm"><label for="reviewConfirm">` +
@@ -106,13 +106,13 @@ const PAGES = {
         e.push('Corporation Type: Selection is required.');
       if (st === 'PARTNERSHIPS' && !choice('partnershipsSubType'))
         e.push('Partnership Type: Selection is required.');
-      if (st === 'LLC' && !(+val('llcMembersInput') >= 1))
+      if (st === 'LLC' && !(+val('membersOfLlcInput') >= 1))
         e.push('Number of members: Entry is required.');
       if (!val('stateLocatedInput')) e.push('State where located: Selection is required.');
       if (!choice('reasonForApplyingInputControl'))
         e.push('Reason for applying: Selection is required.');
       if (!$('#reviewConfirm').checked) e.push(T.confirmError);
-      return e.length ? inputErrors(e) : keep(['llcMembersInput', 'stateLocatedInput']);
+      return e.length ? inputErrors(e) : keep(['membersOfLlcInput', 'stateLocatedInput']);
     }, next: () => go('identityOfEntities')},
   identityOfEntities: {body: () =>
     text('responsibleFirstName', 'First name') + text('responsibleMiddleName', 'Middle name') +

@@ -367,16 +367,17 @@ def test_an_assignment_page_it_cannot_read_is_uncertain_and_keeps_the_page(run, 
 
 
 @pytest.mark.parametrize("old, new, control, where", [
-    # an option label renamed on the first step (the issue's replica died here, 15 s a time)
-    ('"Limited Liability Company (LLC)"', '"LLC (Limited Liability Company)"',
-     "Limited Liability Company (LLC)", "legalStructure"),
+    # the first step's option is found by its label[for=<VALUE>legalStructureInputid] (the
+    # issue's replica died on this radio, 15 s a time); its value renamed: no such label
+    ('"LLC": "Limited Liability Company (LLC)"', '"LLC_V2": "Limited Liability Company (LLC)"',
+     "legalStructureInput=LLC", "legalStructure"),
     # a field renamed on a later step
     ("text('startDateYearInput', 'Start year'", "text('startDateYearInput', 'Year started'",
      "Start year", "additionalDetails"),
     # a select renamed: a missing control, not "the portal offers no such option"
     ("'State where the entity is organized'", "'Organized in'",
      "State where the entity is organized", "additionalDetails"),
-], ids=["option-label", "field", "select"])
+], ids=["option-value", "field", "select"])
 def test_a_control_missing_at_any_step_is_a_changed_portal_named(run, portals, irs_ctx, old,
                                                                   new, control, where):
     """Not a Playwright timeout retried five times: the drift stop (the portal paused, the
