@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from portalq.jobs import settings
-from portalq.jobs.errors import BusinessError, PortalUnavailable, UncertainOutcome
+from portalq.jobs.errors import (
+    BusinessError,
+    PortalChanged,
+    PortalUnavailable,
+    UncertainOutcome,
+)
 from portalq.portals.flows.base import Evidence, browser_page, download, pdf_shows
 from portalq.portals.flows.browser import untraced
 from portalq.portals.flows.context import FlowContext
@@ -29,7 +34,7 @@ from portalq.portals.flows.pages import AppPage
 from portalq.portals.irs import handles
 from portalq.portals.irs.answers import AFTER, BEFORE, Answer, classify
 from portalq.portals.irs.payload import ObtainEinPayload
-from portalq.portals.irs.review import STRUCTURES, check_review
+from portalq.portals.irs.review import REASONS, STRUCTURES, check_review
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator, Page
@@ -102,11 +107,20 @@ class ApplyForEin(AppPage):
             has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
         await (await self.present(option, f"{group}: {label}", "radio")).click()
 
-    async def pick(self, name: str, value: str) -> None:
+    async def pick(self, name: str, value: str, label: str | None = None) -> None:
         """Choose ``value`` of the radio input ``name`` through its label (a sourced handle,
-        :mod:`portals.irs.handles`)."""
-        await (await self.present(self.page.locator(handles.option(name, value)),
-                                  f"{name}={value}", "radio")).click()
+        :mod:`portals.irs.handles`). With ``label`` (the content files' words for it), the
+        option must read so: the same value under other words is a changed page, never a
+        choice made on a guess."""
+        option = await self.present(self.page.locator(handles.option(name, value)),
+                                    f"{name}={value}", "radio")
+        if label is not None and (shown := " ".join((await option.inner_text()).split())) \
+                != label:
+            where = self.here()
+            raise PortalChanged(f"IRS: the {name}={value} option reads {shown!r}, not "
+                                f"{label!r}, on {where} — portal changed?", where=where,
+                                expected=f'- radio "{label}"')
+        await option.click()
 
     async def fill_named(self, name: str, value: str | int | None) -> None:
         """Type ``value`` into the input ``name`` (a sourced handle)."""
@@ -130,8 +144,8 @@ class ApplyForEin(AppPage):
         await self.expect("legalStructure", "Legal Structure", "the landing page")
 
     async def legal_structure(self, p: ObtainEinPayload) -> None:
-        _, sub_type = STRUCTURES[p.legal_structure]
-        await self.pick("legalStructureInput", STRUCTURE_VALUES[p.legal_structure])
+        structure, sub_type = STRUCTURES[p.legal_structure]
+        await self.pick("legalStructureInput", STRUCTURE_VALUES[p.legal_structure], structure)
         if sub_type == "Corporation":
             await self.radio("What type of corporation are you applying for?", sub_type)
         elif sub_type:
@@ -139,7 +153,7 @@ class ApplyForEin(AppPage):
         if p.legal_structure == "LLC":
             await self.fill_named("membersOfLlcInput", p.members)
         await self.choose("State where located", p.state)
-        await self.pick("reasonForApplyingInputControl", p.reason)
+        await self.pick("reasonForApplyingInputControl", p.reason, REASONS[p.reason])
         await (await self.present(self.page.get_by_label("Review and confirm", exact=True),
                                   "Review and confirm", "checkbox")).check()
         await self.go_on("Continue", "identityOfEntities", "Identity", "legal-structure")

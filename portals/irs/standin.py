@@ -138,6 +138,15 @@ def _letter(entry: dict[str, Any]) -> str:
     return base64.b64encode(pdf).decode()
 
 
+def _renamed(texts: Any, renamed: dict[str, str]) -> Any:
+    """``texts`` with every string equal to a key of ``renamed`` replaced (the fault)."""
+    if isinstance(texts, dict):
+        return {k: _renamed(v, renamed) for k, v in texts.items()}
+    if isinstance(texts, list):
+        return [_renamed(v, renamed) for v in texts]
+    return renamed.get(texts, texts) if isinstance(texts, str) else texts
+
+
 def create_app(state: PortalState) -> Starlette:
     sessions = Sessions(state, "irs_session", timedelta(minutes=15))
 
@@ -148,7 +157,8 @@ def create_app(state: PortalState) -> Starlette:
         await delay(state)
         base = f"{root(request)}/applyein"
         idle = state.faults.idle_ms or IDLE_MS
-        config = {"base": base, "texts": _texts(), "states": STATES, "months": MONTHS,
+        config = {"base": base, "texts": _renamed(_texts(), state.faults.renamed_text or {}),
+                  "states": STATES, "months": MONTHS,
                   "categories": CATEGORIES, "changedSelector": state.faults.changed_selector,
                   "reviewChanged": state.faults.review_changed,
                   "appTimeoutMs": state.faults.app_timeout_ms or APP_TIMEOUT_MS,

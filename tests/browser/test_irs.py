@@ -377,7 +377,10 @@ def test_an_assignment_page_it_cannot_read_is_uncertain_and_keeps_the_page(run, 
     # a select renamed: a missing control, not "the portal offers no such option"
     ("'State where the entity is organized'", "'Organized in'",
      "State where the entity is organized", "additionalDetails"),
-], ids=["option-value", "field", "select"])
+    # the same option under other words (a content change): a changed page, not a choice
+    ('"LLC": "Limited Liability Company (LLC)"', '"LLC": "Limited Liability Company"',
+     "Limited Liability Company (LLC)", "legalStructure"),
+], ids=["option-value", "field", "select", "option-label"])
 def test_a_control_missing_at_any_step_is_a_changed_portal_named(run, portals, irs_ctx, old,
                                                                   new, control, where):
     """Not a Playwright timeout retried five times: the drift stop (the portal paused, the
