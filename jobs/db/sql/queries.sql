@@ -561,6 +561,18 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
 ORDER BY id DESC
 LIMIT %(limit)s;
 
+-- name: list_jobs_waiting
+-- The jobs waiting on a portal's decision (jobs.waiting's checkpoint marker ``waiting``:
+-- deferred, submitted, the registry has not decided), those expected soonest (or overdue)
+-- first; read through the partial index of the unfinished states.
+SELECT id, job_type, order_id, portal, status, run_at, checkpoint -> 'waiting' AS waiting
+FROM portalq.job_queue
+WHERE status = 'deferred' AND checkpoint ? 'waiting'
+  AND (%(portal)s::text IS NULL OR portal = %(portal)s)
+  AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
+ORDER BY checkpoint #>> '{waiting,expected_by}', id
+LIMIT %(limit)s;
+
 -- name: count_by_portal_status
 SELECT portal, status, count(*)::int AS n FROM portalq.job_queue GROUP BY portal, status
 ORDER BY portal, status;
