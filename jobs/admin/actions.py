@@ -11,6 +11,7 @@ from typing import Any
 
 from portalq.jobs import audit, clock, queue
 from portalq.jobs.audit import Actor
+from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.db import sql
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound
 from portalq.jobs.kinds import JobStatus
@@ -70,7 +71,21 @@ def retry_with_payload(conn: Any, actor: Actor, job_id: int, reason: str,
     return sorted(patch)
 
 
-def cancel(conn: Any, actor: Actor, job_id: int, reason: str) -> None:
+#: why cancelling a failed job past its point of no return needs a person's word
+UNCERTAIN_CANCEL = ("this job failed after its submission was sent: the portal may have "
+                    "filed it, and cancelling loses that filing here. Check the portal "
+                    "first; cancel only once the portal was checked (tick the box)")
+
+
+def cancel(conn: Any, actor: Actor, job_id: int, reason: str, *,
+           portal_checked: bool = True) -> None:
+    """Cancel one job; one in doubt (failed past its point of no return, the submission
+    perhaps filed) only with ``portal_checked`` (the console's tick: the escalation mail
+    warns that cancelling it may lose a real filing)."""
+    if not portal_checked:
+        job = queue.get_job(job_id, conn)
+        if job["status"] == "failed" and past_point_of_no_return(job["checkpoint"]):
+            raise InputError(UNCERTAIN_CANCEL)
     _job_action(conn, actor, "job.cancel", job_id, reason, lambda: queue.cancel(
         job_id, actor=actor.name, conn=conn))
 

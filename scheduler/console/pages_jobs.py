@@ -151,21 +151,36 @@ def routes(console: Console) -> list[Route]:
     def jobs_list(request: Request, as_json: bool = False) -> Response:
         user = require(request)
         q = request.query_params
-        flt = parse_filter(q)
-        before = q.get("before")
-        before_id = job_id_param(before, "before") if before else None
+        try:
+            flt = parse_filter(q)
+            before = q.get("before")
+            before_id = job_id_param(before, "before") if before else None
+        except InputError as exc:
+            if as_json:
+                raise
+            # the list again, the message above its filters, all of them kept to correct
+            query = {k: v for k, v in filter_query(q).items() if v.isprintable()}
+            return list_page(request, user, console_repo.Page([], None, False, 0), query,
+                             None, error=str(exc), status=400)
         with console.db() as conn:
             page = console_repo.jobs_page(conn, flt, before_id=before_id)
-            portals = portals_repo.codes(conn)
-            estimates = console_repo.status_estimates(conn)
         query = filter_query(q)
         next_url = (f"/jobs?{urlencode({**query, 'before': page.next_before})}"
                     if page.next_before else None)
         if as_json:
             return console.json({"jobs": page.rows, "next": next_url, "partial": page.partial,
                                  "scanned": page.scanned})
-        return console.render(request, "jobs.html", page=page, query=query, next_url=next_url,
-                              statuses=JOB_STATUSES, portals=portals, job_types=types.names(),
+        return list_page(request, user, page, query, next_url)
+
+    def list_page(request: Request, user: User, page: console_repo.Page,
+                  query: dict[str, str], next_url: str | None, *, error: str | None = None,
+                  status: int = 200) -> Response:
+        with console.db() as conn:
+            portals = portals_repo.codes(conn)
+            estimates = console_repo.status_estimates(conn)
+        return console.render(request, "jobs.html", status=status, page=page, query=query,
+                              next_url=next_url, error=error, statuses=JOB_STATUSES,
+                              portals=portals, job_types=types.names(),
                               can_act=user.can("operator"), filter_qs=urlencode(query),
                               estimates=estimates, search_fields=console_repo.SEARCH_FIELDS,
                               search_min=console_repo.SEARCH_MIN, window=console_repo.WINDOW)
@@ -230,7 +245,8 @@ def routes(console: Console) -> list[Route]:
                 if what == "retry":
                     console_actions.retry(conn, a, job_id, reason)
                 elif what == "cancel":
-                    console_actions.cancel(conn, a, job_id, reason)
+                    console_actions.cancel(conn, a, job_id, reason, portal_checked=(
+                        form.get("uncertain_ok") == "yes"))
                 elif what == "confirm_filed":
                     console_actions.confirm_filed(conn, a, job_id, reason,
                                                   str(form.get("confirmation") or ""))

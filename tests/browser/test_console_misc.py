@@ -1,0 +1,174 @@
+"""Smaller console defects (issue 48 #14) in real Chromium against a real console: cancelling
+an uncertain filing asks first (the page and the server); a completed job opens with its
+outcome (EIN, CP 575) above its evidence; a missing static file is a 404 without a
+traceback; an error page says what went wrong and keeps where you were; a mail's
+``#approve`` anchor survives the sign-in."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from consolekit import PASSWORD, console_env, seed
+
+from portalq.jobs import queue
+from tests import event_kinds, payloads
+from tests.needs_seed import png
+
+pytestmark = pytest.mark.browser
+EIN = "45-0987612"
+
+
+def _prepare(dsn: str, artifacts: Path) -> dict[str, Any]:
+    ids = seed(dsn, artifacts)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        done = queue.enqueue("obtain_ein", "ORD-EIN-DONE", payloads.OBTAIN_EIN, conn=c).id
+        c.execute("UPDATE portalq.job_queue SET status = 'completed', attempts = 1, "
+                  "finished_at = now(), result = %s WHERE id = %s",
+                  (json.dumps({"ein": EIN, "legal_name": "Acme Widgets LLC",
+                               "name_control": "ACME", "documents": ["CP575A.pdf"]}), done))
+        folder = artifacts / str(done) / "attempt-1"
+        folder.mkdir(parents=True, exist_ok=True)
+        for n in range(12):             # a run's screenshots: far more than a screen
+            shot = folder / f"{n:02d}-step.png"
+            shot.write_bytes(png(1000, 560))
+            c.execute("INSERT INTO portalq.job_artifacts (job_id, attempt, kind, path, "
+                      "created_at) VALUES (%s, 1, 'screenshot', %s, now())", (done, str(shot)))
+        c.execute("INSERT INTO portalq.job_documents (job_id, name, content_type, data, "
+                  "created_at) VALUES (%s, 'CP575A.pdf', 'application/pdf', %s, now())",
+                  (done, b"%PDF-1.4 stand-in"))
+        ids["done"] = done
+        ids["approval"] = queue.enqueue("obtain_ein", "ORD-EIN-APPROVE", payloads.OBTAIN_EIN,
+                                        conn=c).id
+    event_kinds.awaiting_approval(dsn, ids["approval"])
+    return {"ids": ids}
+
+
+@pytest.fixture(scope="module")
+def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    with console_env(pg_server, tmp_path_factory.mktemp("misc-artifacts"), _prepare) as found:
+        yield found
+
+
+def _status(dsn: str, job_id: int) -> str:
+    with psycopg.connect(dsn) as c:
+        return c.execute("SELECT status FROM portalq.job_queue WHERE id = %s",
+                         (job_id,)).fetchone()[0]
+
+
+def test_cancelling_an_uncertain_filing_asks_first(env, signin, run):
+    """The EIN job failed after its submit was pressed (the portal may have filed): its
+    Cancel says so and needs a tick that the portal was checked; without it the server
+    refuses too (a form sent without the tick, as a script or an old page would)."""
+    job = env["ids"]["ein"]
+    page = signin("operator")
+    run(page.goto(f"/jobs/{job}"))
+    warning = run(page.locator("#cancel-uncertain-warning").inner_text())
+    assert "may have" in warning and "filed" in warning, warning
+    tick = page.locator("input[name=uncertain_ok]")
+    assert run(tick.get_attribute("required")) is not None
+    # the tick removed from the form, sent anyway: refused, nothing changed
+    run(page.evaluate("document.querySelector('input[name=uncertain_ok]').remove()"))
+    run(page.fill("form[action$='/cancel'] input[name=reason]", "duplicate"))
+    run(page.click("#cancel"))
+    assert "portal was checked" in run(page.locator("#error").inner_text())
+    assert _status(env["dsn"], job) == "failed"
+    # with the tick: cancelled
+    run(page.goto(f"/jobs/{job}"))
+    run(page.check("input[name=uncertain_ok]"))
+    run(page.fill("form[action$='/cancel'] input[name=reason]", "checked: not filed, dup"))
+    run(page.click("#cancel"))
+    assert run(page.locator("#done").inner_text()) == "Cancelled."
+    assert _status(env["dsn"], job) == "cancelled"
+    # a job that did not reach its point of no return cancels without the tick
+    other = env["ids"]["bc"]
+    run(page.goto(f"/jobs/{other}"))
+    assert run(page.locator("input[name=uncertain_ok]").count()) == 0
+
+
+def test_a_completed_job_opens_with_its_outcome(env, signin, run):
+    page = signin("operator")
+    run(page.set_viewport_size({"width": 1440, "height": 900}))
+    run(page.goto(f"/jobs/{env['ids']['done']}"))
+    outcome = page.locator("#outcome")
+    text = run(outcome.inner_text())
+    assert EIN in text and "Acme Widgets LLC" in text, text
+    link = outcome.locator("a", has_text="CP575A.pdf")
+    assert run(link.get_attribute("href")) == f"/jobs/{env['ids']['done']}/documents/CP575A.pdf"
+    # above the fold, above the evidence
+    box = run(outcome.bounding_box())
+    assert box["y"] + box["height"] < 900, box
+    first_shot = run(page.locator(".gallery img").first.bounding_box())
+    assert first_shot["y"] > box["y"] + box["height"]
+    # a viewer sees the outcome too (documents are operators' and admins': named only)
+    viewer = signin("viewer")
+    run(viewer.goto(f"/jobs/{env['ids']['done']}"))
+    assert EIN in run(viewer.locator("#outcome").inner_text())
+    assert run(viewer.locator("#outcome a", has_text="CP575A.pdf").count()) == 0
+
+
+def test_a_missing_static_file_is_a_plain_404(env, signin, run, caplog):
+    page = signin("viewer")
+    with caplog.at_level(logging.INFO):
+        resp = run(page.goto("/static/nope.css"))
+        assert resp.status == 404
+        assert run(resp.text()).strip() == "Not Found"
+        assert run(page.goto("/static/console.css")).status == 200
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], \
+        [r.getMessage() for r in caplog.records]
+
+
+def test_an_error_page_says_what_and_keeps_where_you_were(env, signin, run):
+    page = signin("operator")
+    # a refused search: the list again with the message, every filter kept to correct
+    resp = run(page.goto("/jobs?status=failed&portal=irs_ein&field=responsible_party.ssn"
+                         "&value=6789"))
+    assert resp.status == 400
+    assert "secret field" in run(page.locator("#error").inner_text())
+    assert run(page.title()).startswith("Jobs")
+    assert run(page.locator("select[name=status]").input_value()) == "failed"
+    assert run(page.locator("select[name=portal]").input_value()) == "irs_ein"
+    assert run(page.locator(".filters input[name=field]").input_value()) == "responsible_party.ssn"
+    # a job that is not there: "Not found", not "Not done"
+    resp = run(page.goto("/jobs/999999"))
+    assert resp.status == 404
+    assert run(page.locator("h1").inner_text()) == "Not found"
+    assert run(page.title()).startswith("Not found")
+    # an action refused on a job's page: back to that page, not to the overview
+    job = env["ids"]["done"]
+    run(page.goto(f"/jobs/{job}"))
+    run(page.evaluate(f"""() => {{
+        const f = document.createElement('form'); f.method = 'post';
+        f.action = '/jobs/{job}/cancel';
+        for (const [k, v] of [['csrftoken', document.querySelector('input[name=csrftoken]')
+                                               .value], ['reason', 'late']]) {{
+            const i = document.createElement('input'); i.name = k; i.value = v;
+            f.appendChild(i); }}
+        document.body.appendChild(f); f.submit(); }}"""))
+    run(page.wait_for_load_state())
+    assert run(page.locator("h1").inner_text()) == "Not done"
+    assert "completed" in run(page.locator("#error").inner_text())
+    assert run(page.locator("#back").get_attribute("href")) == f"/jobs/{job}"
+
+
+def test_a_mails_approve_anchor_survives_the_sign_in(env, browser, run):
+    job = env["ids"]["approval"]
+    ctx = run(browser.new_context(base_url=env["base"]))
+    try:
+        page = run(ctx.new_page())
+        run(page.goto(f"/jobs/{job}#approve"))          # the mail's link, signed out
+        assert "/login" in page.url
+        run(page.fill("input[name=name]", "operator"))
+        run(page.fill("input[name=password]", PASSWORD))
+        run(page.click("button[type=submit]"))
+        run(page.wait_for_url(f"**/jobs/{job}#approve"))
+        assert run(page.evaluate("location.hash")) == "#approve"
+    finally:
+        run(ctx.close())
+
+
