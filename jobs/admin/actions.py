@@ -113,21 +113,36 @@ def bulk(conn: Any, actor: Actor, action: str, ids: list[int], reason: str,
         raise InputError(f"at most {BULK_CAP} jobs per bulk action")
     done: list[int] = []
     skipped: list[int] = []
+    changes: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
     with conn.transaction():
         for job_id in ids:
             try:
                 with conn.transaction():  # a job that changed meanwhile is skipped alone
+                    before = _brief(conn, job_id)
                     if action == "retry":
                         queue.retry(job_id, actor=actor.name, note=reason, conn=conn)
                     else:
                         queue.cancel(job_id, actor=actor.name, conn=conn)
+                    changes.append((job_id, before, _brief(conn, job_id)))
                 done.append(job_id)
             except (IllegalTransition, JobNotFound):
                 skipped.append(job_id)
-        audit.record(conn, actor, f"jobs.bulk_{action}", "jobs:bulk", reason,
-                     before={"scope": dict(scope), "requested": len(ids)},
-                     after={"done": done, "skipped": skipped})
+        bulk_id = audit.record(conn, actor, f"jobs.bulk_{action}", "jobs:bulk", reason,
+                               before={"scope": dict(scope), "requested": len(ids)},
+                               after={"done": done, "skipped": skipped})
+        # and each job its own entry, as its own action would write (its page's audit log
+        # lists it), naming the bulk action it was part of
+        for job_id, before, after in changes:
+            audit.record(conn, actor, f"job.{action}", f"job:{job_id}", reason,
+                         before=before, after={**after, "bulk": bulk_id})
     return {"done": done, "skipped": skipped}
+
+
+def _brief(conn: Any, job_id: int) -> dict[str, Any]:
+    """A job's state for a bulk action's entry of it: its status and attempts (what the
+    action changes), not the whole masked payload ten thousand times."""
+    job = queue.get_job(job_id, conn)
+    return {k: job[k] for k in ("status", "attempts", "max_attempts", "run_at")}
 
 
 # -- portals ---------------------------------------------------------------------------------
