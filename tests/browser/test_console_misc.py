@@ -43,6 +43,15 @@ def _prepare(dsn: str, artifacts: Path) -> dict[str, Any]:
                   "created_at) VALUES (%s, 'CP575A.pdf', 'application/pdf', %s, now())",
                   (done, b"%PDF-1.4 stand-in"))
         ids["done"] = done
+        # its trace, with the note the tracer wrote (a stretch not traced), and a screenshot
+        # that could not be taken
+        trace = folder / "trace.zip"
+        trace.write_bytes(b"PK\x05\x06" + b"\x00" * 18)
+        c.execute("INSERT INTO portalq.job_artifacts (job_id, attempt, kind, path, note, "
+                  "created_at) VALUES (%s, 1, 'trace', %s, %s, now()), "
+                  "(%s, 1, 'missing', 'screenshot', 'page closed', now())",
+                  (done, str(trace), "not traced: 1 stretch whose pages showed personal data"
+                   "; after the last one tracing stayed off to the end", done))
         ids["approval"] = queue.enqueue("obtain_ein", "ORD-EIN-APPROVE", payloads.OBTAIN_EIN,
                                         conn=c).id
     event_kinds.awaiting_approval(dsn, ids["approval"])
@@ -172,3 +181,14 @@ def test_a_mails_approve_anchor_survives_the_sign_in(env, browser, run):
         run(ctx.close())
 
 
+
+
+def test_the_job_page_says_what_the_trace_leaves_out(env, signin, run):
+    page = signin("viewer")
+    run(page.goto(f"/jobs/{env['ids']['done']}"))
+    note = run(page.locator(".trace-note").inner_text())
+    assert "not traced: 1 stretch" in note and "stayed off to the end" in note, note
+    # evidence that could not be taken is said as such, not offered as a download
+    missing = run(page.locator(".evidence-missing").inner_text())
+    assert "screenshot" in missing and "page closed" in missing, missing
+    assert run(page.locator(".gallery a", has_text="screenshot").count()) == 0

@@ -1229,7 +1229,7 @@ GROUP BY 1;
 SELECT greatest(reltuples, 0)::bigint AS rows FROM pg_class WHERE oid = 'portalq.job_queue'::regclass;
 
 -- name: console_artifacts
-SELECT id, attempt, kind, path, created_at FROM portalq.job_artifacts WHERE job_id = %(job_id)s
+SELECT id, attempt, kind, path, note, created_at FROM portalq.job_artifacts WHERE job_id = %(job_id)s
 ORDER BY attempt, id;
 
 -- name: console_artifact
