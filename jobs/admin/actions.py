@@ -22,7 +22,10 @@ from portalq.jobs.secrets import redaction as masking
 
 #: states from which each bulk action can act
 BULK_STATES = {"retry": (JobStatus.FAILED, JobStatus.CANCELLED),
-               "cancel": (JobStatus.PENDING, JobStatus.DEFERRED, JobStatus.FAILED)}
+               "cancel": (JobStatus.PENDING, JobStatus.DEFERRED, JobStatus.FAILED),
+               # uncertain filings a person found not filed (the "Needs you" page's group of
+               # one outage): each resumes from before its submission
+               "not_filed": (JobStatus.FAILED,)}
 BULK_CAP = 10_000
 
 
@@ -121,6 +124,9 @@ def bulk(conn: Any, actor: Actor, action: str, ids: list[int], reason: str,
                     before = _brief(conn, job_id)
                     if action == "retry":
                         queue.retry(job_id, actor=actor.name, note=reason, conn=conn)
+                    elif action == "not_filed":
+                        queue.resolve_not_filed(job_id, actor=actor.name, note=reason,
+                                                conn=conn)
                     else:
                         queue.cancel(job_id, actor=actor.name, conn=conn)
                     changes.append((job_id, before, _brief(conn, job_id)))
@@ -136,6 +142,17 @@ def bulk(conn: Any, actor: Actor, action: str, ids: list[int], reason: str,
             audit.record(conn, actor, f"job.{action}", f"job:{job_id}", reason,
                          before=before, after={**after, "bulk": bulk_id})
     return {"done": done, "skipped": skipped}
+
+
+def in_doubt(conn: Any, ids: list[int]) -> list[int]:
+    """Those of ``ids`` that are failed past their point of no return (what a bulk
+    "not filed" can act on)."""
+    out = []
+    for job_id in ids:
+        job = queue.get_job(job_id, conn)
+        if job["status"] == "failed" and past_point_of_no_return(job["checkpoint"]):
+            out.append(job_id)
+    return out
 
 
 def _brief(conn: Any, job_id: int) -> dict[str, Any]:

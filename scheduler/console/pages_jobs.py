@@ -290,7 +290,7 @@ def routes(console: Console) -> list[Route]:
         form = await request.form()
         action = str(form.get("action") or "")
         if action not in console_actions.BULK_STATES:
-            raise InputError("choose retry or cancel")
+            raise InputError("choose retry, cancel or not filed")
         statuses = console_actions.BULK_STATES[action]
         # one field per job, or (a group on the "Needs you" page) one field of many ids
         many = " ".join(str(v) for v in form.getlist("ids")).split()
@@ -300,15 +300,20 @@ def routes(console: Console) -> list[Route]:
         def pick() -> list[int]:
             with console.db() as conn:
                 if scope_all:
-                    return console_repo.ids_matching(conn, flt, statuses,
-                                                     console_actions.BULK_CAP + 1)
-                found = console_repo.statuses_of(conn, selected)
-                return [i for i, s in found.items() if s in statuses]
+                    ids = console_repo.ids_matching(conn, flt, statuses,
+                                                    console_actions.BULK_CAP + 1)
+                else:
+                    found = console_repo.statuses_of(conn, selected)
+                    ids = [i for i, s in found.items() if s in statuses]
+                if action == "not_filed":   # only submissions still in doubt
+                    return console_actions.in_doubt(conn, ids)
+                return ids
 
         ids = await run_in_threadpool(pick)
         if not ids:
-            raise InputError(f"nothing to {action}: no selected job is "
-                             f"{' or '.join(statuses)}")
+            raise InputError(f"nothing to {action.replace('_', ' ')}: no selected job is "
+                             f"{' or '.join(statuses)}"
+                             f"{' with a submission in doubt' if action == 'not_filed' else ''}")
         if len(ids) > console_actions.BULK_CAP:
             raise InputError(f"the filter matches more than {console_actions.BULK_CAP} jobs "
                              "that can be acted on: narrow it")

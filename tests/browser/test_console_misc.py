@@ -192,3 +192,50 @@ def test_the_job_page_says_what_the_trace_leaves_out(env, signin, run):
     missing = run(page.locator(".evidence-missing").inner_text())
     assert "screenshot" in missing and "page closed" in missing, missing
     assert run(page.locator(".gallery a", has_text="screenshot").count()) == 0
+
+
+def test_uncertain_filings_of_one_outage_are_one_card_resolved_together(env, signin, run):
+    """Eight uncertain filings from one outage were eight cards: now one, listing them, with
+    "Not filed, all of these" behind a preview (the jobs, a warning, a reason) -- nothing
+    changes until it is confirmed; then each resumes and has its own audit entry."""
+    from tests.checkpoints import in_doubt, state
+
+    ids = []
+    with psycopg.connect(env["dsn"], autocommit=True) as c:
+        for n in range(8):
+            j = queue.enqueue("obtain_ein", f"ORD-OUTAGE-{n}", payloads.OBTAIN_EIN, conn=c).id
+            c.execute("UPDATE portalq.job_queue SET status = 'failed', attempts = 1, "
+                      "finished_at = now(), checkpoint = %s, last_error = %s WHERE id = %s",
+                      (json.dumps(in_doubt("ein_application")),
+                       f"uncertain: IRS connection reset after submit (request {700 + n})", j))
+            queue.escalate(c, j, 1, "uncertain", "the IRS may have assigned the EIN")
+            ids.append(j)
+    page = signin("operator")
+    run(page.goto("/needs"))
+    cards = page.locator("article.need.uncertain", has_text="connection reset after submit")
+    assert run(cards.count()) == 1
+    card = cards.first
+    assert sorted(int(i) for i in run(card.get_attribute("data-jobs")).split()) == ids
+    assert run(card.locator(".n").inner_text()) == "8 ×"
+    run(card.locator("button", has_text="Not filed, all of these").click())
+    run(page.wait_for_url("**/jobs/bulk"))
+    preview = run(page.locator("#bulk-preview").inner_text())
+    assert "8" in preview and "resume" in preview, preview
+    assert "checked" in run(page.locator("#bulk-warning").inner_text())
+    assert sorted(int(h.rsplit("/", 1)[1]) for h in run(
+        page.locator(".ids a").evaluate_all("as => as.map(a => a.getAttribute('href'))"))) == ids
+    with psycopg.connect(env["dsn"]) as c:            # nothing done by the preview
+        assert c.execute("SELECT count(*) FROM portalq.job_queue WHERE id = ANY(%s) "
+                         "AND status = 'failed'", (ids,)).fetchone()[0] == 8
+    run(page.fill("input[name=reason]", "IRS: none of them arrived (checked by phone)"))
+    run(page.click("button.danger"))
+    assert run(page.locator("#bulk-result").inner_text()).startswith("8 job(s) resumed")
+    with psycopg.connect(env["dsn"]) as c:
+        rows = c.execute("SELECT status, checkpoint FROM portalq.job_queue WHERE id = ANY(%s)",
+                         (ids,)).fetchall()
+        audited = c.execute("SELECT count(*) FROM portalq.audit_log WHERE action = "
+                            "'job.not_filed' AND target = ANY(%s)",
+                            ([f"job:{i}" for i in ids],)).fetchone()[0]
+    assert [(s, state(cp, "ein_application")) for s, cp in rows] == [
+        ("pending", "not_filed")] * 8
+    assert audited == 8
