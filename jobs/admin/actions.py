@@ -75,8 +75,8 @@ def retry_with_payload(conn: Any, actor: Actor, job_id: int, reason: str,
 
 
 #: why cancelling a failed job past its point of no return needs a person's word
-UNCERTAIN_CANCEL = ("this job failed after its submission was sent: the portal may have "
-                    "filed it, and cancelling loses that filing here. Check the portal "
+UNCERTAIN_CANCEL = ("a job to cancel failed after its submission was sent: the portal may "
+                    "have filed it, and cancelling loses that filing here. Check the portal "
                     "first; cancel only once the portal was checked (tick the box)")
 
 
@@ -105,15 +105,18 @@ def not_filed(conn: Any, actor: Actor, job_id: int, reason: str) -> None:
 
 
 def bulk(conn: Any, actor: Actor, action: str, ids: list[int], reason: str,
-         *, scope: Mapping[str, Any]) -> dict[str, list[int]]:
+         *, scope: Mapping[str, Any], portal_checked: bool = True) -> dict[str, list[int]]:
     """Retry or cancel each of ``ids`` that its state allows, in one transaction with one
-    audit row (the ids done and skipped, and the selection or filter it came from)."""
+    audit row (the ids done and skipped, and the selection or filter it came from). A
+    cancel that takes in a filing in doubt needs ``portal_checked``, as :func:`cancel`."""
     if action not in BULK_STATES:
         raise InputError(f"unknown bulk action {action!r}")
     if not reason or not reason.strip():
         raise InputError("a reason is required")
     if len(ids) > BULK_CAP:
         raise InputError(f"at most {BULK_CAP} jobs per bulk action")
+    if action == "cancel" and not portal_checked and in_doubt(conn, ids):
+        raise InputError(UNCERTAIN_CANCEL)
     done: list[int] = []
     skipped: list[int] = []
     changes: list[tuple[int, dict[str, Any], dict[str, Any]]] = []

@@ -319,10 +319,14 @@ def routes(console: Console) -> list[Route]:
                              "that can be acted on: narrow it")
         scope = ({"filter": filter_query(form)} if scope_all else {"selected": selected})
         if form.get("confirm") != "yes":
+            def doubtful() -> list[int]:   # a cancel of filings in doubt asks first
+                with console.db() as conn:
+                    return console_actions.in_doubt(conn, ids)
+            in_doubt = await run_in_threadpool(doubtful) if action == "cancel" else []
             return console.render(request, "bulk.html", action=action, ids=ids,
                                   count=len(ids), scope_all=scope_all, selected=selected,
                                   query=filter_query(form), statuses=statuses,
-                                  reason=str(form.get("reason") or ""))
+                                  reason=str(form.get("reason") or ""), in_doubt=in_doubt)
         reason = form_reason(form)
         expected = str(form.get("expected") or "")
         if expected != str(len(ids)):
@@ -332,7 +336,8 @@ def routes(console: Console) -> list[Route]:
         def run() -> dict[str, list[int]]:
             with console.db() as conn:
                 return console_actions.bulk(conn, actor(user), action, ids, reason,
-                                            scope=scope)
+                                            scope=scope, portal_checked=(
+                                                form.get("uncertain_ok") == "yes"))
 
         result = await run_in_threadpool(run)
         return console.render(request, "bulk.html", action=action, result=result,

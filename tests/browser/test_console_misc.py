@@ -239,3 +239,39 @@ def test_uncertain_filings_of_one_outage_are_one_card_resolved_together(env, sig
     assert [(s, state(cp, "ein_application")) for s, cp in rows] == [
         ("pending", "not_filed")] * 8
     assert audited == 8
+
+
+def test_a_bulk_cancel_of_an_uncertain_filing_asks_first_too(env, signin, run):
+    """The bulk cancel would otherwise bypass the single cancel's question: its preview
+    names the filings in doubt and needs the tick; without it the server refuses."""
+    from tests.checkpoints import in_doubt
+
+    with psycopg.connect(env["dsn"], autocommit=True) as c:
+        doubt = queue.enqueue("obtain_ein", "ORD-BULK-U", payloads.OBTAIN_EIN, conn=c).id
+        plain = queue.enqueue("obtain_ein", "ORD-BULK-P", payloads.OBTAIN_EIN, conn=c).id
+        c.execute("UPDATE portalq.job_queue SET status = 'failed', attempts = 1, "
+                  "finished_at = now(), checkpoint = %s WHERE id = %s",
+                  (json.dumps(in_doubt("ein_application")), doubt))
+    page = signin("operator")
+
+    def preview() -> None:
+        run(page.goto("/jobs?job_type=obtain_ein"))
+        for job in (doubt, plain):
+            run(page.check(f"tr[data-job='{job}'] input.pick"))
+        run(page.locator("select[name=action]").select_option("cancel"))
+        run(page.fill("#bulk input[name=reason]", "orders withdrawn"))
+        run(page.click("#bulk button[type=submit]"))
+
+    preview()
+    warning = run(page.locator("#bulk-warning").inner_text())
+    assert f"#{doubt}" in warning and f"#{plain}" not in warning, warning
+    assert run(page.locator("input[name=uncertain_ok]").get_attribute("required")) is not None
+    run(page.evaluate("document.querySelector('input[name=uncertain_ok]').remove()"))
+    run(page.click("button.danger"))
+    assert "portal was checked" in run(page.locator("#error").inner_text())
+    assert (_status(env["dsn"], doubt), _status(env["dsn"], plain)) == ("failed", "pending")
+    preview()
+    run(page.check("input[name=uncertain_ok]"))
+    run(page.click("button.danger"))
+    assert run(page.locator("#bulk-result").inner_text()).startswith("2 job(s) cancelled")
+    assert _status(env["dsn"], doubt) == "cancelled"
