@@ -193,6 +193,10 @@ def test_masked_digits_cannot_be_recovered_by_search(conn):
     assert found("acme ***") == [7]
     assert found("birch") == [WINDOW + 90] and found("cedar") == [WINDOW + 91]
     assert found("dune") == [8]
+    # the window's test too finds what the page shows, "***" included
+    assert found("birch ***") == [WINDOW + 90]
+    assert console_repo.ids_matching(conn, JobFilter(field="legal_name", value="birch ***"),
+                                     ("completed",), 100) == [WINDOW + 90]
     # the index holds no digits of it either
     assert conn.execute("SELECT legal_name FROM portalq.job_search WHERE job_id = 7"
                         ).fetchone()[0] == "Acme *** Holdings"

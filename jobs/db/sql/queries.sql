@@ -1126,7 +1126,11 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- only the page's rows are fetched again (by primary key). Run without a prepared plan
 -- (each run planned for its parameters: a status filter uses its partial index). A payload
 -- field is tested as the list shows it: SSN-shaped text masked (migration 0027), so that
--- searching digits the page hides finds nothing.
+-- searching digits the page hides finds nothing. The masking (a regular expression) runs
+-- only on the rows whose text holds the value as stored: a value without ``*`` found in
+-- the masked text is in the stored one too (masking only takes text out), and the
+-- expression is evaluated left to right (a 20,000-row window: ~26 ms with the masking on
+-- every row, ~13 ms so; 10-11 ms before 0027; one run each on a busy machine).
 SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
        j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
        j.checkpoint->>'step' AS step, j.payload #>> %(field_path)s::text[] AS matched
@@ -1136,7 +1140,9 @@ FROM (
                (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s)
                AND (%(created_to)s::timestamptz IS NULL OR created_at < %(created_to)s)
                AND (%(field_path)s::text[] IS NULL
-                    OR coalesce(lower(portalq.portalq_search_text(
+                    OR coalesce((lower(payload #>> %(field_path)s::text[]) LIKE %(field_like)s
+                                 OR strpos(%(field_like)s, '*') > 0)
+                                AND lower(portalq.portalq_search_text(
                                     payload #>> %(field_path)s::text[])) LIKE %(field_like)s,
                                 false)) AS hit
         FROM portalq.job_queue
@@ -1176,8 +1182,10 @@ WHERE status = ANY(%(statuses)s::text[])
   AND (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s)
   AND (%(created_to)s::timestamptz IS NULL OR created_at < %(created_to)s)
   AND (%(field_path)s::text[] IS NULL
-       OR lower(portalq.portalq_search_text(j.payload #>> %(field_path)s::text[]))
-          LIKE %(field_like)s)
+       OR (lower(j.payload #>> %(field_path)s::text[]) LIKE %(field_like)s
+           OR strpos(%(field_like)s, '*') > 0)
+          AND lower(portalq.portalq_search_text(j.payload #>> %(field_path)s::text[]))
+              LIKE %(field_like)s)
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: console_jobs_status_of
