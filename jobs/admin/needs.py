@@ -106,6 +106,42 @@ def uncertain(conn: Any) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass
+class UncertainGroup:
+    """Uncertain filings with one cause (the same portal, job type and error, digits
+    aside): the jobs of one outage, one card with "not filed, all of these" (previewed)."""
+
+    portal: str
+    job_type: str
+    cause: str
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.jobs)
+
+    @property
+    def ids(self) -> list[int]:
+        return [int(j["id"]) for j in self.jobs]
+
+    @property
+    def submissions(self) -> list[str]:
+        return sorted({s for j in self.jobs for s in j["submissions"]})
+
+    @property
+    def first(self) -> Any:
+        return self.jobs[0]
+
+
+def uncertain_groups(items: Sequence[Mapping[str, Any]]) -> list[UncertainGroup]:
+    """:func:`uncertain`'s filings grouped by cause, in their order (oldest first)."""
+    groups: dict[tuple[str, str, str], UncertainGroup] = {}
+    for item in items:
+        key = (item["portal"], item["job_type"], cause_of(item.get("last_error")))
+        groups.setdefault(key, UncertainGroup(*key)).jobs.append(dict(item))
+    return list(groups.values())
+
+
 def review_screenshot(artifacts: Sequence[Mapping[str, Any]], attempt: int,
                       ) -> Mapping[str, Any] | None:
     """The review page's screenshot of the attempt that asked for approval: the one named
@@ -166,7 +202,8 @@ def page(conn: Any) -> dict[str, Any]:
         # counted in the navigation (console_needs_you): listed here, so both say one number
         "changed": sql.fetch(conn, "console_needs_changed", {"limit": LIMIT}),
     })
-    data.update(now=now, failed=groups, failed_partial=len(groups) >= GROUPS_LIMIT)
+    data.update(now=now, failed=groups, failed_partial=len(groups) >= GROUPS_LIMIT,
+                uncertain_groups=uncertain_groups(data["uncertain"]))
     data["total"] = (len(data["questions"]) + len(data["approvals"]) + len(doubtful)
                      + len(data["waiting"]) + len(data["changed"])
                      + sum(g.count for g in groups))

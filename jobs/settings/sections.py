@@ -106,7 +106,9 @@ class ServiceSettings(Section):
     grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time running jobs get to "
                                  "finish before they are released")
     approval: str = Field("", description="comma-separated job types or portals whose jobs "
-                          "stop at the review page for an admin's approval before they submit")
+                          "stop at the review page for an admin's approval before they submit; "
+                          "only those whose flow has that stop (process_crtc, crtc): "
+                          "`portalq run` refuses any other name")
     question_deadline_seconds: float = Field(600.0, gt=0, le=86400, description="how long "
                                              "a flow waits for a person's answer (an "
                                              "e-mailed code, portalq jobs answer) before its "

@@ -87,6 +87,15 @@ document.addEventListener("DOMContentLoaded", function () {
     });
   }
   localTimes(document);
+  // a link into the console with an anchor (a mail's .../jobs/7#approve), signed out: the
+  // browser keeps the anchor through the redirect to the sign-in page, but never sends it;
+  // it is added to where the sign-in goes next, so the page opens at the anchor
+  var next = document.querySelector("form[action='/login'] input[name=next]");
+  if (next && next.value && window.location.hash && next.value.indexOf("#") < 0) {
+    next.value += window.location.hash;
+    var sso = document.getElementById("sso");
+    if (sso) { sso.href += encodeURIComponent(window.location.hash); }
+  }
   var all = document.getElementById("select-all");
   if (all) {
     all.addEventListener("change", function () {
