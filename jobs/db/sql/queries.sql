@@ -106,6 +106,12 @@ GROUP BY c.oid;
 SELECT id, job_type, payload, status, attempts, last_error, run_at, order_id
 FROM {table} ORDER BY id;
 
+-- name: adopt_blank_secrets
+-- `portalq adopt --blank-secrets`: a legacy row imported into portalq gets its payload back
+-- with the secret fields emptied (jobs/business/adopt.py); {table} composed in as an
+-- identifier. The one write portalq makes into a legacy table, asked for by name.
+UPDATE {table} SET payload = %(payload)s WHERE id = %(id)s;
+
 -- name: adopt_failed
 -- A job just imported from a legacy queue (jobs/business/adopt.py, in the import's transaction)
 -- that was running or had failed there: failed at once, so no node ever claims it, with
