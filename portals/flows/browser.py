@@ -181,6 +181,27 @@ class BrowserVersionMismatch(BrowserUnavailable):
     """The browser server runs another Playwright release than this node."""
 
 
+class BrowserKilledAtLaunch(RuntimeError):
+    """The local Chromium was killed by a signal from outside (an operator, the OOM killer)
+    while it was being launched: like a browser killed mid-flow, not the job's fault --
+    the runner refunds the attempt. A Chromium that exits with a code, or crashes by its
+    own fault (SIGSEGV, SIGABRT, SIGTRAP), is not this: it would fail again every time, so
+    it spends attempts and ends in an escalation instead of a job waiting forever."""
+
+
+#: signals that come from outside the browser; Playwright's launch log ends with
+#: "<process did exit: exitCode=null, signal=SIGKILL>"
+_KILLED = re.compile(r"process did exit: exitCode=null, signal=(SIGKILL|SIGTERM|SIGINT|SIGHUP)\b")
+
+
+def killed_at_launch(exc: BaseException) -> str | None:
+    """The signal that killed Chromium during ``exc``'s launch, if one from outside did."""
+    if "has been closed" not in str(exc):   # Playwright's TargetClosedError
+        return None
+    found = _KILLED.search(str(exc))
+    return found.group(1) if found else None
+
+
 def playwright_version() -> str:
     return version("playwright")
 
@@ -225,9 +246,21 @@ async def connect(playwright: Any, config: BrowserConfig, endpoint: str | None =
 
 
 async def launch(playwright: Any, config: BrowserConfig) -> Any:
-    """A Browser: connected to ``config.ws_endpoint`` if set, else launched locally."""
+    """A Browser: connected to ``config.ws_endpoint`` if set, else launched locally. A
+    local Chromium killed from outside while starting: :class:`BrowserKilledAtLaunch`."""
     if config.ws_endpoint:
         return await connect(playwright, config, timeout_s=config.navigation_ms / 1000)
+    try:
+        return await _launch_local(playwright, config)
+    except Exception as exc:
+        signal = killed_at_launch(exc)
+        if signal is None:
+            raise
+        raise BrowserKilledAtLaunch(
+            f"browser killed while it was being launched ({signal})") from exc
+
+
+async def _launch_local(playwright: Any, config: BrowserConfig) -> Any:
     executable = resolve_executable(playwright, config)
     kwargs: dict[str, Any] = {"headless": config.headless, "args": list(config.args),
                               "chromium_sandbox": _sandbox(config)}

@@ -106,6 +106,12 @@ GROUP BY c.oid;
 SELECT id, job_type, payload, status, attempts, last_error, run_at, order_id
 FROM {table} ORDER BY id;
 
+-- name: adopt_blank_secrets
+-- `portalq adopt --blank-secrets`: a legacy row imported into portalq gets its payload back
+-- with the secret fields emptied (jobs/business/adopt.py); {table} composed in as an
+-- identifier. The one write portalq makes into a legacy table, asked for by name.
+UPDATE {table} SET payload = %(payload)s WHERE id = %(id)s;
+
 -- name: adopt_failed
 -- A job just imported from a legacy queue (jobs/business/adopt.py, in the import's transaction)
 -- that was running or had failed there: failed at once, so no node ever claims it, with
@@ -938,6 +944,42 @@ SELECT count(*)::int AS paused, (SELECT count(*) FROM told)::int AS told FROM p;
 -- name: probe_failed
 UPDATE portalq.portals SET probe_at = %(probe_at)s, updated_at = %(now)s
 WHERE code = %(portal)s AND paused_by = 'breaker';
+
+-- name: idle_probes_due
+-- Portals the breaker paused whose probe is due and that no job will probe now: none of
+-- their jobs is running or due (a job deferred past the probe is not). The leader checks
+-- their landing page instead, so a portal whose jobs were all cancelled does not stay
+-- paused with nothing left to probe it (issue 48).
+SELECT p.code FROM portalq.portals p
+WHERE p.paused_by = 'breaker' AND p.probe_at <= %(now)s
+  AND NOT EXISTS (SELECT 1 FROM portalq.job_queue q
+                  WHERE q.portal = p.code AND q.status IN ('pending', 'deferred')
+                    AND q.run_at <= %(now)s)
+  AND NOT EXISTS (SELECT 1 FROM portalq.job_queue q
+                  WHERE q.portal = p.code AND q.status = 'running');
+
+-- name: landing_resume
+-- A breaker-paused portal whose landing page answered (no job was there to probe it):
+-- resumed as a probe job's success resumes it -- its streak and signs cleared, one
+-- 'resumed' notice. An operator's or a drift pause is never touched.
+WITH p AS (
+    UPDATE portalq.portals SET paused_at = NULL, paused_by = NULL, pause_reason = NULL,
+                       probe_at = NULL, outage_streak = 0, outage_last_job = NULL,
+                       updated_at = %(now)s
+    WHERE code = %(portal)s AND paused_by = 'breaker'
+    RETURNING code
+), signs AS (
+    DELETE FROM portalq.portal_outage_signs s USING p WHERE s.portal = p.code
+), resumed AS (
+    INSERT INTO portalq.portal_notices (portal, kind, reason, created_at, next_try_at)
+    SELECT code, 'resumed', 'its landing page answered (no job was waiting to probe it)',
+           %(now)s, %(now)s
+    FROM p
+    RETURNING portal
+), told AS (
+    SELECT pg_notify('portalq_portals', portal) FROM resumed
+)
+SELECT count(*)::int AS resumed, (SELECT count(*) FROM told)::int AS told FROM p;
 
 -- name: operator_resume
 WITH p AS (
