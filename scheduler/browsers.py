@@ -58,6 +58,7 @@ class Browsers:
         context (through the portal's proxy, as its jobs go), no page, no job's attempt.
         False: a 5xx, refused, reset or timed out, what a job's run would take for an
         outage. None: nothing could be checked (no browser now, or it was lost meanwhile)."""
+        # playwright only when a browser is needed: the CLI and enqueue never load it
         from playwright.async_api import Error as PlaywrightError
 
         with tempfile.TemporaryDirectory(prefix="portalq-landing-") as tmp:

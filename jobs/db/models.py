@@ -394,6 +394,10 @@ webhook_subscriptions = Table(
     Column("paused_at", TZ),
     Column("pause_reason", Text),
     Column("pause_told_at", TZ),
+    # the subscription's backoff: its next try after failures (new events queue behind it),
+    # and the reservation of its one attempt under way (migration 0027)
+    Column("retry_at", TZ),
+    Column("busy_until", TZ),
 )
 
 webhook_deliveries = Table(

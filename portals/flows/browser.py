@@ -477,11 +477,14 @@ def is_tracing(context: BrowserContext) -> bool:
 
 
 @asynccontextmanager
-async def untraced(context: BrowserContext, *, secrets: Iterable[str] = ()) -> AsyncIterator[None]:
+async def untraced(context: BrowserContext, *, secrets: Iterable[str] = (),
+                   resume: bool = True) -> AsyncIterator[None]:
     """Nothing inside the block is traced (actions, fill values, DOM, network, screencast).
 
-    Tracing resumes after the block only if it ended normally and no page of the context
-    still shows one of ``secrets``; otherwise it stays off for the rest of the context.
+    Tracing resumes after the block only if ``resume``, it ended normally and no page of the
+    context still shows one of ``secrets``; otherwise it stays off for the rest of the
+    context (``resume=False``: the flow knows its pages show personal data from there on
+    in forms the secrets check cannot see, such as an SSN's last four digits).
     """
     trace = _traces.get(context)
     if trace is None or not trace.active:
@@ -491,6 +494,8 @@ async def untraced(context: BrowserContext, *, secrets: Iterable[str] = ()) -> A
     trace.gaps += 1
     trace.stayed_off = True     # until it resumes below
     yield
+    if not resume:
+        return
     secrets = [s for s in secrets if s]
     if secrets and await pages_show(context, secrets):
         log.info("a page still shows sensitive data: tracing stays off for this context")

@@ -8,7 +8,8 @@ success page (a ``data:`` PDF).
 Submission ``ein_application``: confirmed with ``ein``, ``legal_name`` and ``name_control``
 (captured from the page before anything else); refused with the IRS reference (nothing
 issued). The IRS has no lookup: a submission without an answer is never sent again
-(``UncertainOutcome``). The identity -> submit part never appears in a trace.
+(``UncertainOutcome``). Nothing from the identity page on appears in a trace (the success
+page shows the SSN's last four digits).
 """
 
 from __future__ import annotations
@@ -306,7 +307,8 @@ async def obtain_ein(ctx: FlowContext[ObtainEinPayload]) -> dict[str, Any]:
         await ctx.step("legal structure")
         await irs.open()
         await irs.legal_structure(p)
-        async with untraced(page.context, secrets=ctx.secrets()):
+        # the rest untraced: the EIN page's summary shows the SSN's last four digits
+        async with untraced(page.context, secrets=ctx.secrets(), resume=False):
             await ctx.step("identity")
             await irs.identity(p)
             await irs.addresses(p)
@@ -323,13 +325,15 @@ async def obtain_ein(ctx: FlowContext[ObtainEinPayload]) -> dict[str, Any]:
                 got = await irs.assignment()  # before anything else: the only copy
                 await sub.confirmed(ein=got["ein"], legal_name=got["legal_name"],
                                     name_control=got["name_control"])
-        await ctx.step("letter")
-        await evidence.shot(page, "ein-assignment")
-        try:
-            letter = await irs.letter()
-        except Exception as exc:  # noqa: BLE001 - the EIN is recorded already
-            letter = None
-            await ctx.save_checkpoint(letter_error=irs.clean(str(exc).splitlines()[0]))
+            # untraced too (tests/facts/irs-ein-assignment.txt §3): the screenshot is the
+            # success page's evidence
+            await ctx.step("letter")
+            await evidence.shot(page, "ein-assignment")
+            try:
+                letter = await irs.letter()
+            except Exception as exc:  # noqa: BLE001 - the EIN is recorded already
+                letter = None
+                await ctx.save_checkpoint(letter_error=irs.clean(str(exc).splitlines()[0]))
     documents = []
     if letter is not None:
         await ctx.store_document(letter[0], "application/pdf", letter[1])  # sealed at rest

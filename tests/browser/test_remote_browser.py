@@ -55,7 +55,9 @@ def test_obtain_ein_through_a_remote_browser(run, playwright, browser_config, ru
     remote = run(launch(playwright, config))
     try:
         assert remote.is_connected()
-        ctx = make_ctx("obtain_ein", ein_payload(), config=config, browser=remote)
+        # the responsible party in person: the application the IRS answers with the letter
+        ctx = make_ctx("obtain_ein", ein_payload(applicant="responsible_party"), config=config,
+                       browser=remote)
         result = run(obtain_ein(ctx))
     finally:
         run(remote.close())

@@ -50,7 +50,9 @@ def test_every_job_type_end_to_end(db, dsn, tmp_path, standin_server, portals):
                 bckit.NAME_SEARCH, names=["Cedar Harbour Consulting Ltd."])).id,
             "bc": queue.enqueue("file_entity", "ORD-2", bckit.FILE_ENTITY).id,
             "de": queue.enqueue("file_entity", "ORD-3", payloads.FILE_ENTITY_DE).id,
-            "ein": queue.enqueue("obtain_ein", "ORD-3", payloads.OBTAIN_EIN).id,
+            # in person: a designee's application gets its letter by post, none to deliver
+                "ein": queue.enqueue("obtain_ein", "ORD-3", {
+                    **payloads.OBTAIN_EIN, "applicant": "responsible_party"}).id,
             "crtc": queue.enqueue("process_crtc", "ORD-4", bckit.CRTC_PAYLOAD).id,
         }
         wait_until(lambda: all(_final(j) for j in jobs.values()), 120, "all flows final")
