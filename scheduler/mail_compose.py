@@ -11,6 +11,7 @@ portal wrote (an error, a question) is shown as text, never as markup."""
 
 from __future__ import annotations
 
+import email.utils
 import mimetypes
 import re
 import textwrap
@@ -22,6 +23,7 @@ from typing import Any
 
 import jinja2
 
+from portalq.jobs import clock
 from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.secrets.sealing import checkpoint_for_display
 from portalq.scheduler.config import Settings
@@ -191,9 +193,11 @@ def describe(settings: Settings, esc: Mapping[str, Any]) -> Mail:
     return mail
 
 
-def describe_incident(settings: Settings, escs: Sequence[Mapping[str, Any]]) -> Mail:
+def describe_incident(settings: Settings, escs: Sequence[Mapping[str, Any]], *,
+                      reply_subject: str | None = None) -> Mail:
     """One mail for escalations that share a cause: the cause once, then each job with its
-    link and its own recommended action."""
+    link and its own recommended action. With ``reply_subject``: the later jobs of a cause
+    already mailed, as a reply in its thread ("3 more jobs ...")."""
     first = escs[0]
     portal, kind = one_line(first["portal"], 60), one_line(first["kind"], 30)
     base = settings.console_url.strip().rstrip("/")
@@ -211,6 +215,12 @@ def describe_incident(settings: Settings, escs: Sequence[Mapping[str, Any]]) -> 
                 facts=[("Why", f"{first['kind']} - {first['reason']}"),
                        ("Jobs", str(len(escs)))],
                 jobs=jobs)
+    if reply_subject is not None:
+        more = f"{len(escs)} more job{'s' if len(escs) > 1 else ''}"
+        mail.subject = reply_subject
+        mail.headline = (f"{more} on portal {portal} for the same cause as the first mail "
+                         "of this thread.")
+        mail.facts[1] = ("Jobs", f"{more} (the earlier ones: the mails above)")
     if base:
         mail.actions.append(Action(f"All failed jobs on {portal}", None,
                                    f"{base}/jobs?status=failed&portal={portal}",
@@ -236,6 +246,7 @@ def render(settings: Settings, mail: Mail, *, message_id: str, thread_root: str 
     msg["Subject"] = mail.subject
     msg["From"] = settings.mail_from
     msg["To"] = ", ".join(settings.admins())
+    msg["Date"] = email.utils.format_datetime(clock.now())   # RFC 5322 requires one
     msg["Message-ID"] = message_id
     if thread_root and thread_root != message_id:
         msg["In-Reply-To"] = thread_root

@@ -198,10 +198,17 @@ class MailSettings(Section):
     smtp_url: str = Field("smtp://127.0.0.1:8025", description="smtp://[user:pass@]host:port"
                           " (smtps:// for TLS; ?starttls=1 for STARTTLS)")
     mail_from: str = Field("portalq@localhost", description="the mails' From address")
-    mail_gather_seconds: float = Field(5, ge=0, le=600, description="a failed job's "
+    mail_gather_seconds: float = Field(30, ge=0, le=600, description="a failed job's "
                                        "escalation mail waits this long for others of the "
                                        "same cause, so one outage is one mail listing its "
                                        "jobs (0: no wait)")
+    mail_thread_minutes: float = Field(60, ge=0, le=7 * 24 * 60, description="a cause "
+                                       "mailed this recently is not a new incident: its "
+                                       "later jobs are mailed as replies in its thread "
+                                       "(0: each gathering a thread of its own)")
+    mail_reply_seconds: float = Field(120, ge=0, le=3600, description="a reply in a "
+                                      "cause's thread waits this long for more of its jobs, "
+                                      "so a recurring cause sends at most one mail this often")
     console_url: str = Field("", description="the admin console's address as admins reach "
                              "it (e.g. https://portalq.internal:8780); escalation mails link "
                              "to the job's page there")
