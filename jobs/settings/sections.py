@@ -255,6 +255,9 @@ class KeySettings(Section):
 class TestSettings(Section):
     title: ClassVar[str] = "Tests and demos only"
     __test__: ClassVar[bool] = False   # not a pytest class
+    #: read when portalq is imported (the clock), before a command can say anything in one
+    #: line: the secret files are checked by the sections a command then reads
+    check_secret_files: ClassVar[bool] = False
 
     frozen_now: str | None = Field(None, description="an ISO 8601 instant portalq's one "
                                    "clock stands at (with a UTC offset; tests, drills)")
@@ -275,7 +278,6 @@ class Settings(DatabaseSettings, FilesSettings, ServiceSettings, JobSettings,
     """Every ``PORTALQ_*`` setting but the console's (:class:`ConsoleSettings`)."""
 
     title: ClassVar[str] = "All"
-    check_secret_files: ClassVar[bool] = True
 
     def admins(self) -> list[str]:
         return [a.strip() for a in self.admin_emails.split(",") if a.strip()]
