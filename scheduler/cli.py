@@ -376,4 +376,10 @@ def run_service(
         egress.proxies(all_settings.family(egress.PREFIX))
     except InputError as exc:
         fail(str(exc))
+    from portalq.scheduler import node_keys
+
+    try:   # a key file that is not a keyring: one line at start (a missing one is logged)
+        node_keys.check_key_file()
+    except PortalqError as exc:
+        fail(str(exc))
     run(settings)

@@ -33,6 +33,7 @@ from portalq.jobs.db.location import embedded, home
 from portalq.jobs.db.migrate import upgrade
 from portalq.jobs.operations import accounts, questions
 from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.jobs.secrets import crypto
 from portalq.portals.standin.server import StandinServer
 from portalq.scheduler import status as st
 from portalq.scheduler.cli_common import ExitCode
@@ -94,6 +95,9 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
 
     files.owner_only_process()
     base = files.private_dir(home())
+    keys = crypto.provider()
+    if isinstance(keys, crypto.FileKeyring):
+        keys.init()   # the demo sets up everything it needs: its keyring too, if none yet
     mailbox = base / "demo-mailbox"
     shutil.rmtree(mailbox, ignore_errors=True)
     files.private_dir(mailbox)
