@@ -97,14 +97,14 @@ def _one_line(value: Any, limit: int = 200) -> str:
 
 
 def build_escalation(settings: Settings, esc: Mapping[str, Any], screenshot: Path | None,
-                     files: tuple[Path, ...] = (), *,
-                     thread_root: str | None = None) -> EmailMessage:
+                     files: tuple[Path, ...] = (), *, thread_root: str | None = None,
+                     footer: list[str] | None = None) -> EmailMessage:
     """One escalation's mail (text and HTML, the screenshot inline), threaded under the
     Message-ID ``thread_root`` (the job's first escalation's); ``files`` attached (a changed
     portal's aria snapshots). The caller scrubs it (:func:`scrub_mail`), attachments
     included."""
     mail = mail_compose.describe(settings, esc)
-    mail.footer += _erasure_note(settings, esc["job_type"])
+    mail.footer += (footer or []) + _erasure_note(settings, esc["job_type"])
     msg = mail_compose.render(settings, mail,
                               message_id=message_id(esc["id"], esc.get("mail_token")),
                               thread_root=thread_root, screenshot=screenshot)
@@ -163,6 +163,10 @@ def scrub_mail(msg: EmailMessage, secrets: list[str]) -> EmailMessage:
     return msg
 
 
+#: an approval's mail waits this long at most for its attempt's evidence (the review
+#: page's screenshot, recorded as the attempt ends), looking again this often
+EVIDENCE_WAIT = timedelta(seconds=60)
+EVIDENCE_LOOK = timedelta(seconds=1)
 #: a mail server that is down is tried again this soon (one connection attempt)
 SERVER_RETRY = timedelta(seconds=5)
 
@@ -275,6 +279,15 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
     threads: dict[int, Thread] = {}
 
     async def gather(first: EscalationRow, skip: list[int]) -> list[EscalationRow]:
+        if first["kind"] == "approval" and first["send_attempts"] == 0:
+            # written while its attempt runs; the review page's screenshot is recorded when
+            # the attempt ends: the mail waits for it (issue 48), a while at most
+            until = first["created_at"] + EVIDENCE_WAIT
+            now = clock.now()
+            if until > now and not await outbox.attempt_evidence(conn, first["job_id"],
+                                                                 first["attempt"]):
+                await outbox.hold(conn, first["id"], min(until, now + EVIDENCE_LOOK))
+                return []
         key = mail_compose.cause(first)
         if key is None:
             return [first]
@@ -300,7 +313,9 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
         for esc in escs:
             job = await outbox.job_secret_columns(conn, esc["job_id"])
             secrets += job_secrets(job) if job is not None else []
-        shots = await outbox.screenshots(conn, escs[0]["job_id"])
+        approval = escs[0]["kind"] == "approval"   # its attempt's own: the review page
+        shots = await outbox.screenshots(conn, escs[0]["job_id"],
+                                         escs[0]["attempt"] if approval else None)
         shot = Path(shots[-1]) if shots else None
         thread = threads.get(escs[0]["id"])
         if thread is not None:   # a cause mailed lately: a reply in its thread
@@ -312,7 +327,9 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
                 if esc["kind"] == "portal_changed" else ()
             first = await outbox.first_escalation(conn, esc["job_id"])
             root = mail_threads.message_id(*first) if first else None
-            message = build_escalation(settings, esc, shot, files, thread_root=root)
+            message = build_escalation(settings, esc, shot, files, thread_root=root,
+                                       footer=["(no screenshot of the review page was "
+                                               "recorded)"] if approval and not shot else [])
             if mail_compose.cause(esc) is not None:   # it starts its cause's thread
                 await outbox.in_thread(conn, [esc["id"]], esc["id"])
         else:

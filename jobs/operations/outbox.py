@@ -115,10 +115,18 @@ async def page_snapshots(conn: AConn, job_id: int) -> list[str]:
     return [a["path"] for a in found[-2:]]
 
 
-async def screenshots(conn: AConn, job_id: int) -> list[str]:
-    """The paths of a job's screenshots, oldest first (an escalation attaches the last)."""
+async def screenshots(conn: AConn, job_id: int, attempt: int | None = None) -> list[str]:
+    """The paths of a job's screenshots (of one ``attempt``), oldest first (an escalation
+    attaches the last)."""
     return [a["path"] for a in await sql.afetch(conn, "job_artifacts", {"id": job_id})
-            if a["kind"] == ArtifactKind.SCREENSHOT]
+            if a["kind"] == ArtifactKind.SCREENSHOT and attempt in (None, a["attempt"])]
+
+
+async def attempt_evidence(conn: AConn, job_id: int, attempt: int) -> bool:
+    """Was the evidence of the job's ``attempt`` recorded (a file, or a note of what is
+    missing)? It is, when the attempt has ended."""
+    return any(a["attempt"] == attempt
+               for a in await sql.afetch(conn, "job_artifacts", {"id": job_id}))
 
 
 def unsent(conn: Connection[Any]) -> int:

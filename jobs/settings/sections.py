@@ -210,8 +210,24 @@ class MailSettings(Section):
                                       "cause's thread waits this long for more of its jobs, "
                                       "so a recurring cause sends at most one mail this often")
     console_url: str = Field("", description="the admin console's address as admins reach "
-                             "it (e.g. https://portalq.internal:8780); escalation mails link "
-                             "to the job's page there")
+                             "it, http:// or https:// (e.g. https://portalq.internal:8780); "
+                             "escalation mails link to the job's page there")
+
+    @field_validator("console_url")
+    @classmethod
+    def _http_only(cls, value: str) -> str:
+        """The mails' links start with it: http(s) and a host, nothing else (a
+        ``javascript:`` address made every link in every mail a script)."""
+        text = value.strip()
+        if not text:
+            return value
+        scheme, sep, rest = text.partition("://")
+        host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+        if not sep or scheme.lower() not in ("http", "https") or not host \
+                or any(not ch.isprintable() or ch.isspace() for ch in text):
+            raise ValueError("must be an http:// or https:// address with a host (e.g. "
+                             "https://portalq.internal:8780)")
+        return value
 
 
 class BrowserSettings(Section):

@@ -218,11 +218,13 @@ def _actions(msg: EmailMessage) -> str:
      ["cancel"]),
 ])
 def test_each_kind_offers_its_own_actions_with_the_page_that_answers(
-        conn, dsn, mailbox, kind, labels, anchors, never):
+        conn, dsn, mailbox, tmp_path, kind, labels, anchors, never):
     add_local_portal(dsn)
     jid = failed_job(conn, "ORD-7")
     if kind in ("question", "approval"):   # the job waits for a person
         conn.execute("UPDATE portalq.job_queue SET status = 'deferred' WHERE id = %s", (jid,))
+    if kind == "approval":   # its attempt ended: the review page's screenshot recorded
+        screenshot(conn, jid, tmp_path)
     queue.escalate(conn, jid, 1, kind, f"{kind} reason")
     assert send(dsn, settings(mailbox)) == 1
     [mail] = mailbox.wait_for(1, 10)
