@@ -154,7 +154,7 @@ def fill_history_portalq(n: int, *, days: float) -> None:
 # ------------------------------------------------------------------ figures
 
 def max_id(a: common.Adapter) -> int:
-    table = "job_queue" if a is PQ else "pgqueuer"
+    table = "portalq.job_queue" if a is PQ else "pgqueuer"
     return int(one(a.db, f"SELECT coalesce(max(id), 0) FROM {table}"))
 
 
@@ -180,7 +180,7 @@ def reset(a: common.Adapter, base: int) -> None:
     if a is PQ:
         sql(a.db, "DELETE FROM portalq.job_queue WHERE id > %s", (base,))
         sql(a.db, "DELETE FROM portalq.job_events WHERE job_id > %s", (base,))
-        sql(a.db, "VACUUM ANALYZE portalq.job_queue, job_events")
+        sql(a.db, "VACUUM ANALYZE portalq.job_queue, portalq.job_events")
     else:
         sql(a.db, "DELETE FROM pgqueuer WHERE id > %s", (base,))
         sql(a.db, "TRUNCATE pgqueuer_log, pgqueuer_statistics")

@@ -14,7 +14,7 @@ from typing import Any, cast
 import psycopg
 from psycopg.types.json import Jsonb
 
-from portalq.jobs import clock, limits, submission
+from portalq.jobs import clock, limits, submission, waiting
 from portalq.jobs.db import sql
 from portalq.jobs.db.txn import connect, raw_connection
 from portalq.jobs.db.txn import use as _use
@@ -74,6 +74,29 @@ def list_jobs(*, status: str | None = None, portal: str | None = None,
     with _use(conn) as c:
         return cast("list[JobListRow]", sql.fetch(c, "list_jobs", {
             "status": status, "portal": portal, "order_id": order_id, "limit": limit}))
+
+
+def list_waiting(*, portal: str | None = None, order_id: str | None = None,
+                 limit: int = 100, conn: Any = None) -> list[dict[str, Any]]:
+    """The jobs waiting on their portal's decision (deferred with a ``waiting`` marker),
+    expected soonest first: each with since when, expected by when, its next check and
+    whether it is past the expected time (``overdue``)."""
+    limit = limits.check_list_limit(limit)
+    portal = limits.check_optional_filter(portal, "portal")
+    order_id = limits.check_optional_filter(order_id, "order id")
+    with _use(conn) as c:
+        rows = sql.fetch(c, "list_jobs_waiting", {"portal": portal, "order_id": order_id,
+                                                  "limit": limit})
+    now = clock.now()
+    out = []
+    for r in rows:
+        mark = waiting.marker({waiting.KEY: r.pop("waiting")})
+        if mark is None:      # a marker without its portal: not one jobs.waiting writes
+            continue
+        out.append({**r, **{k: mark.get(k) for k in (
+            "since", "expected_by", "next_check", "checks", "what", "submission")},
+            "overdue": waiting.overdue(mark, now)})
+    return out
 
 
 # -- admin transitions --------------------------------------------------------------------

@@ -78,6 +78,10 @@ class JobType:
     #: builds the payload from the business's order (``portalq enqueue T --order O``);
     #: without one, ``PORTALQ_ORDER_SQL_<TYPE>`` may map orders (jobs/business/orders.py)
     order_source: OrderSource | None = None
+    #: True: its flow stops at the portal's review page (``ctx.approve``) before it submits,
+    #: so ``PORTALQ_APPROVAL`` may name it (or its portal); a name whose flow never asks is
+    #: refused there, rather than filing without the approval the setting promises
+    stops_for_approval: bool = False
 
     def portal_for(self, payload: BaseModel) -> str:
         return self.portal(payload) if callable(self.portal) else self.portal

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from portalq.portals.flows import browser
+
+#: how long a paused portal's landing page may take to answer its check
+LANDING_TIMEOUT_S = 10.0
 
 
 class Browsers:
@@ -46,6 +50,32 @@ class Browsers:
             return await self.remote.new_context(portal, artifacts_dir, **options)
         b = await self.local()
         return await browser.new_context(b, self.config, artifacts_dir, **options)
+
+    async def landing_answers(self, portal: str, url: str,
+                              timeout_s: float = LANDING_TIMEOUT_S) -> bool | None:
+        """Whether ``portal``'s landing page at ``url`` answers (a status below 500): the
+        lightweight check of a paused portal that no job probes -- one request from a fresh
+        context (through the portal's proxy, as its jobs go), no page, no job's attempt.
+        False: a 5xx, refused, reset or timed out, what a job's run would take for an
+        outage. None: nothing could be checked (no browser now, or it was lost meanwhile)."""
+        from playwright.async_api import Error as PlaywrightError
+
+        with tempfile.TemporaryDirectory(prefix="portalq-landing-") as tmp:
+            try:
+                context = await self.new_context(portal, Path(tmp))
+            except Exception:  # noqa: BLE001 - no browser now: nothing known of the portal
+                return None
+            try:
+                response = await context.request.get(url, timeout=timeout_s * 1000,
+                                                     fail_on_status_code=False)
+                return bool(response.status < 500)
+            except PlaywrightError:
+                b = context.browser
+                if b is not None and not b.is_connected():
+                    return None   # the browser went, not the portal
+                return False
+            finally:
+                await browser.close_context(context)
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -3,10 +3,13 @@
     portalq adopt                       dry run: what each row of public.job_queue becomes
     portalq adopt --apply               import it (again: nothing imported twice)
     portalq adopt --table app.jobs --map-type file_llc=file_entity --apply
+    portalq adopt --blank-secrets       once the import is verified: empty the old table's
+                                        plaintext secret fields of the rows imported
 """
 
 from __future__ import annotations
 
+import tempfile
 from typing import Annotated
 
 import typer
@@ -25,14 +28,21 @@ def adopt(
     map_type: Annotated[list[str] | None, typer.Option(
         "--map-type", help="OLD=NEW: the legacy job type OLD is portalq's NEW (repeatable)")
     ] = None,
+    blank_secrets: Annotated[bool, typer.Option(
+        "--blank-secrets", help="once the import is verified: empty the secret fields "
+        "(SSNs, ITINs) the old table holds in plaintext, in the rows imported into portalq "
+        "only (the one write into the old table)")] = False,
     database_url: DbUrl = None,
 ) -> None:
     """Take over a legacy job queue: pending and deferred rows become jobs, running rows
     jobs waiting for a person (they may have been filed), failed rows failed jobs; finished
-    rows are counted, others skipped with the reason. The legacy table is only read.
-    Stop the old dispatcher first."""
+    rows are counted, others skipped with the reason. The legacy table is only read (but
+    for --blank-secrets). Stop the old dispatcher first."""
     if apply and dry_run:
         fail("give --apply or --dry-run, not both")
+    if blank_secrets and (apply or dry_run):
+        fail("give --blank-secrets on its own, once the import is verified (not both with "
+             "--apply or --dry-run)")
     types: dict[str, str] = {}
     for item in map_type or ():
         old, sep, new = item.partition("=")
@@ -41,14 +51,26 @@ def adopt(
         types[old.strip()] = new.strip()
     where = a.parse_table(table)
     use_url(database_url)
-    with queue.connect() as conn:
-        rows = a.read(conn, where)
-        plans = a.plan(rows, where, conn, types)
-        if apply:
-            a.apply(plans, where, conn)   # committed as the connection closes
-    for p in plans:
-        typer.echo(a.line(p, apply))
-    typer.echo(a.summary(plans, apply))
+    tally = a.Tally()
+    # the rows' lines wait in a file, not in memory, and are shown once the import stands
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as lines:
+        with queue.connect() as conn, queue.connect() as legacy:
+            for rows in a.stream(legacy, where):
+                plans = a.plan(rows, where, conn, types)
+                if apply:
+                    a.apply(plans, where, conn)
+                elif blank_secrets:
+                    a.blank(plans, where, conn)
+                for p in plans:
+                    lines.write(a.line(p, apply) + "\n")
+                    tally.add(p)
+        # committed as the connections closed
+        lines.seek(0)
+        for text in lines:
+            typer.echo(text, nl=False)
+    mode = "apply" if apply else "blank" if blank_secrets else "dry"
+    for text in a.summary(tally, mode, where):
+        typer.echo(text)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -45,10 +46,21 @@ def jobs_list(
     portal: Annotated[str | None, typer.Option()] = None,
     order: Annotated[str | None, typer.Option()] = None,
     limit: Annotated[int, typer.Option()] = 100,
+    waits: Annotated[bool, typer.Option(
+        "--waiting", help="only the jobs waiting on their portal's decision: since when, "
+        "expected by when, next check")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     database_url: DbUrl = None,
 ) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first (--waiting: those waiting on a portal, expected soonest first)."""
+    if waits:
+        if status is not None:
+            fail("--waiting lists deferred jobs waiting on a portal: it cannot be combined "
+                 "with --status")
+        use_url(database_url)
+        _list_waiting(queue.list_waiting(portal=portal, order_id=order, limit=limit),
+                      as_json)
+        return
     use_url(database_url)
     rows = queue.list_jobs(status=status, portal=portal, order_id=order, limit=limit)
     if as_json:
@@ -62,25 +74,46 @@ def jobs_list(
                    f"{r['run_at']:%Y-%m-%d %H:%M:%SZ}")
 
 
+def _list_waiting(rows: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print_json(rows)
+        return
+
+    def at(iso: Any) -> str:
+        return f"{datetime.fromisoformat(str(iso)).astimezone(UTC):%Y-%m-%d %H:%MZ}"
+
+    typer.echo(f"{'ID':>7}  {'TYPE':<13} {'ORDER':<12} {'PORTAL':<20} {'SINCE':<17} "
+               f"{'EXPECTED BY':<17} NEXT CHECK")
+    for r in rows:
+        late = "  overdue" if r["overdue"] else ""
+        typer.echo(f"{r['id']:>7}  {r['job_type']:<13} {r['order_id']:<12} {r['portal']:<20} "
+                   f"{at(r['since']):<17} {at(r['expected_by']):<17} "
+                   f"{at(r['next_check'])}{late}")
+
+
 @app.command("show")
 def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = False,
               database_url: DbUrl = None) -> None:
     """A job with its events, artifacts and documents."""
     use_url(database_url)
     job = public(queue.show_job(job_id))
-    if as_json:
-        print_json(job)
+    mark = waiting.marker(job["checkpoint"])
+    estimate = None
+    if job["status"] in ("pending", "deferred"):
+        # the estimator (calendars, the replay) only for the commands that show an ETA
+        from portalq.scheduler import estimates as eta
+        estimate = eta.job_eta(eta.load_fresh()[0], job_id)
+    if as_json:   # everything the text shows (its ETA and waiting line) for a program too
+        print_json({**job, "eta": estimate,
+                    "waiting": {**mark, "text": waiting.describe(mark)} if mark else None})
         return
     for key in ("id", "job_type", "order_id", "portal", "status", "priority", "attempts",
                 "max_attempts", "crashes", "run_at", "last_error", "created_at", "finished_at"):
         typer.echo(f"{key:>13}: {job[key]}")
-    if shown := waiting.describe(waiting.marker(job["checkpoint"])):
+    if shown := waiting.describe(mark):
         typer.echo(f"{'waiting':>13}: {shown}")   # submitted; the registry decides later
-    if job["status"] in ("pending", "deferred"):
-        # the estimator (calendars, the replay) only for the commands that show an ETA
-        from portalq.scheduler import estimates as eta
-        if line := eta.job_line(eta.load_fresh()[0], job_id):
-            typer.echo(f"{'eta':>13}: {line}")
+    if estimate is not None:
+        typer.echo(f"{'eta':>13}: {estimate['text']}")
     typer.echo(f"{'payload':>13}: {json.dumps(job['payload'], sort_keys=True)}")
     typer.echo(f"{'checkpoint':>13}: {json.dumps(job['checkpoint'], sort_keys=True)}")
     typer.echo(f"{'result':>13}: {json.dumps(job['result'], sort_keys=True)}")

@@ -35,7 +35,8 @@ def add(url: str,
 @app.command("list")
 def list_(as_json: Annotated[bool, typer.Option("--json")] = False,
           database_url: DbUrl = None) -> None:
-    """Subscriptions: their events, health and waiting deliveries (never their secrets)."""
+    """Subscriptions: their events, health and waiting deliveries (never their secrets;
+    credentials stored in a URL before they were refused are masked)."""
     use_url(database_url)
     rows = webhooks.subscriptions()
     if as_json:
@@ -57,7 +58,8 @@ def remove(subscription_id: int, database_url: DbUrl = None) -> None:
 
 @app.command("resume")
 def resume(subscription_id: int, database_url: DbUrl = None) -> None:
-    """Send again to a subscription paused for its failures (its waiting deliveries first)."""
+    """Send at once to a subscription paused for its failures (its waiting deliveries
+    first); a paused one is also probed every 4 h and active again when it answers."""
     use_url(database_url)
     webhooks.resume(subscription_id)
     typer.echo(f"webhook {subscription_id} resumed")

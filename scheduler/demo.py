@@ -58,10 +58,13 @@ class MailboxDir:
         return "250 OK"
 
 
-def second_terminal(url: str) -> str:
+def second_terminal(url: str, artifacts: Path) -> str:
     """The shell line that points another terminal's ``portalq`` at the demo database
-    (without it, ``portalq status`` there looks at ``portalq``, not ``portalq_demo``)."""
-    return f"export PORTALQ_DATABASE_URL={shlex.quote(url)}"
+    (without it, ``portalq status`` there looks at ``portalq``, not ``portalq_demo``) and
+    at the demo's evidence folder (without it, ``portalq console`` there looks in
+    ``$PORTALQ_HOME/artifacts`` and shows every screenshot as a broken image)."""
+    return (f"export PORTALQ_DATABASE_URL={shlex.quote(url)} "
+            f"PORTALQ_ARTIFACTS_DIR={shlex.quote(str(artifacts))}")
 
 
 def _fresh_database() -> str:
@@ -123,9 +126,10 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
                   f"  mailbox    {mailbox} (SMTP on 127.0.0.1:{smtp_port})\n"
                   f"  artifacts  {settings.artifacts()}\n")
     # whole, never wrapped: it is copied into another terminal as it is
-    console.print("  in another terminal, first:", markup=False)
-    console.print(f"    {second_terminal(url)}\n", markup=False, soft_wrap=True,
-                  highlight=False)
+    console.print("  in another terminal, first (for portalq status, jobs show, and the "
+                  "console's screenshots and traces):", markup=False)
+    console.print(f"    {second_terminal(url, settings.artifacts())}\n", markup=False,
+                  soft_wrap=True, highlight=False)
     os.environ["PORTALQ_DATABASE_URL"] = url
     # the CRTC's lost answer (ORD-1006) waits on the portal; the demo shortens the window
     # after which a person is asked, so that the whole story fits in a minute

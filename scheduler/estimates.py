@@ -275,6 +275,18 @@ def job_line(loaded: Loaded, job_id: int) -> str | None:
     return text(job, est, _tz(loaded, job.portal))
 
 
+def job_eta(loaded: Loaded, job_id: int) -> dict[str, Any] | None:
+    """The job's ETA for a program (``jobs show --json``): the line :func:`job_line` prints
+    (``text``), the times it gives (``expected``: p50, ``latest``: p90; None when there is
+    no estimate), the jobs of its portal ahead of it and why; None for a job not waiting."""
+    job, est = loaded.jobs.get(job_id), loaded.estimates.get(job_id)
+    if job is None or est is None:
+        return None
+    return {"text": text(job, est, _tz(loaded, job.portal)),
+            "expected": est.finish50, "latest": est.finish90, "starts": est.start50,
+            "ahead": est.ahead, "reasons": list(est.reasons)}
+
+
 def order_steps(conn: Any, order_id: str) -> list[dict[str, Any]]:
     return eta_repo.order(conn, order_id)
 

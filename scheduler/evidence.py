@@ -14,7 +14,7 @@ from typing import Any
 
 from portalq.jobs import worker_api
 from portalq.jobs.kinds import ArtifactKind
-from portalq.portals.flows.browser import MISSING_EVIDENCE
+from portalq.portals.flows.browser import EVIDENCE_NOTES, MISSING_EVIDENCE, evidence_notes
 from portalq.scheduler.node_db import Database, first_line
 
 log = logging.getLogger("portalq.worker")
@@ -36,7 +36,7 @@ def evidence_in(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
         return [], []
     # dot-files are a tracer's partial chunks, not evidence
     files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
-                   and p.name != MISSING_EVIDENCE)
+                   and p.name not in (MISSING_EVIDENCE, EVIDENCE_NOTES))
     missing: list[tuple[str, str]] = []
     notes = folder / MISSING_EVIDENCE
     if notes.is_file():
@@ -66,10 +66,13 @@ async def save(db: Database, job: Mapping[str, Any], folder: Path, *,
         if not files and not notes:
             return
 
+        said = evidence_notes(folder)    # what a file leaves out (a trace's gaps)
+
         async def record(conn: Any) -> None:
             for path in files:
                 await worker_api.add_artifact(conn, job_id=job["id"], attempt=job["attempts"],
-                                              kind=kind_of(path), path=str(path))
+                                              kind=kind_of(path), path=str(path),
+                                              note=said.get(path.name))
             for what, reason in notes:
                 await worker_api.add_artifact(conn, job_id=job["id"], attempt=job["attempts"],
                                               kind=ArtifactKind.MISSING, path=what, note=reason)

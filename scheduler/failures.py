@@ -24,8 +24,11 @@ log = logging.getLogger("portalq.worker")
 class FailureRecorder:
     def __init__(self, settings: Settings, db: Database, node: str,
                  portal_of: Callable[[str], calendars.Portal | None],
-                 refresh_portals: Callable[[], Awaitable[None]]) -> None:
+                 refresh_portals: Callable[[], Awaitable[None]], *,
+                 landing: Callable[[str], Awaitable[bool | None]] | None = None) -> None:
         self._settings = settings
+        #: whether a portal's landing page answers (None: cannot tell)
+        self._landing = landing
         self._db = db
         self._node = node
         self._portal_of = portal_of
@@ -53,6 +56,13 @@ class FailureRecorder:
                             extra=extra)
             if outage.paused_by is not None:
                 await self._refresh()   # the pause (and its probe time) as stored
+        landing_down = False
+        if (outage is not None and outage.paused_by == "breaker" and outage.probe
+                and not outage.just_paused and not outage.others_failing
+                and self.policy.probe_limit and self._landing is not None):
+            # a probe that failed with no other job failing meanwhile: the portal's own
+            # outage (its landing page does not answer either) or this job's trouble
+            landing_down = await self._landing(job["portal"]) is False
         drift_paused = False
         if isinstance(exc, PortalChanged):   # a page the flow does not know
             drift_paused = await self._db.retrying(lambda conn: worker_api.pause_for_drift(
@@ -71,6 +81,7 @@ class FailureRecorder:
                 just_paused=outage.just_paused if outage else False,
                 probe=outage.probe if outage else False,
                 others_failing=outage.others_failing if outage else False,
+                landing_down=landing_down,
                 drift_paused=drift_paused,
                 probe_at=portal.probe_at if portal else None,
                 next_startable=(lambda at: calendars.next_startable(portal, at))

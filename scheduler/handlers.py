@@ -20,7 +20,7 @@ from portalq.jobs.errors import (
     PortalClosed,
     UncertainOutcome,
 )
-from portalq.portals.flows.browser import BrowserUnavailable
+from portalq.portals.flows.browser import BrowserKilledAtLaunch, BrowserUnavailable
 
 log = logging.getLogger("portalq.worker")
 
@@ -48,18 +48,20 @@ def _guarded(flow: Handler) -> Handler:
     return browser_guarded(flow)
 
 
-#: a job whose browser server was lost (or could not be reached) waits this long
+#: a job whose browser server was lost (or could not be reached), or whose local browser
+#: was killed while it was being launched, waits this long
 BROWSER_RETRY_AFTER = timedelta(seconds=5)
 BROWSER_UNAVAILABLE_RETRY_AFTER = timedelta(seconds=30)
 
 
 def browser_guarded(handler: Handler) -> Handler:
-    """A lost or unreachable browser server is not the job's fault: the attempt is
-    refunded (deferred a little, no outage counted against the portal). What the flow
-    had recorded stays, so the next attempt resumes from its checkpoints -- after a lost
-    submission the submission protocol (reconcile or escalate) decides, never a blind
-    resubmission. Outcomes the flow decided itself (business error, uncertain outcome,
-    deferral) are kept as they are."""
+    """A lost or unreachable browser server, or a local browser killed while it was being
+    launched, is not the job's fault: the attempt is refunded (deferred a little, no
+    outage counted against the portal). What the flow had recorded stays, so the next
+    attempt resumes from its checkpoints -- after a lost submission the submission
+    protocol (reconcile or escalate) decides, never a blind resubmission. Outcomes the
+    flow decided itself (business error, uncertain outcome, deferral) are kept as they
+    are."""
     kept = (BusinessError, UncertainOutcome, DeferUntil, PortalClosed)
 
     async def run(ctx: Any) -> Mapping[str, Any] | None:
@@ -76,6 +78,10 @@ def browser_guarded(handler: Handler) -> Handler:
             log.error("job %s: %s", getattr(ctx, "job_id", "?"), exc)
             raise DeferUntil(f"browser unavailable: {exc}",
                              when=clock.now() + BROWSER_UNAVAILABLE_RETRY_AFTER) from exc
+        except BrowserKilledAtLaunch as exc:
+            # refunded as a browser lost mid-flow is: the next attempt launches a new one
+            log.warning("job %s: %s; attempt refunded", getattr(ctx, "job_id", "?"), exc)
+            raise DeferUntil(str(exc), when=clock.now() + BROWSER_RETRY_AFTER) from exc
         except kept:
             raise
         except Exception as exc:

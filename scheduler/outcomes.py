@@ -11,7 +11,8 @@
 - an outage sign on a portal the breaker has paused: deferred to after the next probe,
   refunded — but a job that has failed as the probe ``probe_limit`` times with no other
   job failing meanwhile is failed and escalated ("probe"), so a broken job cannot keep a
-  healthy portal paused (probes of several jobs failing in turn are the portal's outage:
+  healthy portal paused (probes of several jobs failing in turn are the portal's outage,
+  and so is a probe failing while the portal's landing page does not answer either:
   nobody is given up for it);
 - a business error or an uncertain outcome: failed and escalated at once;
 - anything else: retried with backoff (a backoff landing in closed hours waits for the
@@ -77,6 +78,8 @@ class PortalState:
     probe: bool = True                    # this run started after the pause (the probe)
     #: another job showed an outage sign since this job's last one (their probes fail too)
     others_failing: bool = False
+    #: the portal's landing page did not answer either (checked after this failed probe)
+    landing_down: bool = False
     next_startable: Callable[[datetime], datetime | None] | None = None
     #: this failure (a changed page) paused the portal: it carries the escalation
     drift_paused: bool = False
@@ -223,26 +226,29 @@ def _paused(job: Mapping[str, Any], message: str, now: datetime, portal: PortalS
     probe is another job. The failure is charged to the job only when no other job showed
     an outage sign since its last one: probes of different jobs failing in turn are the
     portal's outage (however long it lasts, nobody is given up), one job failing probe
-    after probe is the job's own trouble; after ``probe_limit`` charged failures it is
-    given up, so it cannot keep a healthy portal paused."""
+    after probe is the job's own trouble -- unless the portal's landing page does not
+    answer either (a lone job waiting through the portal's outage); after ``probe_limit``
+    charged failures it is given up, so it cannot keep a healthy portal paused."""
     if portal.paused_by != "breaker" or portal.just_paused or not portal.probe:
         return Transition(DEFERRED, "deferred", message,
                           run_at=max(portal.probe_at or now, now + MIN_DEFER),
                           refund_attempt=True,
                           detail={"event": EventKind.DEFERRED_BY_HANDLER, "outage": True})
     next_probe = max(portal.probe_at or now, now)
-    if portal.others_failing:
+    if portal.others_failing or portal.landing_down:
         return Transition(DEFERRED, "deferred", message, refund_attempt=True,
                           run_at=next_probe + timedelta(seconds=policy.probe_seconds)
                           + MIN_DEFER,
                           detail={"event": EventKind.PROBE_FAILED, "outage": True,
                                   "probe_failures": int(job.get("probe_failures") or 0),
-                                  "charged": False})
+                                  "charged": False,
+                                  **({"landing_down": True} if portal.landing_down else {})})
     failures = int(job.get("probe_failures") or 0) + 1
     if policy.probe_limit and failures >= policy.probe_limit:
         reason = (f"failed {failures} times as the probe of paused portal {job['portal']} "
-                  f"while other jobs waited; retry it once the portal works for others; "
-                  f"last error: {message}")
+                  f"with no other job failing meanwhile, and the portal's landing page "
+                  f"answered or could not be checked; retry it once the portal works for "
+                  f"others; last error: {message}")
         return Transition(FAILED, "probe", message, escalation=(Esc.PROBE, reason),
                           refund_attempt=True, probe_failed=True,
                           detail={"event": EventKind.PROBE_GIVEN_UP, "probe_failures": failures})

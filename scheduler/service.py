@@ -15,6 +15,7 @@ from portalq.jobs import files, plugins
 from portalq.jobs import settings as all_settings
 from portalq.jobs.db.location import database_url, direct_database_url, home, libpq_dsn
 from portalq.jobs.db.migrate import upgrade_if_needed
+from portalq.jobs.operations import approvals
 from portalq.portals.flows import browser as browser_config
 from portalq.portals.flows.remote_browsers import BrowserPool
 from portalq.scheduler import egress, logs, metrics, node_keys
@@ -174,4 +175,5 @@ def run(settings: Settings) -> None:
     check_zone_data()  # refuse to start before logging or migrating anything
     logs.setup(settings.log_format, settings.log_level)
     load_plugins(settings)
+    approvals.check_setting(settings.approval)   # with the plugins' types, before the database
     asyncio.run(serve(settings))

@@ -14,6 +14,7 @@ from typing import Any
 from portalq.jobs import clock, worker_api
 from portalq.jobs.business import order_runs
 from portalq.jobs.db import connections
+from portalq.jobs.operations import portal_rows as portals_repo
 from portalq.scheduler import calendar_cache as calendars
 from portalq.scheduler import estimates as eta
 from portalq.scheduler import mailer, metrics
@@ -79,6 +80,7 @@ class Tick:
                       ("order_steps_released", lambda: _released(conn)),
                       ("pruned", lambda: self._prune(conn)),
                       ("at_risk_escalated", lambda: self._at_risk(conn)),
+                      ("landing_resumed", lambda: self._probe_idle(conn)),
                       ("artifacts_pruned", lambda: _prune_artifacts(
                           s.artifacts(), older_than=timedelta(days=s.retention_days))))
             for name, duty in duties:
@@ -152,6 +154,25 @@ class Tick:
         if made:
             self.kick_outbox()
         return made
+
+    async def _probe_idle(self, conn: Any) -> int:
+        """A breaker-paused portal that no job will probe (its jobs were cancelled, or it
+        had one and it was given up) would stay paused with nothing left to probe it: its
+        landing page is checked instead (no job's attempt spent) and it resumes when the
+        page answers; otherwise its next probe is a probe period away. A portal without an
+        address, or a node without a browser now, leaves it to a job or an operator."""
+        resumed = 0
+        for code in await portals_repo.aidle_probes_due(conn):
+            answered = await self.worker.landing_answers(code)
+            if answered is None:
+                continue
+            if await portals_repo.alanding_checked(
+                    conn, code, answered=answered,
+                    probe_after=timedelta(seconds=self.settings.breaker_probe_seconds)):
+                log.warning("portal %s resumed: its landing page answered", code)
+                resumed += 1
+                self.kick_outbox()   # its 'resumed' notice
+        return resumed
 
     async def _prune(self, conn: Any) -> int:
         try:

@@ -72,7 +72,7 @@ class Worker:
         self.browsers = Browsers()
         self.leases = Leases(settings)
         self.failures = FailureRecorder(settings, self.db, self.node, self.portals.get,
-                                        self.refresh_portals)
+                                        self.refresh_portals, landing=self.landing_answers)
         #: called when outbox rows (escalations, notices) may be due (set by the service)
         self.on_outbox: Callable[[], None] | None = None
         self.role = roles.Role.of(settings)  # node roles (scheduler/roles.py)
@@ -94,6 +94,12 @@ class Worker:
         self.portals.update(fresh)
         self._urls = {c: p.url for c, p in fresh.items()}
         self._portals_seen = object()   # the capacities computed from the old ones are void
+
+    async def landing_answers(self, code: str) -> bool | None:
+        """Whether portal ``code``'s landing page answers (Browsers.landing_answers); None
+        when it has no address to check."""
+        url = self.settings.portal_urls(self._urls).get(code)
+        return await self.browsers.landing_answers(code, url) if url else None
 
     def capacities(self) -> list[worker_api.Capacity]:
         """What a claim may take now, per startable portal. Kept until the first portal's

@@ -11,6 +11,7 @@ from typing import Any
 
 from portalq.jobs import audit, clock, queue
 from portalq.jobs.audit import Actor
+from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.db import sql
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound
 from portalq.jobs.kinds import JobStatus
@@ -21,7 +22,10 @@ from portalq.jobs.secrets import redaction as masking
 
 #: states from which each bulk action can act
 BULK_STATES = {"retry": (JobStatus.FAILED, JobStatus.CANCELLED),
-               "cancel": (JobStatus.PENDING, JobStatus.DEFERRED, JobStatus.FAILED)}
+               "cancel": (JobStatus.PENDING, JobStatus.DEFERRED, JobStatus.FAILED),
+               # uncertain filings a person found not filed (the "Needs you" page's group of
+               # one outage): each resumes from before its submission
+               "not_filed": (JobStatus.FAILED,)}
 BULK_CAP = 10_000
 
 
@@ -70,7 +74,21 @@ def retry_with_payload(conn: Any, actor: Actor, job_id: int, reason: str,
     return sorted(patch)
 
 
-def cancel(conn: Any, actor: Actor, job_id: int, reason: str) -> None:
+#: why cancelling a failed job past its point of no return needs a person's word
+UNCERTAIN_CANCEL = ("a job to cancel failed after its submission was sent: the portal may "
+                    "have filed it, and cancelling loses that filing here. Check the portal "
+                    "first; cancel only once the portal was checked (tick the box)")
+
+
+def cancel(conn: Any, actor: Actor, job_id: int, reason: str, *,
+           portal_checked: bool = True) -> None:
+    """Cancel one job; one in doubt (failed past its point of no return, the submission
+    perhaps filed) only with ``portal_checked`` (the console's tick: the escalation mail
+    warns that cancelling it may lose a real filing)."""
+    if not portal_checked:
+        job = queue.get_job(job_id, conn)
+        if job["status"] == "failed" and past_point_of_no_return(job["checkpoint"]):
+            raise InputError(UNCERTAIN_CANCEL)
     _job_action(conn, actor, "job.cancel", job_id, reason, lambda: queue.cancel(
         job_id, actor=actor.name, conn=conn))
 
@@ -87,32 +105,64 @@ def not_filed(conn: Any, actor: Actor, job_id: int, reason: str) -> None:
 
 
 def bulk(conn: Any, actor: Actor, action: str, ids: list[int], reason: str,
-         *, scope: Mapping[str, Any]) -> dict[str, list[int]]:
+         *, scope: Mapping[str, Any], portal_checked: bool = True) -> dict[str, list[int]]:
     """Retry or cancel each of ``ids`` that its state allows, in one transaction with one
-    audit row (the ids done and skipped, and the selection or filter it came from)."""
+    audit row (the ids done and skipped, and the selection or filter it came from). A
+    cancel that takes in a filing in doubt needs ``portal_checked``, as :func:`cancel`."""
     if action not in BULK_STATES:
         raise InputError(f"unknown bulk action {action!r}")
     if not reason or not reason.strip():
         raise InputError("a reason is required")
     if len(ids) > BULK_CAP:
         raise InputError(f"at most {BULK_CAP} jobs per bulk action")
+    if action == "cancel" and not portal_checked and in_doubt(conn, ids):
+        raise InputError(UNCERTAIN_CANCEL)
     done: list[int] = []
     skipped: list[int] = []
+    changes: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
     with conn.transaction():
         for job_id in ids:
             try:
                 with conn.transaction():  # a job that changed meanwhile is skipped alone
+                    before = _brief(conn, job_id)
                     if action == "retry":
                         queue.retry(job_id, actor=actor.name, note=reason, conn=conn)
+                    elif action == "not_filed":
+                        queue.resolve_not_filed(job_id, actor=actor.name, note=reason,
+                                                conn=conn)
                     else:
                         queue.cancel(job_id, actor=actor.name, conn=conn)
+                    changes.append((job_id, before, _brief(conn, job_id)))
                 done.append(job_id)
             except (IllegalTransition, JobNotFound):
                 skipped.append(job_id)
-        audit.record(conn, actor, f"jobs.bulk_{action}", "jobs:bulk", reason,
-                     before={"scope": dict(scope), "requested": len(ids)},
-                     after={"done": done, "skipped": skipped})
+        bulk_id = audit.record(conn, actor, f"jobs.bulk_{action}", "jobs:bulk", reason,
+                               before={"scope": dict(scope), "requested": len(ids)},
+                               after={"done": done, "skipped": skipped})
+        # and each job its own entry, as its own action would write (its page's audit log
+        # lists it), naming the bulk action it was part of
+        for job_id, before, after in changes:
+            audit.record(conn, actor, f"job.{action}", f"job:{job_id}", reason,
+                         before=before, after={**after, "bulk": bulk_id})
     return {"done": done, "skipped": skipped}
+
+
+def in_doubt(conn: Any, ids: list[int]) -> list[int]:
+    """Those of ``ids`` that are failed past their point of no return (what a bulk
+    "not filed" can act on)."""
+    out = []
+    for job_id in ids:
+        job = queue.get_job(job_id, conn)
+        if job["status"] == "failed" and past_point_of_no_return(job["checkpoint"]):
+            out.append(job_id)
+    return out
+
+
+def _brief(conn: Any, job_id: int) -> dict[str, Any]:
+    """A job's state for a bulk action's entry of it: its status and attempts (what the
+    action changes), not the whole masked payload ten thousand times."""
+    job = queue.get_job(job_id, conn)
+    return {k: job[k] for k in ("status", "attempts", "max_attempts", "run_at")}
 
 
 # -- portals ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """What needs a person, as the console's "Needs you" page lists it (issue 39): open
 questions, approvals with their review screenshot, uncertain filings, jobs waiting on a
-portal past the time it normally takes, and failed jobs grouped by cause.
+portal past the time it normally takes, portals paused for a page their flow does not know,
+and failed jobs grouped by cause.
 
 Every item is read from its cause (an open question, a pending approval, a failed job, an
 overdue wait), never from a flag someone must clear: when the cause goes (answered,
@@ -105,6 +106,42 @@ def uncertain(conn: Any) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass
+class UncertainGroup:
+    """Uncertain filings with one cause (the same portal, job type and error, digits
+    aside): the jobs of one outage, one card with "not filed, all of these" (previewed)."""
+
+    portal: str
+    job_type: str
+    cause: str
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.jobs)
+
+    @property
+    def ids(self) -> list[int]:
+        return [int(j["id"]) for j in self.jobs]
+
+    @property
+    def submissions(self) -> list[str]:
+        return sorted({s for j in self.jobs for s in j["submissions"]})
+
+    @property
+    def first(self) -> Any:
+        return self.jobs[0]
+
+
+def uncertain_groups(items: Sequence[Mapping[str, Any]]) -> list[UncertainGroup]:
+    """:func:`uncertain`'s filings grouped by cause, in their order (oldest first)."""
+    groups: dict[tuple[str, str, str], UncertainGroup] = {}
+    for item in items:
+        key = (item["portal"], item["job_type"], cause_of(item.get("last_error")))
+        groups.setdefault(key, UncertainGroup(*key)).jobs.append(dict(item))
+    return list(groups.values())
+
+
 def review_screenshot(artifacts: Sequence[Mapping[str, Any]], attempt: int,
                       ) -> Mapping[str, Any] | None:
     """The review page's screenshot of the attempt that asked for approval: the one named
@@ -162,8 +199,12 @@ def page(conn: Any) -> dict[str, Any]:
         "approvals": approvals(conn, now),
         "uncertain": doubtful,
         "waiting": waiting_overdue(conn, now),
+        # counted in the navigation (console_needs_you): listed here, so both say one number
+        "changed": sql.fetch(conn, "console_needs_changed", {"limit": LIMIT}),
     })
-    data.update(now=now, failed=groups, failed_partial=len(groups) >= GROUPS_LIMIT)
+    data.update(now=now, failed=groups, failed_partial=len(groups) >= GROUPS_LIMIT,
+                uncertain_groups=uncertain_groups(data["uncertain"]))
     data["total"] = (len(data["questions"]) + len(data["approvals"]) + len(doubtful)
-                     + len(data["waiting"]) + sum(g.count for g in groups))
+                     + len(data["waiting"]) + len(data["changed"])
+                     + sum(g.count for g in groups))
     return data

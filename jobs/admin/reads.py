@@ -79,6 +79,18 @@ class JobFilter:
                 "field_like": (f"%{_like_escape(self.value.lower())}%"
                                if self.value is not None else None)}
 
+    def shown(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``rows`` (with ``matched``) masked as every page shows them, without those whose
+        searched value is not in what is shown. The database tests the masked text already
+        (migration 0028); this holds where its regular expressions and Python's differ (a
+        digit of another script is ``\\d`` to Python's, not to PostgreSQL's): a search never
+        finds a job by a text the page hides (issue 48 #13)."""
+        out = [masking.scrub_ssn_like(r) for r in rows]
+        if self.value is None:
+            return out
+        needle = self.value.lower()
+        return [r for r in out if needle in (r.get("matched") or "").lower()]
+
     def indexed(self) -> bool:
         """A search its field's trigram index can answer (else: the id window's test)."""
         return (self.field in SEARCH_FIELDS and self.value is not None
@@ -118,18 +130,20 @@ def jobs_page(conn: Any, flt: JobFilter, *, before_id: int | None = None,
             top = min(top, end)
     params = {**flt.params(), "before_id": top, "floor_id": floor, "window": window,
               "limit": limit}
-    hits = [masking.scrub_ssn_like(r) for r in sql.fetch(conn, "console_jobs_page", params)]
-    if len(hits) >= limit:
-        return Page(hits, hits[-1]["id"], False, len(hits))
+    found = sql.fetch(conn, "console_jobs_page", params)
+    hits = flt.shown(found)
+    if len(found) >= limit:
+        return Page(hits, found[-1]["id"], False, len(found))
     summary = sql.fetch_one(conn, "console_jobs_window", params)
     assert summary is not None
     scanned = summary["scanned"] or 0
     if scanned >= window and summary["scanned_to"] is not None:
         if flt.indexed():   # few matches near the top: the index finds the rest below it
             more = sql.fetch(conn, "console_jobs_search", {
-                **params, "before_id": summary["scanned_to"], "limit": limit - len(hits)})
-            hits += [masking.scrub_ssn_like(r) for r in more]
-            return Page(hits, hits[-1]["id"] if len(hits) >= limit else None, False,
+                **params, "before_id": summary["scanned_to"], "limit": limit - len(found)})
+            found += more
+            hits += flt.shown(more)
+            return Page(hits, found[-1]["id"] if len(found) >= limit else None, False,
                         scanned)
         return Page(hits, summary["scanned_to"], True, scanned)
     return Page(hits, None, False, scanned)
@@ -141,12 +155,27 @@ def status_estimates(conn: Any) -> dict[str, int]:
     return {r["status"]: int(r["n"]) for r in sql.fetch(conn, "console_status_estimates")}
 
 
+#: up to this many jobs in the table, the list's counts per status are exact (a bounded
+#: read of at most this many rows, a few milliseconds); beyond, the statistics' estimates
+EXACT_COUNTS_UP_TO = 20_000
+
+
+def status_counts(conn: Any) -> tuple[dict[str, int], bool]:
+    """Jobs per status, and whether the counts are exact: counted when the table holds at
+    most :data:`EXACT_COUNTS_UP_TO` jobs, else :func:`status_estimates`."""
+    rows = sql.fetch(conn, "console_status_counts_small", {"limit": EXACT_COUNTS_UP_TO + 1})
+    counts = {r["status"]: int(r["n"]) for r in rows}
+    if sum(counts.values()) <= EXACT_COUNTS_UP_TO:
+        return counts, True
+    return status_estimates(conn), False
+
+
 def ids_matching(conn: Any, flt: JobFilter, statuses: tuple[str, ...], cap: int,
                  ) -> list[int]:
     flt.check()
     rows = sql.fetch(conn, "console_job_ids_matching",
                      {**flt.params(), "statuses": list(statuses), "limit": cap})
-    return [r["id"] for r in rows]
+    return [r["id"] for r in flt.shown(rows)]
 
 
 def statuses_of(conn: Any, ids: list[int]) -> dict[int, str]:

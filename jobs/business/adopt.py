@@ -16,10 +16,20 @@ A business that moves to portalq usually has a queue of its own, a ``job_queue``
 - anything else (an unknown job type or status, no order id, an invalid payload): skipped,
   with the reason.
 
+A pending row held far ahead (``run_at`` past portalq's ten-year horizon, e.g. 9999-12-31:
+a hold, not a time) is skipped with the reason, never made due at once.
+
 Each job's idempotency key is ``legacy:<schema>.<table>:<id>``: a second run imports
-nothing twice. The legacy table is only read, in a read-only transaction. The whole import
-is one transaction of portalq's: a running row never exists as a pending job another node
-could claim, and an error leaves nothing written.
+nothing twice. The legacy table is read a batch at a time (a server-side cursor in a
+read-only transaction of a connection of its own: 150 MB of payloads took 358 MB of
+memory when it was read at once). The whole import is one transaction of portalq's: a
+running row never exists as a pending job another node could claim, and an error leaves
+nothing written.
+
+The legacy rows' secret fields (SSNs, ITINs) stay in plaintext in the old table: the report
+says how many rows hold them, and ``blank`` (``portalq adopt --blank-secrets``, a separate
+run once the import is verified) empties them in the rows that were imported into portalq,
+and only there -- the one write into the old table.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +53,7 @@ from portalq.jobs.db.location import schema as portalq_schema
 from portalq.jobs.errors import BatchInputError, InputError
 from portalq.jobs.kinds import EscalationKind
 from portalq.jobs.secrets import redaction as masking
+from portalq.jobs.secrets import sealing
 
 DEFAULT_TABLE = "public.job_queue"
 #: the columns a legacy queue must have (others, e.g. portal_tz, portal_hours, order_type,
@@ -64,6 +75,8 @@ UNCERTAIN = ("the old queue had it running when it was taken over: it may have b
              "retry blindly")
 #: a legacy error is kept up to this many characters
 MAX_ERROR = 2000
+#: legacy rows read (and planned, and imported) at a time
+BATCH = 200
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -118,15 +131,20 @@ class Plan:
     existed: bool = False          # imported by an earlier run
     secrets: list[str] = field(default_factory=list)
     portal: str = ""
+    #: the secret fields (paths) the legacy row's own payload holds in plaintext
+    plaintext: tuple[str, ...] = ()
+    blanked: bool = False          # they were emptied in the old table (blank)
 
     @property
     def imports(self) -> bool:
         return self.kind in ("waiting", "running", "failed")
 
 
-def read(conn: psycopg.Connection[Any], table: Table) -> list[LegacyRow]:
-    """Every row of the legacy table, read in a read-only transaction (InputError when
-    there is no such table or it lacks a column of the shape)."""
+def stream(conn: psycopg.Connection[Any], table: Table,
+           batch: int = BATCH) -> Iterator[list[LegacyRow]]:
+    """The legacy table's rows, ``batch`` at a time, from a server-side cursor in a
+    read-only transaction of ``conn`` -- a connection of their own, not the import's
+    (InputError when there is no such table or it lacks a column of the shape)."""
     conn.read_only = True
     try:
         with conn.transaction():
@@ -141,15 +159,18 @@ def read(conn: psycopg.Connection[Any], table: Table) -> list[LegacyRow]:
                                  f"{', '.join(missing)} (needs {', '.join(COLUMNS)})")
             text = pgsql.SQL(sql.query("adopt_legacy_rows")).format(
                 table=pgsql.Identifier(table.schema, table.name))
-            with conn.cursor() as cur:
-                rows = cur.execute(text).fetchall()
+            with conn.cursor(name="portalq_adopt") as cur:
+                cur.itersize = batch
+                cur.execute(text)
+                while fetched := cur.fetchmany(batch):
+                    try:
+                        rows = [_row(r) for r in fetched]
+                    except (TypeError, ValueError):
+                        raise InputError(f"{table} is not a legacy job queue: its id is not "
+                                         "an integer") from None
+                    yield rows
     finally:
         conn.read_only = False
-    try:
-        return [_row(r) for r in rows]
-    except (TypeError, ValueError):
-        raise InputError(f"{table} is not a legacy job queue: its id is not an integer"
-                         ) from None
 
 
 def _row(r: Sequence[Any]) -> LegacyRow:
@@ -203,6 +224,14 @@ def plan(rows: Sequence[LegacyRow], table: Table, conn: psycopg.Connection[Any],
 
 def _plan_one(row: LegacyRow, table: Table, type_map: Mapping[str, str],
               now: datetime) -> Plan:
+    p = _fate(row, table, type_map, now)
+    p.plaintext = tuple(path for path, _, _ in _secret_places(
+        type_map.get(row.job_type, row.job_type), _legacy_payload(row)))
+    return p
+
+
+def _fate(row: LegacyRow, table: Table, type_map: Mapping[str, str],
+          now: datetime) -> Plan:
     kind = _kind(row.status)
     if kind is None:
         return Plan(row, "skip", reason=f"unknown status {row.status!r}")
@@ -229,7 +258,11 @@ def _plan_one(row: LegacyRow, table: Table, type_map: Mapping[str, str],
     try:
         limits.check_run_at(run_at)
     except InputError:
-        run_at = None
+        # far ahead (9999-12-31 is a legacy app's "hold"): never made due at once
+        assert run_at is not None
+        return Plan(row, "skip", job_type, reason=(
+            f"run at {run_at:%Y-%m-%d}, more than ten years ahead (a hold?): give it a "
+            "real run_at in the old table, or enqueue it when it is due"))
     job = queue.NewJob(job_type, order_id, payload, run_at=run_at,
                        idempotency_key=table.key(row.id))
     return Plan(row, kind, job_type, job=job, portal=portal,
@@ -249,6 +282,43 @@ def _payload(jt: types.JobType, row: LegacyRow) -> dict[str, Any]:
     if not isinstance(payload, Mapping):
         raise InputError("the legacy payload is not a JSON object")
     return dict(payload)
+
+
+def _legacy_payload(row: LegacyRow) -> Any:
+    """The row's own payload as JSON (None when it is not JSON)."""
+    if isinstance(row.payload, str | bytes):
+        try:
+            return json.loads(row.payload)
+        except ValueError:
+            return None
+    return row.payload
+
+
+def _secret_places(job_type: str, payload: Any) -> Iterator[tuple[str, Any, str]]:
+    """(path, parent, key) of each secret field of ``job_type`` holding a value in
+    ``payload`` (the old table's plaintext)."""
+    for spec in masking.secret_fields(job_type):
+        for path, parent, key in sealing.walk_paths(payload, spec.split("."), ""):
+            if parent[key] not in (None, ""):
+                yield path, parent, key
+
+
+def blank(plans: Sequence[Plan], table: Table, conn: psycopg.Connection[Any]) -> None:
+    """Empty the plaintext secret fields, in the old table, of the rows that were imported
+    into portalq (found there by their keys); in ``conn``'s transaction (the caller
+    commits). Rows not imported keep theirs: nothing else holds their data."""
+    text = pgsql.SQL(sql.query("adopt_blank_secrets")).format(
+        table=pgsql.Identifier(table.schema, table.name))
+    for p in plans:
+        if not (p.imports and p.existed and p.plaintext):
+            continue
+        payload = _legacy_payload(p.row)
+        for _path, parent, key in list(_secret_places(p.job_type, payload)):
+            parent[key] = ""
+        with conn.cursor() as cur:
+            # as text: PostgreSQL casts it to the column's own type (jsonb, json or text)
+            cur.execute(text, {"id": p.row.id, "payload": json.dumps(payload)})
+        p.blanked, p.plaintext = True, ()
 
 
 def apply(plans: Sequence[Plan], table: Table, conn: psycopg.Connection[Any]) -> None:
@@ -309,7 +379,8 @@ def line(p: Plan, applied: bool) -> str:
     if p.kind == "finished":
         return f"{head}: finished, counted"
     if p.existed:
-        return f"{head}: already imported as job {p.job_id}"
+        return f"{head}: already imported as job {p.job_id}" + (
+            "; its secret fields blanked in the old table" if p.blanked else "")
     when = (f", run at {p.job.run_at.isoformat()}" if p.job and p.job.run_at
             and p.kind == "waiting" else "")
     if applied:
@@ -323,15 +394,55 @@ def _show(text: str | None) -> str:
     return shown if len(shown) <= 80 else shown[:79] + "…"
 
 
-def summary(plans: Sequence[Plan], applied: bool) -> str:
-    new = Counter(p.row.status for p in plans if p.imports and not p.existed)
-    n_new = sum(new.values())
-    parts = ", ".join(f"{s} {n}" for s, n in sorted(new.items()))
-    verb = "imported" if applied else "to import"
-    counts = Counter(p.kind for p in plans)
-    text = (f"{len(plans)} rows: {verb} {n_new}" + (f" ({parts})" if parts else "")
-            + f", already imported {sum(p.imports and p.existed for p in plans)}"
-            + f", finished {counts['finished']}, skipped {counts['skip']}")
-    if not applied:
+@dataclass
+class Tally:
+    """The report's counts, added up batch by batch (no row kept)."""
+
+    rows: int = 0
+    new: Counter[str] = field(default_factory=Counter)
+    existed: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    plaintext: int = 0                   # rows whose payload holds a secret in plaintext
+    plaintext_kept: int = 0              # ... of rows not imported (nothing blanks them)
+    fields: set[str] = field(default_factory=set)
+    blanked: int = 0
+
+    def add(self, p: Plan) -> None:
+        self.rows += 1
+        self.kinds[p.kind] += 1
+        if p.imports:
+            if p.existed:
+                self.existed += 1
+            else:
+                self.new[p.row.status] += 1
+        self.blanked += p.blanked
+        if p.plaintext:
+            self.plaintext += 1
+            self.plaintext_kept += not p.imports
+            self.fields.update(re.sub(r"\.\d+\.", ".*.", f) for f in p.plaintext)
+
+
+def summary(t: Tally, mode: str, table: Table) -> list[str]:
+    """The report's last lines; ``mode``: "dry" | "apply" | "blank"."""
+    n_new = sum(t.new.values())
+    parts = ", ".join(f"{s} {n}" for s, n in sorted(t.new.items()))
+    verb = "imported" if mode == "apply" else "to import"
+    text = (f"{t.rows} rows: {verb} {n_new}" + (f" ({parts})" if parts else "")
+            + f", already imported {t.existed}"
+            + f", finished {t.kinds['finished']}, skipped {t.kinds['skip']}")
+    if mode == "dry":
         text += "; dry run, nothing written (--apply imports)"
-    return text
+    out = []
+    if t.plaintext:
+        where = "" if str(table) == DEFAULT_TABLE else f" --table {table}"
+        out.append(
+            f"{t.plaintext} rows of {table} hold secret fields in plaintext "
+            f"({', '.join(sorted(t.fields))}); the old table is left as it was. Once the "
+            f"import is verified, blank them there: portalq adopt --blank-secrets{where}"
+            + (f" (it blanks only rows imported into portalq: {t.plaintext_kept} of these "
+               "are not)" if t.plaintext_kept else ""))
+    out.append(text)
+    if mode == "blank":
+        out.append(f"blanked the secret fields of {t.blanked} rows (only rows imported "
+                   "into portalq)")
+    return out

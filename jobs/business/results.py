@@ -12,6 +12,7 @@ To hear of a result as it happens instead of asking, LISTEN on ``portalq_job_sta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypedDict
 
 from portalq.jobs import limits
@@ -51,6 +52,30 @@ def order(order_id: str, conn: Any = None) -> OrderResult:
         if not jobs:
             raise JobNotFound(f"no jobs for order {order_id!r}")
         return OrderResult(order_id=order_id, jobs=[_view(c, j) for j in jobs])
+
+
+#: the orders the console's list shows at most (blocked, at risk and open ones first)
+ORDERS_SHOWN = 200
+
+
+def orders(at_risk: Sequence[str] = (), conn: Any = None, limit: int = ORDERS_SHOWN,
+           ) -> list[dict[str, Any]]:
+    """The orders (of a declared kind), each with its steps' counts and the steps that
+    failed: blocked ones first (a step failed: the steps after it wait on a person), then
+    the ``at_risk`` ones (the estimator's deadline warnings), then the open ones, newest
+    first. Nothing secret: no input, no payload, no error text."""
+    with use(conn) as c:
+        return [dict(r) for r in sql.fetch(c, "orders_list", {"at_risk": list(at_risk),
+                                                             "limit": limit})]
+
+
+def order_record(order_id: str, conn: Any = None) -> dict[str, Any] | None:
+    """The order of a declared kind ``order_id`` (its kind, creation, cancellation), or
+    None: its jobs were enqueued one by one, with no pipeline."""
+    order_id = limits.check_identifier(order_id, "order id", limits.MAX_ORDER_ID)
+    with use(conn) as c:
+        row = sql.fetch_one(c, "order_get", {"order_id": order_id})
+        return dict(row) if row is not None else None
 
 
 def result(job_id: int, conn: Any = None) -> dict[str, Any]:

@@ -14,13 +14,33 @@ import hashlib
 from datetime import timedelta
 from typing import Any
 
-from portalq.jobs import audit, clock, limits, queue
+from portalq.jobs import audit, clock, limits, queue, types
 from portalq.jobs.db import sql
-from portalq.jobs.errors import IllegalTransition
+from portalq.jobs.errors import IllegalTransition, InputError
 
 KEY = "approval"
 #: a job waiting for approval is looked at again after this long even without a decision
 WAIT = timedelta(days=7)
+
+
+def check_setting(value: str) -> None:
+    """``PORTALQ_APPROVAL``: each name a job type whose flow stops at a review page for
+    approval (``JobType.stops_for_approval``) or the portal of one; any other name would
+    let its jobs submit without asking, so it is refused (InputError, one line)."""
+    honoured: set[str] = set()
+    for name in types.names():
+        jt = types.get(name)
+        if jt.stops_for_approval:
+            honoured |= {name, *jt.other_portals}
+            if isinstance(jt.portal, str):
+                honoured.add(jt.portal)
+    wanted = [w.strip() for w in value.split(",") if w.strip()]
+    bad = [w for w in wanted if w not in honoured]
+    if bad:
+        raise InputError(
+            f"PORTALQ_APPROVAL: {', '.join(bad)} {'has' if len(bad) == 1 else 'have'} no "
+            "flow that stops for approval before it submits (these do: "
+            f"{', '.join(sorted(honoured)) or 'none'})")
 
 
 def digest(review: str) -> str:

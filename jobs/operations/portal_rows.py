@@ -133,6 +133,25 @@ def resume(conn: Conn, code: str) -> bool:
     return bool(row and row["resumed"])
 
 
+async def aidle_probes_due(conn: AConn) -> list[str]:
+    """Breaker-paused portals whose probe is due and that no job will probe now."""
+    rows = await sql.afetch(conn, "idle_probes_due", {"now": clock.now()})
+    return [r["code"] for r in rows]
+
+
+async def alanding_checked(conn: AConn, code: str, *, answered: bool,
+                           probe_after: timedelta) -> bool:
+    """A breaker-paused portal's landing page was checked (no job probed it): answered, it
+    is resumed (True; a 'resumed' notice); not, its next probe is ``probe_after`` away."""
+    now = clock.now()
+    if answered:
+        row = await sql.afetch_one(conn, "landing_resume", {"portal": code, "now": now})
+        return bool(row and row["resumed"])
+    await sql.afetch(conn, "probe_failed", {"portal": code, "now": now,
+                                            "probe_at": now + probe_after})
+    return False
+
+
 # -- stored holidays ---------------------------------------------------------------------
 def holidays_due(conn: Conn, through: int) -> list[Row]:
     return sql.fetch(conn, "holidays_due", {"through": through})

@@ -36,12 +36,14 @@ from portalq.jobs.settings.sections import (
     ServiceSettings,
     Settings,
     TestSettings,
+    WebhookSettings,
 )
 
 __all__ = ["FAMILIES", "SECTIONS", "BreakerSettings", "BrowserSettings", "ConsoleSettings",
            "DatabaseSettings", "FilesSettings", "IrsDesigneeSettings", "JobSettings",
            "KeySettings", "MailSettings", "RetentionSettings", "Section", "ServiceSettings",
-           "Settings", "TestSettings", "current", "error_message", "family", "reset", "variable"]
+           "Settings", "TestSettings", "WebhookSettings", "current", "error_message", "family",
+           "reset", "variable"]
 
 #: prefix -> what follows it and what the variable holds
 FAMILIES = {

@@ -106,7 +106,9 @@ class ServiceSettings(Section):
     grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time running jobs get to "
                                  "finish before they are released")
     approval: str = Field("", description="comma-separated job types or portals whose jobs "
-                          "stop at the review page for an admin's approval before they submit")
+                          "stop at the review page for an admin's approval before they submit; "
+                          "only those whose flow has that stop (process_crtc, crtc): "
+                          "`portalq run` refuses any other name")
     question_deadline_seconds: float = Field(600.0, gt=0, le=86400, description="how long "
                                              "a flow waits for a person's answer (an "
                                              "e-mailed code, portalq jobs answer) before its "
@@ -230,6 +232,21 @@ class MailSettings(Section):
         return value
 
 
+class WebhookSettings(Section):
+    title: ClassVar[str] = "Webhooks"
+
+    webhook_timeout_seconds: float = Field(10.0, gt=0, le=300, description="the deadline of "
+                                           "one webhook attempt, whole: connecting, sending "
+                                           "and the answer's status line (a receiver that "
+                                           "trickles its answer is cut there)")
+    webhook_private_addresses: str = Field(
+        "loopback", pattern="^(loopback|none|all)$",
+        description="which private addresses a webhook URL may name (checked at "
+        "`webhooks add` and, for a host name, at each attempt): loopback (127.0.0.0/8, ::1: "
+        "an app on this host), none, or all (the private network and link-local ones too, "
+        "169.254.169.254 a cloud's metadata among them)")
+
+
 class BrowserSettings(Section):
     title: ClassVar[str] = "Browsers and portals"
 
@@ -289,8 +306,8 @@ class TestSettings(Section):
 
 
 class Settings(DatabaseSettings, FilesSettings, ServiceSettings, JobSettings,
-               RetentionSettings, BreakerSettings, MailSettings, BrowserSettings, KeySettings,
-               IrsDesigneeSettings, TestSettings):
+               RetentionSettings, BreakerSettings, MailSettings, WebhookSettings,
+               BrowserSettings, KeySettings, IrsDesigneeSettings, TestSettings):
     """Every ``PORTALQ_*`` setting but the console's (:class:`ConsoleSettings`)."""
 
     title: ClassVar[str] = "All"
@@ -307,5 +324,6 @@ class Settings(DatabaseSettings, FilesSettings, ServiceSettings, JobSettings,
 #: the sections in the order docs/reference/settings.md lists them
 SECTIONS: tuple[type[Section], ...] = (
     DatabaseSettings, FilesSettings, ServiceSettings, JobSettings, RetentionSettings,
-    BreakerSettings, MailSettings, BrowserSettings, KeySettings, IrsDesigneeSettings,
+    BreakerSettings, MailSettings, WebhookSettings, BrowserSettings, KeySettings,
+    IrsDesigneeSettings,
     TestSettings)

@@ -18,4 +18,4 @@ CRTC = declare_portal(PortalPreset(
 ))
 
 register(JobType("process_crtc", ProcessCrtcPayload, "crtc",
-                 flow="portalq.portals.crtc.flow:process_crtc"))
+                 flow="portalq.portals.crtc.flow:process_crtc", stops_for_approval=True))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import tempfile
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -186,6 +188,21 @@ def check_pdf(name: str, data: bytes) -> bytes:
     if not data.startswith(b"%PDF-"):
         raise RetryableError(f"{name} is not a PDF (download corrupt or an error page)")
     return data
+
+
+def pdf_shows(data: bytes, text: str) -> bool:
+    """Whether ``text`` appears in the PDF ``data``, as is or in one of its compressed
+    content streams. A plain scan (no PDF library is a dependency): a letter whose text is
+    encoded otherwise (glyph ids, split runs) reads as False, so the answer is a note for a
+    person, never an outcome."""
+    needle = text.encode()
+    if needle in data:
+        return True
+    for m in re.finditer(rb"stream\r?\n", data):
+        with suppress(zlib.error):
+            if needle in zlib.decompressobj().decompress(data[m.end():]):
+                return True
+    return False
 
 
 async def download(page: Page, link: Locator, workdir: Path | None = None) -> tuple[str, bytes]:

@@ -181,6 +181,27 @@ class BrowserVersionMismatch(BrowserUnavailable):
     """The browser server runs another Playwright release than this node."""
 
 
+class BrowserKilledAtLaunch(RuntimeError):
+    """The local Chromium was killed by a signal from outside (an operator, the OOM killer)
+    while it was being launched: like a browser killed mid-flow, not the job's fault --
+    the runner refunds the attempt. A Chromium that exits with a code, or crashes by its
+    own fault (SIGSEGV, SIGABRT, SIGTRAP), is not this: it would fail again every time, so
+    it spends attempts and ends in an escalation instead of a job waiting forever."""
+
+
+#: signals that come from outside the browser; Playwright's launch log ends with
+#: "<process did exit: exitCode=null, signal=SIGKILL>"
+_KILLED = re.compile(r"process did exit: exitCode=null, signal=(SIGKILL|SIGTERM|SIGINT|SIGHUP)\b")
+
+
+def killed_at_launch(exc: BaseException) -> str | None:
+    """The signal that killed Chromium during ``exc``'s launch, if one from outside did."""
+    if "has been closed" not in str(exc):   # Playwright's TargetClosedError
+        return None
+    found = _KILLED.search(str(exc))
+    return found.group(1) if found else None
+
+
 def playwright_version() -> str:
     return version("playwright")
 
@@ -225,9 +246,21 @@ async def connect(playwright: Any, config: BrowserConfig, endpoint: str | None =
 
 
 async def launch(playwright: Any, config: BrowserConfig) -> Any:
-    """A Browser: connected to ``config.ws_endpoint`` if set, else launched locally."""
+    """A Browser: connected to ``config.ws_endpoint`` if set, else launched locally. A
+    local Chromium killed from outside while starting: :class:`BrowserKilledAtLaunch`."""
     if config.ws_endpoint:
         return await connect(playwright, config, timeout_s=config.navigation_ms / 1000)
+    try:
+        return await _launch_local(playwright, config)
+    except Exception as exc:
+        signal = killed_at_launch(exc)
+        if signal is None:
+            raise
+        raise BrowserKilledAtLaunch(
+            f"browser killed while it was being launched ({signal})") from exc
+
+
+async def _launch_local(playwright: Any, config: BrowserConfig) -> Any:
     executable = resolve_executable(playwright, config)
     kwargs: dict[str, Any] = {"headless": config.headless, "args": list(config.args),
                               "chromium_sandbox": _sandbox(config)}
@@ -251,6 +284,28 @@ async def launch(playwright: Any, config: BrowserConfig) -> Any:
 #: evidence that could not be made, one JSON line each ({"what", "reason"}); the runner
 #: records them as missing evidence (never as a failure)
 MISSING_EVIDENCE = "missing-evidence.jsonl"
+
+
+#: what a kept evidence file leaves out, one JSON line each ({"file", "note"}): e.g. the
+#: stretches of a trace stopped for personal data; recorded as that artifact's note
+EVIDENCE_NOTES = "evidence-notes.jsonl"
+
+
+def note_evidence(folder: Path, file: Path, note: str) -> None:
+    with suppress(OSError):
+        with open(folder / EVIDENCE_NOTES, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"file": file.name, "note": note}) + "\n")
+
+
+def evidence_notes(folder: Path) -> dict[str, str]:
+    """The notes of a folder's evidence files, by file name."""
+    notes: dict[str, str] = {}
+    with suppress(OSError):
+        for line in (folder / EVIDENCE_NOTES).read_text(encoding="utf-8").splitlines():
+            with suppress(ValueError, TypeError, KeyError):
+                entry = json.loads(line)
+                notes[str(entry["file"])] = str(entry["note"])[:500]
+    return notes
 
 
 def note_missing(folder: Path, what: str, exc: BaseException | str) -> None:
@@ -303,6 +358,10 @@ class _Trace:
         self.active = False
         self.lost: str | None = None   # why (part of) the trace could not be made
         self.secrets: set[str] = set()  # values redacted from the archive (trace_secrets)
+        #: untraced blocks (personal data, credentials), and whether tracing stayed off
+        #: after one: the kept trace says what it leaves out
+        self.gaps = 0
+        self.stayed_off = False
 
     async def start(self) -> None:
         if self.lost is not None:
@@ -330,6 +389,15 @@ class _Trace:
             return
         self.parts.append(part)
 
+    def _gap_note(self) -> str:
+        n = self.gaps
+        note = (f"not traced: {n} stretch{'es' if n > 1 else ''} whose pages showed personal "
+                "data or credentials (an SSN, a password; see the screenshots)")
+        if self.stayed_off:
+            note += ("; after the last one tracing stayed off to the end (a page still "
+                     "showed it): the rest of the run, the submit included, is not in it")
+        return note
+
     def _lose(self, exc: BaseException) -> None:
         self.lost = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         log.warning("trace stopped for this context: %s", self.lost)
@@ -342,6 +410,8 @@ class _Trace:
             if keep and self.parts:
                 target = _free_name(self.artifacts_dir, "trace", ".zip")
                 merge_traces([p for p in self.parts if p.exists()], target, self.secrets)
+                if self.gaps:
+                    note_evidence(self.artifacts_dir, target, self._gap_note())
         except Exception as exc:  # noqa: BLE001 - evidence never decides an outcome
             if target is not None:
                 target.unlink(missing_ok=True)
@@ -418,12 +488,15 @@ async def untraced(context: BrowserContext, *, secrets: Iterable[str] = ()) -> A
         yield
         return
     await trace.stop()
+    trace.gaps += 1
+    trace.stayed_off = True     # until it resumes below
     yield
     secrets = [s for s in secrets if s]
     if secrets and await pages_show(context, secrets):
         log.info("a page still shows sensitive data: tracing stays off for this context")
         return
     await trace.start()
+    trace.stayed_off = not trace.active
 
 
 _PAGE_TEXT_JS = """() => [document.documentElement.outerHTML, location.href,

@@ -32,7 +32,7 @@ import logging
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlparse
 
 from pydantic import BaseModel
 
@@ -52,6 +52,10 @@ if TYPE_CHECKING:
     from playwright.async_api import Dialog, Locator, Page
 
 log = logging.getLogger("portalq.flows")
+#: how long a control may take to appear once its page is known to be ready (ms): the page
+#: renders its controls with it, so a longer wait would only turn a changed page into a
+#: Playwright timeout (15 s, retried as an error) instead of the drift stop
+CONTROL_MS = 2000
 
 
 #: everything :class:`PortalPage` reads of a loaded page, in one round trip: the portal's
@@ -247,9 +251,30 @@ class PortalPage:
                                                           else ""))
         return value
 
+    def here(self) -> str:
+        """Where the page is, for messages: the last part of its path."""
+        return urlparse(self.page.url).path.rstrip("/").rsplit("/", 1)[-1] or "the page"
+
+    async def present(self, locator: Locator, control: str, role: str,
+                      where: str | None = None) -> Locator:
+        """``locator``'s first match, once it is on the page; missing after
+        :data:`CONTROL_MS` it is a changed portal naming ``control`` (never a timeout)."""
+        # playwright only when a browser is needed: the CLI and enqueue never load it
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+        try:
+            await locator.first.wait_for(state="attached", timeout=CONTROL_MS)
+        except PlaywrightTimeout:
+            where = where or self.here()
+            raise PortalChanged(self.missing_control.format(
+                portal=self.name, role=role, control=control, where=where), where=where,
+                expected=f'- {role} "{control}"') from None
+        return locator.first
+
     async def fill(self, label: str, value: str | int | None, *, exact: bool = True) -> None:
         """Type ``value`` into the field labelled ``label`` (or whose label starts so)."""
-        await self.page.get_by_label(label, exact=exact).fill("" if value is None else str(value))
+        field = await self.present(self.page.get_by_label(label, exact=exact), label, "textbox")
+        await field.fill("" if value is None else str(value))
 
     async def pdf(self, href: str, what: str) -> bytes:
         """Download ``href`` (relative to the current page) with the page's cookies; it must
@@ -269,7 +294,8 @@ class PortalPage:
 
     async def select(self, label: str, value: str) -> bool:
         """Choose ``value`` in the select labelled ``label``; False if it is not offered."""
-        control = self.page.get_by_label(label, exact=True)
+        control = await self.present(self.page.get_by_label(label, exact=True), label,
+                                     "combobox")
         if not await control.locator(f"option[value='{value}']").count():
             return False
         await control.select_option(value)

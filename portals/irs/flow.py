@@ -21,11 +21,17 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from portalq.jobs import settings
-from portalq.jobs.errors import BusinessError, PortalUnavailable, UncertainOutcome
-from portalq.portals.flows.base import Evidence, browser_page, download
+from portalq.jobs.errors import (
+    BusinessError,
+    PortalChanged,
+    PortalUnavailable,
+    UncertainOutcome,
+)
+from portalq.portals.flows.base import Evidence, browser_page, download, pdf_shows
 from portalq.portals.flows.browser import untraced
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.pages import AppPage
+from portalq.portals.irs import handles
 from portalq.portals.irs.answers import AFTER, BEFORE, Answer, classify
 from portalq.portals.irs.payload import ObtainEinPayload
 from portalq.portals.irs.review import REASONS, STRUCTURES, check_review
@@ -40,6 +46,9 @@ EIN_RE = r"\d{2}-\d{7}"
 #: the flow waits longer than both, so the app's own answer is what ends the wait (ms)
 PROCESSING_TIMEOUT_MS = 150_000
 IDLE_QUESTION = "Do you need more time?"
+#: payload legal structure -> the value of its legalStructureInput option
+STRUCTURE_VALUES = {"LLC": "LLC", "SOLE_PROPRIETOR": "SOLE_PROPRIETOR",
+                    "CORPORATION": "CORPORATIONS", "PARTNERSHIP": "PARTNERSHIPS"}
 
 
 def processing_timeout_ms() -> float:
@@ -92,9 +101,31 @@ class ApplyForEin(AppPage):
     async def radio(self, group: str, label: str) -> None:
         """Choose ``label`` in the radio group ``group``: through the label (the inputs do
         not register a click)."""
-        fieldset = self.page.get_by_role("group", name=group, exact=True)
-        await fieldset.locator("label").filter(
-            has_text=re.compile(rf"^\s*{re.escape(label)}\s*$")).click()
+        fieldset = await self.present(self.page.get_by_role("group", name=group, exact=True),
+                                      group, "group")
+        option = fieldset.locator("label").filter(
+            has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
+        await (await self.present(option, f"{group}: {label}", "radio")).click()
+
+    async def pick(self, name: str, value: str, label: str | None = None) -> None:
+        """Choose ``value`` of the radio input ``name`` through its label (a sourced handle,
+        :mod:`portals.irs.handles`). With ``label`` (the content files' words for it), the
+        option must read so: the same value under other words is a changed page, never a
+        choice made on a guess."""
+        option = await self.present(self.page.locator(handles.option(name, value)),
+                                    f"{name}={value}", "radio")
+        if label is not None and (shown := " ".join((await option.inner_text()).split())) \
+                != label:
+            where = self.here()
+            raise PortalChanged(f"IRS: the {name}={value} option reads {shown!r}, not "
+                                f"{label!r}, on {where} — portal changed?", where=where,
+                                expected=f'- radio "{label}"')
+        await option.click()
+
+    async def fill_named(self, name: str, value: str | int | None) -> None:
+        """Type ``value`` into the input ``name`` (a sourced handle)."""
+        field = await self.present(self.page.locator(handles.named(name)), name, "textbox")
+        await field.fill("" if value is None else str(value))
 
     async def choose(self, label: str, value: str) -> None:
         if not await self.select(label, value):
@@ -114,27 +145,28 @@ class ApplyForEin(AppPage):
 
     async def legal_structure(self, p: ObtainEinPayload) -> None:
         structure, sub_type = STRUCTURES[p.legal_structure]
-        await self.radio("What type of legal structure is applying for an EIN?", structure)
+        await self.pick("legalStructureInput", STRUCTURE_VALUES[p.legal_structure], structure)
         if sub_type == "Corporation":
             await self.radio("What type of corporation are you applying for?", sub_type)
         elif sub_type:
             await self.radio("What type of partnership are you applying for?", sub_type)
         if p.legal_structure == "LLC":
-            await self.fill("Number of members", p.members)
+            await self.fill_named("membersOfLlcInput", p.members)
         await self.choose("State where located", p.state)
-        await self.radio("Why is the entity requesting an EIN?", REASONS[p.reason])
-        await self.page.get_by_label("Review and confirm", exact=True).check()
+        await self.pick("reasonForApplyingInputControl", p.reason, REASONS[p.reason])
+        await (await self.present(self.page.get_by_label("Review and confirm", exact=True),
+                                  "Review and confirm", "checkbox")).check()
         await self.go_on("Continue", "identityOfEntities", "Identity", "legal-structure")
 
     async def identity(self, p: ObtainEinPayload) -> None:
         rp = p.responsible_party
-        await self.fill("First name", rp.first_name)
-        await self.fill("Middle name", rp.middle_name)
-        await self.fill("Last name", rp.last_name)
+        await self.fill_named("responsibleFirstName", rp.first_name)
+        await self.fill_named("responsibleMiddleName", rp.middle_name)
+        await self.fill_named("responsibleLastName", rp.last_name)
         await self.fill("Suffix", rp.suffix)
-        await self.fill("SSN/ITIN", re.sub(r"\D", "", rp.tax_id()))
+        await self.fill_named("responsibleSsn", re.sub(r"\D", "", rp.tax_id()))
         designee = p.third_party_designee is not None
-        await self.radio("Are you the responsible party?", "No" if designee else "Yes")
+        await self.pick("entityRoleRadioInput", "no" if designee else "yes")
         # Continue runs the IRS's live TIN check and daily limit: its refusals render here
         if designee:
             await self.go_on("Continue", "thirdPartyEntries", "Identity", "identity")
@@ -193,9 +225,13 @@ class ApplyForEin(AppPage):
         """The review page, checked (structure and values) before anything irreversible;
         the letter choice made; the "Submit EIN Request" button."""
         await check_review(self.page, p)
-        await self.radio("Confirmation Letter", "Receive letter digitally in the next step"
-                         if p.letter == "digital" else
-                         "Receive letter by mail (allow up to 4 weeks for delivery)")
+        # the real review offers the letter choice only to a responsible party applying in
+        # person; a designee's application is always answered by mail, to the applicant
+        # (tests/facts/irs-ein-assignment.txt §5)
+        if p.third_party_designee is None:
+            await self.radio("Confirmation Letter", "Receive letter digitally in the next step"
+                             if p.letter == "digital" else
+                             "Receive letter by mail (allow up to 4 weeks for delivery)")
         await self.shot("review")
         return await self.control("Submit EIN Request", "the review")
 
@@ -212,16 +248,36 @@ class ApplyForEin(AppPage):
         return classify(await self.state(), AFTER, "Submit EIN Request", ctx=self.ctx)
 
     async def assignment(self) -> dict[str, str]:
-        """EIN, legal name and name control as the success page shows them."""
-        pairs = await self.page.evaluate("""() => Object.fromEntries(
-          [...document.querySelectorAll('dt')].map((dt) => [dt.innerText.trim(),
-            dt.nextElementSibling ? dt.nextElementSibling.innerText.trim() : '']))""")
-        ein = pairs.get("EIN assigned", "")
+        """EIN, legal name and name control as the success page shows them: the rows of the
+        summary table that holds "EIN assigned" (``tests/facts/irs-ein-assignment.txt``: each
+        row ``<tr><td><b>label</b></td><td><b>value</b></td></tr>``; the application's summary
+        below it has a "Legal name" row of its own, so only that table is read). When no EIN
+        can be read the page's text is kept, sealed, for a person to copy it from."""
+        rows = await self.page.evaluate("""() => {
+          const label = (tr) => tr.cells.length > 1 ? tr.cells[0].innerText.trim() : null;
+          const table = [...document.querySelectorAll('table')].find((t) =>
+            [...t.rows].some((tr) => label(tr) === 'EIN assigned'));
+          return table ? Object.fromEntries([...table.rows].filter((tr) => label(tr) !== null)
+            .map((tr) => [label(tr), tr.cells[1].innerText.trim()])) : {};
+        }""")
+        ein = rows.get("EIN assigned", "")
         if not re.fullmatch(EIN_RE, ein):
+            await self.keep_page_text()
             raise UncertainOutcome(f"IRS EIN Assignment shows no valid EIN ({ein!r}); the "
-                                   "application may have been accepted: check before retrying")
-        return {"ein": ein, "legal_name": pairs.get("Legal name", ""),
-                "name_control": pairs.get("Name control", "")}
+                                   "application may have been accepted: its page is kept "
+                                   "(sealed) with the job's documents; check before retrying")
+        return {"ein": ein, "legal_name": rows.get("Legal name", ""),
+                "name_control": rows.get("Name control", "")}
+
+    async def keep_page_text(self) -> None:
+        """The success page exists once: its text and a screenshot, kept with the job
+        (documents are sealed at rest) before the attempt ends."""
+        with suppress(Exception):
+            await self.evidence.shot(self.page, "ein-assignment-unread")
+        with suppress(Exception):
+            text = await self.page.locator("body").inner_text()
+            await self.ctx.store_document("ein-assignment-page.txt", "text/plain",
+                                          text.encode())
 
     async def letter(self) -> tuple[str, bytes] | None:
         """The CP 575 as the page builds it (a ``data:`` PDF); None when the letter goes by
@@ -279,6 +335,9 @@ async def obtain_ein(ctx: FlowContext[ObtainEinPayload]) -> dict[str, Any]:
         await ctx.store_document(letter[0], "application/pdf", letter[1])  # sealed at rest
         documents = [letter[0]]
         await ctx.save_checkpoint(documents=documents)
+        if not pdf_shows(letter[1], got["ein"]):  # kept all the same: a person looks
+            await ctx.save_checkpoint(letter_error=f"the letter {letter[0]} does not show "
+                                                   f"the EIN {got['ein']} in its text")
     return {**got, "documents": documents}
 
 

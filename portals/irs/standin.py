@@ -90,7 +90,8 @@ def _texts() -> dict[str, Any]:
             "letterRequired": tx.LETTER_REQUIRED, "submit": tx.SUBMIT,
             "submitInstructions": tx.SUBMIT_INSTRUCTIONS, "cancelAria": tx.CANCEL_ARIA,
             "congratulations": tx.CONGRATULATIONS, "savePrint": tx.SAVE_PRINT,
-            "digitalNote": tx.DIGITAL_NOTE, "mailNote": tx.MAIL_NOTE, "download": tx.DOWNLOAD,
+            "digitalNote": tx.DIGITAL_NOTE, "mailNote": tx.MAIL_NOTE,
+            "mailNoteDesignee": tx.MAIL_NOTE_DESIGNEE, "download": tx.DOWNLOAD,
             "moreTime": tx.MORE_TIME, "expiresIn": tx.EXPIRES_IN}
 
 
@@ -137,6 +138,15 @@ def _letter(entry: dict[str, Any]) -> str:
     return base64.b64encode(pdf).decode()
 
 
+def _renamed(texts: Any, renamed: dict[str, str]) -> Any:
+    """``texts`` with every string equal to a key of ``renamed`` replaced (the fault)."""
+    if isinstance(texts, dict):
+        return {k: _renamed(v, renamed) for k, v in texts.items()}
+    if isinstance(texts, list):
+        return [_renamed(v, renamed) for v in texts]
+    return renamed.get(texts, texts) if isinstance(texts, str) else texts
+
+
 def create_app(state: PortalState) -> Starlette:
     sessions = Sessions(state, "irs_session", timedelta(minutes=15))
 
@@ -147,7 +157,8 @@ def create_app(state: PortalState) -> Starlette:
         await delay(state)
         base = f"{root(request)}/applyein"
         idle = state.faults.idle_ms or IDLE_MS
-        config = {"base": base, "texts": _texts(), "states": STATES, "months": MONTHS,
+        config = {"base": base, "texts": _renamed(_texts(), state.faults.renamed_text or {}),
+                  "states": STATES, "months": MONTHS,
                   "categories": CATEGORIES, "changedSelector": state.faults.changed_selector,
                   "reviewChanged": state.faults.review_changed,
                   "appTimeoutMs": state.faults.app_timeout_ms or APP_TIMEOUT_MS,
@@ -239,7 +250,7 @@ def create_app(state: PortalState) -> Starlette:
         if state.faults.drop_after_submit:
             return drop_connection(request)
         letter = None
-        if d.get("confirmationLetterRadioInput") == "DIGITAL":
+        if entry["letter"] == "DIGITAL":
             letter = {"content": _letter(entry), "letterType": LETTER_TYPE}
         return JSONResponse({"einResult": {
             "ein": entry["ein"], "legalName": entry["legal_name"],
@@ -263,7 +274,8 @@ def create_app(state: PortalState) -> Starlette:
                 "name": designee, "address": f'{d.get("designeeStreet")}, '
                 f'{d.get("designeeCity")}, {d.get("designeeState")} {d.get("designeeZip")}',
                 "phone": d.get("designeePhone"), "fax": d.get("designeeFax") or None},
-            "letter": d.get("confirmationLetterRadioInput"),
+            # the real app sends letterDelivery "MAIL" for a designee's application
+            "letter": "MAIL" if designee else d.get("confirmationLetterRadioInput"),
         })
 
     return Starlette(routes=[

@@ -94,7 +94,7 @@ const PAGES = {
     radios('partnershipsSubType', 'What type of partnership are you applying for?',
            Object.fromEntries(T.subTypes.PARTNERSHIPS.map((t) => [t, t])), true) +
     `<fieldset id="members-group" hidden><legend>${esc(T.llcMembers)}</legend>` +
-    text('llcMembersInput', 'Number of members', 'type="number" min="1"') + '</fieldset>' +
+    text('membersOfLlcInput', 'Number of members', 'type="number" min="1"') + '</fieldset>' +
     select('stateLocatedInput', 'State where located', STATES) +
     radios('reasonForApplyingInputControl', 'Why is the entity requesting an EIN?', T.reasons) +
     `<div class="field"><input type="checkbox" id="reviewConfirm"><label for="reviewConfirm">` +
@@ -106,13 +106,13 @@ const PAGES = {
         e.push('Corporation Type: Selection is required.');
       if (st === 'PARTNERSHIPS' && !choice('partnershipsSubType'))
         e.push('Partnership Type: Selection is required.');
-      if (st === 'LLC' && !(+val('llcMembersInput') >= 1))
+      if (st === 'LLC' && !(+val('membersOfLlcInput') >= 1))
         e.push('Number of members: Entry is required.');
       if (!val('stateLocatedInput')) e.push('State where located: Selection is required.');
       if (!choice('reasonForApplyingInputControl'))
         e.push('Reason for applying: Selection is required.');
       if (!$('#reviewConfirm').checked) e.push(T.confirmError);
-      return e.length ? inputErrors(e) : keep(['llcMembersInput', 'stateLocatedInput']);
+      return e.length ? inputErrors(e) : keep(['membersOfLlcInput', 'stateLocatedInput']);
     }, next: () => go('identityOfEntities')},
   identityOfEntities: {body: () =>
     text('responsibleFirstName', 'First name') + text('responsibleMiddleName', 'Middle name') +
@@ -231,25 +231,59 @@ function review() {
   // a redesign (the reviewChanged fault): a question the application now requires
   const extra = C.reviewChanged === 'field'
     ? yesNo('signatureAuthorityInput', 'Are you authorized to sign this application?') : '';
-  return `<dl class="review">${dl}</dl>` + extra +
+  // the real review renders the letter choice only when the responsible party applies: a
+  // designee's application sends letterDelivery "MAIL" (tests/facts/irs-ein-assignment.txt §5)
+  const tpd = S.data.entityRoleRadioInput === 'no';
+  return `<dl class="review">${dl}</dl>` + extra + (tpd ? '' :
     radios('confirmationLetterRadioInput', 'Confirmation Letter',
-           {DIGITAL: T.letterDigital, MAIL: T.letterMail}) +
+           {DIGITAL: T.letterDigital, MAIL: T.letterMail})) +
     `<p>${esc(T.submitInstructions)}</p>`;
 }
+// the EIN Assignment route as the real bundle renders it (tests/facts/irs-ein-assignment.txt):
+// the EIN, legal name and name control in the summary-table component, then the application's
+// own summary in the same component (which has a "Legal name" row too); buttons are
+// role=button anchors told apart by their aria-label only
+function summaryTable(header, groups) {
+  return `<div class="summaryInfoTable "><h3>${esc(header)}</h3>` + groups.map(([title, rows]) =>
+    `<div class="summary-information-table-component"><h3>${esc(title)}</h3><table><tbody>` +
+    rows.map(([k, v]) => `<tr><td><b>${esc(k)}</b></td><td>${v}<br></td></tr>`).join('') +
+    '</tbody></table></div>').join('') + '</div>';
+}
+function irsButton(label, aria, extra) {
+  return `<a href="" role="button" class="irs-button irs-button--active${extra || ''}"` +
+    ` id="anchor-ui-0" aria-label="${esc(aria || label)}">${esc(label)}</a>`;
+}
 function assignment() {
-  const r = S.result;
-  const letter = r.confirmationLetter
-    ? `<p>${esc(T.digitalNote)}</p><button type="button" id="download"` +
-      ` aria-label="${esc(T.download)}">` +
-      `${esc(T.download)}</button>` : `<p>${esc(T.mailNote)}</p>`;
-  return `<div class="sectionAlert sectionAlert--success"><p>${esc(T.congratulations)}</p>` +
-    `<p>${esc(T.savePrint)}</p></div><dl class="assignment"><dt>EIN assigned</dt><dd>` +
-    `${esc(r.ein)}</dd><dt>Legal name</dt><dd>${esc(r.legalName)}</dd><dt>Name control</dt>` +
-    `<dd>${esc(r.nameControl)}</dd><dt>Confirmation letter</dt><dd>${letter}</dd></dl>` +
-    `<button type="button" aria-label="Print Page">Print Page</button>` +
-    `<button type="button" id="exit" aria-label="Exit Application">Exit Application</button>` +
-    `<button type="button" id="another" aria-label="Apply for another EIN">Apply for another EIN` +
-    `</button>`;
+  const r = S.result, d = S.data, tpd = d.entityRoleRadioInput === 'no';
+  const b = (v) => `<b>${esc(v)}</b>`;
+  const rows = [['EIN assigned', b(r.ein)]];
+  if (r.legalName) rows.push(['Legal name', b(String(r.legalName).toUpperCase())]);
+  rows.push(['Name control', b(String(r.nameControl || '').toUpperCase())]);
+  if (r.confirmationLetter && !tpd)
+    rows.push(['Confirmation letter', `<span>${esc(T.digitalNote)}</span>` +
+               irsButton(T.download)]);
+  const who = [d.responsibleFirstName, d.responsibleMiddleName, d.responsibleLastName]
+    .filter(Boolean).join(' ').toUpperCase();
+  const print = irsButton('Print Page', 'Print Page', ' inverted') +
+    '<a href="https://www.irs.gov/businesses/employer-identification-number" aria-label="click' +
+    ' for Help with saving and printing your letter. open in new window">Help with saving and' +
+    ' printing your letter</a>';
+  return `<section><h2>EIN Assignment</h2></section><div class="fixSectionAlert">` +
+    `<div class="sectionAlert sectionAlert--success" tabindex="0"><h2>${esc(T.congratulations)}` +
+    `</h2><ul><li>${esc(T.savePrint)}</li></ul></div></div><div>${print}</div>` +
+    summaryTable(tpd ? 'The EIN' : 'Your EIN', [[tpd ? 'The EIN Details' : 'Your EIN Details',
+                                                  rows]]) +
+    (r.confirmationLetter ? '' : `<p>${esc(tpd ? T.mailNoteDesignee : T.mailNote)}</p>`) +
+    // [reconstructed] the group titles' organisation label comes from the uncaptured
+    // `shared` namespace; the rows are a subset of the real summary's
+    summaryTable('Summary of your information', [
+      ['Legal Structure', [['Organization Type', esc(
+        String(T.structures[d.legalStructureInput] || '').toUpperCase())]]],
+      ['Entity Information', [['Legal name', esc(String(d.legalNameInput).toUpperCase())]]],
+      ['Responsible Party', [['Name', esc(who)],
+                             ['SSN/ITIN', esc('XXX-XX-' + d.responsibleSsn.slice(-4))]]]]) +
+    `<div>${print}</div><div>${irsButton('Exit Application')}<br>` +
+    `${irsButton('Apply for another EIN')}</div>`;
 }
 
 // ---- the API (the real app: X-IRS-Session-Id, 90 s timeout, a timeout or network error is
@@ -297,7 +331,8 @@ async function eligibility() {
   go('serviceUnavailable');
 }
 async function submit() {
-  if (!choice('confirmationLetterRadioInput')) return inputErrors([T.letterRequired]);
+  if (S.data.entityRoleRadioInput !== 'no' && !choice('confirmationLetterRadioInput'))
+    return inputErrors([T.letterRequired]);
   if (C.reviewChanged === 'field' && !choice('signatureAuthorityInput'))
     return inputErrors(['Please answer: are you authorized to sign this application?']);
   $('#progress').hidden = false;
@@ -361,9 +396,16 @@ document.addEventListener('click', async (ev) => {
   }
   if (t.matches('input[type=radio]')) { ev.preventDefault(); return; }
   if (t.id === 'begin') { ev.preventDefault(); return begin(); }
-  if (t.id === 'download') return letter();
-  if (t.id === 'exit') return go('thankYou');
-  if (t.id === 'another') { S.data = {}; S.result = null; return go('legalStructure'); }
+  const button = t.closest('a.irs-button');
+  if (button) {  // the real buttons: anchors, one id for all, told apart by aria-label
+    ev.preventDefault();
+    const aria = button.getAttribute('aria-label');
+    if (aria === T.download) return letter();
+    if (aria === 'Exit Application') return go('thankYou');
+    if (aria === 'Apply for another EIN') {
+      S.data = {}; S.result = null; return go('legalStructure'); }
+    return;
+  }
   if (t.closest('.back')) { ev.preventDefault(); return history.back(); }
   const act = t.closest('a.go, button.submit');
   if (!act) return;

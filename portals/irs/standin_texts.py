@@ -106,6 +106,11 @@ MAIL_NOTE = ("Your confirmation letter will be mailed to you. This letter will b
              "IRS notice and will contain important information regarding your EIN. Allow up to "
              "4 weeks for your letter to arrive by mail.")
 DOWNLOAD = "Download EIN confirmation Letter [PDF]"
+#: tests/facts/irs-ein-assignment.txt §5 (ein__einAssignment.json confirmationLetterNoteMail)
+MAIL_NOTE_DESIGNEE = ("The confirmation letter will be mailed to the applicant. This letter will "
+                      "be the applicants official IRS notice and will contain important "
+                      "information regarding your EIN. Allow up to 4 weeks for your letter to "
+                      "arrive by mail.")
 
 #: §8
 MORE_TIME = "Do you need more time?"

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
 import asgi_csrf
@@ -17,7 +18,13 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -106,7 +113,8 @@ class Console:
     def render(self, request: Request, name: str, status: int = 200, **context: Any,
                ) -> Response:
         token = request.scope.get("csrftoken")
-        context.setdefault("user", request.state.user)
+        # a page for a path the user middleware skips (/static/) has no user on its state
+        context.setdefault("user", getattr(request.state, "user", None))
         context.setdefault("sso_label", self.sso_label)
         context.setdefault("password_sign_in", self.settings.password_sign_in)
         if context["user"] is not None and "needs_you" not in context:
@@ -174,12 +182,35 @@ def _error_page(console: Console) -> Any:
             status, message = 404, str(exc)
         else:
             status, message = 400, str(exc)
+        if request.url.path.startswith("/static/"):
+            # a missing stylesheet or script: its status alone (no page, no database)
+            return PlainTextResponse(message, status_code=status)
         if request.url.path.endswith(".json") or request.url.path == "/events":
             return JSONResponse({"error": message}, status_code=status)
         user = getattr(request.state, "user", None)
         return console.render(request, "error.html", status=status, message=message,
-                              user=user)
+                              user=user, heading=HEADINGS.get(status, "Not done"),
+                              back=came_from(request))
     return handler
+
+
+#: an error page's heading by its status (the message says the rest)
+HEADINGS = {403: "Not allowed", 404: "Not found", 429: "Too many tries"}
+
+
+def came_from(request: Request) -> str | None:
+    """The console page the request came from (its Referer, this origin only, the
+    sign-in page aside), so an error page leads back to it -- its filters, its job --
+    not to the overview."""
+    referer = urlsplit(request.headers.get("referer", ""))
+    if referer.netloc != request.url.netloc or referer.scheme != request.url.scheme:
+        return None
+    if not referer.path.startswith("/") or referer.path.startswith("//") \
+            or referer.path == "/login":
+        return None
+    if request.method == "GET" and referer.path == request.url.path:
+        return None     # the failing page itself (a filter changed on it)
+    return referer.path + (f"?{referer.query}" if referer.query else "")
 
 
 def create_app(dsn: str, settings: ConsoleSettings | None = None,

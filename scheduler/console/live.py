@@ -1,9 +1,12 @@
 """Live updates: one LISTEN connection per console process, fanned out to every open
-overview over server-sent events.
+page over server-sent events.
 
-A notification (an enqueue, a portal change) or, while anyone watches, the refresh period
-recomputes the overview's live part once (debounced) and sends the same HTML fragment to
-every subscriber: ten open pages cost one query round, not ten.
+A notification (an enqueue, a portal change, an escalation written) or, while anyone
+watches, the refresh period recomputes the overview's live part once (debounced) and sends
+the same HTML fragment to every open overview, and what needs a person (one count, the
+one the navigation shows) to every open page: ten open pages cost one query round, not
+ten. A page other than the overview asks for the count only (``/events?only=needs``): it
+costs one small query per round, not the overview's.
 """
 
 from __future__ import annotations
@@ -29,12 +32,19 @@ DEBOUNCE = 0.25
 MIN_INTERVAL = 1.0
 
 
+#: what a round sends: (the overview's fragment, or None when no overview is open; what
+#: needs a person, as the navigation shows it); None ends the stream
+Update = tuple[str | None, str] | None
+
+
 class Hub:
     def __init__(self, console: Console, render: Callable[[], str]) -> None:
         """``render``: the overview's live fragment, now (pages_overview.py)."""
         self.console = console
         self.render = render
-        self.subscribers: set[asyncio.Queue[str]] = set()
+        self.subscribers: set[asyncio.Queue[Update]] = set()
+        #: the subscribers that show the overview (the others want the count only)
+        self.overviews: set[asyncio.Queue[Update]] = set()
         self.kick = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
         self.stopping = asyncio.Event()
@@ -53,21 +63,26 @@ class Hub:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
 
-    def subscribe(self) -> asyncio.Queue[str]:
-        q: asyncio.Queue[str] = asyncio.Queue(maxsize=4)
+    def subscribe(self, overview: bool = True) -> asyncio.Queue[Update]:
+        q: asyncio.Queue[Update] = asyncio.Queue(maxsize=4)
         self.subscribers.add(q)
+        if overview:
+            self.overviews.add(q)
         self.kick.set()  # a first fragment at once
         return q
 
-    def unsubscribe(self, q: asyncio.Queue[str]) -> None:
+    def unsubscribe(self, q: asyncio.Queue[Update]) -> None:
         self.subscribers.discard(q)
+        self.overviews.discard(q)
 
     async def _listen(self) -> None:
         delay = 0.2
         while not self.stopping.is_set():
             try:
+                # an escalation written (OUTBOX) is a new item of "Needs you"
                 async with connections.listening(
-                        self.console.dsn, (Channel.JOBS, Channel.PORTALS)) as notifications:
+                        self.console.dsn, (Channel.JOBS, Channel.PORTALS, Channel.OUTBOX),
+                ) as notifications:
                     delay = 0.2
                     async for _ in notifications:
                         self.console.snapshots.invalidate()
@@ -82,7 +97,7 @@ class Hub:
         self.stopping.set()
         for q in list(self.subscribers):
             with contextlib.suppress(asyncio.QueueFull):
-                q.put_nowait("")
+                q.put_nowait(None)
 
     async def _pump(self) -> None:
         last = 0.0
@@ -100,16 +115,19 @@ class Hub:
             self.kick.clear()
             last = loop.time()
             try:
-                fragment = await run_in_threadpool(self.render)
+                fragment = await run_in_threadpool(self.render) if self.overviews else None
+                # after the overview's snapshot: the count it showed (the same read)
+                needs = await run_in_threadpool(snapshots.needs_label)
             except Exception:  # noqa: BLE001 - a failed refresh must not end live updates
                 log.exception("live overview refresh failed")
                 continue
-            self.renders += 1
+            if fragment is not None:
+                self.renders += 1
             for q in list(self.subscribers):
                 if q.full():
                     with contextlib.suppress(asyncio.QueueEmpty):
                         q.get_nowait()
-                q.put_nowait(fragment)
+                q.put_nowait((fragment if q in self.overviews else None, needs))
 
     def session_live(self, token: str) -> bool:
 
@@ -127,20 +145,23 @@ SESSION_CHECK_SECONDS = 15.0
 
 
 async def stream(hub: Hub, request: Any) -> Any:
-    """The live fragments for one page, until the page goes, the server stops, or the
-    session ends (idle, signed out, user disabled): the stream itself is not activity, so
-    an overview left open does not keep a session alive."""
+    """The live updates for one page (the overview's fragment, unless it asks for
+    ``only=needs``, and what needs a person), until the page goes, the server stops, or
+    the session ends (idle, signed out, user disabled): the stream itself is not activity,
+    so a page left open does not keep a session alive."""
     token = request.state.session_token
-    q = hub.subscribe()
+    q = hub.subscribe(overview=request.query_params.get("only") != "needs")
     checked = asyncio.get_running_loop().time()
     try:
         yield "retry: 2000\n\n"
         while not hub.stopping.is_set():
+            quiet = False
+            update: Update = None
             try:
-                fragment = await asyncio.wait_for(q.get(), timeout=SESSION_CHECK_SECONDS)
+                update = await asyncio.wait_for(q.get(), timeout=SESSION_CHECK_SECONDS)
             except TimeoutError:
-                fragment = None
-            if fragment == "":
+                quiet = True
+            if update is None and not quiet:
                 break
             now = asyncio.get_running_loop().time()
             if now - checked >= SESSION_CHECK_SECONDS:
@@ -148,6 +169,10 @@ async def stream(hub: Hub, request: Any) -> Any:
                 if not await run_in_threadpool(hub.session_live, token):
                     yield "event: signed-out\ndata: \n\n"
                     break
-            yield sse(fragment) if fragment else ": keep-alive\n\n"
+            if update is None:
+                yield ": keep-alive\n\n"
+                continue
+            fragment, needs = update
+            yield (sse(fragment) if fragment is not None else "") + sse(needs, "needs")
     finally:
         hub.unsubscribe(q)

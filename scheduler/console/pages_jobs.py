@@ -151,23 +151,39 @@ def routes(console: Console) -> list[Route]:
     def jobs_list(request: Request, as_json: bool = False) -> Response:
         user = require(request)
         q = request.query_params
-        flt = parse_filter(q)
-        before = q.get("before")
-        before_id = job_id_param(before, "before") if before else None
+        try:
+            flt = parse_filter(q)
+            before = q.get("before")
+            before_id = job_id_param(before, "before") if before else None
+        except InputError as exc:
+            if as_json:
+                raise
+            # the list again, the message above its filters, all of them kept to correct
+            query = {k: v for k, v in filter_query(q).items() if v.isprintable()}
+            return list_page(request, user, console_repo.Page([], None, False, 0), query,
+                             None, error=str(exc), status=400)
         with console.db() as conn:
             page = console_repo.jobs_page(conn, flt, before_id=before_id)
-            portals = portals_repo.codes(conn)
-            estimates = console_repo.status_estimates(conn)
         query = filter_query(q)
         next_url = (f"/jobs?{urlencode({**query, 'before': page.next_before})}"
                     if page.next_before else None)
         if as_json:
             return console.json({"jobs": page.rows, "next": next_url, "partial": page.partial,
                                  "scanned": page.scanned})
-        return console.render(request, "jobs.html", page=page, query=query, next_url=next_url,
-                              statuses=JOB_STATUSES, portals=portals, job_types=types.names(),
+        return list_page(request, user, page, query, next_url)
+
+    def list_page(request: Request, user: User, page: console_repo.Page,
+                  query: dict[str, str], next_url: str | None, *, error: str | None = None,
+                  status: int = 200) -> Response:
+        with console.db() as conn:
+            portals = portals_repo.codes(conn)
+            estimates, exact = console_repo.status_counts(conn)
+        return console.render(request, "jobs.html", status=status, page=page, query=query,
+                              next_url=next_url, error=error, statuses=JOB_STATUSES,
+                              portals=portals, job_types=types.names(),
                               can_act=user.can("operator"), filter_qs=urlencode(query),
-                              estimates=estimates, search_fields=console_repo.SEARCH_FIELDS,
+                              estimates=estimates, exact=exact,
+                              search_fields=console_repo.SEARCH_FIELDS,
                               search_min=console_repo.SEARCH_MIN, window=console_repo.WINDOW)
 
     def jobs_json(request: Request) -> Response:
@@ -230,7 +246,8 @@ def routes(console: Console) -> list[Route]:
                 if what == "retry":
                     console_actions.retry(conn, a, job_id, reason)
                 elif what == "cancel":
-                    console_actions.cancel(conn, a, job_id, reason)
+                    console_actions.cancel(conn, a, job_id, reason, portal_checked=(
+                        form.get("uncertain_ok") == "yes"))
                 elif what == "confirm_filed":
                     console_actions.confirm_filed(conn, a, job_id, reason,
                                                   str(form.get("confirmation") or ""))
@@ -274,7 +291,7 @@ def routes(console: Console) -> list[Route]:
         form = await request.form()
         action = str(form.get("action") or "")
         if action not in console_actions.BULK_STATES:
-            raise InputError("choose retry or cancel")
+            raise InputError("choose retry, cancel or not filed")
         statuses = console_actions.BULK_STATES[action]
         # one field per job, or (a group on the "Needs you" page) one field of many ids
         many = " ".join(str(v) for v in form.getlist("ids")).split()
@@ -284,24 +301,33 @@ def routes(console: Console) -> list[Route]:
         def pick() -> list[int]:
             with console.db() as conn:
                 if scope_all:
-                    return console_repo.ids_matching(conn, flt, statuses,
-                                                     console_actions.BULK_CAP + 1)
-                found = console_repo.statuses_of(conn, selected)
-                return [i for i, s in found.items() if s in statuses]
+                    ids = console_repo.ids_matching(conn, flt, statuses,
+                                                    console_actions.BULK_CAP + 1)
+                else:
+                    found = console_repo.statuses_of(conn, selected)
+                    ids = [i for i, s in found.items() if s in statuses]
+                if action == "not_filed":   # only submissions still in doubt
+                    return console_actions.in_doubt(conn, ids)
+                return ids
 
         ids = await run_in_threadpool(pick)
         if not ids:
-            raise InputError(f"nothing to {action}: no selected job is "
-                             f"{' or '.join(statuses)}")
+            raise InputError(f"nothing to {action.replace('_', ' ')}: no selected job is "
+                             f"{' or '.join(statuses)}"
+                             f"{' with a submission in doubt' if action == 'not_filed' else ''}")
         if len(ids) > console_actions.BULK_CAP:
             raise InputError(f"the filter matches more than {console_actions.BULK_CAP} jobs "
                              "that can be acted on: narrow it")
         scope = ({"filter": filter_query(form)} if scope_all else {"selected": selected})
         if form.get("confirm") != "yes":
+            def doubtful() -> list[int]:   # a cancel of filings in doubt asks first
+                with console.db() as conn:
+                    return console_actions.in_doubt(conn, ids)
+            in_doubt = await run_in_threadpool(doubtful) if action == "cancel" else []
             return console.render(request, "bulk.html", action=action, ids=ids,
                                   count=len(ids), scope_all=scope_all, selected=selected,
                                   query=filter_query(form), statuses=statuses,
-                                  reason=str(form.get("reason") or ""))
+                                  reason=str(form.get("reason") or ""), in_doubt=in_doubt)
         reason = form_reason(form)
         expected = str(form.get("expected") or "")
         if expected != str(len(ids)):
@@ -311,7 +337,8 @@ def routes(console: Console) -> list[Route]:
         def run() -> dict[str, list[int]]:
             with console.db() as conn:
                 return console_actions.bulk(conn, actor(user), action, ids, reason,
-                                            scope=scope)
+                                            scope=scope, portal_checked=(
+                                                form.get("uncertain_ok") == "yes"))
 
         result = await run_in_threadpool(run)
         return console.render(request, "bulk.html", action=action, result=result,

@@ -1,6 +1,8 @@
-"""An order's page (issue 36): every job of one of the business's orders, its status, its
-result and its timeline -- what ``portalq orders show`` prints, for every role, nothing
-secret (:mod:`jobs.business.results` scrubs it as the console's job page does)."""
+"""The orders list and an order's page (issues 36, 48): every job of one of the business's
+orders, its status, its result and its timeline -- what ``portalq orders show`` prints, for
+every role, nothing secret (:mod:`jobs.business.results` scrubs it as the console's job
+page does); an order of a declared kind also as a pipeline of its steps, each with its
+state, ETA and deadline (:mod:`scheduler.console.orders_view`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from portalq.jobs.business import results
+from portalq.scheduler.console import orders_view
 from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:
@@ -47,17 +50,32 @@ def timeline(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 def routes(console: Console) -> list[Route]:
     console.templates.env.filters["order_url"] = order_url
+    latest = orders_view.Latest(console.settings.live_refresh_seconds,
+                                lambda: console.snapshots.changes)
 
     async def page(request: Request) -> Response:
         require(request)
-        order_id = request.path_params.get("order_id") or request.query_params.get("id", "")
+        order_id = request.path_params.get("order_id") or request.query_params.get("id")
+        if order_id is None:
+            return await listing(request)
 
-        def load() -> results.OrderResult:
+        def load() -> tuple[results.OrderResult, dict[str, Any] | None]:
             with console.db() as conn:
-                return results.order(order_id, conn)   # JobNotFound: a 404 page
+                view = results.order(order_id, conn)   # JobNotFound: a 404 page
+                return view, orders_view.pipeline(conn, order_id, latest)
 
-        view = await run_in_threadpool(load)
-        return console.render(request, "order.html", order=view,
+        view, pipeline = await run_in_threadpool(load)
+        return console.render(request, "order.html", order=view, pipeline=pipeline,
+                              jobs={j["id"]: j for j in view["jobs"]},
                               timelines={j["id"]: timeline(j) for j in view["jobs"]})
+
+    async def listing(request: Request) -> Response:
+        def load() -> list[dict[str, Any]]:
+            with console.db() as conn:
+                return orders_view.listing(conn, latest)
+
+        rows = await run_in_threadpool(load)
+        return console.render(request, "orders.html", orders=rows,
+                              shown=results.ORDERS_SHOWN)
 
     return [Route("/orders", page), Route("/orders/{order_id:path}", page)]

@@ -70,6 +70,8 @@ class Snapshots:
         self.needs_lock = threading.Lock()
         self.needs_taken = 0.0
         self.needs_count = 0
+        #: changes heard of (what else a console shares for a while compares it)
+        self.changes = 0
 
     def period(self) -> float:
         """The refresh period: the configured one, longer when a computation is slow (huge
@@ -82,6 +84,7 @@ class Snapshots:
         recomputes."""
         self.taken = 0.0
         self.needs_taken = 0.0
+        self.changes += 1
 
 
     def needs_you(self) -> int:
@@ -94,17 +97,27 @@ class Snapshots:
                 self.needs_taken = time.monotonic()
             return self.needs_count
 
+    def needs_label(self) -> str:
+        """:meth:`needs_you` as the navigation shows it ("1000+" at the cap)."""
+        n = self.needs_you()
+        return f"{n}+" if n >= console_repo.NEEDS_YOU_CAP else str(n)
+
     def get(self, *, fresh: bool = False) -> dict[str, Any]:
+        """The overview's numbers; what needs a person in them is :meth:`needs_you`'s
+        count (the navigation's, read once for both), so a page never shows two."""
         with self.lock:
             age = time.monotonic() - self.taken
             if fresh or self.latest is None or age >= self.period():
                 started = time.monotonic()
                 with self.console.db() as conn:
                     self.latest = compute(conn, self.hours)
+                with self.needs_lock:
+                    self.needs_count = self.latest["needs_you"]
+                    self.needs_taken = time.monotonic()
                 self.taken = time.monotonic()
                 self.cost = self.taken - started
                 self.computed += 1
-            return self.latest
+            return {**self.latest, "needs_you": self.needs_you()}
 
 
 def chart(hours: list[dict[str, Any]], width: int = 720, height: int = 140,

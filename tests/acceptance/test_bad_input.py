@@ -219,6 +219,13 @@ def closed_port() -> int:
     ({"PORTALQ_METRICS_PORT": "70000"}, "PORTALQ_METRICS_PORT: Input should be less than or equal to 65535"),
     ({"PORTALQ_LOG_LEVEL": "bogus"}, "PORTALQ_LOG_LEVEL: must be one of DEBUG, INFO"),
     ({"PORTALQ_CONNECT_TIMEOUT_SECONDS": "-1"}, "PORTALQ_CONNECT_TIMEOUT_SECONDS"),
+    # issue 48 #14: only the CRTC's flow stops at a review page; naming another portal or
+    # type would let its jobs file without the approval the setting promises
+    ({"PORTALQ_APPROVAL": "process_crtc,delaware_icis"},
+     "PORTALQ_APPROVAL: delaware_icis has no flow that stops for approval before it "
+     "submits (these do: crtc, process_crtc)"),
+    ({"PORTALQ_APPROVAL": "obtain_ein"}, "PORTALQ_APPROVAL: obtain_ein has no flow"),
+    ({"PORTALQ_APPROVAL": "nonesuch"}, "PORTALQ_APPROVAL: nonesuch has no flow"),
 ])
 def test_service_settings_are_checked_before_the_database(closed_port, env, message):
     # the database is unreachable: a check after the migrations would exit 4 instead

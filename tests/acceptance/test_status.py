@@ -42,20 +42,27 @@ def test_a_database_without_portalq_schema_says_to_migrate(pg_server):
         pg_server.drop(name)
 
 
-def test_the_demo_line_for_a_second_terminal_points_it_at_the_demo_database(db):
+def test_the_demo_line_for_a_second_terminal_points_it_at_the_demo_database(db, tmp_path):
     """Issue 35 item 12: the demo prints the export line a second terminal needs; the line,
-    run by a shell, makes ``portalq status`` there answer from that database."""
+    run by a shell, makes ``portalq status`` there answer from that database -- and (issue
+    48 #14) ``portalq console`` there find the demo's screenshots and traces, which it
+    showed as broken images without PORTALQ_ARTIFACTS_DIR."""
     import subprocess
 
+    from portalq.scheduler.config import Settings
     from portalq.scheduler.demo import second_terminal
 
     url = db   # a URL with ? and & in it: the shell must take it whole
-    line = second_terminal(url)
+    artifacts = tmp_path / "demo artifacts"   # a space: the shell must take it whole too
+    line = second_terminal(url, artifacts)
     assert line.startswith("export PORTALQ_DATABASE_URL=")
-    shell = subprocess.run(["sh", "-c", f"{line}\nprintf %s \"$PORTALQ_DATABASE_URL\""],
+    shell = subprocess.run(["sh", "-c", f"{line}\nprintf '%s\\n%s' \"$PORTALQ_DATABASE_URL\" "
+                            "\"$PORTALQ_ARTIFACTS_DIR\""],
                            capture_output=True, text=True, check=True)
-    assert shell.stdout == url
-    out = run_cli("status", "--json", env={"PORTALQ_DATABASE_URL": shell.stdout})
+    got_url, got_artifacts = shell.stdout.split("\n")
+    assert got_url == url
+    assert Settings(artifacts_dir=got_artifacts).artifacts() == artifacts
+    out = run_cli("status", "--json", env={"PORTALQ_DATABASE_URL": got_url})
     assert out.returncode == 0, out.stderr
 def test_a_job_waiting_on_its_portal_says_since_and_expected_by(db, dsn):
     """A deferred job whose checkpoint holds the waiting marker (jobs/waiting.py): `jobs

@@ -34,6 +34,8 @@ def _prepare(dsn: str, artifacts: Path) -> dict[str, Any]:
                                                            ELSE 'Company ' || g || ' LLC' END),
                    'completed', now(), now(), now(), now()
             FROM generate_series(1, %s) g""", (WINDOW + 500,))
+        masked = queue.enqueue("file_entity", "ORD-MASKED", {
+            **payloads.FILE_ENTITY_DE, "legal_name": "Zed 987-65-4321 Trust"}, conn=c).id
         failed = queue.enqueue("obtain_ein", "ORD-FAILED", payloads.OBTAIN_EIN, conn=c).id
         c.execute("UPDATE portalq.job_queue SET status = 'failed', attempts = 2, "
                   "finished_at = now(), last_error = 'PortalUnavailable: IRS answered 503' "
@@ -46,7 +48,7 @@ def _prepare(dsn: str, artifacts: Path) -> dict[str, Any]:
                       "created_at) VALUES (%s, %s, 'screenshot', %s, now())",
                       (failed, attempt, str(folder / name)))
         c.execute("ANALYZE portalq.job_queue")
-    return {"failed": failed}
+    return {"failed": failed, "masked": masked}
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +80,21 @@ def test_a_search_finds_the_oldest_jobs_in_one_page(env, signin, run):
     resp = run(page.goto("/jobs?field=responsible_party.ssn&value=6789"))
     assert resp.status == 400
     assert "secret field" in run(page.content())
+
+
+def test_a_viewer_cannot_recover_masked_digits_by_prefix_search(env, signin, run):
+    """Issue 48 #13: the list shows the legal name as 'Zed *** Trust'; the 13 prefix
+    searches of /jobs.json that recovered its digits find nothing now."""
+    page = signin("viewer")
+    resp = run(page.goto("/jobs.json?field=legal_name&value=zed"))
+    assert [(j["id"], j["matched"]) for j in run(resp.json())["jobs"]] == [
+        (env["masked"], "Zed *** Trust")]
+    secret = "987-65-4321"
+    for end in range(1, len(secret) + 1):
+        resp = run(page.goto(f"/jobs.json?field=legal_name&value=zed%20{secret[:end]}"))
+        assert resp.status == 200 and run(resp.json())["jobs"] == [], secret[:end]
+    resp = run(page.goto("/jobs.json?field=legal_name&value=987-65-4"))
+    assert run(resp.json())["jobs"] == []
 
 
 def test_a_failed_job_opens_with_its_failure_screenshot_beside_the_error(env, signin, run):

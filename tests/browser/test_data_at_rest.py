@@ -31,7 +31,8 @@ DONE, FAILS, CANCELLED = "771-23-4589", "772-34-5690", "773-45-6701"
 
 
 def _ein(ssn: str, name: str) -> dict:
-    return {**payloads.OBTAIN_EIN, "legal_name": name,
+    # the responsible party in person: the only application the IRS answers with the letter
+    return {**payloads.OBTAIN_EIN, "legal_name": name, "applicant": "responsible_party",
             "responsible_party": {**payloads.OBTAIN_EIN["responsible_party"], "ssn": ssn}}
 
 

@@ -151,3 +151,72 @@ def test_idle_modal_then_session_expired(run, portals, page):
     text, title = run(scenario())
     assert tx.MORE_TIME in text and re.search(r"Your session will expire in 0:0\d\.", text)
     assert title == "Session Expired"
+
+
+# --- the EIN Assignment page as the real bundle renders it (tests/facts/irs-ein-assignment.txt)
+
+RECORDED = (Path(__file__).parents[1] / "facts" / "irs-ein-assignment.txt").read_text()
+
+ASSIGNMENT_DOM = """() => ({
+  dl: document.querySelectorAll('dl, dt, dd').length,
+  tables: [...document.querySelectorAll('div.summaryInfoTable')].map((box) => ({
+    header: box.querySelector(':scope > h3').innerText.trim(),
+    groups: [...box.querySelectorAll('.summary-information-table-component')].map((g) => ({
+      title: g.querySelector(':scope > h3').innerText.trim(),
+      rows: [...g.querySelectorAll('table > tbody > tr')].map((tr) => [
+        tr.querySelector('td:first-child > b').innerText.trim(),
+        tr.cells[1].innerText.trim()])}))})),
+  ein: [...document.querySelectorAll('table tr')].filter((tr) =>
+    tr.cells[0].innerText.trim() === 'EIN assigned').map((tr) =>
+    tr.cells[1].querySelector('b') && tr.cells[1].querySelector('b').innerText),
+  buttons: [...document.querySelectorAll('.irs-button')].map((b) => [b.tagName, b.role || '',
+    b.getAttribute('role'), b.id, b.getAttribute('aria-label')])})"""
+
+
+def recorded_rows() -> list[str]:
+    start = RECORDED.index("== 3.")
+    return re.findall(r'^  row "([^"]+)"', RECORDED[start:RECORDED.index("== 4.")], re.M)
+
+
+def test_ein_assignment_is_the_bundles_summary_tables(run, portals, make_ctx, ein_payload):
+    """Reached through the flow's own steps (the page is read before the flow would close it):
+    the EIN in the summary-table component, the application's summary below it with its own
+    "Legal name" row, buttons as role=button anchors with the one id — no dl/dt/dd."""
+    from portalq.portals.flows.base import browser_page
+    from portalq.portals.irs.flow import ApplyForEin
+
+    ctx = make_ctx("obtain_ein", ein_payload(applicant="responsible_party"))
+
+    async def scenario() -> dict[str, Any]:
+        async with browser_page(ctx) as (page, evidence):
+            irs, p = ApplyForEin(ctx, page, evidence), ctx.args
+            await irs.open()
+            await irs.legal_structure(p)
+            await irs.identity(p)
+            await irs.addresses(p)
+            await irs.details(p)
+            answer = await irs.submit_application(await irs.prepare_submit(p))
+            assert answer.kind == "assigned"
+            return await page.evaluate(ASSIGNMENT_DOM)
+
+    dom = run(scenario())
+    assert dom["dl"] == 0
+    [ein_table, summary] = dom["tables"]
+    assert 'tableHeader "Your EIN", group "Your EIN Details"' in RECORDED
+    assert (ein_table["header"], [g["title"] for g in ein_table["groups"]]) == \
+        ("Your EIN", ["Your EIN Details"])
+    [rows] = [g["rows"] for g in ein_table["groups"]]
+    assert [label for label, _ in rows] == recorded_rows()
+    values = dict(rows)
+    assert re.fullmatch(r"\d{2}-\d{7}", values["EIN assigned"]) and dom["ein"] == [
+        values["EIN assigned"]]
+    assert values["Legal name"] == "ACME WIDGETS LLC" and values["Name control"] == "ACME"
+    assert summary["header"] == "Summary of your information"
+    summary_rows = dict(r for g in summary["groups"] for r in g["rows"])
+    assert summary_rows["Legal name"] == "ACME WIDGETS LLC"
+    assert re.fullmatch(r"XXX-XX-\d{4}", summary_rows["SSN/ITIN"])
+    assert 'id is always "anchor-ui-0"' in RECORDED
+    assert {(tag, role, i) for tag, _, role, i, _ in dom["buttons"]} == {
+        ("A", "button", "anchor-ui-0")}
+    assert {aria for *_, aria in dom["buttons"]} >= {
+        tx.DOWNLOAD, "Print Page", "Exit Application", "Apply for another EIN"}

@@ -68,11 +68,14 @@ def test_a_delaware_llc_order_end_to_end(db, dsn, tmp_path, standin_server, port
     # the EIN step received the filed entity's data, and started only after the filing
     assert ein["payload"]["legal_name"] == filed["result"]["entity_name"]
     assert ein["payload"]["state"] == "DE" and ein["started_at"] > filed["finished_at"]
-    assert jobs["deliver"]["payload"]["documents"] == [
-        {"source_job_id": filed["id"]}, {"source_job_id": ein["id"]}]
+    # the firm applies as the third-party designee: the IRS mails the CP 575 to the applicant
+    # (no digital letter for a designee; tests/facts/irs-ein-assignment.txt §5), so the
+    # delivery carries the certificate alone
+    assert ein["result"]["documents"] == []
+    assert jobs["deliver"]["payload"]["documents"] == [{"source_job_id": filed["id"]}]
     attached = sorted(p.get_filename() for p in mail.walk() if p.get_filename())
-    assert len(attached) == 2 and any("CP575" in n.upper().replace(" ", "").replace("_", "")
-                                      for n in attached), attached
+    assert len(attached) == 1 and not any("CP575" in n.upper().replace("_", "")
+                                          for n in attached), attached
     assert len(portals.ledger(DE)) == 1 and len(portals.ledger("irs_ein")) == 1
     with psycopg.connect(dsn) as c:   # nothing waits for the order's input: erased
         assert c.execute("SELECT input_data FROM portalq.orders").fetchone()[0] is None

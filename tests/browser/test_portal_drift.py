@@ -100,3 +100,54 @@ def test_changed_review_page_pauses_the_portal_until_an_operator_resumes_it(
     assert len(portals.ledger(PORTAL)) == 3                # each filed once
     assert [queue.get_job(j)["attempts"] for j in jobs] == [1, 1, 1]
     assert len(mailbox.messages) == 1                      # one escalation, no other mail
+
+
+def test_a_first_step_option_renamed_stops_twenty_jobs_at_once_and_nothing_else(
+        db, dsn, tmp_path, standin_server, portals):
+    """Issue 52's drift test: one option label of the first step renamed overnight, 20 EIN
+    jobs queued. The first job to meet it stops the flow (no 15 s timeouts, no attempts
+    spent), the IRS is paused with one mail; a BC name search runs meanwhile. Restored and
+    resumed, all 20 complete, each filed once."""
+    open_all_hours(dsn)
+    portals.control(PORTAL, renamed_text={"Limited Liability Company (LLC)":
+                                          "Limited Liability Company"})
+    mailbox = Mailbox().start()
+    svc = Service(db, tmp_path, "drift20", PORTALQ_STANDIN_URL=standin_server.base_url,
+                  PORTALQ_ADMIN_EMAILS="ops@example.com", PORTALQ_SMTP_URL=mailbox.url,
+                  PORTALQ_WORKERS=2, PORTALQ_RETRY_BASE_SECONDS=0.2).start()
+    ssns = [f"{200 + i:03d}-{10 + i:02d}-{4000 + i:04d}" for i in range(20)]
+    try:
+        jobs = [queue.enqueue("obtain_ein", f"ORD-R{i}", {
+            **payloads.OBTAIN_EIN, "legal_name": f"Renamed Widgets {i} LLC",
+            "responsible_party": {**payloads.OBTAIN_EIN["responsible_party"], "ssn": ssn}}).id
+            for i, ssn in enumerate(ssns)]
+        with psycopg.connect(dsn) as c:
+            wait_until(lambda: _portal(c)[0] == "drift", 90, "the portal paused for drift")
+            wait_until(lambda: all(queue.get_job(j)["status"] != "running" for j in jobs),
+                       60, "no run left")
+            other = queue.enqueue("name_search", "ORD-BC1", payloads.NAME_SEARCH).id
+            wait_until(lambda: queue.get_job(other)["status"] in ("completed", "failed"), 90,
+                       "the BC name search while the IRS is paused")
+            [mail] = mailbox.wait_for(1, 30)
+            escalations = c.execute("SELECT kind FROM portalq.escalations").fetchall()
+        assert queue.get_job(other)["status"] == "completed"   # the other portals run
+        assert escalations == [("portal_changed",)]
+        text = next(part.get_payload(decode=True).decode() for part in mail.walk()
+                    if part.get_content_type() == "text/plain")
+        assert "legalStructureInput=LLC" in text and "legalStructure" in text  # step, control
+        rows = [queue.get_job(j) for j in jobs]
+        assert [(r["status"] in ("pending", "deferred"), r["attempts"]) for r in rows] == [
+            (True, 0)] * 20, [(r["status"], r["attempts"]) for r in rows]
+        assert portals.ledger(PORTAL) == []
+
+        portals.control(PORTAL, renamed_text=None)
+        out = run_cli("portals", "resume", PORTAL, "--reason", "label checked")
+        assert out.returncode == 0, out.stderr
+        wait_until(lambda: all(queue.get_job(j)["status"] == "completed" for j in jobs), 300,
+                   "the 20 waiting jobs, after the resume")
+    finally:
+        svc.stop()
+        mailbox.stop()
+    assert len(portals.ledger(PORTAL)) == 20                   # each filed once
+    assert [queue.get_job(j)["attempts"] for j in jobs] == [1] * 20
+    assert len([m for m in mailbox.messages if "portal_changed" in str(m["Subject"])]) == 1

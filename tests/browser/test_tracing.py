@@ -13,6 +13,7 @@ from portalq.portals.flows import browser as browser_mod
 from portalq.portals.flows.browser import (
     BrowserConfig,
     close_context,
+    evidence_notes,
     is_tracing,
     load_config,
     new_context,
@@ -101,6 +102,18 @@ def test_irs_trace_never_contains_the_identity_to_submit_part(run, portals, make
 
 
 @pytest.mark.browser
+def test_the_irs_trace_says_what_it_leaves_out(run, portals, make_ctx, ein_payload):
+    """Issue 48 #14: the EIN job's trace has a gap from the identity page to the submit;
+    a note beside the trace says so (the job page and ``jobs show`` show it)."""
+    ctx = make_ctx("obtain_ein", ein_payload(), trace_policy="on")
+    run(obtain_ein(ctx))
+    notes = evidence_notes(ctx.artifacts_dir)
+    assert list(notes) == ["trace.zip"], notes
+    assert notes["trace.zip"].startswith("not traced: 1 stretch"), notes
+    assert "personal data" in notes["trace.zip"]
+
+
+@pytest.mark.browser
 def test_trace_of_a_failure_inside_the_sensitive_part(run, portals, make_ctx, ein_payload):
     portals.control("irs_ein", drop_after_submit=True)
     ctx = make_ctx("obtain_ein", ein_payload(), trace_policy="retain-on-failure")
@@ -151,9 +164,12 @@ def test_untraced_resumes_only_on_a_clean_page(run, browser, browser_config, tmp
     assert run(scenario(navigate_away=False)) is False  # the input still holds the SSN
     first = trace_members(tmp_path / "trace.zip")
     assert b"public-before" in first["trace.trace"] and "trace2.trace" not in first
+    # the trace says it ends early, and why
+    assert "stayed off to the end" in evidence_notes(tmp_path)["trace.zip"]
     assert run(scenario(navigate_away=True)) is True
     second = trace_members(tmp_path / "trace-2.zip")
     assert b"thank you" in second["trace2.trace"]
+    assert "stayed off" not in evidence_notes(tmp_path)["trace-2.zip"]
     assert_no_secret(tmp_path)
 
 

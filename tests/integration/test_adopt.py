@@ -5,6 +5,9 @@ nothing, the legacy table byte for byte as it was, and bad input refused."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import psycopg
 import pytest
@@ -89,8 +92,9 @@ def test_the_old_queue_is_reported_imported_once_and_left_as_it_was(db, dsn):
     dry = _adopt(db)   # the default: a dry run
     assert dry.returncode == 0, dry.stderr
     lines = dry.stdout.strip().splitlines()
-    assert len(lines) == len(ROWS) + 1
-    by_row = {int(ln.split()[1]): ln for ln in lines[:-1]}
+    assert len(lines) == len(ROWS) + 2   # the rows, the old table's plaintext, the summary
+    by_row = {int(ln.split()[1]): ln for ln in lines[:-2]}
+    assert lines[-2].startswith("2 rows of public.job_queue hold secret fields in plaintext")
     assert by_row[1].startswith("row 1 pending name_search ORD-1: would become a pending job")
     assert "would become a pending job, run at " in by_row[2]      # its run_at kept
     assert by_row[3].startswith("row 3 pending file_entity ORD-3: would become a pending job")
@@ -195,3 +199,96 @@ def test_a_key_taken_by_a_job_of_another_type_skips_the_row(db, dsn):
                 f"is taken by job {other}, a deliver job") in out.stdout
     assert _jobs(dsn)["legacy:public.job_queue:1"]["id"] == other
     assert len(_jobs(dsn)) == 6
+
+
+# -- issue 48, item 15 ----------------------------------------------------------------------
+
+def test_a_pending_row_held_at_the_end_of_time_is_skipped_not_due_at_once(db, dsn):
+    """A legacy app parked a row with run_at 9999-12-31 (a hold): it used to become a job
+    due at once."""
+    _legacy(dsn)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        held = c.execute("INSERT INTO public.job_queue (job_type, payload, status, run_at, "
+                         "order_id) VALUES ('name_search', %s, 'pending', "
+                         "'9999-12-31 00:00:00+00', 'ORD-HELD') RETURNING id",
+                         (json.dumps(payloads.NAME_SEARCH),)).fetchone()[0]
+    for args in ((), ("--apply",)):
+        out = _adopt(db, *args)
+        assert out.returncode == 0, out.stderr
+        [shown] = [ln for ln in out.stdout.splitlines() if ln.startswith(f"row {held} ")]
+        assert shown.startswith(f"row {held} pending name_search ORD-HELD: skipped: run at "
+                                "9999-12-31"), shown
+    assert f"legacy:public.job_queue:{held}" not in _jobs(dsn)
+
+
+def test_plaintext_secrets_left_in_the_old_table_are_said_and_blanked_once_imported(db, dsn):
+    _legacy(dsn)
+    with psycopg.connect(dsn) as c:
+        def legacy_ssns() -> dict[int, str]:
+            return {i: p["responsible_party"]["ssn"] for i, p in c.execute(
+                "SELECT id, payload FROM public.job_queue WHERE job_type = 'obtain_ein' "
+                "ORDER BY id")}
+        assert legacy_ssns() == {2: SSN, 5: SSN}
+
+        dry = _adopt(db)
+        note = ("2 rows of public.job_queue hold secret fields in plaintext "
+                "(responsible_party.ssn); the old table is left as it was. Once the import "
+                "is verified, blank them there: portalq adopt --blank-secrets")
+        assert note in dry.stdout, dry.stdout
+        assert dry.stdout.strip().splitlines()[-1].startswith("14 rows: to import 6")
+        # before anything was imported there is nothing it may blank
+        early = _adopt(db, "--blank-secrets")
+        assert early.returncode == 0, early.stderr
+        assert "blanked the secret fields of 0 rows (only rows imported into portalq)" in (
+            early.stdout)
+        c.rollback()
+        assert legacy_ssns() == {2: SSN, 5: SSN}
+
+        assert _adopt(db, "--apply").returncode == 0
+        both = _adopt(db, "--apply", "--blank-secrets")
+        assert both.returncode == 2 and "not both" in both.stderr
+        blanked = _adopt(db, "--blank-secrets")
+        assert blanked.returncode == 0, blanked.stderr
+        assert "blanked the secret fields of 2 rows" in blanked.stdout
+        assert SSN not in blanked.stdout
+        c.rollback()
+        assert legacy_ssns() == {2: "", 5: ""}
+    # portalq's own copies are untouched (sealed at the import)
+    jobs = _jobs(dsn)
+    assert jobs["legacy:public.job_queue:2"]["secret_data"] is not None
+    again = _adopt(db)
+    assert "hold secret fields in plaintext" not in again.stdout
+
+
+def _peak_rss_mb(db: str, *args: str) -> float:
+    """The CLI's peak resident memory (its own process: os.wait4's rusage)."""
+    env = {**os.environ, "PORTALQ_DATABASE_URL": db, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "portalq", "adopt", *args], env=env,
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read() if proc.stderr else ""
+    return usage.ru_maxrss / 1024
+
+
+def test_a_large_old_table_is_streamed_not_read_into_memory(db, dsn):
+    """150 MB of legacy payloads took 358 MB of RSS: every row was read at once. Here 72 MB
+    of payloads (1,500 finished rows of 40 kB, the kind an old queue keeps most of, and 300
+    pending ones to import) against the same table with the 1,800 rows' payloads small."""
+    blob = "x" * 40_000
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(LEGACY)
+        for name, size in (("small", 10), ("large", len(blob))):
+            c.execute(f"CREATE TABLE public.{name} (LIKE public.job_queue INCLUDING ALL)")
+            c.execute(f"INSERT INTO public.{name} (job_type, payload, status, order_id) "
+                      "SELECT 'name_search', %s::jsonb || jsonb_build_object('note', "
+                      "repeat('x', %s)), CASE WHEN i <= 300 THEN 'pending' ELSE 'done' END, "
+                      "'ORD-' || i FROM generate_series(1, 1800) i",
+                      (json.dumps(payloads.NAME_SEARCH), size))
+        size_mb = c.execute("SELECT sum(octet_length(payload::text)) / 1e6 FROM public.large"
+                            ).fetchone()[0]
+    assert size_mb > 55
+    small = _peak_rss_mb(db, "--table", "public.small")
+    large = _peak_rss_mb(db, "--table", "public.large")
+    print(f"adopt dry run: peak RSS {small:.0f} MB (small payloads), {large:.0f} MB "
+          f"({size_mb:.0f} MB of payloads)")
+    assert large - small < 25, (small, large)

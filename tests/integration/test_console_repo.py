@@ -162,6 +162,27 @@ def test_bulk_retry_of_a_selection_skips_jobs_whose_state_forbids_it(conn):
     assert row["after"] == {"done": [a, b], "skipped": [c]}
 
 
+def test_each_job_of_a_bulk_action_has_its_own_audit_entry(conn):
+    """Issue 48 #14: a bulk-retried job's own audit log (/audit?target=job:N) says it was
+    retried, by whom, why, from what state, and which bulk action did it."""
+    a, b = _failed_ein(conn), _failed_ein(conn)
+    c = queue.enqueue("name_search", "ORD-3", payloads.NAME_SEARCH, conn=conn).id
+    console_actions.bulk(conn, OPS, "retry", [a, b, c], "portal fixed",
+                         scope={"selected": [a, b, c]})
+    [bulk] = audit.entries(conn, action="jobs.bulk_retry")
+    for job_id in (a, b):
+        [row] = audit.entries(conn, target=f"job:{job_id}")
+        assert (row["action"], row["actor"], row["reason"]) == ("job.retry", "ops",
+                                                               "portal fixed")
+        assert row["before"]["status"] == "failed" and row["after"]["status"] == "pending"
+        assert row["after"]["bulk"] == bulk["id"]
+        assert "6789" not in json.dumps(row, default=str).replace(str(row["at"]), "")
+    assert audit.entries(conn, target=f"job:{c}") == []          # skipped: not touched
+    console_actions.bulk(conn, OPS, "cancel", [c], "duplicate", scope={"selected": [c]})
+    [row] = audit.entries(conn, target=f"job:{c}")
+    assert row["action"] == "job.cancel" and row["after"]["status"] == "cancelled"
+
+
 def test_escalation_acknowledge_assign_resolve(conn):
     job_id = _failed_ein(conn)
     esc = queue.escalate(conn, job_id, 1, "uncertain", "maybe filed")

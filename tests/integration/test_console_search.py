@@ -159,3 +159,55 @@ def test_status_counts_are_estimates_from_the_statistics(conn):
         plan = json.dumps(conn.execute("EXPLAIN (FORMAT JSON) "
                                        + query("console_status_estimates")).fetchone()[0])
     assert "job_queue" not in plan.replace("'portalq.job_queue'", ""), plan
+
+
+def test_masked_digits_cannot_be_recovered_by_search(conn):
+    """Issue 48 #13: a legal name with an SSN-shaped text is listed as ``***``; searching its
+    digits, prefix by prefix, must find nothing -- neither through the trigram index (a job
+    below the id window) nor the window's own test, nor a bulk action's selection."""
+    _fill(conn, WINDOW + 100)
+    _name(conn, 7, "Acme 987-65-4321 Holdings")                 # below the window
+    _name(conn, WINDOW + 90, "Birch 987 65 4321 Trust")         # inside it
+    _name(conn, WINDOW + 91, "Cedar 987654321 LLC")
+    # digits of another script: masked by the pages, not by PostgreSQL's regular expressions
+    _name(conn, 8, "Dune ٩٨٧-٦٥-٤٣٢١ Trust")
+
+    def found(value: str) -> list[int]:
+        return _ids(console_repo.jobs_page(conn, JobFilter(field="legal_name", value=value)))
+
+    masked = {7, 8, WINDOW + 90, WINDOW + 91}
+    # the prefix searches that recovered the digits one by one: none finds these jobs any
+    # more (the fill's own names, 'Company <n> Inc.', hold some of the shorter ones)
+    secret = "987-65-4321"
+    for end in range(3, len(secret) + 1):
+        assert not masked & set(found(secret[:end])), secret[:end]
+    for value in ("987 65", "98765", "654321", "5-4321", "4321", "e 987", " 987654321 ",
+                  "٩٨٧", "٩٨٧-٦٥", "dune ٩"):
+        assert not masked & set(found(value)), value
+    for value in ("987-65", "٩٨٧-٦٥"):
+        assert console_repo.ids_matching(conn, JobFilter(field="legal_name", value=value),
+                                         ("completed",), 100) == [], value
+    # what the list shows still finds them, shown masked
+    page = console_repo.jobs_page(conn, JobFilter(field="legal_name", value="holdings"))
+    assert [(r["id"], r["matched"]) for r in page.rows] == [(7, "Acme *** Holdings")]
+    assert found("acme ***") == [7]
+    assert found("birch") == [WINDOW + 90] and found("cedar") == [WINDOW + 91]
+    assert found("dune") == [8]
+    # the window's test too finds what the page shows, "***" included
+    assert found("birch ***") == [WINDOW + 90]
+    assert console_repo.ids_matching(conn, JobFilter(field="legal_name", value="birch ***"),
+                                     ("completed",), 100) == [WINDOW + 90]
+    # the index holds no digits of it either
+    assert conn.execute("SELECT legal_name FROM portalq.job_search WHERE job_id = 7"
+                        ).fetchone()[0] == "Acme *** Holdings"
+
+
+@pytest.mark.parametrize("text", [
+    "Acme 987-65-4321 Holdings", "987654321", "x987 65 4321y", "987.65.4321", "1987-65-4321",
+    "987-65-43210", "12-345-6789", "98765-4321 and 123-45-6789", "Company 42 Inc.",
+    "987\t65\n4321", "987--65-4321"])
+def test_the_search_masks_as_the_pages_do(conn, text):
+    """The database's masking (migration 0028) and the pages' (redaction.scrub_ssn_like)
+    agree: a text the page shows masked is indexed masked."""
+    in_sql = conn.execute("SELECT portalq.portalq_search_text(%s)", (text,)).fetchone()[0]
+    assert in_sql == masking.scrub_ssn_like(text)

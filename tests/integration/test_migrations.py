@@ -183,3 +183,32 @@ def test_0014_keeps_a_submission_in_doubt_in_doubt_and_back(db, dsn):
         cps = dict(c.execute("SELECT id, checkpoint FROM portalq.job_queue").fetchall())
     assert {k for k, i in ids.items() if cps[i].get("stage") == "submitting"} == doubt
     assert not any("submissions" in cp for cp in cps.values())
+
+
+def test_0028_masks_the_search_texts_in_place_and_its_downgrade_restores_them(db, dsn):
+    """Issue 48 #13: job_search's texts, written unmasked before 0028, are masked by it
+    (the console search then cannot match digits a page hides); its downgrade writes the
+    stored texts back, and the triggers index new jobs unmasked again."""
+    from alembic import command
+
+    from portalq.jobs import queue
+    from tests import payloads
+
+    def texts(c: psycopg.Connection) -> list[str]:
+        return [r[0] for r in c.execute(
+            "SELECT legal_name FROM portalq.job_search ORDER BY job_id").fetchall()]
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        command.downgrade(migrate.alembic_config(db), "0027")
+        queue.enqueue("file_entity", "O-1", {**payloads.FILE_ENTITY_DE,
+                                             "legal_name": "Acme 987-65-4321 LLC"}, conn=c)
+        assert texts(c) == ["Acme 987-65-4321 LLC"]       # as 0026 indexed it
+        migrate.upgrade(db)
+        assert texts(c) == ["Acme *** LLC"]
+        queue.enqueue("file_entity", "O-2", {**payloads.FILE_ENTITY_DE,
+                                             "legal_name": "Birch 123 45 6789 Inc."}, conn=c)
+        assert texts(c) == ["Acme *** LLC", "Birch *** Inc."]
+        command.downgrade(migrate.alembic_config(db), "0027")
+        assert texts(c) == ["Acme 987-65-4321 LLC", "Birch 123 45 6789 Inc."]
+        migrate.upgrade(db)
+        assert texts(c) == ["Acme *** LLC", "Birch *** Inc."]

@@ -11,14 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
-import hmac
-import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import psycopg
 import pytest
@@ -33,67 +27,10 @@ from portalq.scheduler.config import Settings
 from tests import event_kinds, payloads
 from tests.mailbox import Mailbox
 from tests.ports import free_port
+from tests.webhook_receiver import Receiver, signature_ok
 
 T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)
 SSN = payloads.OBTAIN_EIN["responsible_party"]["ssn"]
-
-
-def signature_ok(secret: str, headers: Any, body: bytes, now: datetime) -> bool:
-    """The receiver's own check, from the Standard Webhooks spec."""
-    msg_id, ts = headers["webhook-id"], headers["webhook-timestamp"]
-    if abs(now.timestamp() - int(ts)) > 300:
-        return False                      # too old: a replay
-    key = base64.b64decode(secret.removeprefix("whsec_"))
-    mac = base64.b64encode(hmac.new(key, f"{msg_id}.{ts}.".encode() + body,
-                                    hashlib.sha256).digest()).decode()
-    return any(hmac.compare_digest(f"v1,{mac}", s)
-               for s in headers["webhook-signature"].split())
-
-
-class Receiver:
-    """An HTTP endpoint on a fixed port that records what it gets and answers 204 to a
-    valid signature (400 to an invalid one, 503 to the first sight of an id when
-    ``fail_first`` is set). ``stop()``: the port refuses connections, as a down app does."""
-
-    def __init__(self, secret: str = "") -> None:
-        self.port, self.secret, self.fail_first = free_port(), secret, False
-        self.got: list[dict[str, Any]] = []
-        self.server: ThreadingHTTPServer | None = None
-
-    def start(self) -> Receiver:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers["content-length"]))
-                valid = signature_ok(receiver.secret, self.headers, body, clock.now())
-                seen = any(g["id"] == self.headers["webhook-id"] for g in receiver.got)
-                receiver.got.append({"id": self.headers["webhook-id"], "body": body,
-                                     "valid": valid, "ts": self.headers["webhook-timestamp"],
-                                     "headers": dict(self.headers)})
-                code = 400 if not valid else 503 if receiver.fail_first and not seen else 204
-                self.send_response(code)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.server = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hooks/portalq"
-
-    def events(self) -> list[dict[str, Any]]:
-        return [json.loads(g["body"]) for g in self.got]
 
 
 @pytest.fixture
@@ -277,7 +214,7 @@ def test_an_endpoint_that_keeps_failing_is_paused_and_admins_told_once(dsn, froz
     try:
         sub, receiver.secret = webhooks.add(receiver.url, "completed", by="test")
         complete(dsn, ["ORD-1", "ORD-2"])
-        for _ in range(webhooks.PAUSE_AFTER + 3):   # down all along
+        for _ in range(webhooks.PAUSE_AFTER):       # down all along
             frozen.advance(hours=5)
             send(dsn, settings)
         [row] = webhooks.subscriptions()
@@ -285,10 +222,15 @@ def test_an_endpoint_that_keeps_failing_is_paused_and_admins_told_once(dsn, froz
         assert row["undelivered"] == 2             # waiting, not dropped
         [mail] = mailbox.wait_for(1, 30)
         assert f"webhook {sub} paused" in mail["Subject"]
+        for _ in range(3):                          # still down: probed, still paused
+            frozen.advance(hours=5)
+            assert send(dsn, settings) == 0
+        [row] = webhooks.subscriptions()
+        assert row["paused_at"] is not None and row["failures"] == webhooks.PAUSE_AFTER + 3
         receiver.start()
-        frozen.advance(hours=5)
-        assert send(dsn, settings) == 0            # paused: nothing sent
-        webhooks.resume(sub)
+        frozen.advance(minutes=1)
+        assert send(dsn, settings) == 0            # paused: its next probe is hours away
+        webhooks.resume(sub)                       # a person who fixed it: at once
         assert send(dsn, settings) == 2
         assert len(mailbox.messages) == 1          # told once
     finally:

@@ -238,3 +238,22 @@ def test_probes_failing_for_other_jobs_too_are_the_portals_reason_not_the_jobs()
                    now=NOW, policy=POLICY,
                    portal=PortalState(paused_by="breaker", probe_at=probe))
     assert (alone.status, alone.escalation[0]) == ("failed", "probe")
+
+
+def test_a_lone_probe_failing_while_the_landing_page_is_down_is_the_portals_outage():
+    # issue 48: the only job left on a paused portal failed probe after probe while the
+    # portal was down, and was given up "while other jobs waited" (none did)
+    probe = NOW + timedelta(seconds=60)
+    down = decide(PortalUnavailable("503"), job(1, probe_failures=2), message="503",
+                  now=NOW, policy=POLICY,
+                  portal=PortalState(paused_by="breaker", probe_at=probe, landing_down=True))
+    assert (down.status, down.refund_attempt, down.probe_failed, down.escalation) == \
+        ("deferred", True, False, None)
+    assert down.detail is not None and down.detail["landing_down"] is True
+    # the landing page answers, yet the job fails probe after probe: its own trouble,
+    # and the escalation says what was seen, not "while other jobs waited"
+    up = decide(PortalUnavailable("503"), job(1, probe_failures=2), message="503",
+                now=NOW, policy=POLICY, portal=PortalState(paused_by="breaker", probe_at=probe))
+    assert (up.status, up.escalation[0]) == ("failed", "probe")
+    assert "other jobs waited" not in up.escalation[1]
+    assert "no other job failing meanwhile" in up.escalation[1]

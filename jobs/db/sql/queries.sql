@@ -106,6 +106,12 @@ GROUP BY c.oid;
 SELECT id, job_type, payload, status, attempts, last_error, run_at, order_id
 FROM {table} ORDER BY id;
 
+-- name: adopt_blank_secrets
+-- `portalq adopt --blank-secrets`: a legacy row imported into portalq gets its payload back
+-- with the secret fields emptied (jobs/business/adopt.py); {table} composed in as an
+-- identifier. The one write portalq makes into a legacy table, asked for by name.
+UPDATE {table} SET payload = %(payload)s WHERE id = %(id)s;
+
 -- name: adopt_failed
 -- A job just imported from a legacy queue (jobs/business/adopt.py, in the import's transaction)
 -- that was running or had failed there: failed at once, so no node ever claims it, with
@@ -561,6 +567,18 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
 ORDER BY id DESC
 LIMIT %(limit)s;
 
+-- name: list_jobs_waiting
+-- The jobs waiting on a portal's decision (jobs.waiting's checkpoint marker ``waiting``:
+-- deferred, submitted, the registry has not decided), those expected soonest (or overdue)
+-- first; read through the partial index of the unfinished states.
+SELECT id, job_type, order_id, portal, status, run_at, checkpoint -> 'waiting' AS waiting
+FROM portalq.job_queue
+WHERE status = 'deferred' AND checkpoint ? 'waiting'
+  AND (%(portal)s::text IS NULL OR portal = %(portal)s)
+  AND (%(order_id)s::text IS NULL OR order_id = %(order_id)s)
+ORDER BY checkpoint #>> '{waiting,expected_by}', id
+LIMIT %(limit)s;
+
 -- name: count_by_portal_status
 SELECT portal, status, count(*)::int AS n FROM portalq.job_queue GROUP BY portal, status
 ORDER BY portal, status;
@@ -944,6 +962,42 @@ SELECT count(*)::int AS paused, (SELECT count(*) FROM told)::int AS told FROM p;
 UPDATE portalq.portals SET probe_at = %(probe_at)s, updated_at = %(now)s
 WHERE code = %(portal)s AND paused_by = 'breaker';
 
+-- name: idle_probes_due
+-- Portals the breaker paused whose probe is due and that no job will probe now: none of
+-- their jobs is running or due (a job deferred past the probe is not). The leader checks
+-- their landing page instead, so a portal whose jobs were all cancelled does not stay
+-- paused with nothing left to probe it (issue 48).
+SELECT p.code FROM portalq.portals p
+WHERE p.paused_by = 'breaker' AND p.probe_at <= %(now)s
+  AND NOT EXISTS (SELECT 1 FROM portalq.job_queue q
+                  WHERE q.portal = p.code AND q.status IN ('pending', 'deferred')
+                    AND q.run_at <= %(now)s)
+  AND NOT EXISTS (SELECT 1 FROM portalq.job_queue q
+                  WHERE q.portal = p.code AND q.status = 'running');
+
+-- name: landing_resume
+-- A breaker-paused portal whose landing page answered (no job was there to probe it):
+-- resumed as a probe job's success resumes it -- its streak and signs cleared, one
+-- 'resumed' notice. An operator's or a drift pause is never touched.
+WITH p AS (
+    UPDATE portalq.portals SET paused_at = NULL, paused_by = NULL, pause_reason = NULL,
+                       probe_at = NULL, outage_streak = 0, outage_last_job = NULL,
+                       updated_at = %(now)s
+    WHERE code = %(portal)s AND paused_by = 'breaker'
+    RETURNING code
+), signs AS (
+    DELETE FROM portalq.portal_outage_signs s USING p WHERE s.portal = p.code
+), resumed AS (
+    INSERT INTO portalq.portal_notices (portal, kind, reason, created_at, next_try_at)
+    SELECT code, 'resumed', 'its landing page answered (no job was waiting to probe it)',
+           %(now)s, %(now)s
+    FROM p
+    RETURNING portal
+), told AS (
+    SELECT pg_notify('portalq_portals', portal) FROM resumed
+)
+SELECT count(*)::int AS resumed, (SELECT count(*) FROM told)::int AS told FROM p;
+
 -- name: operator_resume
 WITH p AS (
     UPDATE portalq.portals SET paused_at = NULL, paused_by = NULL, pause_reason = NULL,
@@ -1129,7 +1183,13 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- of the index the status / portal / job type / order filter picks) are read, and the reading stops
 -- as soon as %(limit)s of them pass the filters that have no index of their own (hit);
 -- only the page's rows are fetched again (by primary key). Run without a prepared plan
--- (each run planned for its parameters: a status filter uses its partial index).
+-- (each run planned for its parameters: a status filter uses its partial index). A payload
+-- field is tested as the list shows it: SSN-shaped text masked (migration 0027), so that
+-- searching digits the page hides finds nothing. The masking (a regular expression) runs
+-- only on the rows whose text holds the value as stored: a value without ``*`` found in
+-- the masked text is in the stored one too (masking only takes text out), and the
+-- expression is evaluated left to right (a 20,000-row window: ~26 ms with the masking on
+-- every row, ~13 ms so; 10-11 ms before 0027; one run each on a busy machine).
 SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
        j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
        j.checkpoint->>'step' AS step, j.payload #>> %(field_path)s::text[] AS matched
@@ -1139,7 +1199,10 @@ FROM (
                (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s)
                AND (%(created_to)s::timestamptz IS NULL OR created_at < %(created_to)s)
                AND (%(field_path)s::text[] IS NULL
-                    OR coalesce(lower(payload #>> %(field_path)s::text[]) LIKE %(field_like)s,
+                    OR coalesce((lower(payload #>> %(field_path)s::text[]) LIKE %(field_like)s
+                                 OR strpos(%(field_like)s, '*') > 0)
+                                AND lower(portalq.portalq_search_text(
+                                    payload #>> %(field_path)s::text[])) LIKE %(field_like)s,
                                 false)) AS hit
         FROM portalq.job_queue
         WHERE id < %(before_id)s AND id >= %(floor_id)s
@@ -1169,7 +1232,7 @@ SELECT min(id) AS scanned_to, count(*)::int AS scanned FROM (
 -- The ids a bulk action over "everything the filter matches" acts on, capped at %(limit)s;
 -- same filters as console_jobs_page, restricted to %(statuses)s (the states the action
 -- allows). Unbounded window: a bulk action is rare, previewed, and capped.
-SELECT id FROM portalq.job_queue j
+SELECT id, payload #>> %(field_path)s::text[] AS matched FROM portalq.job_queue j
 WHERE status = ANY(%(statuses)s::text[])
   AND (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(portal)s::text IS NULL OR portal = %(portal)s)
@@ -1178,7 +1241,10 @@ WHERE status = ANY(%(statuses)s::text[])
   AND (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s)
   AND (%(created_to)s::timestamptz IS NULL OR created_at < %(created_to)s)
   AND (%(field_path)s::text[] IS NULL
-       OR lower(j.payload #>> %(field_path)s::text[]) LIKE %(field_like)s)
+       OR (lower(j.payload #>> %(field_path)s::text[]) LIKE %(field_like)s
+           OR strpos(%(field_like)s, '*') > 0)
+          AND lower(portalq.portalq_search_text(j.payload #>> %(field_path)s::text[]))
+              LIKE %(field_like)s)
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: console_jobs_status_of
@@ -1230,7 +1296,7 @@ GROUP BY 1;
 SELECT greatest(reltuples, 0)::bigint AS rows FROM pg_class WHERE oid = 'portalq.job_queue'::regclass;
 
 -- name: console_artifacts
-SELECT id, attempt, kind, path, created_at FROM portalq.job_artifacts WHERE job_id = %(job_id)s
+SELECT id, attempt, kind, path, note, created_at FROM portalq.job_artifacts WHERE job_id = %(job_id)s
 ORDER BY attempt, id;
 
 -- name: console_artifact
@@ -1464,6 +1530,21 @@ WHERE j.status = 'failed' AND h.resolved_at IS NULL
                         '{}', true)
 ORDER BY j.id LIMIT %(limit)s;
 
+-- name: console_needs_changed
+-- The "Needs you" page's changed pages (console_needs_you's portal_changed rows): a job that
+-- met a page its flow does not know, its portal paused for it until a person resumes it,
+-- the escalation not resolved (read from the few portals paused so, through their jobs).
+SELECT e.id, e.job_id, e.reason, e.created_at, j.job_type, j.order_id, j.portal,
+       p.pause_reason, p.paused_at
+FROM portalq.portals p
+JOIN portalq.job_queue j ON j.portal = p.code AND j.status IN ('pending', 'deferred')
+JOIN portalq.escalations e ON e.job_id = j.id AND e.kind = 'portal_changed'
+LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
+WHERE p.paused_by = 'drift' AND h.resolved_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
+                    AND l.kind = 'portal_changed' AND l.id > e.id)
+ORDER BY e.id LIMIT %(limit)s;
+
 -- name: console_needs_waiting
 -- Jobs waiting on a portal's decision past the time the portal normally takes
 -- (jobs.waiting's checkpoint marker ``waiting``: expected_by before now).
@@ -1500,6 +1581,7 @@ RETURNING id, starts_at, ends_at, reason;
 -- it goes, which the planner may pick for a LIMIT and which reads the whole table when the
 -- matches are few and old. Only the branch of %(search_field)s is left once the statement
 -- is planned for its parameters (run without a prepared plan, as console_jobs_page).
+-- job_search holds the texts masked as the pages show them (migration 0027).
 SELECT j.id, j.job_type, j.order_id, j.portal, j.status, j.priority, j.run_at, j.attempts,
        j.max_attempts, j.last_error, j.created_at, j.updated_at, j.finished_at,
        j.checkpoint->>'step' AS step, j.payload #>> %(field_path)s::text[] AS matched
@@ -1518,6 +1600,14 @@ WHERE s.job_id + 0 < %(before_id)s AND s.job_id + 0 >= %(floor_id)s
   AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s)
   AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
 ORDER BY s.job_id + 0 DESC LIMIT %(limit)s;
+
+-- name: console_status_counts_small
+-- Jobs per status counted exactly, from at most %(limit)s rows (bounded however big the
+-- table): when fewer are read, the table holds no more and the counts are exact -- at small
+-- scale the statistics' estimates are far off (an ANALYZE of a few rows goes stale at once).
+SELECT status, count(*)::bigint AS n
+FROM (SELECT status FROM portalq.job_queue LIMIT %(limit)s) x
+GROUP BY status ORDER BY n DESC, status;
 
 -- name: console_status_estimates
 -- Jobs per status as the table's statistics estimate them (the last ANALYZE's most common
@@ -1689,12 +1779,15 @@ RETURNING id;
 
 -- name: webhook_list
 SELECT w.id, w.url, w.events, w.created_at, w.created_by, w.failures, w.paused_at,
-       w.pause_reason,
+       w.pause_reason, w.retry_at,
        (SELECT count(*)::int FROM portalq.webhook_deliveries d
         WHERE d.subscription_id = w.id AND d.delivered_at IS NULL) AS undelivered,
        (SELECT max(d.delivered_at) FROM portalq.webhook_deliveries d
         WHERE d.subscription_id = w.id) AS last_delivered_at
 FROM portalq.webhook_subscriptions w ORDER BY w.id;
+
+-- name: webhook_exists
+SELECT id FROM portalq.webhook_subscriptions WHERE id = %(id)s;
 
 -- name: webhook_remove
 DELETE FROM portalq.webhook_subscriptions WHERE id = %(id)s RETURNING id;
@@ -1703,7 +1796,8 @@ DELETE FROM portalq.webhook_subscriptions WHERE id = %(id)s RETURNING id;
 -- A paused subscription sends again, its waiting deliveries first (nothing was dropped).
 WITH w AS (
     UPDATE portalq.webhook_subscriptions
-    SET paused_at = NULL, pause_reason = NULL, pause_told_at = NULL, failures = 0
+    SET paused_at = NULL, pause_reason = NULL, pause_told_at = NULL, failures = 0,
+        retry_at = NULL
     WHERE id = %(id)s RETURNING id
 ), d AS (
     UPDATE portalq.webhook_deliveries SET next_try_at = %(now)s
@@ -1711,24 +1805,45 @@ WITH w AS (
 )
 SELECT id, pg_notify('portalq_outbox', 'webhook_deliveries') FROM w;
 
--- name: webhook_due
--- The oldest due delivery of a subscription that is not paused, locked while it is sent.
-SELECT d.id, d.msg_id, d.job_id, d.event, d.decision, d.created_at, d.attempts, d.body,
-       w.id AS subscription_id, w.url, w.key_id, w.secret
-FROM portalq.webhook_deliveries d
-JOIN portalq.webhook_subscriptions w ON w.id = d.subscription_id
-WHERE d.delivered_at IS NULL AND d.next_try_at <= %(now)s AND w.paused_at IS NULL
-  AND NOT d.id = ANY(%(skip)s::bigint[])
-ORDER BY d.next_try_at, d.id
-LIMIT 1
-FOR UPDATE OF d SKIP LOCKED;
+-- name: webhook_due_subscriptions
+-- The subscriptions with a delivery waiting, past their backoff (a paused one too: its
+-- probe is at the last step) and with no attempt out.
+SELECT w.id FROM portalq.webhook_subscriptions w
+WHERE (w.retry_at IS NULL OR w.retry_at <= %(now)s)
+  AND (w.busy_until IS NULL OR w.busy_until <= %(now)s)
+  AND EXISTS (SELECT 1 FROM portalq.webhook_deliveries d
+              WHERE d.subscription_id = w.id AND d.delivered_at IS NULL)
+ORDER BY w.id;
+
+-- name: webhook_lease
+-- A subscription's oldest waiting delivery, if the subscription is due, leased to this
+-- sender until %(until)s (busy_until): the attempt runs after this commits, outside any
+-- transaction; a sender that dies leaves the lease to expire (the delivery is sent again).
+WITH w AS (
+    SELECT w.id, w.url, w.key_id, w.secret, w.failures
+    FROM portalq.webhook_subscriptions w
+    WHERE w.id = %(id)s AND (w.retry_at IS NULL OR w.retry_at <= %(now)s)
+      AND (w.busy_until IS NULL OR w.busy_until <= %(now)s)
+    FOR UPDATE SKIP LOCKED
+), d AS (
+    SELECT d.id, d.msg_id, d.job_id, d.event, d.decision, d.created_at, d.attempts, d.body
+    FROM portalq.webhook_deliveries d JOIN w ON d.subscription_id = w.id
+    WHERE d.delivered_at IS NULL
+    ORDER BY d.id LIMIT 1
+), leased AS (
+    UPDATE portalq.webhook_subscriptions s SET busy_until = %(until)s
+    FROM d WHERE s.id = %(id)s RETURNING s.id
+)
+SELECT d.*, w.id AS subscription_id, w.url, w.key_id, w.secret, w.failures
+FROM d, w, leased;
 
 -- name: webhook_job
 SELECT * FROM portalq.job_queue WHERE id = %(id)s;
 
 -- name: webhook_attempted
 -- One attempt of a delivery: logged; the delivery done or due again; the subscription's
--- run of failures counted (and reset by a success).
+-- lease ended, its run of failures counted and its backoff set -- or, on a success, both
+-- reset and a pause lifted (the probe of a paused subscription answered).
 WITH log AS (
     INSERT INTO portalq.webhook_attempts (delivery_id, at, status_code, error, took_ms)
     VALUES (%(id)s, %(now)s, %(status_code)s, %(error)s, %(took_ms)s)
@@ -1740,13 +1855,18 @@ WITH log AS (
         last_error = CASE WHEN %(ok)s THEN NULL ELSE %(error)s END
     WHERE id = %(id)s
 ), held AS (
-    -- an endpoint that failed is tried again once per backoff step, not once per event
-    UPDATE portalq.webhook_deliveries SET next_try_at = %(next_try_at)s
+    -- what `webhooks log` shows: the others wait for the subscription's next try too
+    UPDATE portalq.webhook_deliveries
+    SET next_try_at = CASE WHEN %(ok)s THEN %(now)s ELSE %(next_try_at)s END
     WHERE subscription_id = %(subscription_id)s AND delivered_at IS NULL AND id <> %(id)s
-      AND NOT %(ok)s AND next_try_at < %(next_try_at)s
+      AND (%(ok)s AND next_try_at > %(now)s OR NOT %(ok)s AND next_try_at < %(next_try_at)s)
 )
 UPDATE portalq.webhook_subscriptions
-SET failures = CASE WHEN %(ok)s THEN 0 ELSE failures + 1 END
+SET failures = CASE WHEN %(ok)s THEN 0 ELSE failures + 1 END,
+    retry_at = %(next_try_at)s, busy_until = NULL,
+    paused_at = CASE WHEN %(ok)s THEN NULL ELSE paused_at END,
+    pause_reason = CASE WHEN %(ok)s THEN NULL ELSE pause_reason END,
+    pause_told_at = CASE WHEN %(ok)s THEN NULL ELSE pause_told_at END
 WHERE id = %(subscription_id)s
 RETURNING failures;
 
@@ -1765,15 +1885,19 @@ FOR UPDATE SKIP LOCKED;
 UPDATE portalq.webhook_subscriptions SET pause_told_at = %(now)s WHERE id = %(id)s;
 
 -- name: webhook_next_try
-SELECT min(d.next_try_at) AS at
-FROM portalq.webhook_deliveries d
-JOIN portalq.webhook_subscriptions w ON w.id = d.subscription_id
-WHERE d.delivered_at IS NULL AND w.paused_at IS NULL;
+-- When a subscription with a delivery waiting is next due (its backoff, or its attempt's
+-- lease running out).
+SELECT min(greatest(coalesce(w.retry_at, %(now)s), coalesce(w.busy_until, %(now)s))) AS at
+FROM portalq.webhook_subscriptions w
+WHERE EXISTS (SELECT 1 FROM portalq.webhook_deliveries d
+              WHERE d.subscription_id = w.id AND d.delivered_at IS NULL);
 
 -- name: webhook_log
-SELECT d.msg_id, d.job_id, d.event, d.created_at, d.delivered_at, d.attempts, d.next_try_at,
-       d.last_error
-FROM portalq.webhook_deliveries d WHERE d.subscription_id = %(id)s
+SELECT d.msg_id, d.job_id, d.event, d.created_at, d.delivered_at, d.attempts,
+       greatest(d.next_try_at, w.retry_at) AS next_try_at, d.last_error
+FROM portalq.webhook_deliveries d
+JOIN portalq.webhook_subscriptions w ON w.id = d.subscription_id
+WHERE d.subscription_id = %(id)s
 ORDER BY d.id DESC LIMIT %(limit)s;
 
 -- name: webhook_prune
@@ -1921,6 +2045,27 @@ SELECT (SELECT count(*) FROM o)::int AS found, array(SELECT id FROM upd ORDER BY
 -- name: order_get
 SELECT order_id, kind, created_at, cancelled_at, cancel_reason, input_erased_at
 FROM portalq.orders WHERE order_id = %(order_id)s;
+
+-- name: orders_list
+-- The console's orders list: each order with its steps' states and the steps that failed
+-- (its held steps wait on them: the order is blocked), blocked ones first, then those in
+-- %(at_risk)s (the estimator's deadline warnings), then those with a step still to do,
+-- newest first.
+SELECT o.order_id, o.kind, o.created_at, o.cancelled_at, count(*)::int AS steps,
+       count(*) FILTER (WHERE q.status = 'completed')::int AS completed,
+       count(*) FILTER (WHERE s.held AND q.status = 'deferred')::int AS held,
+       coalesce(array_agg(s.step ORDER BY s.job_id) FILTER (WHERE q.status = 'failed'),
+                '{}') AS failed_steps,
+       bool_or(q.status IS NULL OR q.status NOT IN ('completed', 'cancelled')) AS open,
+       max(q.finished_at) AS finished_at
+FROM portalq.orders o JOIN portalq.order_steps s ON s.order_id = o.order_id
+LEFT JOIN portalq.job_queue q ON q.id = s.job_id
+GROUP BY o.order_id
+ORDER BY (o.cancelled_at IS NULL AND bool_or(q.status = 'failed')) DESC,
+         (o.order_id = ANY(%(at_risk)s::text[])) DESC,
+         bool_or(q.status IS NULL OR q.status NOT IN ('completed', 'cancelled')) DESC,
+         o.created_at DESC, o.order_id
+LIMIT %(limit)s;
 
 -- name: order_steps_of
 SELECT s.step, s.job_id, s.after, s.held, q.job_type, q.status, q.portal, q.last_error

@@ -21,7 +21,8 @@ number or receipt and decided by staff that long after it was recorded -- its lo
 not list it before) and ``staff_outcome`` (what staff decide, where the portal knows
 several outcomes); ``processing_ms`` / ``app_timeout_ms`` / ``idle_ms`` (a single-page
 app's processing time, its own request timeout and idle-modal timer); ``review_changed``
-("label" | "field": the review page redesigned, as the real application may be any day).
+("label" | "field": the review page redesigned, as the real application may be any day);
+``renamed_text`` ({old: new}: a text of a single-page app's content renamed).
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ class Faults:
     # a redesigned review page (IRS): "label" (a row's label renamed) or "field" (an extra
     # required question before the submission), as a real redesign would bring
     review_changed: str | None = None
+    # a text of the app renamed (IRS: {"Limited Liability Company (LLC)": "..."}), as an
+    # overnight content change would: every text the app shows that equals a key
+    renamed_text: dict[str, str] | None = None
 
     def update(self, data: dict[str, Any]) -> None:
         for key, value in data.items():
