@@ -1,10 +1,10 @@
 """Message-IDs and threads of the escalation mail (issue 48 items 7 and 8).
 
 A Message-ID is ``<escalation-ID.TOKEN@portalq>``: the row's id, and a random token drawn
-with the row (migration 0027). The id alone repeats in every new database (a demo rerun, a
+with the row (migration 0029). The id alone repeats in every new database (a demo rerun, a
 restore, staging beside production sharing an inbox) and mail clients dropped or
 mis-threaded the later mails; the token is the row's, so the resend of one row after a crash
-keeps its Message-ID and is collapsed. Rows mailed before 0027 have no token and keep the
+keeps its Message-ID and is collapsed. Rows mailed before 0029 have no token and keep the
 Message-ID they were sent with.
 
 One incident, one thread: an escalation whose cause (mail_compose.cause) was mailed lately

@@ -179,9 +179,9 @@ escalations = Table(
     Column("last_send_error", Text),
     # the mail as built for its last send (scrubbed RFC 5322 bytes): what the console shows
     Column("message", LargeBinary),
-    # the random part of its mail's Message-ID (no other database repeats it; 0027)
+    # the random part of its mail's Message-ID (no other database repeats it; 0029)
     Column("mail_token", Text, server_default=text("replace(gen_random_uuid()::text, '-', '')")),
-    # the escalation whose mail started the thread this one was mailed in (one cause; 0027)
+    # the escalation whose mail started the thread this one was mailed in (one cause; 0029)
     Column("mail_thread", BigInteger),
     # one escalation per failure of a job (an admin retry that fails again makes a new one)
     UniqueConstraint("job_id", "attempt", "kind", name="escalations_once"),

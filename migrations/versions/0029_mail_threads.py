@@ -11,16 +11,16 @@
   cause keeps recurring, its later jobs are mailed as replies in that thread.
 - ``escalations_threads``: the recent threads of a portal's kind, read by the mailer.
 
-Revision ID: 0027
-Revises: 0026
+Revision ID: 0029
+Revises: 0028
 """
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0027"
-down_revision = "0026"
+revision = "0029"
+down_revision = "0028"
 branch_labels = None
 depends_on = None
 
