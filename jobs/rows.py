@@ -136,6 +136,7 @@ class EscalationRow(TypedDict):
     reason: str
     send_attempts: int
     created_at: datetime
+    mail_token: str | None      # its Message-ID's random part (None: mailed before 0029)
     job_type: str
     order_id: str
     portal: str
@@ -154,3 +155,4 @@ class NoticeRow(TypedDict):
     kind: NoticeKindName
     reason: str
     send_attempts: int
+    mail_token: str | None      # its Message-ID's random part (None: mailed before 0029)

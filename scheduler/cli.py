@@ -376,4 +376,11 @@ def run_service(
         egress.proxies(all_settings.family(egress.PREFIX))
     except InputError as exc:
         fail(str(exc))
+    # the service's modules load only for the command that runs them
+    from portalq.scheduler import node_keys
+
+    try:   # a key file that is not a keyring: one line at start (a missing one is logged)
+        node_keys.check_key_file()
+    except PortalqError as exc:
+        fail(str(exc))
     run(settings)

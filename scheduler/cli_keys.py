@@ -1,5 +1,6 @@
 """``portalq keys ...``: the keys that seal secrets at rest (see jobs/secrets/crypto.py).
 
+    portalq keys init            make the key file (once, on one node; copy it to the others)
     portalq keys status          which key is current, how many stored values each wraps
     portalq keys rotate          a new current key (key file), every data key re-wrapped
     portalq keys retire KEY_ID   delete an old key once nothing needs it (in any database
@@ -19,7 +20,7 @@ from portalq.jobs.secrets import rotation as keys
 from portalq.jobs.secrets.vault_transit import VaultTransit
 from portalq.scheduler.cli_common import DbUrl, ExitCode, fail, print_json, use_url
 
-app = typer.Typer(no_args_is_help=True, help="Encryption keys: status, rotate, retire.")
+app = typer.Typer(no_args_is_help=True, help="Encryption keys: init, status, rotate, retire.")
 
 
 def _provider() -> Any:
@@ -46,6 +47,22 @@ def _where(p: Any) -> str:
     if isinstance(p, VaultTransit):
         return f"Vault transit key {p.mount}/{p.key} at {p.addr}"
     return type(p).__name__
+
+
+@app.command("init")
+def init() -> None:
+    """Make the key file (PORTALQ_KEY_FILE, default PORTALQ_HOME/keys.json), mode 0600: a
+    new current key and the HMAC key. Once, on one node; copy the file to every other node
+    (a node never makes one by itself). A key file that exists is kept as it is."""
+    p = _provider()
+    if not isinstance(p, crypto.FileKeyring):
+        fail(f"keys come from {_where(p)}, not a key file: nothing to make")
+    if p.init():
+        typer.echo(f"made the key file {p.path} (current key {p.current_id()}): copy it to "
+                   "every node, and back it up apart from the database")
+    else:
+        typer.echo(f"the key file {p.path} exists (current key {p.current_id()}); kept as "
+                   "it is")
 
 
 @app.command("status")

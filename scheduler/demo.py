@@ -33,6 +33,7 @@ from portalq.jobs.db.location import embedded, home
 from portalq.jobs.db.migrate import upgrade
 from portalq.jobs.operations import accounts, questions
 from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.jobs.secrets import crypto
 from portalq.portals.standin.server import StandinServer
 from portalq.scheduler import status as st
 from portalq.scheduler.cli_common import ExitCode
@@ -97,6 +98,9 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
 
     files.owner_only_process()
     base = files.private_dir(home())
+    keys = crypto.provider()
+    if isinstance(keys, crypto.FileKeyring):
+        keys.init()   # the demo sets up everything it needs: its keyring too, if none yet
     mailbox = base / "demo-mailbox"
     shutil.rmtree(mailbox, ignore_errors=True)
     files.private_dir(mailbox)
@@ -112,7 +116,9 @@ async def run(*, exit_when_done: bool, timeout: float, console: Any) -> int:
         database_url=url, standin_url=standins.base_url, admin_emails="ops@example.com",
         smtp_url=f"smtp://127.0.0.1:{smtp_port}", tick_seconds=3, poll_seconds=0.5,
         retry_base_seconds=1, retry_cap_seconds=4, workers=4, node_id="demo",
-        artifacts_dir=base / "demo-artifacts", breaker_threshold=50)
+        artifacts_dir=base / "demo-artifacts", breaker_threshold=50,
+        # its incidents last seconds (retries too): mail gathered for seconds, not minutes
+        mail_gather_seconds=5, mail_reply_seconds=10)
     shutil.rmtree(settings.artifacts(), ignore_errors=True)
     stop = asyncio.Event()
     service = asyncio.create_task(serve(settings, stop=stop, install_signals=False))

@@ -11,6 +11,7 @@ portal wrote (an error, a question) is shown as text, never as markup."""
 
 from __future__ import annotations
 
+import email.utils
 import mimetypes
 import re
 import textwrap
@@ -22,6 +23,7 @@ from typing import Any
 
 import jinja2
 
+from portalq.jobs import clock, types
 from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.secrets.sealing import checkpoint_for_display
 from portalq.scheduler.config import Settings
@@ -60,17 +62,23 @@ def checkpoint_lines(checkpoint: Mapping[str, Any]) -> list[str]:
     submitted``), not a Python dict; at most :data:`CHECKPOINT_LINES` of them."""
     out: list[str] = []
 
+    def scalar(value: Any) -> str:
+        return ("-" if value is None or value == "" else "yes" if value is True
+                else "no" if value is False else str(value))
+
     def walk(prefix: str, value: Any) -> None:
         if isinstance(value, Mapping) and value:
             for key in sorted(value, key=str):
                 walk(f"{prefix} / {key}" if prefix else str(key), value[key])
-        elif isinstance(value, list) and value and any(isinstance(v, Mapping) for v in value):
+        elif isinstance(value, list | tuple) and value and any(
+                isinstance(v, Mapping | list | tuple) for v in value):
+            # nested: a line per item, never a Python list printed (issue 48)
             for i, item in enumerate(value, 1):
                 walk(f"{prefix} #{i}", item)
         else:
-            shown = ("-" if value in (None, "", {}, []) else
-                     ", ".join(map(str, value)) if isinstance(value, list) else
-                     "yes" if value is True else "no" if value is False else str(value))
+            shown = ("-" if value in ({}, [], ()) else
+                     ", ".join(map(scalar, value)) if isinstance(value, list | tuple) else
+                     scalar(value))
             out.append(f"{prefix}: {one_line(shown, 160)}")
 
     walk("", dict(checkpoint))
@@ -101,6 +109,14 @@ class Mail:
     job_link: str | None = None
     footer: list[str] = field(default_factory=list)
     shot_caption: str = ""
+
+
+def _has_names(job_type: str) -> bool:
+    """Does the job type's payload name the names a registry examines (a name request)?"""
+    try:
+        return "names" in types.get(job_type).payload_model.model_fields
+    except Exception:  # noqa: BLE001 - an unknown (removed) type: no such field known
+        return False
 
 
 def _in_doubt(checkpoint: Any) -> bool:
@@ -157,6 +173,16 @@ def actions(settings: Settings, esc: Mapping[str, Any]) -> list[Action]:
     if esc.get("status") not in (None, "failed"):
         return [Action("Nothing yet: it goes on by itself", f"portalq jobs show {jid}", page,
                        "look at the job if it stays")]
+    if kind == "business" and _has_names(esc["job_type"]):
+        # the registry refused the names: the same names are refused again (the console
+        # says so too: a retry with the same names reads the finished request again)
+        return [Action("Choose new names, then retry",
+                       f"portalq jobs retry {jid} --payload-patch "
+                       "'{\"names\": [\"New Name Ltd.\"]}'", at("edit"),
+                       "a new name request is made for them; a retry with the same names "
+                       "is refused the same way"),
+                Action("Cancel, only if the order is withdrawn", f"portalq jobs cancel {jid}",
+                       at("cancel"), "files nothing")]
     if _in_doubt(esc.get("checkpoint")):
         # past its submission: it may be filed, so it is never offered for cancel; a
         # retry looks it up before it files again (issue 35)
@@ -191,9 +217,11 @@ def describe(settings: Settings, esc: Mapping[str, Any]) -> Mail:
     return mail
 
 
-def describe_incident(settings: Settings, escs: Sequence[Mapping[str, Any]]) -> Mail:
+def describe_incident(settings: Settings, escs: Sequence[Mapping[str, Any]], *,
+                      reply_subject: str | None = None) -> Mail:
     """One mail for escalations that share a cause: the cause once, then each job with its
-    link and its own recommended action."""
+    link and its own recommended action. With ``reply_subject``: the later jobs of a cause
+    already mailed, as a reply in its thread ("3 more jobs ...")."""
     first = escs[0]
     portal, kind = one_line(first["portal"], 60), one_line(first["kind"], 30)
     base = settings.console_url.strip().rstrip("/")
@@ -211,6 +239,12 @@ def describe_incident(settings: Settings, escs: Sequence[Mapping[str, Any]]) -> 
                 facts=[("Why", f"{first['kind']} - {first['reason']}"),
                        ("Jobs", str(len(escs)))],
                 jobs=jobs)
+    if reply_subject is not None:
+        more = f"{len(escs)} more job{'s' if len(escs) > 1 else ''}"
+        mail.subject = reply_subject
+        mail.headline = (f"{more} on portal {portal} for the same cause as the first mail "
+                         "of this thread.")
+        mail.facts[1] = ("Jobs", f"{more} (the earlier ones: the mails above)")
     if base:
         mail.actions.append(Action(f"All failed jobs on {portal}", None,
                                    f"{base}/jobs?status=failed&portal={portal}",
@@ -236,6 +270,7 @@ def render(settings: Settings, mail: Mail, *, message_id: str, thread_root: str 
     msg["Subject"] = mail.subject
     msg["From"] = settings.mail_from
     msg["To"] = ", ".join(settings.admins())
+    msg["Date"] = email.utils.format_datetime(clock.now())   # RFC 5322 requires one
     msg["Message-ID"] = message_id
     if thread_root and thread_root != message_id:
         msg["In-Reply-To"] = thread_root

@@ -6,18 +6,22 @@ message is sent in a transaction of its own, holding its row's lock while it goe
 committed as sent as soon as the server accepted it. A mail server that is down leaves
 the row due again a few seconds later. The one window where a mail can go twice is a
 crash after the SMTP server accepted that one message and before its commit; the
-Message-ID is stable (``<escalation-ID@portalq>``) so mail clients collapse such a
-duplicate. A row whose mail cannot be built, or that the server refuses for good (5xx),
-is marked with its error and tried again later with a growing delay; the other rows go on.
+Message-ID is stable (``<escalation-ID.TOKEN@portalq>``, scheduler/mail_threads.py) so
+mail clients collapse such a duplicate. A row whose mail cannot be built, or that the server
+refuses for good (5xx), is marked with its error and tried again later with a growing
+delay; the other rows go on.
 
 One mail per incident: due escalations that share a cause (one portal, one kind, one
 reason but for its numbers) are locked together and go as one mail that lists their jobs,
-marked sent together in its transaction. What a mail looks like: scheduler/mail_compose.py.
+marked sent together in its transaction; while that cause keeps recurring, its later jobs
+go as replies in that mail's thread (scheduler/mail_threads.py). What a mail looks like:
+scheduler/mail_compose.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
 import smtplib
 import ssl
@@ -34,8 +38,9 @@ from portalq.jobs.kinds import NoticeKind
 from portalq.jobs.operations import outbox
 from portalq.jobs.rows import EscalationRow, NoticeRow
 from portalq.jobs.secrets.redaction import job_secrets, scrub_all
-from portalq.scheduler import mail_compose, metrics
+from portalq.scheduler import mail_compose, mail_threads, metrics
 from portalq.scheduler.config import Settings
+from portalq.scheduler.mail_threads import Thread, message_id
 
 log = logging.getLogger("portalq.mail")
 
@@ -82,6 +87,8 @@ def _send_sync(settings: Settings, message: EmailMessage) -> None:
 async def send(settings: Settings, message: EmailMessage) -> None:
     if "From" not in message:
         message["From"] = settings.mail_from
+    if "Date" not in message:
+        message["Date"] = email.utils.format_datetime(clock.now())
     await asyncio.to_thread(_send_sync, settings, message)
 
 
@@ -89,23 +96,18 @@ def _one_line(value: Any, limit: int = 200) -> str:
     return mail_compose.one_line(value, limit)
 
 
-def message_id(escalation_id: int) -> str:
-    """The stable Message-ID of an escalation's mail (a resend after a crash is collapsed
-    by mail clients; the job's later mails refer to its first)."""
-    return f"<escalation-{int(escalation_id)}@portalq>"
-
-
 def build_escalation(settings: Settings, esc: Mapping[str, Any], screenshot: Path | None,
-                     files: tuple[Path, ...] = (), *,
-                     thread_root: int | None = None) -> EmailMessage:
+                     files: tuple[Path, ...] = (), *, thread_root: str | None = None,
+                     footer: list[str] | None = None) -> EmailMessage:
     """One escalation's mail (text and HTML, the screenshot inline), threaded under the
-    job's first escalation ``thread_root``; ``files`` attached (a changed portal's aria
-    snapshots). The caller scrubs it (:func:`scrub_mail`), attachments included."""
+    Message-ID ``thread_root`` (the job's first escalation's); ``files`` attached (a changed
+    portal's aria snapshots). The caller scrubs it (:func:`scrub_mail`), attachments
+    included."""
     mail = mail_compose.describe(settings, esc)
-    mail.footer += _erasure_note(settings, esc["job_type"])
-    msg = mail_compose.render(settings, mail, message_id=message_id(esc["id"]),
-                              thread_root=message_id(thread_root) if thread_root else None,
-                              screenshot=screenshot)
+    mail.footer += (footer or []) + _erasure_note(settings, esc["job_type"])
+    msg = mail_compose.render(settings, mail,
+                              message_id=message_id(esc["id"], esc.get("mail_token")),
+                              thread_root=thread_root, screenshot=screenshot)
     for path in files:   # the aria snapshots (data left out; scrubbed again with the mail)
         try:
             msg.add_attachment(path.read_text(encoding="utf-8"), subtype="plain",
@@ -116,16 +118,22 @@ def build_escalation(settings: Settings, esc: Mapping[str, Any], screenshot: Pat
 
 
 def build_incident(settings: Settings, escs: list[EscalationRow],
-                   screenshot: Path | None) -> EmailMessage:
+                   screenshot: Path | None, *, thread: Thread | None = None) -> EmailMessage:
     """One mail for escalations that share a cause (mail_compose.cause): it lists the
-    jobs, each with its link and action; its Message-ID is its first escalation's."""
-    if len(escs) == 1:
+    jobs, each with its link and action; its Message-ID is its first escalation's. With
+    ``thread``: the cause's later jobs (one or more), a reply in the thread it started."""
+    if len(escs) == 1 and thread is None:
         raise ValueError("one escalation is mailed with build_escalation")
-    mail = mail_compose.describe_incident(settings, escs)
+    reply = None
+    if thread is not None:
+        reply = thread.reply_subject(mail_compose.subject(escs[0]))
+    mail = mail_compose.describe_incident(settings, escs, reply_subject=reply)
     notes = {line for e in escs for line in _erasure_note(settings, e["job_type"])}
     mail.footer += sorted(notes)
-    return mail_compose.render(settings, mail, message_id=message_id(escs[0]["id"]),
-                               thread_root=None, screenshot=screenshot)
+    return mail_compose.render(settings, mail,
+                               message_id=message_id(escs[0]["id"], escs[0]["mail_token"]),
+                               thread_root=thread.message_id if thread else None,
+                               screenshot=screenshot)
 
 
 def scrub_mail(msg: EmailMessage, secrets: list[str]) -> EmailMessage:
@@ -155,6 +163,10 @@ def scrub_mail(msg: EmailMessage, secrets: list[str]) -> EmailMessage:
     return msg
 
 
+#: an approval's mail waits this long at most for its attempt's evidence (the review
+#: page's screenshot, recorded as the attempt ends), looking again this often
+EVIDENCE_WAIT = timedelta(seconds=60)
+EVIDENCE_LOOK = timedelta(seconds=1)
 #: a mail server that is down is tried again this soon (one connection attempt)
 SERVER_RETRY = timedelta(seconds=5)
 
@@ -261,19 +273,38 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
     """Send due escalations (with the job's last screenshot); returns how many rows went
     out. Due escalations that share a cause (mail_compose.cause: one portal, one kind, one
     reason but for its numbers) go as one mail listing their jobs -- one outage, one mail
-    -- and are marked sent together in its transaction."""
+    -- and are marked sent together in its transaction. While that cause keeps recurring,
+    its later jobs go as replies in the first mail's thread (scheduler/mail_threads.py)."""
+    #: a mail's first escalation -> the thread its cause is mailed in (a reply in it)
+    threads: dict[int, Thread] = {}
 
     async def gather(first: EscalationRow, skip: list[int]) -> list[EscalationRow]:
+        if first["kind"] == "approval" and first["send_attempts"] == 0:
+            # written while its attempt runs; the review page's screenshot is recorded when
+            # the attempt ends: the mail waits for it (issue 48), a while at most
+            until = first["created_at"] + EVIDENCE_WAIT
+            now = clock.now()
+            if until > now and not await outbox.attempt_evidence(conn, first["job_id"],
+                                                                 first["attempt"]):
+                await outbox.hold(conn, first["id"], min(until, now + EVIDENCE_LOOK))
+                return []
         key = mail_compose.cause(first)
         if key is None:
             return [first]
-        until = first["created_at"] + timedelta(seconds=settings.mail_gather_seconds)
-        if first["status"] == "failed" and first["send_attempts"] == 0 and until > clock.now():
-            # the first failure of a possible incident waits a few seconds for the rest of
-            # it (a job that goes on -- waiting on a registry -- is told about at once)
+        thread = await mail_threads.open_thread(settings, conn, first)
+        wait = settings.mail_reply_seconds if thread else settings.mail_gather_seconds
+        until = first["created_at"] + timedelta(seconds=wait)
+        if (thread is not None or first["status"] == "failed") \
+                and first["send_attempts"] == 0 and until > clock.now():
+            # the first failure of a possible incident waits a while for the rest of it (a
+            # job that goes on -- waiting on a registry -- is told about at once); the later
+            # jobs of a cause already mailed wait longer, to go as one reply in its thread
             await outbox.hold(conn, first["id"], until)
             return []
         like = await outbox.due_like(conn, first, skip=skip)
+        threads.pop(first["id"], None)
+        if thread is not None:
+            threads[first["id"]] = thread
         return [first] + [e for e in like if mail_compose.cause(e) == key]
 
     async def build(escs: list[EscalationRow]) -> EmailMessage:
@@ -282,16 +313,28 @@ async def send_due_escalations(settings: Settings, conn: Any, limit: int = 20) -
         for esc in escs:
             job = await outbox.job_secret_columns(conn, esc["job_id"])
             secrets += job_secrets(job) if job is not None else []
-        shots = await outbox.screenshots(conn, escs[0]["job_id"])
+        approval = escs[0]["kind"] == "approval"   # its attempt's own: the review page
+        shots = await outbox.screenshots(conn, escs[0]["job_id"],
+                                         escs[0]["attempt"] if approval else None)
         shot = Path(shots[-1]) if shots else None
-        if len(escs) == 1:
+        thread = threads.get(escs[0]["id"])
+        if thread is not None:   # a cause mailed lately: a reply in its thread
+            message = build_incident(settings, escs, shot, thread=thread)
+            await outbox.in_thread(conn, [e["id"] for e in escs], thread.root)
+        elif len(escs) == 1:
             esc = escs[0]
             files = tuple(Path(p) for p in await outbox.page_snapshots(conn, esc["job_id"])) \
                 if esc["kind"] == "portal_changed" else ()
-            root = await outbox.first_escalation(conn, esc["job_id"])
-            message = build_escalation(settings, esc, shot, files, thread_root=root)
+            first = await outbox.first_escalation(conn, esc["job_id"])
+            root = mail_threads.message_id(*first) if first else None
+            message = build_escalation(settings, esc, shot, files, thread_root=root,
+                                       footer=["(no screenshot of the review page was "
+                                               "recorded)"] if approval and not shot else [])
+            if mail_compose.cause(esc) is not None:   # it starts its cause's thread
+                await outbox.in_thread(conn, [esc["id"]], esc["id"])
         else:
             message = build_incident(settings, escs, shot)
+            await outbox.in_thread(conn, [e["id"] for e in escs], escs[0]["id"])
         message = scrub_mail(message, secrets)
         if "From" not in message:
             message["From"] = settings.mail_from
@@ -312,7 +355,8 @@ def build_notice(settings: Settings, note: NoticeRow) -> EmailMessage:
     msg = EmailMessage()
     msg["Subject"] = f"[portalq] portal {_one_line(note['portal'])} {_one_line(note['kind'])}"
     msg["To"] = ", ".join(settings.admins())
-    msg["Message-ID"] = f"<portal-notice-{note['id']}@portalq>"
+    msg["Date"] = email.utils.format_datetime(clock.now())   # RFC 5322 requires one
+    msg["Message-ID"] = mail_threads.notice_message_id(note["id"], note.get("mail_token"))
     if note["kind"] == NoticeKind.PASSWORD_EXPIRING:
         msg.replace_header("Subject",
                            f"[portalq] portal {_one_line(note['portal'])}: a password expires")

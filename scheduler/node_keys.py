@@ -58,6 +58,28 @@ class NodeKeys:
                   "not claim them; they wait for a node that has the key", why)
 
 
+def check_key_file() -> None:
+    """At a node's start: its key file, if it has one, is a keyring (PortalqError, one
+    line, otherwise). A node without one runs (it claims no sealed job, :class:`NodeKeys`)
+    and never makes one: its sealed values would be under a key no other node opens."""
+    p = crypto.provider()
+    path = getattr(p, "path", None)
+    if isinstance(p, crypto.FileKeyring) and path is not None and path.exists():
+        p.key_ids()
+
+
+def tell_missing_key_file() -> None:
+    """Say at start (one log line) that this node has no keyring, and what to do."""
+    try:
+        p = crypto.provider()
+    except Exception:  # noqa: BLE001 - a key setup this node lacks: said where it is used
+        return
+    if isinstance(p, crypto.FileKeyring) and not p.path.exists():
+        log.warning("no keyring at %s: this node claims no sealed job and seals nothing; "
+                    "copy the other nodes' key file there (or make the first with `portalq "
+                    "keys init`)", p.path)
+
+
 def _where() -> str:
     p = crypto.provider()
     path = getattr(p, "path", None)

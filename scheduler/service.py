@@ -18,7 +18,7 @@ from portalq.jobs.db.migrate import upgrade_if_needed
 from portalq.jobs.operations import approvals
 from portalq.portals.flows import browser as browser_config
 from portalq.portals.flows.remote_browsers import BrowserPool
-from portalq.scheduler import egress, logs, metrics
+from portalq.scheduler import egress, logs, metrics, node_keys
 from portalq.scheduler import job_context as context
 from portalq.scheduler import webhook_sender as webhooks
 from portalq.scheduler.calendar_cache import seed_declared_portals
@@ -51,6 +51,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     direct_url = direct_database_url(settings.database_url, settings.direct_database_url,
                                      connect_timeout=timeout)
     await asyncio.to_thread(upgrade_if_needed, direct_url)
+    node_keys.tell_missing_key_file()
 
     added = await asyncio.to_thread(seed_declared_portals, direct_url)
     if added:

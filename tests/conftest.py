@@ -27,6 +27,7 @@ from hypothesis import settings as hypothesis_settings
 from sqlalchemy.engine import make_url
 
 from portalq.jobs import clock
+from portalq.jobs.secrets.key_providers import FileKeyring
 from tests import cli_zygote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +35,8 @@ _counter = itertools.count()
 TEST_HOME = Path(os.environ.get("PORTALQ_TEST_HOME", f"/tmp/portalq-test-{os.getuid()}"))
 # one keyring for the tests and the services and CLIs they start (their PORTALQ_HOME differs)
 os.environ.setdefault("PORTALQ_KEY_FILE", str(TEST_HOME / "keys.json"))
+# made here, as `portalq keys init` makes one: no process makes a keyring by itself
+FileKeyring(Path(os.environ["PORTALQ_KEY_FILE"])).init()
 # the Delaware flow pays with the secrets provider's payment method (a test card)
 os.environ.setdefault("PORTALQ_ACCOUNT_DELAWARE_ICIS_PAYMENT_METHOD", json.dumps({
     "type": "CREDITCARD", "name": "Ada Filer", "number": "4111111111111111",

@@ -45,6 +45,9 @@ class Service:
                     "PORTALQ_PLUGINS": "tests.plugins.ledger", "PORTALQ_HOME": str(tmp),
                     "PORTALQ_TICK_SECONDS": "1", "PORTALQ_HEARTBEAT_SECONDS": "0.5",
                     "PORTALQ_STALE_AFTER_SECONDS": "10", "PORTALQ_POLL_SECONDS": "0.2",
+                    # mail gathered for seconds, not the minutes of real incidents (their
+                    # defaults): tests of the gathering itself set their own
+                    "PORTALQ_MAIL_GATHER_SECONDS": "5", "PORTALQ_MAIL_REPLY_SECONDS": "5",
                     "PYTHONPATH": str(ROOT), **{k: str(v) for k, v in env.items()}}
         self.proc: subprocess.Popen[bytes] | None = None
 

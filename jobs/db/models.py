@@ -179,10 +179,16 @@ escalations = Table(
     Column("last_send_error", Text),
     # the mail as built for its last send (scrubbed RFC 5322 bytes): what the console shows
     Column("message", LargeBinary),
+    # the random part of its mail's Message-ID (no other database repeats it; 0029)
+    Column("mail_token", Text, server_default=text("replace(gen_random_uuid()::text, '-', '')")),
+    # the escalation whose mail started the thread this one was mailed in (one cause; 0029)
+    Column("mail_thread", BigInteger),
     # one escalation per failure of a job (an admin retry that fails again makes a new one)
     UniqueConstraint("job_id", "attempt", "kind", name="escalations_once"),
     Index("escalations_unsent", "next_try_at", postgresql_where=text("sent_at IS NULL")),
     Index("escalations_approval", "job_id", postgresql_where=text("kind = 'approval'")),
+    Index("escalations_threads", "kind", "created_at",
+          postgresql_where=text("mail_thread IS NOT NULL")),
     # a failed job's latest failure escalation, read from the index alone (the console's
     # "Needs you" groups and its count, issue 39)
     Index("escalations_failure_latest", "job_id", text("id DESC"), postgresql_include=["kind"],
@@ -200,6 +206,7 @@ portal_notices = Table(
     Column("send_attempts", Integer, nullable=False, server_default=text("0")),
     Column("next_try_at", TZ, nullable=False),
     Column("last_send_error", Text),
+    Column("mail_token", Text, server_default=text("replace(gen_random_uuid()::text, '-', '')")),
     CheckConstraint("kind IN ('paused','resumed','password_expiring')",
                     name="portal_notices_kind"),
     Index("portal_notices_unsent", "next_try_at", postgresql_where=text("sent_at IS NULL")),

@@ -57,10 +57,26 @@ async def hold(conn: AConn, escalation_id: int, until: datetime) -> None:
     await sql.afetch(conn, "escalation_hold", {"id": escalation_id, "until": until})
 
 
-async def first_escalation(conn: AConn, job_id: int) -> int | None:
-    """The id of the job's first escalation (its mails are threaded under that one's)."""
+async def first_escalation(conn: AConn, job_id: int) -> tuple[int, str | None] | None:
+    """The id and Message-ID token of the job's first escalation (its mails are threaded
+    under that one's)."""
     row = await sql.afetch_one(conn, "job_first_escalation", {"job_id": job_id})
-    return int(row["id"]) if row and row["id"] is not None else None
+    return (int(row["id"]), row["mail_token"]) if row else None
+
+
+async def threads(conn: AConn, *, kind: str, portal: str, since: datetime,
+                  ) -> list[dict[str, Any]]:
+    """The sent escalations of a portal's kind since ``since``, newest first, each with the
+    first escalation of the mail thread it went in (``mail_thread``, ``thread_token``,
+    ``thread_message``)."""
+    return await sql.afetch(conn, "escalation_threads", {"kind": kind, "portal": portal,
+                                                         "since": since})
+
+
+async def in_thread(conn: AConn, escalation_ids: list[int], thread: int) -> None:
+    """The escalations of one mail belong to the thread ``thread`` started (kept with the
+    mail's send, in its transaction)."""
+    await sql.afetch(conn, "escalation_in_thread", {"ids": escalation_ids, "thread": thread})
 
 
 async def mark_sent(conn: AConn, box: Box[Any], row_id: int) -> None:
@@ -99,10 +115,18 @@ async def page_snapshots(conn: AConn, job_id: int) -> list[str]:
     return [a["path"] for a in found[-2:]]
 
 
-async def screenshots(conn: AConn, job_id: int) -> list[str]:
-    """The paths of a job's screenshots, oldest first (an escalation attaches the last)."""
+async def screenshots(conn: AConn, job_id: int, attempt: int | None = None) -> list[str]:
+    """The paths of a job's screenshots (of one ``attempt``), oldest first (an escalation
+    attaches the last)."""
     return [a["path"] for a in await sql.afetch(conn, "job_artifacts", {"id": job_id})
-            if a["kind"] == ArtifactKind.SCREENSHOT]
+            if a["kind"] == ArtifactKind.SCREENSHOT and attempt in (None, a["attempt"])]
+
+
+async def attempt_evidence(conn: AConn, job_id: int, attempt: int) -> bool:
+    """Was the evidence of the job's ``attempt`` recorded (a file, or a note of what is
+    missing)? It is, when the attempt has ended."""
+    return any(a["attempt"] == attempt
+               for a in await sql.afetch(conn, "job_artifacts", {"id": job_id}))
 
 
 def unsent(conn: Connection[Any]) -> int:

@@ -4,7 +4,9 @@ A provider holds the key-encryption keys (KEKs: one current, older ones until re
 that wrap the data keys, and the HMAC key of keyed hashes. Providers:
 
 * :class:`FileKeyring` (default): ``$PORTALQ_KEY_FILE`` or ``PORTALQ_HOME/keys.json``,
-  created with mode 0600 on first use; holds the KEKs (one current) and the HMAC key.
+  created with mode 0600 by ``portalq keys init`` (never on first use: a node without the
+  file would seal under a key of its own, that no other node opens); holds the KEKs (one
+  current) and the HMAC key.
 * :class:`EnvKeys`: ``PORTALQ_KEK="id:base64key[,id:base64key...]"`` (the first is current)
   and ``PORTALQ_HMAC_KEY=base64key``; nothing is written to disk.
 * :class:`jobs.secrets.vault_transit.VaultTransit`: ``PORTALQ_KEY_PROVIDER=vault-transit`` -- data
@@ -145,15 +147,17 @@ def _check_key_file(path: Path, st: os.stat_result) -> None:
 class FileKeyring:
     """A JSON keyring file, mode 0600: ``{"current": id, "keks": {id: b64}, "hmac": b64}``.
 
-    Created on first use. Re-read when it changes on disk (``portalq keys rotate`` in
-    another process), so a running service starts wrapping with a new KEK within moments.
+    Made only when asked (:meth:`init`, ``portalq keys init``; ``create=True``: on first
+    use, for a process that owns its keyring -- the demo, a test). Re-read when it changes
+    on disk (``portalq keys rotate`` in another process), so a running service starts
+    wrapping with a new KEK within moments.
     """
 
     #: how stale a reader's view may be (a writer -- wrap -- always checks the file)
     RECHECK_SECONDS = 1.0
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path, self.create = path, create
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._data: dict[str, object] = {}
@@ -169,6 +173,9 @@ class FileKeyring:
         try:
             st = self.path.stat()
         except FileNotFoundError:
+            if not self.create:
+                raise KeyError_(f"no keyring at {self.path}: copy the other nodes' key file "
+                                "there, or make a new one with `portalq keys init`") from None
             with self._lock:
                 self._create()
             st = self.path.stat()
@@ -194,6 +201,19 @@ class FileKeyring:
                 raise KeyError_(f"key {key_id!r} is not in {self.path} (removed?)")
             aead = self._aead[key_id] = AESGCM(unb64(b64, key_id))
         return aead
+
+    def init(self) -> bool:
+        """Make the keyring if there is none (``portalq keys init``); False: one exists
+        (it is checked, never replaced: its keys open what is stored)."""
+        with self._lock:
+            made = not self.path.exists()
+            if made:
+                try:
+                    self._create()
+                except FileExistsError:   # made by another process meanwhile: that one
+                    made = False
+        self._load()
+        return made
 
     def _create(self) -> None:
         if self.path.exists():

@@ -51,10 +51,14 @@ def _read(key_file: Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         try:
-            keks = list(json.loads(key_file.read_text()).get("keks", {}))
+            ring = json.loads(key_file.read_bytes())
         except FileNotFoundError:
-            keks = []
-        return {"unrecorded": keks, "databases": {}}
+            ring = {"keks": {}}
+        except ValueError:   # not JSON, not UTF-8: one line, never a traceback (issue 48)
+            ring = None
+        if not isinstance(ring, dict) or not isinstance(ring.get("keks"), dict):
+            raise KeyError_(f"{key_file} is not a portalq keyring") from None
+        return {"unrecorded": list(ring["keks"]), "databases": {}}
     except ValueError:
         raise KeyError_(f"{path} is not portalq's record of the databases using "
                         f"{key_file}") from None

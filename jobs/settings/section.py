@@ -43,8 +43,10 @@ class Section(BaseSettings):
 
     #: the heading of the section in docs/reference/settings.md
     title: ClassVar[str] = ""
-    #: refuse secret files others may read or change (the service's Settings, at start)
-    check_secret_files: ClassVar[bool] = False
+    #: refuse secret files others may read or change -- in every process that reads its
+    #: settings (the CLI, the console, an enqueuing application), not the service alone
+    #: (issue 48: the others used such a file silently), as key files are refused
+    check_secret_files: ClassVar[bool] = True
 
     def __init__(self, **values: Any) -> None:
         if "_env_file" not in values:

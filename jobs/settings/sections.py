@@ -200,13 +200,36 @@ class MailSettings(Section):
     smtp_url: str = Field("smtp://127.0.0.1:8025", description="smtp://[user:pass@]host:port"
                           " (smtps:// for TLS; ?starttls=1 for STARTTLS)")
     mail_from: str = Field("portalq@localhost", description="the mails' From address")
-    mail_gather_seconds: float = Field(5, ge=0, le=600, description="a failed job's "
+    mail_gather_seconds: float = Field(30, ge=0, le=600, description="a failed job's "
                                        "escalation mail waits this long for others of the "
                                        "same cause, so one outage is one mail listing its "
                                        "jobs (0: no wait)")
+    mail_thread_minutes: float = Field(60, ge=0, le=7 * 24 * 60, description="a cause "
+                                       "mailed this recently is not a new incident: its "
+                                       "later jobs are mailed as replies in its thread "
+                                       "(0: each gathering a thread of its own)")
+    mail_reply_seconds: float = Field(120, ge=0, le=3600, description="a reply in a "
+                                      "cause's thread waits this long for more of its jobs, "
+                                      "so a recurring cause sends at most one mail this often")
     console_url: str = Field("", description="the admin console's address as admins reach "
-                             "it (e.g. https://portalq.internal:8780); escalation mails link "
-                             "to the job's page there")
+                             "it, http:// or https:// (e.g. https://portalq.internal:8780); "
+                             "escalation mails link to the job's page there")
+
+    @field_validator("console_url")
+    @classmethod
+    def _http_only(cls, value: str) -> str:
+        """The mails' links start with it: http(s) and a host, nothing else (a
+        ``javascript:`` address made every link in every mail a script)."""
+        text = value.strip()
+        if not text:
+            return value
+        scheme, sep, rest = text.partition("://")
+        host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+        if not sep or scheme.lower() not in ("http", "https") or not host \
+                or any(not ch.isprintable() or ch.isspace() for ch in text):
+            raise ValueError("must be an http:// or https:// address with a host (e.g. "
+                             "https://portalq.internal:8780)")
+        return value
 
 
 class WebhookSettings(Section):
@@ -265,6 +288,9 @@ class KeySettings(Section):
 class TestSettings(Section):
     title: ClassVar[str] = "Tests and demos only"
     __test__: ClassVar[bool] = False   # not a pytest class
+    #: read when portalq is imported (the clock), before a command can say anything in one
+    #: line: the secret files are checked by the sections a command then reads
+    check_secret_files: ClassVar[bool] = False
 
     frozen_now: str | None = Field(None, description="an ISO 8601 instant portalq's one "
                                    "clock stands at (with a UTC offset; tests, drills)")
@@ -285,7 +311,6 @@ class Settings(DatabaseSettings, FilesSettings, ServiceSettings, JobSettings,
     """Every ``PORTALQ_*`` setting but the console's (:class:`ConsoleSettings`)."""
 
     title: ClassVar[str] = "All"
-    check_secret_files: ClassVar[bool] = True
 
     def admins(self) -> list[str]:
         return [a.strip() for a in self.admin_emails.split(",") if a.strip()]

@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 
 from portalq.jobs import settings
 from portalq.jobs.errors import InputError
+from portalq.jobs.settings.irs import MAX_CITY, MAX_NAME, MAX_STREET, ONE_LINE
 from portalq.portals.payloads import Address, Model, ResponsibleParty
 
 NO_DESIGNEE = (
@@ -28,12 +29,21 @@ NO_DESIGNEE = (
     "say \"applicant\": \"responsible_party\" when the responsible party applies in person")
 
 
+class DesigneeAddress(Address):
+    """The designee's address as the IRS's Third Party page takes it: one line per field,
+    of the lengths PORTALQ_IRS_DESIGNEE_* may have (jobs/settings/irs.py)."""
+
+    street: str = Field(min_length=1, max_length=MAX_STREET, pattern=ONE_LINE)
+    city: str = Field(min_length=1, max_length=MAX_CITY, pattern=ONE_LINE)
+    postal_code: str = Field(min_length=3, max_length=10, pattern=ONE_LINE)
+
+
 class ThirdPartyDesignee(Model):
     """Who applies for the responsible party (e.g. the formation firm): the IRS's
     third-party designee, with its own details on the application."""
 
-    name: str = Field(min_length=1)
-    address: Address
+    name: str = Field(min_length=1, max_length=MAX_NAME, pattern=ONE_LINE)
+    address: DesigneeAddress
     phone: str = Field(pattern=r"^\+?[\d\s().-]{7,20}$")
     fax: str | None = Field(default=None, pattern=r"^\+?[\d\s().-]{7,20}$")
 

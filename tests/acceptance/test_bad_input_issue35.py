@@ -59,7 +59,7 @@ def test_a_key_file_that_is_not_a_keyring_is_one_line(db, dsn, keydir: Path):
 
 def test_a_key_file_others_may_read_is_refused(db, dsn, keydir: Path):
     good = keydir / "keys.json"
-    assert run_cli("keys", "status", env={"PORTALQ_KEY_FILE": str(good)}).returncode == 0
+    assert run_cli("keys", "init", env={"PORTALQ_KEY_FILE": str(good)}).returncode == 0
     good.chmod(0o644)
     one_line(ein({"PORTALQ_KEY_FILE": str(good)}), "keys.json", "readable by others",
              "chmod 600")

@@ -58,7 +58,7 @@ def _ssns(conn, ids: list[int]) -> list[str]:
 
 @pytest.fixture
 def ring(tmp_path):
-    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    ring = crypto.FileKeyring(tmp_path / "keys.json", create=True)
     crypto.set_provider(ring)
     yield ring
     crypto.set_provider(None)

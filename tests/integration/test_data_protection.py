@@ -65,7 +65,7 @@ def test_every_enqueue_path_seals_the_secret_fields(conn, db):
 def test_sealed_values_open_only_with_their_key(conn, db, tmp_path):
     job = queue.enqueue("obtain_ein", "O-1", payloads.OBTAIN_EIN)
     row = queue.get_job(job.id, conn)
-    other = crypto.FileKeyring(tmp_path / "other-keys.json")
+    other = crypto.FileKeyring(tmp_path / "other-keys.json", create=True)
     with pytest.raises(crypto.KeyError_):
         secrets_at_rest.reveal(row, other)
     tampered = {**row, "secret_data": bytes(row["secret_data"][:-1]) + b"\x00"}
@@ -178,7 +178,7 @@ def test_documents_are_stored_sealed(conn, dsn, db):
 
 
 def test_rotation_rewraps_everything_and_the_old_key_can_go(conn, dsn, db, tmp_path):
-    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    ring = crypto.FileKeyring(tmp_path / "keys.json", create=True)
     crypto.set_provider(ring)
     try:
         old = ring.current_id()
@@ -235,7 +235,7 @@ def test_key_file_is_created_owner_only_whatever_the_umask(tmp_path):
 
     old = os.umask(0)
     try:
-        ring = crypto.FileKeyring(tmp_path / "home" / "keys.json")
+        ring = crypto.FileKeyring(tmp_path / "home" / "keys.json", create=True)
         ring.current_id()
     finally:
         os.umask(old)
@@ -244,7 +244,7 @@ def test_key_file_is_created_owner_only_whatever_the_umask(tmp_path):
 
 
 def test_secret_checkpoint_values_are_sealed_and_rotated(conn, dsn, db, tmp_path):
-    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    ring = crypto.FileKeyring(tmp_path / "keys.json", create=True)
     crypto.set_provider(ring)
     try:
         job = queue.enqueue("obtain_ein", "O-1", payloads.OBTAIN_EIN)

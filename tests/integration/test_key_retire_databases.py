@@ -35,7 +35,7 @@ def _ssns(dsn: str, ids: list[int], p) -> list[str]:
 
 @pytest.fixture
 def ring(tmp_path):
-    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    ring = crypto.FileKeyring(tmp_path / "keys.json", create=True)
     crypto.set_provider(ring)
     yield ring
     crypto.set_provider(None)
@@ -126,7 +126,7 @@ def test_a_dropped_database_is_forgotten_and_one_gone_elsewhere_is_forgotten_by_
 
 def test_a_key_older_than_the_record_needs_the_operators_word(dsn, db, tmp_path):
     path = tmp_path / "keys.json"
-    ring = crypto.FileKeyring(path)
+    ring = crypto.FileKeyring(path, create=True)
     old = ring.current_id()
     key_record.record_path(path).unlink()   # a key file of an older portalq
     crypto.set_provider(ring)
@@ -158,7 +158,7 @@ def test_retire_refuses_while_the_other_database_still_has_busy_rows(dsn, other,
 
 def test_a_record_that_cannot_be_read_stops_retire_not_the_enqueue(dsn, db, tmp_path):
     path = tmp_path / "keys.json"
-    ring = crypto.FileKeyring(path)
+    ring = crypto.FileKeyring(path, create=True)
     old = ring.current_id()
     key_record.record_path(path).write_text("not json")
     crypto.set_provider(ring)

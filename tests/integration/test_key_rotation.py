@@ -27,7 +27,7 @@ def _jobs(start: int, n: int, run_at: datetime | None = None) -> list[queue.NewJ
 def test_rotation_and_retirement_while_the_service_runs(db, dsn, tmp_path):
     add_local_portal(dsn)
     keyfile = tmp_path / "keys.json"
-    ring = crypto.FileKeyring(keyfile)
+    ring = crypto.FileKeyring(keyfile, create=True)
     crypto.set_provider(ring)   # this process enqueues with the service's key file
     env = {"PORTALQ_KEY_FILE": str(keyfile), "PORTALQ_PLUGINS": "tests.plugins.ledger"}
     try:

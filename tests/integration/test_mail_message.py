@@ -193,9 +193,9 @@ def test_a_mail_has_text_html_the_screenshot_inline_links_and_its_thread(conn, d
     assert subject(first) == (f"[portalq] attempts: ledger_job job {jid} for ORD-1001 "
                                 "failed on local: 5 attempts failed")
     # threaded: a stable Message-ID per escalation, the job's later mails under its first
-    one, two = (r[0] for r in conn.execute("SELECT id FROM portalq.escalations ORDER BY id"))
-    assert (first["Message-ID"], second["Message-ID"]) == (f"<escalation-{one}@portalq>",
-                                                           f"<escalation-{two}@portalq>")
+    one, two = (f"<escalation-{i}.{t}@portalq>" for i, t in conn.execute(
+        "SELECT id, mail_token FROM portalq.escalations ORDER BY id"))
+    assert (first["Message-ID"], second["Message-ID"]) == (one, two)
     assert first["In-Reply-To"] is None
     assert second["In-Reply-To"] == first["Message-ID"] == second["References"]
     # the console shows the stored mail: its text, and the screenshot it carried
@@ -218,11 +218,13 @@ def _actions(msg: EmailMessage) -> str:
      ["cancel"]),
 ])
 def test_each_kind_offers_its_own_actions_with_the_page_that_answers(
-        conn, dsn, mailbox, kind, labels, anchors, never):
+        conn, dsn, mailbox, tmp_path, kind, labels, anchors, never):
     add_local_portal(dsn)
     jid = failed_job(conn, "ORD-7")
     if kind in ("question", "approval"):   # the job waits for a person
         conn.execute("UPDATE portalq.job_queue SET status = 'deferred' WHERE id = %s", (jid,))
+    if kind == "approval":   # its attempt ended: the review page's screenshot recorded
+        screenshot(conn, jid, tmp_path)
     queue.escalate(conn, jid, 1, kind, f"{kind} reason")
     assert send(dsn, settings(mailbox)) == 1
     [mail] = mailbox.wait_for(1, 10)

@@ -32,6 +32,9 @@ def test_a_node_without_the_key_file_leaves_sealed_jobs_to_a_node_that_has_it(db
     assert [(r["status"], r["attempts"]) for r in rows] == [("pending", 0)] * 3
     assert keyless.log().count("cannot open") == 1   # said once
     assert "Traceback" not in keyless.log()
+    # and it made no keyring of its own (issue 48 item 21): it said how to get one
+    assert not (tmp_path / "elsewhere" / "keys.json").exists()
+    assert "no keyring at" in keyless.log() and "portalq keys init" in keyless.log()
     with psycopg.connect(dsn, autocommit=True) as c:
         assert c.execute("SELECT count(*) FROM portalq.escalations").fetchone()[0] == 0
     keyed = Service(db, tmp_path, "keyed").start()   # the test keyring (conftest)

@@ -243,7 +243,7 @@ def test_a_waiting_orders_sealed_input_is_rotated_and_keeps_its_key_from_retirin
     from portalq.jobs.secrets import rotation as keys
 
     add_local_portal(dsn)
-    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    ring = crypto.FileKeyring(tmp_path / "keys.json", create=True)
     crypto.set_provider(ring)
     try:
         old = ring.current_id()

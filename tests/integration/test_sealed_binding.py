@@ -133,7 +133,7 @@ def test_older_unbound_values_still_open_and_rotate_binds_them(conn, db, dsn):
 
 
 def test_nonces_never_repeat_under_a_data_key(tmp_path):
-    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    ring = crypto.FileKeyring(tmp_path / "keys.json", create=True)
     items = [(f"v{i}".encode(), crypto.place(i, "t", "secrets")) for i in range(1500)]
     sealed = crypto.seal_many(items, ring) + [crypto.seal(b"x", ring, aad=b"a")
                                              for _ in range(600)]
@@ -146,7 +146,7 @@ def test_nonces_never_repeat_under_a_data_key(tmp_path):
 
 
 def test_a_forked_child_never_goes_on_with_the_parents_data_key(tmp_path):
-    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    ring = crypto.FileKeyring(tmp_path / "keys.json", create=True)
     crypto.seal(b"before the fork", ring, aad=b"a")   # this thread's data key exists
     read, write = os.pipe()
     pid = os.fork()
@@ -164,7 +164,7 @@ def test_a_forked_child_never_goes_on_with_the_parents_data_key(tmp_path):
 
 
 def test_a_batch_failing_midway_hands_out_none_of_its_nonces_again(tmp_path):
-    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    ring = crypto.FileKeyring(tmp_path / "keys.json", create=True)
     items = [(b"a", b"x"), (b"b", b"y"), (None, b"z"), (b"d", b"w")]
     with pytest.raises(TypeError):
         crypto.seal_many(items, ring)   # the third value is not bytes

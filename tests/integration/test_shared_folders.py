@@ -62,7 +62,7 @@ def test_a_folder_others_may_write_without_sticky_is_refused(tmp_path: Path):
 
 def test_keys_status_and_key_creation_leave_a_shared_folder_alone(shared: Path, db: str):
     env = {"PORTALQ_KEY_FILE": str(shared / "keys.json")}
-    out = run_cli("keys", "status", env=env)
+    out = run_cli("keys", "init", env=env)
     assert _mode(shared) == 0o1777, out.stderr
     assert out.returncode == 0, out.stderr
     assert _mode(shared / "keys.json") == 0o600

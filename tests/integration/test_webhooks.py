@@ -243,7 +243,7 @@ def test_a_subscriptions_secret_follows_key_rotation_and_retirement(dsn, frozen,
     from portalq.jobs.secrets import crypto
     from portalq.jobs.secrets import rotation as keys
 
-    ring = crypto.FileKeyring(tmp_path / "keys.json")
+    ring = crypto.FileKeyring(tmp_path / "keys.json", create=True)
     crypto.set_provider(ring)
     try:
         old = ring.current_id()

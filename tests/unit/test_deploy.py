@@ -226,6 +226,8 @@ def test_compose_runs_postgres_two_nodes_a_browser_server_and_a_mail_catcher() -
         assert env["PORTALQ_SMTP_URL"].startswith("smtp://mail:")
         assert node["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
         assert "portalq_database_url" in node["secrets"]
+        # no node makes a keyring by itself: every node is given the same keys
+        assert {"portalq_kek", "portalq_hmac_key"} <= set(node["secrets"])
         grace = float(env["PORTALQ_GRACE_SECONDS"])
         assert float(node["stop_grace_period"].rstrip("s")) > grace
         assert "PORTALQ_DATABASE_URL" not in env   # a secret file, not the environment

@@ -98,3 +98,29 @@ def test_an_order_that_cannot_apply_is_refused_when_it_comes_in(no_firm: None) -
         DelawareLlcInput.model_validate(DELAWARE_LLC)
     assert DelawareLlcInput.model_validate(
         {**DELAWARE_LLC, "applicant": "responsible_party"}).third_party_designee is None
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("NAME", "Firm Designee Inc\nBcc: someone"), ("NAME", "F" * 10_000),
+    ("STREET", "1 Agent Sq\r\nSuite 9"), ("STREET", "S" * 10_000), ("CITY", "Wil\x1bmington"),
+    ("CITY", "C" * 10_000), ("ZIP", "19801\n"), ("ZIP", "9" * 10_000)])
+def test_a_designee_setting_is_one_bounded_line_like_a_payload_field(
+        firm: None, monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    """Issue 48 item 17: a line break or 10,000 characters in a PORTALQ_IRS_DESIGNEE_*
+    went into every EIN payload; refused when the settings are read, naming the setting,
+    never echoing its value."""
+    monkeypatch.setenv(f"PORTALQ_IRS_DESIGNEE_{name}", value)
+    with pytest.raises(InputError) as info:
+        stored(payloads.OBTAIN_EIN)
+    message = str(info.value)
+    assert f"PORTALQ_IRS_DESIGNEE_{name}" in message and "\n" not in message
+    assert value.strip()[:20] not in message
+
+
+@pytest.mark.parametrize("field", ["name", "street", "city"])
+def test_a_payloads_own_designee_is_held_to_the_same_lines(firm: None, field: str) -> None:
+    for bad in ("Own\nDesignee", "x" * 10_000):
+        own = ({**OWN, "name": bad} if field == "name"
+               else {**OWN, "address": {**OWN["address"], field: bad}})
+        with pytest.raises(InputError, match="third_party_designee"):
+            stored({**payloads.OBTAIN_EIN, "third_party_designee": own})

@@ -620,7 +620,7 @@ WHERE job_id = %(job_id)s ORDER BY id;
 
 -- name: due_escalations
 SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.send_attempts, e.created_at,
-       j.job_type, j.order_id, j.portal, j.attempts, j.max_attempts, j.last_error,
+       e.mail_token, j.job_type, j.order_id, j.portal, j.attempts, j.max_attempts, j.last_error,
        j.checkpoint, j.status
 FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
 WHERE e.sent_at IS NULL AND e.next_try_at <= %(now)s AND e.id <> ALL(%(skip)s::bigint[])
@@ -633,7 +633,7 @@ FOR UPDATE OF e SKIP LOCKED;
 -- out as one mail (scheduler/mailer.send_due_escalations), marked sent in its transaction.
 -- Due, or never tried yet (held only to gather an incident: mailer's gather window).
 SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.send_attempts, e.created_at,
-       j.job_type, j.order_id, j.portal, j.attempts, j.max_attempts, j.last_error,
+       e.mail_token, j.job_type, j.order_id, j.portal, j.attempts, j.max_attempts, j.last_error,
        j.checkpoint, j.status
 FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
 WHERE e.sent_at IS NULL AND (e.next_try_at <= %(now)s OR e.send_attempts = 0)
@@ -648,7 +648,24 @@ FOR UPDATE OF e SKIP LOCKED;
 UPDATE portalq.escalations SET next_try_at = %(until)s WHERE id = %(id)s AND sent_at IS NULL;
 
 -- name: job_first_escalation
-SELECT min(id) AS id FROM portalq.escalations WHERE job_id = %(job_id)s;
+SELECT id, mail_token FROM portalq.escalations WHERE job_id = %(job_id)s ORDER BY id LIMIT 1;
+
+-- name: escalation_threads
+-- The threads a cause may still be mailed in: the sent escalations of a portal's kind since
+-- %(since)s, newest first, each with its thread's first escalation (its Message-ID's token,
+-- and the mail it sent: a reply takes its subject). The caller compares the causes.
+SELECT e.id, e.reason, e.created_at, e.mail_thread, t.mail_token AS thread_token,
+       t.message AS thread_message
+FROM portalq.escalations e JOIN portalq.job_queue j ON j.id = e.job_id
+JOIN portalq.escalations t ON t.id = e.mail_thread
+WHERE e.mail_thread IS NOT NULL AND e.kind = %(kind)s AND e.created_at >= %(since)s
+  AND e.sent_at IS NOT NULL AND j.portal = %(portal)s
+ORDER BY e.created_at DESC, e.id DESC
+LIMIT 200;
+
+-- name: escalation_in_thread
+-- The escalations of one mail, in the thread it starts or replies in (with it, sent).
+UPDATE portalq.escalations SET mail_thread = %(thread)s WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: escalation_sent
 UPDATE portalq.escalations SET sent_at = %(now)s, send_attempts = send_attempts + 1
@@ -997,7 +1014,7 @@ SELECT count(*)::int AS resumed FROM p;
 SELECT pg_notify('portalq_portals', %(portal)s);
 
 -- name: due_notices
-SELECT id, portal, kind, reason, send_attempts FROM portalq.portal_notices
+SELECT id, portal, kind, reason, send_attempts, mail_token FROM portalq.portal_notices
 WHERE sent_at IS NULL AND next_try_at <= %(now)s AND id <> ALL(%(skip)s::bigint[])
 ORDER BY id LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
