@@ -38,7 +38,10 @@ def samples() -> dict[str, tuple[str, str, dict[str, Any]]]:
             "responsible_party": {"first_name": "Mei", "last_name": "Tanaka",
                                   "ssn": "512-34-8890"},
             "address": _DE_OFFICE, "phone": "302-555-0199", "legal_name": "Tanaka Robotics LLC",
-            "start_month": 12, "start_year": 2026, "principal_activity": "Robotics software"}),
+            "start_month": 12, "start_year": 2026, "principal_activity": "Robotics software",
+            # in person: the IRS gives the CP 575 online only then (a designee's is posted),
+            # and the delivery below sends it
+            "applicant": "responsible_party"}),
         "crtc": ("process_crtc", "ORD-1005", {
             "company_name": "Northern Lights Telecom Ltd.", "incorporation_number": "BC1300042",
             "province": "BC", "services": ["reseller"],
