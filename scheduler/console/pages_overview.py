@@ -92,9 +92,12 @@ class Snapshots:
         per refresh period per console process, at once after a change."""
         with self.needs_lock:
             if time.monotonic() - self.needs_taken >= self.console.settings.live_refresh_seconds:
+                seen = self.changes
                 with self.console.db() as conn:
                     self.needs_count = console_repo.needs_you(conn)
-                self.needs_taken = time.monotonic()
+                # a change heard of while counting may have come after the read: the count
+                # is this caller's, but not kept as fresh (else it would stand for a period)
+                self.needs_taken = time.monotonic() if self.changes == seen else 0.0
             return self.needs_count
 
     def needs_label(self) -> str:
@@ -108,13 +111,14 @@ class Snapshots:
         with self.lock:
             age = time.monotonic() - self.taken
             if fresh or self.latest is None or age >= self.period():
-                started = time.monotonic()
+                started, seen = time.monotonic(), self.changes
                 with self.console.db() as conn:
                     self.latest = compute(conn, self.hours)
+                unchanged = self.changes == seen   # as in needs_you: no stale "fresh"
                 with self.needs_lock:
                     self.needs_count = self.latest["needs_you"]
-                    self.needs_taken = time.monotonic()
-                self.taken = time.monotonic()
+                    self.needs_taken = time.monotonic() if unchanged else 0.0
+                self.taken = time.monotonic() if unchanged else 0.0
                 self.cost = self.taken - started
                 self.computed += 1
             return {**self.latest, "needs_you": self.needs_you()}

@@ -125,3 +125,31 @@ def test_the_needs_queries_read_indexes_not_the_finished_bulk(conn):
                  "console_needs_waiting_count"):
         plan = _plan(conn, name, params)
         assert '"Seq Scan"' not in plan, (name, plan)
+
+
+def test_a_count_read_across_a_change_is_not_kept_as_fresh(conn):
+    """The navigation's count is cached for the refresh period and dropped by every change
+    the console hears of. A count whose read overlapped a change (it may predate the change)
+    must not be kept as fresh: CI saw the navigation stay at 3 after an answer took it to 2,
+    a page's count read racing the answer's commit and invalidation."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from portalq.scheduler.console.pages_overview import Snapshots
+
+    reads = []
+
+    @contextmanager
+    def db():
+        reads.append(1)
+        yield conn
+        if len(reads) == 1:          # a write committed and heard of while this read ran
+            _fail(conn, "name rejected (later)")
+            snapshots.invalidate()
+
+    console = SimpleNamespace(settings=SimpleNamespace(live_refresh_seconds=3600), db=db)
+    snapshots = Snapshots(console)  # type: ignore[arg-type]
+    _fail(conn, "name rejected (first)")
+    assert snapshots.needs_you() == 1   # this read's own count
+    assert snapshots.needs_you() == 2 and len(reads) == 2   # read again, not kept a period
+    assert snapshots.needs_you() == 2 and len(reads) == 2   # now fresh: kept
