@@ -1,7 +1,7 @@
 """The firm's third-party designee for the IRS's EIN application (``PORTALQ_IRS_DESIGNEE_*``).
 
 A formation firm applying for its clients is the IRS's *third-party designee* and must say so
-on the application (``../shared/portal-facts.md``, "Who applies"). The deployment names the
+on the application (``docs/portals/irs.md``, "Who applies"). The deployment names the
 firm once here; an ``obtain_ein`` job that names no designee and does not say the responsible
 party applies in person applies as this one (portals/irs/payload.py). All of the designee or
 none of it: a half-configured designee is refused when the settings are read, and so is a

@@ -27,18 +27,10 @@ from tests.integration.test_mail_message import (
     send,
     settings,
 )
-from tests.mailbox import Mailbox
 from tests.service_helpers import add_local_portal
 
 REJECTED = ("BC Registries rejected the name request NR 1234567: the names are too similar "
             "to existing corporations")
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 def _first_action(msg) -> tuple[str, str]:
@@ -61,16 +53,22 @@ def test_a_rejected_name_offers_new_names_first(conn, dsn, mailbox):
     assert "once the cause is gone" not in plain(mail)
 
 
-def test_the_approval_mail_carries_the_review_page_screenshot(conn, dsn, mailbox, tmp_path):
-    """The approval is written while the attempt runs; its evidence is recorded when the
-    attempt ends: the mail waits for it (a while at most), then shows it inline."""
+def _approval_asked(conn, dsn: str, order: str, status: str) -> tuple[clock.FrozenClock, int]:
+    """A job whose attempt (``status``: running, or ended) asked for an approval."""
     add_local_portal(dsn)
     now = clock.FrozenClock(datetime(2026, 12, 1, 15, tzinfo=UTC))
     clock.set_clock(now)
-    jid = failed_job(conn, "ORD-A")
-    conn.execute("UPDATE portalq.job_queue SET status = 'running', attempts = 1 WHERE id = %s",
-                 (jid,))
+    jid = failed_job(conn, order)
+    conn.execute("UPDATE portalq.job_queue SET status = %s, attempts = 1 WHERE id = %s",
+                 (status, jid))
     queue.escalate(conn, jid, 1, "approval", "at the review page: approve or reject")
+    return now, jid
+
+
+def test_the_approval_mail_carries_the_review_page_screenshot(conn, dsn, mailbox, tmp_path):
+    """The approval is written while the attempt runs; its evidence is recorded when the
+    attempt ends: the mail waits for it (a while at most), then shows it inline."""
+    now, jid = _approval_asked(conn, dsn, "ORD-A", "running")
     assert send(dsn, settings(mailbox)) == 0          # the attempt's evidence not there yet
     conn.execute("UPDATE portalq.job_queue SET status = 'deferred' WHERE id = %s", (jid,))
     shot = screenshot(conn, jid, tmp_path)            # recorded as the attempt ends
@@ -83,13 +81,7 @@ def test_the_approval_mail_carries_the_review_page_screenshot(conn, dsn, mailbox
 
 
 def test_an_approval_whose_evidence_never_comes_is_mailed_all_the_same(conn, dsn, mailbox):
-    add_local_portal(dsn)
-    now = clock.FrozenClock(datetime(2026, 12, 1, 15, tzinfo=UTC))
-    clock.set_clock(now)
-    jid = failed_job(conn, "ORD-B")
-    conn.execute("UPDATE portalq.job_queue SET status = 'deferred', attempts = 1 WHERE id = %s",
-                 (jid,))
-    queue.escalate(conn, jid, 1, "approval", "at the review page: approve or reject")
+    now, jid = _approval_asked(conn, dsn, "ORD-B", "deferred")
     assert send(dsn, settings(mailbox)) == 0
     now.advance(seconds=61)
     assert send(dsn, settings(mailbox)) == 1

@@ -39,13 +39,6 @@ def png() -> bytes:
             + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
 
 
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
-
-
 def settings(box: Mailbox, **kw: Any) -> Settings:
     return Settings(smtp_url=box.url, admin_emails="ops@example.com", console_url=CONSOLE,
                     **{"mail_gather_seconds": 0, **kw})

@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 
 from portalq.jobs import clock, queue
 from portalq.scheduler import mailer
@@ -34,13 +33,6 @@ SUBMIT = ("IRS answered 'Submit EIN Request' with 'Apply for EIN is experiencing
           "problem.': the application may have been accepted; check for an issued EIN")
 MAINTENANCE = ("5 attempts failed; last error: PortalUnavailable: IRS Apply for EIN "
                "unavailable at the review: Apply for EIN is currently unavailable.")
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 def defaults(box: Mailbox) -> Settings:

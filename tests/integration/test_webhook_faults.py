@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,8 +25,7 @@ from portalq.jobs.business import webhooks
 from portalq.scheduler import webhook_sender as sender
 from portalq.scheduler.config import Settings
 from tests import payloads
-from tests.mailbox import Mailbox
-from tests.webhook_receiver import Receiver, SlowReceiver, stored_unchecked
+from tests.webhook_receiver import SlowReceiver, stored_unchecked
 
 T0 = datetime(2026, 12, 1, 17, 0, tzinfo=UTC)
 
@@ -37,20 +35,6 @@ def frozen() -> clock.FrozenClock:
     c = clock.FrozenClock(T0)
     clock.set_clock(c)
     return c
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.stop()
-
-
-@pytest.fixture
-def mailbox() -> Iterator[Mailbox]:
-    m = Mailbox().start()
-    yield m
-    m.stop()
 
 
 def send(dsn: str, settings: Settings | None = None, **kw: Any) -> int:
@@ -147,7 +131,7 @@ def test_a_slow_receiver_is_cut_at_the_deadline_and_holds_no_transaction_nor_the
                     "SELECT extract(epoch FROM now() - state_change)::float FROM "
                     "pg_stat_activity WHERE datname = current_database() "
                     "AND state = 'idle in transaction'").fetchall()]
-                time.sleep(0.1)
+                t.join(0.1)   # the next sample, or at once when the sender is done
         t.join()
         took = time.monotonic() - started
     finally:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -38,13 +37,6 @@ def frozen() -> clock.FrozenClock:
     c = clock.FrozenClock(T0)
     clock.set_clock(c)
     return c
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.stop()
 
 
 def send(dsn: str, settings: Settings | None = None) -> int:
