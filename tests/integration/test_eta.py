@@ -186,6 +186,28 @@ def test_measured_decisions_replace_the_declared_processing(db, dsn):
                            "decisions)"), filing
 
 
+def test_decisions_are_read_from_the_decided_jobs_not_the_newest_ended_ones(db, dsn):
+    """The decisions are learnt from the newest jobs that recorded one, however many
+    other jobs (deliveries, checks) ended since: 5,000 mail deliveries completed after
+    five Delaware filings were decided do not push the decisions out of the read."""
+    assert run_cli("enqueue-order", "delaware_llc", "--order", "ORD-4", "--input",
+                   json.dumps(DELAWARE_LLC), env=FROZEN).returncode == 0
+    with psycopg.connect(dsn, autocommit=True) as c:
+        _decided(c, 5, 6)
+        c.execute("UPDATE portalq.job_queue SET finished_at = %s "
+                  "WHERE order_id LIKE 'DONE-%%'", [NOW_AT - timedelta(hours=1)])
+        c.execute("""
+            INSERT INTO portalq.job_queue (job_type, order_id, portal, payload, status,
+                                           checkpoint, run_at, started_at, finished_at,
+                                           created_at, updated_at)
+            SELECT 'deliver_documents', 'MAIL-' || i, 'email', '{}', 'completed', '{}',
+                   %(now)s, %(now)s, %(now)s, %(now)s, %(now)s
+            FROM generate_series(1, 5000) i""", {"now": NOW_AT})
+    filing = next(x.strip() for x in _show("ORD-4") if x.strip().startswith("eta: filing"))
+    assert filing.endswith("then delaware_icis decides within ~6 h (measured over 5 "
+                           "decisions)"), filing
+
+
 def _duties(db, dsn, tmp_path):
     from portalq.scheduler.config import Settings
     from portalq.scheduler.tick import Tick

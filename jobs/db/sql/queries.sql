@@ -2117,19 +2117,17 @@ FROM (SELECT job_type, portal, extract(epoch FROM finished_at - started_at) AS s
 GROUP BY job_type, portal;
 
 -- name: eta_decisions
--- The registries' decisions recorded (waiting.decided) in the last %(limit)s jobs ended
--- since %(since)s -- completed, or failed or cancelled after a refusal (a decision too) --
--- per decision its portal, submission and seconds from the submission to the decision,
--- made between the last check that saw nothing and the one that saw it (their midpoint is
--- taken). Two bounded reads, each on its partial index of finished_at.
+-- The registries' decisions recorded (waiting.decided) in the newest %(limit)s ended jobs
+-- that recorded one since %(since)s -- completed, or failed or cancelled after a refusal (a
+-- decision too) -- per decision its portal, submission and seconds from the submission to
+-- the decision, made between the last check that saw nothing and the one that saw it
+-- (their midpoint is taken). One bounded read of job_queue_decided, so jobs ending without
+-- a decision (deliveries, checks) never crowd the decisions out.
 SELECT d.value->>'portal' AS portal, d.key AS submission, x.secs
-FROM ((SELECT checkpoint->'decided' AS decided FROM portalq.job_queue
-       WHERE status IN ('completed', 'cancelled') AND finished_at >= %(since)s
-       ORDER BY finished_at DESC LIMIT %(limit)s)
-      UNION ALL
-      (SELECT checkpoint->'decided' FROM portalq.job_queue
-       WHERE status = 'failed' AND finished_at >= %(since)s
-       ORDER BY finished_at DESC LIMIT %(limit)s)) r
+FROM (SELECT checkpoint->'decided' AS decided FROM portalq.job_queue
+      WHERE status IN ('completed', 'cancelled', 'failed') AND checkpoint ? 'decided'
+        AND finished_at >= %(since)s
+      ORDER BY finished_at DESC LIMIT %(limit)s) r
 CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(r.decided) = 'object' THEN r.decided
                                    ELSE '{}'::jsonb END) d
 CROSS JOIN LATERAL (SELECT extract(epoch FROM
