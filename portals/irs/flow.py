@@ -246,10 +246,11 @@ class ApplyForEin(AppPage):
             await self.select_named("StateFiledArticlesOrganizationInput", p.state)
         elif p.legal_structure == "CORPORATION":
             await self.select_named("StateFiledArticlesIncorporationInput", p.state)
-        await self.select_named("startDateMonthInput", str(p.start_month))
+        await self.select_named("startDateMonthInput", handles.MONTHS[p.start_month - 1])
         await self.fill_named("startDateYearInput", p.start_year)
         if p.legal_structure in ("CORPORATION", "PARTNERSHIP"):  # us(entityType) in the bundle
-            await self.select_named("ClosingMonthOfAccountingInput", str(p.closing_month))
+            await self.select_named("ClosingMonthOfAccountingInput",
+                                    handles.MONTHS[p.closing_month - 1])
         for name in ("highwayVehiclesInput", "gamblingWagerInput", "fileForm720Input",
                      "atfInput"):
             await self.pick(name, "no", "No")

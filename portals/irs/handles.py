@@ -107,21 +107,25 @@ SOURCED: dict[str, Source] = {
 #: source). A control only a guess could find is not looked for: the flow stops there.
 GAPS: frozenset[str] = frozenset()
 
-#: selects whose options come from the app's ``shared`` namespace (stateTypes1, monthTypes),
-#: which the published captures lack (tests/facts/irs-bundle-controls.txt §9): the select is
-#: sourced, its option values are not. The flow chooses the option whose value is the
-#: payload's (a USPS state code, a month number) and stops as a changed page when there is
-#: none -- never an option picked by a guess at its words.
+#: selects whose options come from the app's ``shared`` namespace (stateTypes1), which the
+#: published captures lack (tests/facts/irs-bundle-controls.txt §10): the select is sourced
+#: and its values are USPS codes (the bundle's sample application, §1), but not which codes
+#: it offers. The flow chooses the option whose value is the payload's code and stops as a
+#: changed page when there is none -- never an option picked by a guess at its words.
 OPTIONS_UNKNOWN: frozenset[str] = frozenset({
     "stateInputControl", "physicalState", "stateInput", "StateFiledArticlesOrganizationInput",
-    "StateFiledArticlesIncorporationInput", "startDateMonthInput",
-    "ClosingMonthOfAccountingInput"})
+    "StateFiledArticlesIncorporationInput"})
+#: the month selects' values (the bundle's code, §1): the flow's month n is MONTHS[n - 1]
+MONTHS = ("JANUARY", "FEBRUARY", "MARCH", "APRIL", "MAY", "JUNE", "JULY", "AUGUST",
+          "SEPTEMBER", "OCTOBER", "NOVEMBER", "DECEMBER")
 
 
 def _choices(section: str) -> Source:
     return Source(CONTROLS, section)
 
 
+_MONTHS = _choices("the month values, the cases of Ot in order: JANUARY FEBRUARY MARCH APRIL "
+                   "MAY JUNE JULY AUGUST SEPTEMBER OCTOBER\n  NOVEMBER DECEMBER")
 _YES_NO = _choices('yes/no radios\n    (ein__additionalDetails.json tellUsMoreAboutSection, '
                    'choices yes "Yes", no "No")')
 
@@ -155,6 +159,8 @@ VALUES: dict[str, dict[str, Source]] = {
         "no": _choices('inputName:"hasEmployeesInput" ...})   yes "Yes" / no "No"')},
     "entityBusinessCategoryInput": {"OTHER": _choices('WHOLESALE, OTHER ($==="OTHER")')},
     "otherInput": {"OTHER": _choices('radio; Ge==="OTHER" among')},
+    **{name: {m: _MONTHS for m in MONTHS}
+       for name in ("startDateMonthInput", "ClosingMonthOfAccountingInput")},
     "confirmationLetterRadioInput": {
         "DIGITAL": _choices('DIGITAL "Receive letter digitally in the next step"'),
         "MAIL": _choices('MAIL "Receive letter by mail (allow up to 4 weeks for delivery)"')},

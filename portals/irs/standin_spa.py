@@ -72,7 +72,8 @@ function select(name, label, options) {
     ` name="${name}"><option value="">Select</option>${opts}</select></div>`;
 }
 const STATES = C.states.map((s) => [s, s]);
-const MONTHS = C.months.map((m, i) => [String(i + 1), m]);
+// the month selects' values are the bundle's (JANUARY ... DECEMBER), their words the month's
+const MONTHS = C.months.map((m) => [m.toUpperCase(), m]);
 function buttons(next) {
   const cont = C.changedSelector
     ? '<a href="#" role="button" class="btn go" aria-label="Proceed">Proceed</a>'
@@ -258,7 +259,8 @@ function rows() {
      `${d.physicalStreet}, ${d.physicalCity}, ${d.physicalState} ${d.physicalZipCode}`],
     ['Phone number', d.thePhone],
     ['Legal name', d.legalNameInput],
-    ['Start date', `${C.months[+d.startDateMonthInput - 1]} ${d.startDateYearInput}`],
+    ['Start date', `${(MONTHS.find(([v]) => v === d.startDateMonthInput) || ['', ''])[1]} ` +
+     `${d.startDateYearInput}`],
     [C.reviewChanged === 'label' ? 'Principal business activity' : 'Principal activity',
      d.otherActivityTextInput]];
   if (d.entityRoleRadioInput === 'no')

@@ -117,3 +117,14 @@ def test_irs_structures_and_their_words_are_the_content_files():
     assert set(SUFFIXES.values()) == set(handles.VALUES["responsibleSuffix"])
     # the selects of unknown options are sourced selects
     assert handles.OPTIONS_UNKNOWN <= set(handles.SOURCED)
+
+
+def test_irs_every_select_has_its_values_or_is_listed_as_of_unknown_options():
+    from portalq.portals.irs import handles
+
+    tree = ast.parse((ROOT / "portals" / "irs" / "flow.py").read_text())
+    selects = {n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call)
+               and isinstance(n.func, ast.Attribute) and n.func.attr == "select_named"
+               and isinstance(n.args[0], ast.Constant)}
+    assert "startDateMonthInput" in selects
+    assert selects <= set(handles.VALUES) | handles.OPTIONS_UNKNOWN, selects
