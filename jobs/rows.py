@@ -115,6 +115,8 @@ class PortalRow(TypedDict):
     probe_at: datetime | None
     outage_streak: int
     url: str | None
+    #: job types held for a page their flow does not know: {job_type: {"at", "reason"}}
+    drift_pauses: dict[str, dict[str, str]]
 
 
 class PortalState(TypedDict):
@@ -124,6 +126,8 @@ class PortalState(TypedDict):
     paused_by: str | None
     pause_reason: str | None
     enabled: bool
+    #: the job types held for a changed page
+    held: list[str]
 
 
 class EscalationRow(TypedDict):

@@ -203,12 +203,13 @@ class OutageState:
     others_failing: bool = False
 
 
-async def pause_for_drift(conn: AConn, *, portal: str, reason: str) -> bool:
-    """Pause ``portal`` for a changed page (``paused_by='drift'``) until an operator resumes
-    it; True if this call paused it (False: paused already, by an operator or for drift)."""
+async def pause_for_drift(conn: AConn, *, portal: str, job_type: str, reason: str) -> bool:
+    """Hold ``job_type`` on ``portal`` for a changed page until an operator resumes the
+    portal (its other job types go on); True if this call held it (False: held already, or
+    the portal paused by an operator)."""
     async with conn.transaction():
-        row = await sql.afetch_one(conn, "drift_pause", {"portal": portal, "reason": reason,
-                                                         "now": clock.now()})
+        row = await sql.afetch_one(conn, "drift_pause", {
+            "portal": portal, "job_type": job_type, "reason": reason, "now": clock.now()})
     return bool(row and row["paused"])
 
 

@@ -38,6 +38,8 @@ class Portal:
     pause_reason: str | None = None
     #: the real portal's address (``portals.url``)
     url: str | None = None
+    #: job types held for a page their flow does not know (until an operator resumes)
+    held: tuple[str, ...] = ()
 
     @property
     def code(self) -> str:
@@ -86,7 +88,7 @@ def build(portals: Sequence[Mapping[str, Any]], hours: Sequence[Mapping[str, Any
             enabled, reason = False, f"invalid calendar data: {exc}"
         out[code] = Portal(cal, p["max_concurrent_sessions"], enabled,
                            p["paused_at"] is not None, p.get("paused_by"), p.get("probe_at"),
-                           reason, p.get("url"))
+                           reason, p.get("url"), tuple(sorted(p.get("drift_pauses") or ())))
     return out
 
 

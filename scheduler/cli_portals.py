@@ -63,7 +63,7 @@ def _state(p: calendars.Portal, now: datetime) -> dict[str, Any]:
     return {"code": p.code, "timezone": p.calendar.timezone, "open": is_open,
             "startable": calendars.startable(p, now), "paused": p.paused,
             "enabled": p.enabled, "max_sessions": p.max_sessions,
-            "paused_by": p.paused_by, "pause_reason": p.pause_reason,
+            "paused_by": p.paused_by, "pause_reason": p.pause_reason, "held": list(p.held),
             "probe_at": _iso(p.probe_at),
             "cutoff_minutes": p.calendar.cutoff_minutes,
             "next_change": _iso(change), "next_change_is": "close" if is_open else "open"}
@@ -85,8 +85,10 @@ def list_portals(as_json: Annotated[bool, typer.Option("--json")] = False,
     for r in rows:
         now_s = "paused" if r["paused"] else ("open" if r["open"] else "closed")
         change = f"{r['next_change_is']}s {r['next_change']}" if r["next_change"] else "-"
+        # a job type held for a changed page waits for `portals resume`
+        held = f"  held: {', '.join(r['held'])}" if r["held"] else ""
         typer.echo(f"{r['code']:<20} {r['timezone']:<18} {now_s:<8} {change:<28} "
-                   f"{r['max_sessions'] or 'no limit'}")
+                   f"{r['max_sessions'] or 'no limit'}{held}")
 
 
 @app.command("hours")
@@ -205,7 +207,7 @@ def pause(code: str,
 def resume(code: str,
            reason: Annotated[str, _reason("portalq portals resume")] = "portalq portals resume",
            database_url: DbUrl = None) -> None:
-    """Resume a paused portal (audited)."""
+    """Resume a paused portal, and the job types held for a changed page (audited)."""
     use_url(database_url)
     with queue.connect() as c:
         console_actions.resume_portal(c, _by(), code, reason)   # not paused: exit 3

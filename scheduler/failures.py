@@ -66,11 +66,12 @@ class FailureRecorder:
         drift_paused = False
         if isinstance(exc, PortalChanged):   # a page the flow does not know
             drift_paused = await self._db.retrying(lambda conn: worker_api.pause_for_drift(
-                conn, portal=job["portal"], reason=outcomes.changed_reason(job["portal"],
-                                                                           message)))
+                conn, portal=job["portal"], job_type=job["job_type"],
+                reason=outcomes.changed_reason(job["portal"], message)))
             if drift_paused:
-                log.warning("portal %s paused: a page the flow does not know (until an "
-                            "operator resumes it)", job["portal"], extra=extra)
+                log.warning("%s held on portal %s: a page the flow does not know (until an "
+                            "operator resumes the portal)", job["job_type"], job["portal"],
+                            extra=extra)
             await self._refresh()
         portal = self._portal_of(job["portal"])
         t = outcomes.decide(

@@ -186,10 +186,11 @@ def _changed(exc: PortalChanged, job: Mapping[str, Any], message: str, now: date
         escalation = (Esc.PORTAL_CHANGED, (
             f"portal {code} shows a page the flow does not know"
             + (f" at {exc.where}" if exc.where else "") + f": {message}. Nothing "
-            f"irreversible was done. Its flows are paused and its jobs wait (no attempts "
-            f"spent). Compare the screenshot and aria-page.yaml with aria-expected.yaml; "
-            f"once the flow is fixed or the page is back, resume it: portalq portals resume "
-            f"{code} --reason '...' (or on the console's portals page)"))
+            f"irreversible was done. Its {job['job_type']} jobs are held and wait (no "
+            f"attempts spent); the portal's other job types go on. Compare the screenshot "
+            f"and aria-page.yaml with aria-expected.yaml; once the flow is fixed or the page "
+            f"is back, resume it: portalq portals resume {code} --reason '...' (or on the "
+            f"console's portals page)"))
     return Transition(DEFERRED, "deferred", message, run_at=now + MIN_DEFER,
                       refund_attempt=True, escalation=escalation,
                       detail={"event": EventKind.PORTAL_CHANGED,

@@ -59,7 +59,8 @@ def state(conn: Conn, code: str) -> PortalState | None:
     for p in portals(conn):
         if p["code"] == code:
             return PortalState(paused_at=p["paused_at"], paused_by=p["paused_by"],
-                               pause_reason=p["pause_reason"], enabled=p["enabled"])
+                               pause_reason=p["pause_reason"], enabled=p["enabled"],
+                               held=sorted(p["drift_pauses"]))
     return None
 
 

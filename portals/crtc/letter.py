@@ -1,7 +1,8 @@
 """The CRTC registration letter, built from the payload as a PDF (:mod:`.pdfdoc`).
 
-What a registration letter says (CRTC "Registering and Reporting to the CRTC", in
-``../shared/portals/gckey-crtc.txt`` [R3]): facilities-based or not, the registration
+What a registration letter says (CRTC "Registering and Reporting to the CRTC",
+http://www.crtc.gc.ca/eng/8180/8180e.htm, in ``docs/portals/crtc.md`` and its facts copy
+``tests/facts/gckey-crtc.txt`` [R3]): facilities-based or not, the registration
 list(s), the legal name and address, and the acknowledgement of the obligations. The list
 names are the CRTC's own [R2]. The layout and the salutation are not sourced.
 """

@@ -1,5 +1,5 @@
 """CRTC stand-in: registration of a telecommunications service provider through
-"My CRTC Account" (Telecom Regulatory Policy CRTC 2017-11), per ../shared/portal-facts.md.
+"My CRTC Account" (Telecom Regulatory Policy CRTC 2017-11), per ``docs/portals/crtc.md``.
 
 ``/register`` (2 steps): the **Telecom Cover Page** (company, province, services, the
 designated contact, the filer's own file reference), then **Attach Documents** (the

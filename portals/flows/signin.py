@@ -48,7 +48,7 @@ from portalq.portals.flows.context import Credentials, FlowContext, HeldAccount,
 from portalq.portals.flows.masking import masked_screenshot, redact
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page
+    from playwright.async_api import Locator, Page
 
 #: asks a person something mid-flow and returns the answer (e.g. an e-mailed code)
 Ask = Callable[[str], Awaitable[str]]
@@ -63,7 +63,8 @@ MAX_STEPS = 10
 SIGNIN_PAGES = ("one of the sign-in steps (elements with the ids "
                 + ", ".join(f"#{m}" for m in _MARKERS)
                 + ") or, once the password was sent, a page the portal shows signed in")
-#: the user name and password inputs of a portal's sign-in form ("": the stand-in kit's);
+#: the user name and password inputs of a portal's sign-in form ("": the stand-in kit's, the
+#: only one known by the kit's marks; the others are known by their own fields);
 #: GCKey (the CRTC's sign-in) [S]: ``#token1``, ``#token2``; eCorp2 (Delaware) [S]: its
 #: Angular ``formcontrolname`` inputs
 FIELDS = {"": ("#signin-username", "#signin-password"), "crtc": ("#token1", "#token2"),
@@ -103,9 +104,23 @@ async def _marker(page: Page) -> str | None:
 
 
 async def _submit(page: Page, form: str) -> None:
-    status = await click_and_wait(page, page.locator(f"#{form} button[type=submit]"))
+    await _submit_with(page, page.locator(f"#{form} button[type=submit]"))
+
+
+async def _submit_with(page: Page, button: Locator) -> None:
+    status = await click_and_wait(page, button)
     if status is not None and status >= 500:
         raise PortalUnavailable(f"sign-in answered HTTP {status}")
+
+
+async def _real_form(page: Page, portal: str) -> bool:
+    """Does the page show ``portal``'s own login fields (a sourced :data:`FIELDS` entry) and
+    a submit button in their form?"""
+    if portal not in FIELDS:
+        return False
+    user, password = FIELDS[portal]
+    return bool(await page.locator(user).count() and await page.locator(
+        f"form:has({password}) button[type=submit]").count())
 
 
 async def sign_in(ctx: FlowContext[BaseModel], page: Page, creds: Credentials, *,
@@ -178,6 +193,10 @@ async def _steps(ctx: FlowContext[BaseModel], page: Page, creds: Credentials, po
 
     for _ in range(MAX_STEPS):
         marker = await _marker(page)
+        if marker is None and await _real_form(page, portal):
+            # the real login page carries none of the stand-in's marks: known by its own
+            # fields (GCKey's #token1/#token2 [S]), typed and submitted by its button
+            marker = "signin-form"
         if marker == "account-locked":
             raise AccountLocked(f"{who} is locked", account=creds.user)
         if marker == "signin-error" or (marker == "signin-form" and password_sent):
@@ -190,7 +209,11 @@ async def _steps(ctx: FlowContext[BaseModel], page: Page, creds: Credentials, po
             await page.locator(user_field).fill(creds.user)
             await page.locator(password_field).fill(creds.password)
             password_sent = True  # set before the click: whatever happens, never twice
-            await _submit(page, "signin-form")
+            if await page.locator("#signin-form").count():
+                await _submit(page, "signin-form")
+            else:
+                await _submit_with(page, page.locator(f"form:has({password_field}) "
+                                                      "button[type=submit]").first)
         elif marker == "captcha":
             shot = ctx.artifacts_dir / f"captcha-{asked + 1}.png"
             await masked_screenshot(page, shot, ctx.secrets())

@@ -1,14 +1,15 @@
 """Every handle by which ``obtain_ein`` finds a control on the IRS's Apply for EIN app, with
 its source: the facts file (under ``tests/facts/``) and the text in it that fixes the handle.
 
-A handle is what the flow passes to a finder: an input name (``[name=...]``), a radio's
-``label[for=<VALUE><name>id]``, an aria-label, a link's text, or — for the controls no
-real material names yet — the label or group text the stand-in gives it. Those last are
-declared with no source (:data:`GAPS`): they are guesses, listed so that they can only
-shrink knowingly, and a page that lacks one stops the flow (the drift stop), never a guess
-on another control. ``tests/unit/test_irs_handles.py`` checks that every handle the flow
-uses is declared here, that each cited source contains its quote and the quote the handle,
-and that the gaps are exactly the ones listed.
+A handle is what the flow passes to a finder: an input or select name (``[name=...]``), a
+radio's ``label[for=<VALUE><name>id]``, an aria-label or a link's text. Each comes from the
+production bundle's components or its content files (``tests/facts/irs-bundle-controls.txt``
+records them page by page) or from public automation of the app; the option values the flow
+chooses are declared with theirs (:data:`VALUES`), and the selects whose options the captures
+lack are listed (:data:`OPTIONS_UNKNOWN`). A page that lacks a handle stops the flow (the drift
+stop), never a guess on another control. ``tests/unit/test_selector_sources.py`` checks that
+every handle the flow uses is declared here, that each cited source contains its quote and the
+quote the handle.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 FACTS = "tests/facts/irs-applyein.txt"           # the app's content files and public automation
 LEGACY = "tests/facts/irs-published-and-legacy.txt"
 BUNDLE = "tests/facts/irs-ein-assignment.txt"    # recorded from the production bundle
+CONTROLS = "tests/facts/irs-bundle-controls.txt"  # the bundle's form controls, page by page
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,10 @@ class Source:
     file: str
     #: the text of ``file`` that fixes the handle (it contains the handle's own text)
     quote: str
+
+
+def _named(name: str) -> Source:
+    return Source(CONTROLS, f'uniqueInputName:"{name}"')
 
 
 #: handle (as the flow writes it) -> its source
@@ -36,64 +42,128 @@ SOURCED: dict[str, Source] = {
     "Download EIN confirmation Letter [PDF]": Source(
         FACTS, "button: 'Download EIN confirmation Letter [PDF]' (aria-label 'Download EIN "
                "confirmation Letter [PDF]')"),
-    # radios: through their label, label[for=<VALUE><name>id] (the inputs ignore clicks)
-    "legalStructureInput": Source(FACTS, "label[for=<VALUE>legalStructureInputid]"),
+    "Review and confirm": Source(FACTS, "final checkbox error: Review and confirm: Checkbox "
+                                        "must be checked before continuing."),
+    # Legal Structure (radios through their label, label[for=<VALUE><name>id])
+    "legalStructureInput": Source(CONTROLS,
+                                  'Gi(v.legalStructureInputControl,"legalStructureInput")'),
+    "solePropStructureInput": Source(
+        CONTROLS, 'Kr(y.soleProprietorStructureInputControl,"solePropStructureInput")'),
+    "partnershipStructureInput": Source(
+        CONTROLS, 'Di(_.partnershipStructureInputControl,"partnershipStructureInput")'),
+    "corpStructureInput": Source(CONTROLS, 'Zr(S.corpStructureInputControl,"corpStructureInput")'),
+    "membersOfLlcInput": Source(CONTROLS, 'E.jsx(bn,{inputName:"membersOfLlcInput" ...})'),
+    "stateInputControl": Source(CONTROLS, 'E.jsx(sa,{inputName:"stateInputControl" ...})'),
     "reasonForApplyingInputControl": Source(
         FACTS, "reasonForApplyingInputControl (NEW_BUSINESS, HIRED_EMPLOYEES, BANKING_NEEDS, "
                "CHANGING_LEGAL_STRUCTURE, PURCHASED_BUSINESS)"),
-    "entityRoleRadioInput": Source(FACTS, "entityRoleRadioInput=yes"),
-    "membersOfLlcInput": Source(BUNDLE, "membersOfLlcInput"),
-    "responsibleFirstName": Source(FACTS, "responsibleFirstName"),
-    "responsibleMiddleName": Source(FACTS, "responsibleMiddleName"),
-    "responsibleLastName": Source(FACTS, "responsibleLastName"),
+    # Identity, and the designee's name on the Third Party page (the same inputs)
+    "responsibleFirstName": _named("responsibleFirstName"),
+    "responsibleMiddleName": _named("responsibleMiddleName"),
+    "responsibleLastName": _named("responsibleLastName"),
+    "responsibleSuffix": _named("responsibleSuffix"),
     "responsibleSsn": Source(FACTS, "step2 responsibleSsn"),
-    "Review and confirm": Source(FACTS, "final checkbox error: Review and confirm: Checkbox "
-                                        "must be checked before continuing."),
-    "Confirmation Letter": Source(FACTS, "required-choice error: Confirmation Letter: "
-                                         "Selection is required."),
-    "Receive letter digitally in the next step": Source(
-        FACTS, "confirmation letter choice: Receive letter digitally in the next step"),
-    "Receive letter by mail (allow up to 4 weeks for delivery)": Source(
-        FACTS, "confirmation letter choice: Receive letter by mail (allow up to 4 weeks for "
-               "delivery)"),
+    "entityRoleRadioInput": Source(CONTROLS, "the role: entityRoleRadioInput, values yes / no"),
+    # Third Party
+    "thirdPartyDesigneeInput": Source(
+        CONTROLS, 'Dt(M.thirdPartyDesigneeInputControl,"thirdPartyDesigneeInput")'),
+    "thirdPartyComplianceInput": Source(
+        CONTROLS, 'Nr(M.thirdPartyComplianceInputControl,"thirdPartyComplianceInput")'),
+    # Addresses (the Third Party page's designee address has the same inputs)
+    "physicalStreet": _named("physicalStreet"), "physicalCity": _named("physicalCity"),
+    "physicalState": _named("physicalState"), "physicalZipCode": _named("physicalZipCode"),
+    "thePhone": _named("thePhone"),
+    "otherAddress": Source(CONTROLS, 'Sn(Mt,"otherAddress")'),
+    # Additional Details
+    "legalNameInput": Source(CONTROLS, 'E.jsx(u8,{inputName:"legalNameInput" ...})'),
+    "countyInput": Source(CONTROLS, "inputName:pe+\"Input\" = countyInput"),
+    "stateInput": Source(CONTROLS, "select inputName:le+\"Input\" = stateInput"),
+    "StateFiledArticlesOrganizationInput": Source(
+        CONTROLS, "inputName:Z+\"Input\" = StateFiledArticlesOrganizationInput"),
+    "StateFiledArticlesIncorporationInput": Source(
+        CONTROLS, "select\n    StateFiledArticlesIncorporationInput"),
+    "startDateMonthInput": Source(CONTROLS, 'E.jsx(sa,{inputName:"startDateMonthInput" ...})'),
+    "startDateYearInput": Source(CONTROLS, 'E.jsx(bn,{inputName:"startDateYearInput" ...})'),
+    "ClosingMonthOfAccountingInput": Source(
+        CONTROLS, "select\n    ClosingMonthOfAccountingInput"),
+    "highwayVehiclesInput": Source(CONTROLS, 'E.jsx(Zt,{inputName:"highwayVehiclesInput" ...})'),
+    "gamblingWagerInput": Source(CONTROLS, 'E.jsx(Zt,{inputName:"gamblingWagerInput" ...})'),
+    "fileForm720Input": Source(CONTROLS, 'E.jsx(Zt,{inputName:"fileForm720Input" ...})'),
+    "atfInput": Source(CONTROLS, 'E.jsx(Zt,{inputName:"atfInput" ...})'),
+    "hasEmployeesInput": Source(CONTROLS, 'E.jsx(Zt,{inputName:"hasEmployeesInput" ...})'),
+    # Provided Business Activity and Services
+    "entityBusinessCategoryInput": Source(
+        CONTROLS, 'ct(M.subHeader,M.businessCategoryInputControl,"entityBusinessCategoryInput"'),
+    "otherInput": Source(CONTROLS,
+                         'ct(X.subHeader,X.otherActivitiesFirstInputControl,"otherInput"'),
+    "otherActivityTextInput": Source(
+        CONTROLS, 'at(X.otherActivitiesSecondInputControl,"otherActivityTextInput"'),
+    # Review & Submit
+    "confirmationLetterRadioInput": Source(
+        CONTROLS, 'E.jsx(Zt,{value:U,inputName:"confirmationLetterRadioInput" ...})'),
 }
 
-#: handles no real material fixes yet: the stand-in's own words (recorded from the bundle
-#: next, tests/facts/irs-ein-assignment.txt §6 lists its real input names)
-GAPS: frozenset[str] = frozenset({
-    "What type of corporation are you applying for?",
-    "What type of partnership are you applying for?",
-    "State where located", "Suffix",
-    "Third party designee's name", "Street", "City", "State", "ZIP code", "Phone number",
-    "Fax number", "Do you have a different mailing address?",
-    "Legal name", "State where the entity is organized", "Start month", "Start year",
-    "Closing month of accounting year",
-    "Does the business own a highway motor vehicle with a taxable gross weight of 55,000 "
-    "pounds or more?",
-    "Does the business involve gambling or wagering?",
-    "Does the business need to file Form 720?",
-    "Does the business sell or manufacture alcohol, tobacco, or firearms?",
-    "Does the business have or expect to have employees?",
-    "Number of employees expected in the next 12 months",
-    "Which category best describes your business?",
-    "Describe the principal activity of the business",
-    # option labels of the stand-in's yes/no radios and of the business category
-    "No", "Other",
-})
+#: handles no real material fixes: none left (each closed gap moved to SOURCED with its
+#: source). A control only a guess could find is not looked for: the flow stops there.
+GAPS: frozenset[str] = frozenset()
+
+#: selects whose options come from the app's ``shared`` namespace (stateTypes1), which the
+#: published captures lack (tests/facts/irs-bundle-controls.txt §10): the select is sourced
+#: and its values are USPS codes (the bundle's sample application, §1), but not which codes
+#: it offers. The flow chooses the option whose value is the payload's code and stops as a
+#: changed page when there is none -- never an option picked by a guess at its words.
+OPTIONS_UNKNOWN: frozenset[str] = frozenset({
+    "stateInputControl", "physicalState", "stateInput", "StateFiledArticlesOrganizationInput",
+    "StateFiledArticlesIncorporationInput"})
+#: the month selects' values (the bundle's code, §1): the flow's month n is MONTHS[n - 1]
+MONTHS = ("JANUARY", "FEBRUARY", "MARCH", "APRIL", "MAY", "JUNE", "JULY", "AUGUST",
+          "SEPTEMBER", "OCTOBER", "NOVEMBER", "DECEMBER")
 
 
-#: the option values the flow chooses, per radio: sourced by the same quote as the radio's
-#: name (it lists them), or a gap
-VALUES: dict[str, dict[str, Source | None]] = {
-    "legalStructureInput": {
-        "LLC": Source(FACTS, "input[name=legalStructureInput] (values SOLE_PROPRIETOR, LLC"),
-        "SOLE_PROPRIETOR": Source(FACTS, "input[name=legalStructureInput] (values SOLE_PROPRIETOR"),
-        "CORPORATIONS": None, "PARTNERSHIPS": None},
+def _choices(section: str) -> Source:
+    return Source(CONTROLS, section)
+
+
+_MONTHS = _choices("the month values, the cases of Ot in order: JANUARY FEBRUARY MARCH APRIL "
+                   "MAY JUNE JULY AUGUST SEPTEMBER OCTOBER\n  NOVEMBER DECEMBER")
+_YES_NO = _choices('yes/no radios\n    (ein__additionalDetails.json tellUsMoreAboutSection, '
+                   'choices yes "Yes", no "No")')
+
+#: the option values the flow chooses, per radio or select of known options, each with the
+#: source that lists it (the quote contains the value)
+VALUES: dict[str, dict[str, Source]] = {
+    "legalStructureInput": {v: _choices(f'{v} "{t}"') for v, t in (
+        ("LLC", "Limited Liability Company (LLC)"), ("SOLE_PROPRIETOR", "Sole Proprietor"),
+        ("CORPORATION", "Corporations"), ("PARTNERSHIP", "Partnerships"))},
+    "solePropStructureInput": {"SOLE_PROPRIETOR": _choices(
+        'choices soleProprietorSection: SOLE_PROPRIETOR "Sole Proprietor"')},
+    "partnershipStructureInput": {"PARTNERSHIP": _choices(
+        'choices partnershipSection: PARTNERSHIP "Partnership"')},
+    "corpStructureInput": {"CORPORATION": _choices(
+        'choices corpSection: CORPORATION "Corporation"')},
     "reasonForApplyingInputControl": {
         v: SOURCED["reasonForApplyingInputControl"] for v in (
             "NEW_BUSINESS", "HIRED_EMPLOYEES", "BANKING_NEEDS", "CHANGING_LEGAL_STRUCTURE",
             "PURCHASED_BUSINESS")},
-    "entityRoleRadioInput": {"yes": SOURCED["entityRoleRadioInput"], "no": None},
+    "responsibleSuffix": {v: _choices(f'{v} "{t}"') for v, t in (
+        ("DDS", "DDS"), ("MD", "MD"), ("PHD", "PHD"), ("JR", "Jr"), ("SR", "Sr"), ("I", "I"),
+        ("II", "II"), ("III", "III"), ("IV", "IV"), ("V", "V"), ("VI", "VI"))},
+    "entityRoleRadioInput": {"yes": SOURCED["entityRoleRadioInput"],
+                             "no": SOURCED["entityRoleRadioInput"]},
+    "thirdPartyDesigneeInput": {"yes": _choices('values from the code: B==="yes"')},
+    "thirdPartyComplianceInput": {"yes": _choices('$==="yes" / "no"')},
+    "otherAddress": {"no": _choices('where you want your mail to be sent?": yes "Yes", no "No"')},
+    **{name: {"no": _YES_NO} for name in ("highwayVehiclesInput", "gamblingWagerInput",
+                                         "fileForm720Input", "atfInput")},
+    "hasEmployeesInput": {
+        "no": _choices('inputName:"hasEmployeesInput" ...})   yes "Yes" / no "No"')},
+    "entityBusinessCategoryInput": {"OTHER": _choices('WHOLESALE, OTHER ($==="OTHER")')},
+    "otherInput": {"OTHER": _choices('radio; Ge==="OTHER" among')},
+    **{name: {m: _MONTHS for m in MONTHS}
+       for name in ("startDateMonthInput", "ClosingMonthOfAccountingInput")},
+    "confirmationLetterRadioInput": {
+        "DIGITAL": _choices('DIGITAL "Receive letter digitally in the next step"'),
+        "MAIL": _choices('MAIL "Receive letter by mail (allow up to 4 weeks for delivery)"')},
 }
 
 
@@ -104,6 +174,6 @@ def option(name: str, value: str) -> str:
 
 
 def named(name: str) -> str:
-    """The input ``name``."""
+    """The input or select ``name``."""
     assert name in SOURCED, name
     return f'[name="{name}"]'

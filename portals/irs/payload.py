@@ -2,7 +2,7 @@
 
 Who applies is always decided when the payload is validated (at enqueue), never left to the
 flow: a formation firm applying for its client is the IRS's third-party designee and must say
-so (``../shared/portal-facts.md``, "Who applies"). So, in order:
+so (``docs/portals/irs.md``, "Who applies"). So, in order:
 
 - ``third_party_designee`` given: that designee applies;
 - ``"applicant": "responsible_party"``: the responsible party applies in person (no designee);
@@ -56,6 +56,10 @@ class ObtainEinPayload(Model):
                     "CHANGING_LEGAL_STRUCTURE", "PURCHASED_BUSINESS"] = "NEW_BUSINESS"
     responsible_party: ResponsibleParty
     address: Address
+    #: the county where the entity is located: the real Additional Details page requires it
+    #: (tests/facts/irs-bundle-controls.txt §6); without one the IRS's own inline error stops
+    #: the application there, as input the app refuses
+    county: str | None = Field(default=None, min_length=1, max_length=MAX_CITY, pattern=ONE_LINE)
     phone: str = Field(pattern=r"^\+?[\d\s().-]{7,20}$")
     legal_name: str = Field(min_length=1)
     start_month: int = Field(ge=1, le=12)

@@ -1,7 +1,7 @@
 """IRS EIN application stand-in: a single-page app at ``/applyein/``.
 
-Follows ``shared/portal-facts.md`` ("IRS — EIN application") and its extract
-``portals/irs-applyein.txt`` (copy: ``tests/facts/irs-applyein.txt``, checked by
+Follows ``docs/portals/irs.md`` and its facts extract
+``tests/facts/irs-applyein.txt`` (checked by
 ``tests/browser/test_irs_standin.py``). The texts are :mod:`portals.irs.standin_texts`, the
 client :mod:`portals.irs.standin_spa`.
 
@@ -55,10 +55,11 @@ STATES = ("AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI 
           "NV NH NJ NM NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY").split()
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December"]
-#: [?] the extract names no categories; these are form SS-4 line 16's
-CATEGORIES = ["Construction", "Rental & leasing", "Real estate", "Manufacturing",
-              "Transportation & warehousing", "Finance & insurance", "Health care & social "
-              "assistance", "Accommodation & food service", "Wholesale", "Retail", "Other"]
+#: the business categories' values (tests/facts/irs-bundle-controls.txt §7; their texts are
+#: not captured)
+CATEGORIES = ["ACCOMMODATIONS", "CONSTRUCTION", "FINANCE", "FOOD_SERVICE", "HEALTH_CARE",
+              "INSURANCE", "MANUFACTURING", "REAL_ESTATE", "RENTAL_LEASING", "RETAIL",
+              "SOCIAL_ASSISTANCE", "TRANSPORTATION", "WHOLESALE", "OTHER"]
 EIN_PREFIXES = ["20", "26", "27", "45", "46", "47", "81", "82", "83", "84", "85", "86", "87",
                 "88", "92", "93", "98", "99"]
 LETTER_TYPE = "CP575A"  # [?] the extract has the download name "{letterType}.pdf" only
@@ -85,6 +86,8 @@ background:#fff;border:2px solid #000;padding:16px}"""
 def _texts() -> dict[str, Any]:
     return {"routes": tx.ROUTES, "steps": tx.STEP_LABELS, "alerts": tx.ALERTS,
             "structures": tx.STRUCTURES, "subTypes": tx.SUB_TYPES, "reasons": tx.REASONS,
+            "fields": tx.FIELD_NAMES, "suffixes": tx.SUFFIXES, "roleYes": tx.ROLE_YES,
+            "roleNo": tx.ROLE_NO,
             "llcMembers": tx.LLC_MEMBERS, "confirmError": tx.CONFIRM_ERROR,
             "letterDigital": tx.LETTER_DIGITAL, "letterMail": tx.LETTER_MAIL,
             "letterRequired": tx.LETTER_REQUIRED, "submit": tx.SUBMIT,
@@ -260,20 +263,27 @@ def create_app(state: PortalState) -> Starlette:
         with state.lock:
             seq = len(state.ledger) + 1
         ein = f"{random.choice(EIN_PREFIXES)}-{(1_234_567 + seq * 7_919) % 10_000_000:07d}"
-        designee = d.get("designeeName") if d.get("entityRoleRadioInput") == "no" else None
+        tpd = {k[4:]: v for k, v in d.items() if k.startswith("tpd.")}
+        designee = " ".join(filter(None, (tpd.get("responsibleFirstName"),
+                                          tpd.get("responsibleMiddleName"),
+                                          tpd.get("responsibleLastName")))) \
+            if d.get("entityRoleRadioInput") == "no" else None
+        sub_name = tx.SUB_TYPES.get(str(d.get("legalStructureInput")), ("", {}))[0]
         return state.record({
             "ein": ein, "legal_name": d.get("legalNameInput", ""), "name_key": name_key,
             "name_control": _name_control(d.get("legalNameInput", "")),
             "ssn_sha256": ssn_hash, "irs_day": irs_day(),
             "legal_structure": d.get("legalStructureInput"),
-            "sub_type": d.get("corporationsSubType") or d.get("partnershipsSubType"),
+            "sub_type": d.get(sub_name) or None,
             "responsible_name": f'{d.get("responsibleFirstName")} {d.get("responsibleLastName")}',
             "address": [d.get("physicalStreet", ""), f'{d.get("physicalCity")}, '
                         f'{d.get("physicalState")} {d.get("physicalZipCode")}'],
             "designee": designee and {
-                "name": designee, "address": f'{d.get("designeeStreet")}, '
-                f'{d.get("designeeCity")}, {d.get("designeeState")} {d.get("designeeZip")}',
-                "phone": d.get("designeePhone"), "fax": d.get("designeeFax") or None},
+                "name": designee, "address": f'{tpd.get("physicalStreet")}, '
+                f'{tpd.get("physicalCity")}, {tpd.get("physicalState")} '
+                f'{tpd.get("physicalZipCode")}',
+                # the real Third Party page has no fax field
+                "phone": tpd.get("thePhone"), "fax": None},
             # the real app sends letterDelivery "MAIL" for a designee's application
             "letter": "MAIL" if designee else d.get("confirmationLetterRadioInput"),
         })

@@ -36,15 +36,32 @@ function indicator(step) {
     `6: ${esc(T.steps[step - 1])}</h2><nav aria-label="Progress Tracker" role="navigation">` +
     `<ol role="list" class="stepIndicator-flexWrap">${items}</ol></nav></div>`;
 }
-function radios(name, legend, options, hidden) {
+function radios(name, legend, options, hidden, id) {
   const items = Object.entries(options).map(([v, t]) =>
     `<div class="radio"><input type="radio" id="${v}${name}id" name="${name}" value="${esc(v)}"` +
     ` tabindex="-1"><label for="${v}${name}id" data-value="${esc(v)}">${esc(t)}</label></div>`
   ).join('');
-  return `<fieldset id="${name}-group" data-radio="${name}"${hidden ? ' hidden' : ''}>` +
+  return `<fieldset id="${id || name + '-group'}" name="${name}" data-radio="${name}"` +
+    `${hidden ? ' hidden' : ''}>` +
     `<legend>${esc(legend)}</legend>${items}</fieldset>`;
 }
-const yesNo = (name, legend, hidden) => radios(name, legend, {yes: 'Yes', no: 'No'}, hidden);
+const yesNo = (name, legend, hidden) => radios(name, legend, YES_NO, hidden);
+const YES_NO = {yes: 'Yes', no: 'No'}, F = T.fields;
+const SUFFIXES = Object.entries(T.suffixes);
+// the closing month is asked only of these (us(entityType) in the bundle)
+const CLOSING = ['CORPORATION', 'PARTNERSHIP'];
+const TPD_FIELDS = ['responsibleFirstName', 'responsibleMiddleName', 'responsibleLastName',
+  'responsibleSuffix', 'physicalStreet', 'physicalCity', 'physicalState', 'physicalZipCode',
+  'thePhone'];
+function addressFields() {
+  return text('physicalStreet', 'Street') + text('physicalCity', 'City') +
+    select('physicalState', 'State/U.S. territory', STATES) +
+    text('physicalZipCode', 'ZIP/Postal code') + text('thePhone', 'Phone number');
+}
+function confirmBox() {
+  return `<div class="field"><input type="checkbox" id="reviewConfirm">` +
+    `<label for="reviewConfirm">Review and confirm</label></div>`;
+}
 function text(name, label, extra) {
   return `<div class="field"><label for="${name}">${esc(label)}</label>` +
     `<input id="${name}" name="${name}" ${extra || ''}></div>`;
@@ -55,7 +72,8 @@ function select(name, label, options) {
     ` name="${name}"><option value="">Select</option>${opts}</select></div>`;
 }
 const STATES = C.states.map((s) => [s, s]);
-const MONTHS = C.months.map((m, i) => [String(i + 1), m]);
+// the month selects' values are the bundle's (JANUARY ... DECEMBER), their words the month's
+const MONTHS = C.months.map((m) => [m.toUpperCase(), m]);
 function buttons(next) {
   const cont = C.changedSelector
     ? '<a href="#" role="button" class="btn go" aria-label="Proceed">Proceed</a>'
@@ -87,38 +105,32 @@ const choice = (n) => S.data[n] || '';
 const PAGES = {
   '': splash, applyForEin: splash,
   legalStructure: {body: () =>
-    radios('legalStructureInput', 'What type of legal structure is applying for an EIN?',
-           T.structures) +
-    radios('corporationsSubType', 'What type of corporation are you applying for?',
-           Object.fromEntries(T.subTypes.CORPORATIONS.map((t) => [t, t])), true) +
-    radios('partnershipsSubType', 'What type of partnership are you applying for?',
-           Object.fromEntries(T.subTypes.PARTNERSHIPS.map((t) => [t, t])), true) +
-    `<fieldset id="members-group" hidden><legend>${esc(T.llcMembers)}</legend>` +
-    text('membersOfLlcInput', 'Number of members', 'type="number" min="1"') + '</fieldset>' +
-    select('stateLocatedInput', 'State where located', STATES) +
-    radios('reasonForApplyingInputControl', 'Why is the entity requesting an EIN?', T.reasons) +
-    `<div class="field"><input type="checkbox" id="reviewConfirm"><label for="reviewConfirm">` +
-    `Review and confirm</label></div>`,
+    radios('legalStructureInput', F.structure, T.structures) +
+    Object.entries(T.subTypes).map(([st, [name, opts]]) =>
+      radios(name, F.subType, opts, true, `sub-${st}`)).join('') +
+    `<div id="members-group" hidden><h3>${esc(T.llcMembers)}</h3>` +
+    text('membersOfLlcInput', F.members, 'inputmode="numeric"') +
+    select('stateInputControl', F.llcState, STATES) + '</div>' +
+    radios('reasonForApplyingInputControl', F.reason, T.reasons) + confirmBox(),
     check: () => {
-      const e = [], st = choice('legalStructureInput');
+      const e = [], st = choice('legalStructureInput'), sub = T.subTypes[st];
       if (!st) e.push('Legal Structure: Selection is required.');
-      if (st === 'CORPORATIONS' && !choice('corporationsSubType'))
-        e.push('Corporation Type: Selection is required.');
-      if (st === 'PARTNERSHIPS' && !choice('partnershipsSubType'))
-        e.push('Partnership Type: Selection is required.');
+      if (sub && !choice(sub[0])) e.push(`${F.subType}: Selection is required.`);
       if (st === 'LLC' && !(+val('membersOfLlcInput') >= 1))
-        e.push('Number of members: Entry is required.');
-      if (!val('stateLocatedInput')) e.push('State where located: Selection is required.');
+        e.push(`${F.members}: Entry is required.`);
+      if (st === 'LLC' && !val('stateInputControl'))
+        e.push(`${F.llcState}: Selection is required.`);
       if (!choice('reasonForApplyingInputControl'))
         e.push('Reason for applying: Selection is required.');
       if (!$('#reviewConfirm').checked) e.push(T.confirmError);
-      return e.length ? inputErrors(e) : keep(['membersOfLlcInput', 'stateLocatedInput']);
+      return e.length ? inputErrors(e) : keep(['membersOfLlcInput', 'stateInputControl']);
     }, next: () => go('identityOfEntities')},
   identityOfEntities: {body: () =>
-    text('responsibleFirstName', 'First name') + text('responsibleMiddleName', 'Middle name') +
-    text('responsibleLastName', 'Last name') + text('responsibleSuffix', 'Suffix') +
+    text('responsibleFirstName', 'First name') +
+    text('responsibleMiddleName', 'Middle name/initial') +
+    text('responsibleLastName', 'Last name') + select('responsibleSuffix', F.suffix, SUFFIXES) +
     text('responsibleSsn', 'SSN/ITIN', 'autocomplete="off" maxlength="11" inputmode="numeric"') +
-    yesNo('entityRoleRadioInput', 'Are you the responsible party?'),
+    radios('entityRoleRadioInput', F.role, {yes: T.roleYes, no: T.roleNo}),
     check: () => {
       const e = [];
       if (!val('responsibleFirstName')) e.push('First name: Entry is required.');
@@ -129,22 +141,28 @@ const PAGES = {
       return e.length ? inputErrors(e) : keep(['responsibleFirstName', 'responsibleMiddleName',
         'responsibleLastName', 'responsibleSuffix', 'responsibleSsn']);
     }, next: eligibility},
+  // the Third Party page: the same input names as Identity's and Addresses' (the real app
+  // keeps each page's answers apart: here under "tpd."); its texts are not captured
   thirdPartyEntries: {body: () =>
-    text('designeeName', "Third party designee's name") + text('designeeStreet', 'Street') +
-    text('designeeCity', 'City') + select('designeeState', 'State', STATES) +
-    text('designeeZip', 'ZIP code') + text('designeePhone', 'Phone number') +
-    text('designeeFax', 'Fax number'),
+    radios('thirdPartyDesigneeInput', '[reconstructed] Third party designee', YES_NO) +
+    radios('thirdPartyComplianceInput', '[reconstructed] Third party authorization', YES_NO,
+           true) +
+    `<div id="tpd-fields" hidden>` +
+    text('responsibleFirstName', 'First name') +
+    text('responsibleMiddleName', 'Middle name/initial') +
+    text('responsibleLastName', 'Last name') + select('responsibleSuffix', F.suffix, SUFFIXES) +
+    addressFields() + '</div>',
     check: () => {
-      const e = ['designeeName', 'designeeStreet', 'designeeCity', 'designeeState', 'designeeZip',
-                 'designeePhone'].filter((n) => !val(n)).map((n) => `${n}: Entry is required.`);
-      return e.length ? inputErrors(e) : keep(['designeeName', 'designeeStreet', 'designeeCity',
-        'designeeState', 'designeeZip', 'designeePhone', 'designeeFax']);
+      const e = ['responsibleFirstName', 'responsibleLastName', 'physicalStreet', 'physicalCity',
+                 'physicalState', 'physicalZipCode', 'thePhone']
+        .filter((n) => !val(n)).map((n) => `${n}: Entry is required.`);
+      if (choice('thirdPartyDesigneeInput') !== 'yes' ||
+          choice('thirdPartyComplianceInput') !== 'yes')
+        e.push('Third party: Selection is required.');
+      return e.length ? inputErrors(e) : keep(TPD_FIELDS, 'tpd.');
     }, next: () => go('addAddresses')},
   addAddresses: {body: () =>
-    text('physicalStreet', 'Street') + text('physicalCity', 'City') +
-    select('physicalState', 'State', STATES) + text('physicalZipCode', 'ZIP code') +
-    text('thePhone', 'Phone number') +
-    yesNo('otherAddress', 'Do you have a different mailing address?'),
+    addressFields() + radios('otherAddress', F.otherAddress, YES_NO),
     check: () => {
       const e = ['physicalStreet', 'physicalCity', 'physicalState', 'thePhone']
         .filter((n) => !val(n)).map((n) => `${n}: Entry is required.`);
@@ -152,45 +170,61 @@ const PAGES = {
       if (!choice('otherAddress')) e.push('Mailing address: Selection is required.');
       return e.length ? inputErrors(e) : keep(['physicalStreet', 'physicalCity', 'physicalState',
         'physicalZipCode', 'thePhone']);
-    }, next: () => go('verifyAddresses')},
-  verifyAddresses: {body: () => `<h3>Physical address</h3><p class="address">` +
-    `${esc(S.data.physicalStreet)}<br>${esc(S.data.physicalCity)}, ${esc(S.data.physicalState)} ` +
-    `${esc(S.data.physicalZipCode)}</p>`,
-    check: () => true, next: () => go('additionalDetails')},
-  additionalDetails: {body: () =>
-    text('legalNameInput', 'Legal name') + text('dbaNameInput', 'Trade name (DBA)') +
-    select('stateInput', 'State where the entity is organized', STATES) +
-    select('startDateMonthInput', 'Start month', MONTHS) +
-    text('startDateYearInput', 'Start year', 'inputmode="numeric"') +
-    select('closingMonthInput', 'Closing month of accounting year', MONTHS) +
-    yesNo('highwayVehiclesInput', 'Does the business own a highway motor vehicle with a taxable ' +
-          'gross weight of 55,000 pounds or more?') +
-    yesNo('gamblingWagerInput', 'Does the business involve gambling or wagering?') +
-    yesNo('fileForm720Input', 'Does the business need to file Form 720?') +
-    yesNo('atfInput', 'Does the business sell or manufacture alcohol, tobacco, or firearms?') +
-    yesNo('hasEmployeesInput', 'Does the business have or expect to have employees?') +
-    text('employeesInput', 'Number of employees expected in the next 12 months',
-         'type="number" min="0"'),
+    }, next: () => go('additionalDetails')},  // no verifyAddresses: the real app goes on
+  additionalDetails: {body: () => {
+    const st = S.data.legalStructureInput;
+    return text('legalNameInput', 'Legal name') +
+      text('dbaNameInput', 'Trade name/Doing business as (only if different from legal name)') +
+      text('countyInput', F.county) + select('stateInput', F.stateLocation, STATES) +
+      (st === 'LLC' ? select('StateFiledArticlesOrganizationInput', F.articlesOrganization,
+                             STATES) : '') +
+      (st === 'CORPORATION' ? select('StateFiledArticlesIncorporationInput',
+                                     F.articlesIncorporation, STATES) : '') +
+      select('startDateMonthInput', 'Month', MONTHS) +
+      text('startDateYearInput', 'Year', 'inputmode="numeric"') +
+      (CLOSING.includes(st)
+        ? select('ClosingMonthOfAccountingInput', F.closingMonth, MONTHS) : '') +
+      radios('highwayVehiclesInput', F.highway, YES_NO) +
+      radios('gamblingWagerInput', F.gambling, YES_NO) +
+      radios('fileForm720Input', F.form720, YES_NO) + radios('atfInput', F.atf, YES_NO) +
+      radios('hasEmployeesInput', F.employees, YES_NO) + confirmBox(); },
     check: () => {
-      const e = ['legalNameInput', 'stateInput', 'startDateMonthInput', 'closingMonthInput']
-        .filter((n) => !val(n)).map((n) => `${n}: Entry is required.`);
-      if (!/^\d{4}$/.test(val('startDateYearInput'))) e.push('Start year: Entry is invalid.');
+      const st = S.data.legalStructureInput;
+      const need = ['legalNameInput', 'stateInput', 'startDateMonthInput'];
+      if (st === 'LLC') need.push('StateFiledArticlesOrganizationInput');
+      if (st === 'CORPORATION') need.push('StateFiledArticlesIncorporationInput');
+      if (CLOSING.includes(st)) need.push('ClosingMonthOfAccountingInput');
+      const e = need.filter((n) => !val(n)).map((n) => `${n}: Entry is required.`);
+      if (!/^\d{4}$/.test(val('startDateYearInput'))) e.push('Year: Entry is invalid.');
       for (const n of ['highwayVehiclesInput', 'gamblingWagerInput', 'fileForm720Input',
                        'atfInput', 'hasEmployeesInput'])
         if (!choice(n)) e.push(`${n}: Selection is required.`);
-      return e.length ? inputErrors(e) : keep(['legalNameInput', 'dbaNameInput', 'stateInput',
-        'startDateMonthInput', 'startDateYearInput', 'closingMonthInput', 'employeesInput']);
+      if (choice('hasEmployeesInput') === 'yes')
+        e.push('[stand-in] the employee questions are not modelled');
+      if (!$('#reviewConfirm').checked) e.push(T.confirmError);
+      return e.length ? inputErrors(e) : keep(['legalNameInput', 'dbaNameInput', 'countyInput',
+        'stateInput', 'StateFiledArticlesOrganizationInput',
+        'StateFiledArticlesIncorporationInput', 'startDateMonthInput', 'startDateYearInput',
+        'ClosingMonthOfAccountingInput']);
     }, next: () => go('activityAndServices')},
+  // its texts (ein__activityAndServices) are not captured: the values are the bundle's
   activityAndServices: {body: () =>
-    radios('entityBusinessCategoryInput', 'Which category best describes your business?',
-           Object.fromEntries(C.categories.map((t) => [t, t]))) +
-    text('businessActivityInput', 'Describe the principal activity of the business'),
+    radios('entityBusinessCategoryInput', '[reconstructed] Business category',
+           Object.fromEntries(C.categories.map((v) => [v, `[reconstructed] ${v}`]))) +
+    radios('otherInput', '[reconstructed] Other activity',
+           {GOODS_SELLER: '[reconstructed] GOODS_SELLER', SERVICE: '[reconstructed] SERVICE',
+            OTHER: '[reconstructed] OTHER'}, true) +
+    `<div id="other-text" hidden>` +
+    text('otherActivityTextInput', '[reconstructed] Describe the activity') + '</div>',
     check: () => {
       const e = [];
       if (!choice('entityBusinessCategoryInput'))
         e.push('Business category: Selection is required.');
-      if (!val('businessActivityInput')) e.push('Principal activity: Entry is required.');
-      return e.length ? inputErrors(e) : keep(['businessActivityInput']);
+      else if (choice('entityBusinessCategoryInput') !== 'OTHER' ||
+               choice('otherInput') !== 'OTHER')
+        e.push('[stand-in] only OTHER / OTHER is modelled');
+      if (!val('otherActivityTextInput')) e.push('Principal activity: Entry is required.');
+      return e.length ? inputErrors(e) : keep(['otherActivityTextInput']);
     }, next: () => go('reviewAndSubmit')},
   reviewAndSubmit: {body: review, check: () => true, next: submit},
   einAssignment: {body: assignment},
@@ -200,7 +234,10 @@ const PAGES = {
   serviceUnavailable: {body: () => '<p>We are unable to process your request at this time.' +
     ' Please try again later.</p>'},
 };
-function keep(names) { for (const n of names) S.data[n] = val(n); return true; }
+function keep(names, prefix) {
+  for (const n of names) S.data[(prefix || '') + n] = val(n);
+  return true;
+}
 
 function splash() {
   return `<p>Apply for an Employer Identification Number (EIN) online. You must complete this` +
@@ -210,7 +247,9 @@ function splash() {
 function rows() {
   const d = S.data, who = [d.responsibleFirstName, d.responsibleMiddleName,
                            d.responsibleLastName, d.responsibleSuffix].filter(Boolean).join(' ');
-  const sub = d.corporationsSubType || d.partnershipsSubType;
+  const subOf = T.subTypes[d.legalStructureInput];
+  const sub = subOf && d[subOf[0]] && d.legalStructureInput !== 'SOLE_PROPRIETOR'
+    ? subOf[1][d[subOf[0]]] : '';
   const out = [
     ['Legal structure', T.structures[d.legalStructureInput] + (sub ? ': ' + sub : '')],
     ['Reason for applying', T.reasons[d.reasonForApplyingInputControl]],
@@ -220,10 +259,13 @@ function rows() {
      `${d.physicalStreet}, ${d.physicalCity}, ${d.physicalState} ${d.physicalZipCode}`],
     ['Phone number', d.thePhone],
     ['Legal name', d.legalNameInput],
-    ['Start date', `${C.months[+d.startDateMonthInput - 1]} ${d.startDateYearInput}`],
+    ['Start date', `${(MONTHS.find(([v]) => v === d.startDateMonthInput) || ['', ''])[1]} ` +
+     `${d.startDateYearInput}`],
     [C.reviewChanged === 'label' ? 'Principal business activity' : 'Principal activity',
-     d.businessActivityInput]];
-  if (d.entityRoleRadioInput === 'no') out.push(['Third party designee', d.designeeName]);
+     d.otherActivityTextInput]];
+  if (d.entityRoleRadioInput === 'no')
+    out.push(['Third party designee', [d['tpd.responsibleFirstName'],
+      d['tpd.responsibleMiddleName'], d['tpd.responsibleLastName']].filter(Boolean).join(' ')]);
   return out;
 }
 function review() {
@@ -361,10 +403,10 @@ function render() {
     ` class="fixSectionAlert" id="alert"></div><form onsubmit="return false">${body}</form>` +
     `<div id="progress" role="progressbar" hidden>Please wait while your application is being` +
     ` processed.</div>${form}`;
-  for (const [k, v] of Object.entries(S.data)) {  // a step revisited shows what was entered
-    const e = document.getElementById(k);
-    if (e && e.tagName !== 'FIELDSET') e.value = v;
-  }
+  // a step revisited shows what was entered (the Third Party page its own answers)
+  const prefix = r === 'thirdPartyEntries' ? 'tpd.' : '';
+  document.querySelectorAll('#root input:not([type=radio]):not([type=checkbox]), #root select')
+    .forEach((e) => { const v = S.data[prefix + e.id]; if (v !== undefined) e.value = v; });
   document.querySelectorAll('[data-radio]').forEach((g) => {
     const name = g.dataset.radio;
     g.querySelectorAll('input').forEach((i) => { i.checked = S.data[name] === i.value; });
@@ -372,12 +414,15 @@ function render() {
   reveal();
   window.scrollTo(0, 0);
 }
-function reveal() {  // the legal structure's dependent questions
-  const st = S.data.legalStructureInput;
+function reveal() {  // the dependent questions, shown once their answer is given
+  const d = S.data, st = d.legalStructureInput;
   const show = (id, on) => { const e = document.getElementById(id); if (e) e.hidden = !on; };
-  show('corporationsSubType-group', st === 'CORPORATIONS');
-  show('partnershipsSubType-group', st === 'PARTNERSHIPS');
+  for (const s of Object.keys(T.subTypes)) show(`sub-${s}`, st === s);
   show('members-group', st === 'LLC');
+  show('thirdPartyComplianceInput-group', d.thirdPartyDesigneeInput === 'yes');
+  show('tpd-fields', d.thirdPartyDesigneeInput === 'yes' && d.thirdPartyComplianceInput === 'yes');
+  show('otherInput-group', d.entityBusinessCategoryInput === 'OTHER');
+  show('other-text', d.entityBusinessCategoryInput === 'OTHER' && d.otherInput === 'OTHER');
 }
 document.addEventListener('click', async (ev) => {
   const t = ev.target;
@@ -388,9 +433,8 @@ document.addEventListener('click', async (ev) => {
     S.data[name] = label.dataset.value;
     label.closest('[data-radio]').querySelectorAll('input').forEach(
       (i) => { i.checked = i.value === label.dataset.value; });
-    if (['corporationsSubType', 'partnershipsSubType'].includes(name)) {}
-    else if (name === 'legalStructureInput') { delete S.data.corporationsSubType;
-      delete S.data.partnershipsSubType; }
+    if (name === 'legalStructureInput')
+      for (const [sub] of Object.values(T.subTypes)) delete S.data[sub];
     reveal();
     return;
   }

@@ -1,8 +1,8 @@
 """The IRS EIN application's own words, as the stand-in shows them.
 
-Follows ``shared/portal-facts.md`` ("IRS — EIN application") and its extract
-``portals/irs-applyein.txt`` (a copy is ``tests/facts/irs-applyein.txt``; a test checks
-every text here against it): §1 routes and titles, §2 step indicator labels, §5 alert
+Follows ``docs/portals/irs.md`` and its facts extract ``tests/facts/irs-applyein.txt`` (a
+test checks every text here against it, and the form's words against
+``tests/facts/irs-bundle-controls.txt``): §1 routes and titles, §2 step indicator labels, §5 alert
 texts (keyed ``<page>/<key>``), §6 review, §7 EIN Assignment, §8 session, §9 labels.
 Labels the extract does not give are marked ``[?]`` where they are defined.
 """
@@ -69,15 +69,51 @@ ALERTS: dict[str, tuple[str, list[str]]] = {
 }
 
 #: §9
-STRUCTURES = {"SOLE_PROPRIETOR": "Sole Proprietor", "PARTNERSHIPS": "Partnerships",
-              "CORPORATIONS": "Corporations", "LLC": "Limited Liability Company (LLC)",
-              "ESTATE": "Estate", "TRUSTS": "Trusts", "ADDITIONAL_TYPES":
+STRUCTURES = {"SOLE_PROPRIETOR": "Sole Proprietor", "PARTNERSHIP": "Partnerships",
+              "CORPORATION": "Corporations", "LLC": "Limited Liability Company (LLC)",
+              "ESTATE": "Estate", "ALL_OTHERS_TRUST": "Trusts", "OTHER_NON_PROFIT":
               "View Additional Types, Including Tax-Exempt and Governmental Organizations"}
-SUB_TYPES = {"CORPORATIONS": ["Corporation", "S Corporation", "Personal Service Corporation",
-                              "Real Estate Investment Trust (REIT)",
-                              "Regulated Investment Conduit (RIC)",
-                              "Settlement Fund (under IRC Sec 468B)"],
-             "PARTNERSHIPS": ["Partnership", "Joint Venture"]}
+#: each structure's own radio (tests/facts/irs-bundle-controls.txt §2): name -> value -> text
+SUB_TYPES = {"SOLE_PROPRIETOR": ("solePropStructureInput", {
+                 "SOLE_PROPRIETOR": "Sole Proprietor", "HOUSEHOLD_EMPLOYER": "Household Employer"}),
+             "CORPORATION": ("corpStructureInput", {
+                 "CORPORATION": "Corporation", "SCORP": "S Corporation",
+                 "PERSONAL_SERVICE_CORPORATION": "Personal Service Corporation",
+                 "REIT": "Real Estate Investment Trust (REIT)",
+                 "RIC": "Regulated Investment Conduit (RIC)",
+                 "SETTLEMENT_FUND": "Settlement Fund (under IRC Sec 468B)"}),
+             "PARTNERSHIP": ("partnershipStructureInput", {
+                 "PARTNERSHIP": "Partnership", "JOINT_VENTURE": "Joint Venture"})}
+#: the content files' field names the stand-in labels its controls with (facts §2-§6)
+FIELD_NAMES = {
+    "structure": "Choose type of legal structure", "subType": "Choose the type of legal structure",
+    "members": "How many member(s) are in the LLC?",
+    "llcState": "Please select the state/territory where the business is physically located",
+    "reason": "Choose one reason that best describes why you are applying for an EIN",
+    "role": "Choose one", "suffix": "Suffix",
+    "otherAddress": "Do you have an address different from the above where you want your mail "
+                    "to be sent?",
+    "county": "County where {{entityName}} is located",
+    "stateLocation": "State/Territory where the {{entityName}} is located",
+    "articlesOrganization": "State/Territory where articles of organization are (or will be) "
+                            "filed",
+    "articlesIncorporation": "State/Territory where articles of incorporation are (or will be) "
+                             "filed",
+    "closingMonth": "Closing month of accounting year",
+    "highway": "Does your business own a highway motor vehicle with a taxable gross weight of "
+               "55,000 pounds or more?",
+    "gambling": "Does your business involve gambling/wagering?",
+    "form720": "Does your business need to file Form 720 (Quarterly Federal Excise Tax Return)?",
+    "atf": "Does your business sell or manufacture alcohol, tobacco, or firearms?",
+    "employees": "Do you have, or do you expect to have, any employees who will receive Forms "
+                 "W-2 in the next 12 months? (Forms W-2 require additional filings with the IRS.)",
+}
+#: ein__identity.json roleSection.roleInputControl.LLC (the LLC's words; links as text)
+ROLE_YES = "I am one of the members, owners, or the managing member of this LLC."
+ROLE_NO = "I am a third party applying for an EIN on behalf of this LLC."
+#: ein__identity.json responsiblePersonSection.suffixInputControl: value -> text
+SUFFIXES = {"DDS": "DDS", "MD": "MD", "PHD": "PHD", "JR": "Jr", "SR": "Sr", "I": "I", "II": "II",
+            "III": "III", "IV": "IV", "V": "V", "VI": "VI"}
 REASONS = {"NEW_BUSINESS": "Started a new business", "HIRED_EMPLOYEES": "Hired employee(s)",
            "BANKING_NEEDS": "Banking purposes",
            "CHANGING_LEGAL_STRUCTURE": "Changed type of organization",

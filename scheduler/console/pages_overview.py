@@ -35,6 +35,7 @@ def portal_states(conn: Any, now: datetime) -> list[dict[str, Any]]:
         out.append({"code": p.code, "timezone": p.calendar.timezone, "open": is_open,
                     "enabled": p.enabled, "paused": p.paused, "paused_by": p.paused_by,
                     "pause_reason": p.pause_reason, "probe_at": p.probe_at,
+                    "held": list(p.held),
                     "startable": calendars.startable(p, now),
                     "next_change": change, "next_change_is": "closes" if is_open else "opens"})
     return out

@@ -64,8 +64,14 @@ def test_routes_labels_and_review_texts_are_the_facts():
         assert text in seven, text
     assert "structures: " + " | ".join(tx.STRUCTURES.values()) in nine
     assert "reasons: " + " | ".join(tx.REASONS.values()) in nine
-    for sub in tx.SUB_TYPES.values():
-        assert " | ".join(sub) in nine
+    controls = " ".join(
+        (Path(__file__).parents[1] / "facts" / "irs-bundle-controls.txt").read_text().split())
+    for name, options in tx.SUB_TYPES.values():
+        assert f'"{name}")' in controls, name
+        for value, text in options.items():
+            assert f'{value} "{text}"' in controls, (name, value)
+    for key, words in tx.FIELD_NAMES.items():  # the content files' field names
+        assert words in controls, key
     assert tx.CONFIRM_ERROR in nine and tx.LLC_MEMBERS in nine
     assert tx.MORE_TIME in section(8) and "Your session will expire in M:SS." in section(8)
 
@@ -121,7 +127,9 @@ def test_radio_input_clicks_do_not_register_and_errors_are_inline(run, portals, 
                 await foreign_marks(page))
 
     heading, text, marks = run(scenario())
-    assert heading == "The following 4 errors have occurred:" and marks == []
+    # structure, reason, the checkbox: the state is the LLC's question only (facts: the
+    # bundle's controls §2)
+    assert heading == "The following 3 errors have occurred:" and marks == []
     assert "Legal Structure: Selection is required." in text and tx.CONFIRM_ERROR in text
 
 

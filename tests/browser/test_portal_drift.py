@@ -1,6 +1,7 @@
 """A changed portal stops safely (issue 37): the real service (`portalq run`) against the IRS
-stand-in whose review page was redesigned. Nothing is submitted; the portal is paused for an
-operator (``paused_by='drift'``), its jobs wait without spending attempts, one escalation
+stand-in whose review page was redesigned. Nothing is submitted; the job type is held for an
+operator (``portals.drift_pauses``; the portal's other job types go on), its jobs wait
+without spending attempts, one escalation
 carries the page's screenshot and aria snapshot beside the expected one; after an audited
 resume the jobs run."""
 
@@ -32,8 +33,11 @@ def _payload(i: int) -> dict:
 
 
 def _portal(c: psycopg.Connection) -> tuple:
-    return c.execute("SELECT paused_by, probe_at, pause_reason FROM portalq.portals "
-                     "WHERE code = %s", (PORTAL,)).fetchone()
+    """The portal's own pause (by, probe) and obtain_ein's hold for a changed page (its
+    reason, or None when it is not held)."""
+    by, probe, held = c.execute("SELECT paused_by, probe_at, drift_pauses FROM portalq.portals "
+                                "WHERE code = %s", (PORTAL,)).fetchone()
+    return by, probe, (held.get("obtain_ein") or {}).get("reason")
 
 
 @pytest.mark.parametrize("change", ["label", "field"])
@@ -48,14 +52,15 @@ def test_changed_review_page_pauses_the_portal_until_an_operator_resumes_it(
     try:
         jobs = [queue.enqueue("obtain_ein", f"ORD-D{i}", _payload(i)).id for i in range(3)]
         with psycopg.connect(dsn) as c:
-            wait_until(lambda: _portal(c)[0] == "drift", 90, "the portal paused for drift")
+            wait_until(lambda: _portal(c)[2] is not None, 90, "obtain_ein held for drift")
             # whichever runs were under way when it paused end waiting too
             wait_until(lambda: all(queue.get_job(j)["status"] != "running" for j in jobs),
                        60, "no run left")
             [mail] = mailbox.wait_for(1, 30)
             paused_by, probe_at, reason = _portal(c)
             escalations = c.execute("SELECT job_id, kind FROM portalq.escalations").fetchall()
-        assert (paused_by, probe_at) == ("drift", None)   # no probe: no resume by itself
+        # obtain_ein held, the portal itself not paused; no probe: no resume by itself
+        assert (paused_by, probe_at) == (None, None)
         assert "does not know" in reason and "nothing submitted" in reason
         assert portals.ledger(PORTAL) == []                # nothing submitted
         rows = [queue.get_job(j) for j in jobs]
@@ -91,12 +96,13 @@ def test_changed_review_page_pauses_the_portal_until_an_operator_resumes_it(
         wait_until(lambda: all(queue.get_job(j)["status"] == "completed" for j in jobs), 120,
                    "the waiting jobs, after the resume")
         with psycopg.connect(dsn) as c:
-            audit = c.execute("SELECT action, target, reason, before->>'paused_by' FROM "
+            audit = c.execute("SELECT action, target, reason, before->'held' FROM "
                               "portalq.audit_log WHERE action = 'portal.resume'").fetchall()
     finally:
         svc.stop()
         mailbox.stop()
-    assert audit == [("portal.resume", f"portal:{PORTAL}", "review page checked", "drift")]
+    assert audit == [("portal.resume", f"portal:{PORTAL}", "review page checked",
+                      ["obtain_ein"])]
     assert len(portals.ledger(PORTAL)) == 3                # each filed once
     assert [queue.get_job(j)["attempts"] for j in jobs] == [1, 1, 1]
     assert len(mailbox.messages) == 1                      # one escalation, no other mail
@@ -122,7 +128,7 @@ def test_a_first_step_option_renamed_stops_twenty_jobs_at_once_and_nothing_else(
             "responsible_party": {**payloads.OBTAIN_EIN["responsible_party"], "ssn": ssn}}).id
             for i, ssn in enumerate(ssns)]
         with psycopg.connect(dsn) as c:
-            wait_until(lambda: _portal(c)[0] == "drift", 90, "the portal paused for drift")
+            wait_until(lambda: _portal(c)[2] is not None, 90, "obtain_ein held for drift")
             wait_until(lambda: all(queue.get_job(j)["status"] != "running" for j in jobs),
                        60, "no run left")
             other = queue.enqueue("name_search", "ORD-BC1", payloads.NAME_SEARCH).id

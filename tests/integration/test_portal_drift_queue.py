@@ -12,9 +12,12 @@ import psycopg
 from portalq.jobs import queue, worker_api
 from portalq.jobs.admin import reads as console_repo
 from portalq.jobs.kinds import EscalationKind
+from portalq.jobs.worker_api import Capacity
+from portalq.scheduler import calendar_cache
 from tests import payloads
 
 PORTAL = "irs_ein"
+BC = "bc_corporate_online"
 
 
 def _run(dsn: str, fn: Any) -> Any:
@@ -33,8 +36,10 @@ def _running(conn: psycopg.Connection, n: int) -> list[dict[str, Any]]:
 
 
 def _portal(conn: psycopg.Connection) -> tuple[Any, ...]:
-    return conn.execute("SELECT paused_by, probe_at FROM portalq.portals WHERE code = %s",
-                        (PORTAL,)).fetchone()
+    """The portal's pause (by, probe) and the job types held for a changed page."""
+    by, probe, held = conn.execute("SELECT paused_by, probe_at, drift_pauses FROM "
+                                   "portalq.portals WHERE code = %s", (PORTAL,)).fetchone()
+    return by, probe, sorted(held)
 
 
 def _changed(dsn: str, job: dict[str, Any], escalate: bool) -> bool:
@@ -46,16 +51,18 @@ def _changed(dsn: str, job: dict[str, Any], escalate: bool) -> bool:
 
 def test_only_an_operator_resumes_a_portal_paused_for_a_changed_page(dsn, conn):
     first, second = _running(conn, 2)
-    assert _run(dsn, lambda c: worker_api.pause_for_drift(c, portal=PORTAL, reason="changed"))
+    assert _run(dsn, lambda c: worker_api.pause_for_drift(
+        c, portal=PORTAL, job_type="obtain_ein", reason="changed"))
     # a second job meeting the page: paused already, so it carries no escalation
-    assert not _run(dsn, lambda c: worker_api.pause_for_drift(c, portal=PORTAL, reason="x"))
+    assert not _run(dsn, lambda c: worker_api.pause_for_drift(
+        c, portal=PORTAL, job_type="obtain_ein", reason="x"))
     assert _changed(dsn, first, escalate=True)
     # a run that started before the pause succeeds (after an outage sign of another job,
     # which a success ends): it proves nothing about the page
     conn.execute("UPDATE portalq.portals SET outage_streak = 1 WHERE code = %s", (PORTAL,))
     assert _run(dsn, lambda c: worker_api.complete_many(c, worker="w", results=[
         (second["id"], {"ein": "12-3456789"})])) == {second["id"]}
-    assert _portal(conn) == ("drift", None)
+    assert _portal(conn) == (None, None, ["obtain_ein"])
     [open_one] = console_repo.escalations_inbox(conn)
     assert (open_one["job_id"], open_one["kind"]) == (first["id"], "portal_changed")
     assert console_repo.needs_you(conn) == 1
@@ -63,7 +70,7 @@ def test_only_an_operator_resumes_a_portal_paused_for_a_changed_page(dsn, conn):
         "deferred", 0)
 
     assert queue.resume_portal(PORTAL)
-    assert _portal(conn) == (None, None)
+    assert _portal(conn) == (None, None, [])
     assert console_repo.escalations_inbox(conn) == [] and console_repo.needs_you(conn) == 0
     [closed] = console_repo.escalations_inbox(conn, include_resolved=True)
     assert closed["live"] is False
@@ -72,7 +79,8 @@ def test_only_an_operator_resumes_a_portal_paused_for_a_changed_page(dsn, conn):
     # the person is told again
     conn.execute("UPDATE portalq.job_queue SET status = 'running', lock_owner = 'w', "
                  "attempts = 1 WHERE id = %s", (first["id"],))
-    assert _run(dsn, lambda c: worker_api.pause_for_drift(c, portal=PORTAL, reason="again"))
+    assert _run(dsn, lambda c: worker_api.pause_for_drift(
+        c, portal=PORTAL, job_type="obtain_ein", reason="again"))
     assert _changed(dsn, dict(queue.get_job(first["id"])), escalate=True)
     kinds = conn.execute("SELECT kind, attempt FROM portalq.escalations WHERE job_id = %s "
                          "ORDER BY id", (first["id"],)).fetchall()
@@ -80,12 +88,48 @@ def test_only_an_operator_resumes_a_portal_paused_for_a_changed_page(dsn, conn):
     assert len(console_repo.escalations_inbox(conn)) == 1
 
 
-def test_a_breaker_pause_becomes_a_drift_pause_an_operator_pause_stays(dsn, conn):
+def test_a_breaker_pause_stays_beside_a_held_job_type_an_operator_pause_stays(dsn, conn):
     queue.pause_portal(PORTAL, reason="IRS outage")   # an operator's pause
-    assert not _run(dsn, lambda c: worker_api.pause_for_drift(c, portal=PORTAL, reason="x"))
-    assert _portal(conn) == ("operator", None)
+    assert not _run(dsn, lambda c: worker_api.pause_for_drift(
+        c, portal=PORTAL, job_type="obtain_ein", reason="x"))
+    assert _portal(conn) == ("operator", None, [])
     queue.resume_portal(PORTAL)
     conn.execute("UPDATE portalq.portals SET paused_at = now(), paused_by = 'breaker', "
                  "probe_at = now() WHERE code = %s", (PORTAL,))
-    assert _run(dsn, lambda c: worker_api.pause_for_drift(c, portal=PORTAL, reason="x"))
-    assert _portal(conn) == ("drift", None)   # no probe: it waits for a person
+    assert _run(dsn, lambda c: worker_api.pause_for_drift(
+        c, portal=PORTAL, job_type="obtain_ein", reason="x"))
+    # the outage's probe goes on (for the portal's other job types); this one waits for
+    # a person, whatever the probe shows
+    by, probe, held = _portal(conn)
+    assert (by, held) == ("breaker", ["obtain_ein"]) and probe is not None
+
+
+def _claim_bc(dsn: str) -> list[str]:
+    rows = _run(dsn, lambda c: worker_api.claim(c, worker="w2", limit=10,
+                                                capacities=[Capacity(BC, None)]))
+    return sorted(r["job_type"] for r in rows)
+
+
+def test_a_changed_page_holds_its_job_type_only_until_a_resume(dsn, conn):
+    """A page obtain_ein's (here: file_entity's) flow does not know says nothing of the
+    portal's other flows: only that job type waits; the portal's other job types are still
+    claimed, the portal itself is not paused. A resume releases it."""
+    search = queue.enqueue("name_search", "S1", payloads.NAME_SEARCH).id
+    filing = queue.enqueue("file_entity", "F1", payloads.FILE_ENTITY_BC).id
+    assert queue.get_job(filing)["portal"] == BC
+    assert _run(dsn, lambda c: worker_api.pause_for_drift(
+        c, portal=BC, job_type="file_entity", reason="changed"))
+    # held already: a second job of that type meeting the page carries no escalation
+    assert not _run(dsn, lambda c: worker_api.pause_for_drift(
+        c, portal=BC, job_type="file_entity", reason="again"))
+    assert conn.execute("SELECT paused_at FROM portalq.portals WHERE code = %s",
+                        (BC,)).fetchone() == (None,)
+    # what portals list and the console's portals page show: the held job type
+    assert calendar_cache.load_sync(conn)[BC].held == ("file_entity",)
+    assert _claim_bc(dsn) == ["name_search"]   # the other flow goes on
+    assert queue.get_job(filing)["status"] == "pending"
+    assert queue.get_job(search)["status"] == "running"
+
+    assert queue.resume_portal(BC)
+    assert calendar_cache.load_sync(conn)[BC].held == ()
+    assert _claim_bc(dsn) == ["file_entity"]

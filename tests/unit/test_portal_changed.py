@@ -17,7 +17,8 @@ CHANGED = PortalChanged("IRS review page differs — portal changed?", where="th
 
 
 def job(attempts=1, checkpoint=None):
-    return {"id": 7, "portal": "irs_ein", "attempts": attempts, "max_attempts": 5,
+    return {"id": 7, "portal": "irs_ein", "job_type": "obtain_ein", "attempts": attempts,
+            "max_attempts": 5,
             "checkpoint": checkpoint or {}, "probe_failures": 0}
 
 
@@ -29,6 +30,7 @@ def test_the_failure_that_paused_the_portal_waits_unspent_with_the_one_escalatio
     assert t.escalation is not None and t.escalation[0] == "portal_changed"
     assert "portalq portals resume irs_ein --reason" in t.escalation[1]
     assert "at the review" in t.escalation[1]
+    assert "Its obtain_ein jobs are held" in t.escalation[1]   # the job type, not the portal
 
 
 def test_a_job_meeting_a_portal_paused_already_waits_without_another_escalation():

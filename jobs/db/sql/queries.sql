@@ -147,7 +147,9 @@ WITH caps AS MATERIALIZED (
     SELECT c.portal,
            CASE WHEN c.lim IS NULL THEN %(limit)s
                 ELSE least(%(limit)s, c.lim - portalq.portalq_running_locked(c.portal))
-           END AS cap
+           END AS cap,
+           -- the job types held for a page their flow does not know (drift_pause)
+           (SELECT p.drift_pauses FROM portalq.portals p WHERE p.code = c.portal) AS held
     FROM unnest(%(portals)s::text[], %(limits)s::int[]) WITH ORDINALITY AS c(portal, lim, ord)
     ORDER BY c.ord
     LIMIT %(portal_count)s
@@ -176,6 +178,7 @@ WITH caps AS MATERIALIZED (
               AND q.status IN ('pending', 'deferred')
               AND q.run_at <= %(now)s
               AND (%(job_types)s::text[] IS NULL OR q.job_type = ANY(%(job_types)s::text[]))
+              AND NOT coalesce(caps.held ? q.job_type, false)
               -- %(key_ids)s: NULL, or the keys this node holds: a sealed job whose key it
               -- lacks is left to a node that has it, never claimed to fail (issue 35)
               AND (%(key_ids)s::text[] IS NULL OR q.secret_key_id IS NULL
@@ -838,7 +841,7 @@ SELECT count(*)::int AS pruned FROM gone;
 -- name: list_portals
 SELECT code, name, timezone, holiday_country, holiday_subdiv, max_concurrent_sessions,
        cutoff_minutes, enabled, paused_at, pause_reason, paused_by, probe_at, outage_streak,
-       url
+       url, drift_pauses
 FROM portalq.portals ORDER BY code;
 
 -- name: portal_holidays
@@ -944,14 +947,19 @@ SELECT code, 'paused', %(reason)s, %(now)s, %(now)s FROM p
 RETURNING id;
 
 -- name: drift_pause
--- A flow met a page it does not know: the portal is paused until an operator resumes it
--- (paused_by 'drift': no probe, no resume by a success). A breaker's pause becomes this
--- one; an operator's or an earlier drift pause stays. No notice: the job's one
--- portal_changed escalation tells the admins (with the page's evidence).
+-- A flow met a page it does not know: its job type on that portal is held until an operator
+-- resumes the portal (no probe, no resume by a success); the portal's other job types go
+-- on (a changed page of one flow says nothing of the others'). Returns held = 1 when this
+-- call held it (0: held already, or the portal is paused by an operator). No notice: the
+-- job's one portal_changed escalation tells the admins (with the page's evidence).
 WITH p AS (
-    UPDATE portalq.portals SET paused_at = %(now)s, paused_by = 'drift', pause_reason = %(reason)s,
-                       probe_at = NULL, updated_at = %(now)s
-    WHERE code = %(portal)s AND (paused_at IS NULL OR paused_by = 'breaker')
+    UPDATE portalq.portals
+    SET drift_pauses = drift_pauses || jsonb_build_object(
+            %(job_type)s::text, jsonb_build_object('at', %(now)s::timestamptz,
+                                                  'reason', %(reason)s::text)),
+        updated_at = %(now)s
+    WHERE code = %(portal)s AND NOT drift_pauses ? %(job_type)s::text
+      AND (paused_at IS NULL OR paused_by = 'breaker')
     RETURNING code
 ), told AS (
     SELECT pg_notify('portalq_portals', code) FROM p
@@ -999,11 +1007,12 @@ WITH p AS (
 SELECT count(*)::int AS resumed, (SELECT count(*) FROM told)::int AS told FROM p;
 
 -- name: operator_resume
+-- (the job types held for a changed page are released with it)
 WITH p AS (
     UPDATE portalq.portals SET paused_at = NULL, paused_by = NULL, pause_reason = NULL,
                        probe_at = NULL, outage_streak = 0, outage_last_job = NULL,
-                       updated_at = %(now)s
-    WHERE code = %(portal)s AND paused_at IS NOT NULL
+                       drift_pauses = '{}', updated_at = %(now)s
+    WHERE code = %(portal)s AND (paused_at IS NOT NULL OR drift_pauses <> '{}')
     RETURNING code
 ), signs AS (
     DELETE FROM portalq.portal_outage_signs s USING p WHERE s.portal = p.code
@@ -1358,7 +1367,7 @@ WITH open AS (
     SELECT e.id FROM portalq.portals p
     JOIN portalq.job_queue j ON j.portal = p.code AND j.status IN ('pending', 'deferred')
     JOIN portalq.escalations e ON e.job_id = j.id AND e.kind = 'portal_changed'
-    WHERE p.paused_by = 'drift'
+    WHERE (p.paused_by = 'drift' OR p.drift_pauses ? j.job_type)
       AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
                         AND l.kind = 'portal_changed' AND l.id > e.id)
 )
@@ -1388,7 +1397,7 @@ SELECT e.id, e.job_id, e.attempt, e.kind, e.reason, e.created_at, e.sent_at,
                                  AND j.checkpoint #>> '{approval,state}' = 'pending'
             WHEN 'portal_changed' THEN j.status IN ('pending', 'deferred') AND EXISTS (
                 SELECT 1 FROM portalq.portals p WHERE p.code = j.portal
-                  AND p.paused_by = 'drift')
+                  AND (p.paused_by = 'drift' OR p.drift_pauses ? j.job_type))
             ELSE j.status = 'failed'
         END) AND NOT EXISTS (
             SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id AND l.id > e.id
@@ -1429,7 +1438,7 @@ WITH open AS (
     SELECT e.id FROM portalq.portals p
     JOIN portalq.job_queue j ON j.portal = p.code AND j.status IN ('pending', 'deferred')
     JOIN portalq.escalations e ON e.job_id = j.id AND e.kind = 'portal_changed'
-    WHERE p.paused_by = 'drift'
+    WHERE (p.paused_by = 'drift' OR p.drift_pauses ? j.job_type)
       AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
                         AND l.kind = 'portal_changed' AND l.id > e.id)
 )
@@ -1535,12 +1544,14 @@ ORDER BY j.id LIMIT %(limit)s;
 -- met a page its flow does not know, its portal paused for it until a person resumes it,
 -- the escalation not resolved (read from the few portals paused so, through their jobs).
 SELECT e.id, e.job_id, e.reason, e.created_at, j.job_type, j.order_id, j.portal,
-       p.pause_reason, p.paused_at
+       coalesce(p.drift_pauses #>> ARRAY[j.job_type, 'reason'], p.pause_reason) AS pause_reason,
+       coalesce((p.drift_pauses #>> ARRAY[j.job_type, 'at'])::timestamptz, p.paused_at)
+           AS paused_at
 FROM portalq.portals p
 JOIN portalq.job_queue j ON j.portal = p.code AND j.status IN ('pending', 'deferred')
 JOIN portalq.escalations e ON e.job_id = j.id AND e.kind = 'portal_changed'
 LEFT JOIN portalq.escalation_handling h ON h.escalation_id = e.id
-WHERE p.paused_by = 'drift' AND h.resolved_at IS NULL
+WHERE (p.paused_by = 'drift' OR p.drift_pauses ? j.job_type) AND h.resolved_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM portalq.escalations l WHERE l.job_id = e.job_id
                     AND l.kind = 'portal_changed' AND l.id > e.id)
 ORDER BY e.id LIMIT %(limit)s;
