@@ -64,7 +64,7 @@ portals = Table(
     # the real portal's address (flows start there); a demo or test overrides it explicitly
     Column("url", Text),
     # the job types held for a page their flow does not know, until an operator resumes the
-    # portal: {job_type: {"at": ..., "reason": ...}} (migration 0030)
+    # portal: {job_type: {"at": ..., "reason": ...}} (migration 0031)
     Column("drift_pauses", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("updated_at", TZ, nullable=False, server_default=text("now()")),
     CheckConstraint("max_concurrent_sessions > 0", name="portals_max_sessions_positive"),

@@ -6,8 +6,8 @@
   BC name search is not stopped by a changed incorporation page). A portal paused for a
   changed page before this migration (``paused_by = 'drift'``) stays paused as it was.
 
-Revision ID: 0030
-Revises: 0029
+Revision ID: 0031
+Revises: 0030
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
-revision = "0030"
-down_revision = "0029"
+revision = "0031"
+down_revision = "0030"
 branch_labels = None
 depends_on = None
 
