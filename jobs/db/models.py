@@ -150,6 +150,10 @@ job_queue = Table(
           postgresql_where=text("rate_key IS NOT NULL")),
     # erasure of failed jobs' secrets and their pruning (migration 0012)
     Index("job_queue_failed", "finished_at", postgresql_where=text("status = 'failed'")),
+    # the ended jobs that recorded a registry's decision, read by the ETA (migration 0030)
+    Index("job_queue_decided", "finished_at",
+          postgresql_where=text("status IN ('completed', 'cancelled', 'failed') "
+                                "AND checkpoint ? 'decided'")),
 )
 
 job_events = Table(
