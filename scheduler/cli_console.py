@@ -55,7 +55,7 @@ def _password(confirm: bool) -> str:
         if not line:
             fail("no password on standard input")
         return line
-    return typer.prompt("password", hide_input=True, confirmation_prompt=confirm)
+    return str(typer.prompt("password", hide_input=True, confirmation_prompt=confirm))
 
 
 def _audit_cli(conn: object, action: str, target: str, reason: str, after: object) -> None:

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import shutil
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -71,18 +72,20 @@ class Tick:
         now = clock.now()
         async with self.worker.pool.connection() as conn:
             out["holidays_refreshed"] = await self._refresh_holidays(conn, now)
-            duties = (("deferred", lambda: self._defer_closed(conn, now)),
-                      ("rescued", lambda: self._rescue(conn)),
-                      ("escalations_sent", lambda: self._outbox_duty(conn, out)),
-                      ("secrets_erased", lambda: worker_api.erase_failed_secrets(
-                          conn, older_than=timedelta(days=s.secret_retention_days))),
-                      # order steps a crash left held after their predecessors completed
-                      ("order_steps_released", lambda: _released(conn)),
-                      ("pruned", lambda: self._prune(conn)),
-                      ("at_risk_escalated", lambda: self._at_risk(conn)),
-                      ("landing_resumed", lambda: self._probe_idle(conn)),
-                      ("artifacts_pruned", lambda: _prune_artifacts(
-                          s.artifacts(), older_than=timedelta(days=s.retention_days))))
+            # typed: a tuple of different lambdas is joined to an untyped ``function``
+            duties: tuple[tuple[str, Callable[[], Awaitable[int]]], ...] = (
+                ("deferred", lambda: self._defer_closed(conn, now)),
+                ("rescued", lambda: self._rescue(conn)),
+                ("escalations_sent", lambda: self._outbox_duty(conn, out)),
+                ("secrets_erased", lambda: worker_api.erase_failed_secrets(
+                    conn, older_than=timedelta(days=s.secret_retention_days))),
+                # order steps a crash left held after their predecessors completed
+                ("order_steps_released", lambda: _released(conn)),
+                ("pruned", lambda: self._prune(conn)),
+                ("at_risk_escalated", lambda: self._at_risk(conn)),
+                ("landing_resumed", lambda: self._probe_idle(conn)),
+                ("artifacts_pruned", lambda: _prune_artifacts(
+                    s.artifacts(), older_than=timedelta(days=s.retention_days))))
             for name, duty in duties:
                 try:
                     out[name] = await duty()
