@@ -15,10 +15,8 @@ from typing import Any
 from portalq.jobs import clock, worker_api
 from portalq.jobs.business import order_runs
 from portalq.jobs.db import connections
-from portalq.jobs.operations import portal_rows as portals_repo
-from portalq.scheduler import calendar_cache as calendars
-from portalq.scheduler import estimates as eta
-from portalq.scheduler import mailer, metrics
+from portalq.jobs.operations import portal_rows
+from portalq.scheduler import calendar_cache, estimates, mailer, metrics
 from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.tick")
@@ -114,13 +112,13 @@ class Tick:
         deadline = time.monotonic() + max(1.0, self.settings.tick_seconds / 4)
         for portal in list(self.worker.portals.values()):
             try:
-                if calendars.capacity(portal, now) is not False:
+                if calendar_cache.capacity(portal, now) is not False:
                     continue
                 if portal.paused:
                     # breaker-paused: wait for the probe; operator-paused: until resumed
                     when = portal.probe_at if portal.paused_by == "breaker" else None
                 else:
-                    when = calendars.next_startable(portal, now)
+                    when = calendar_cache.next_startable(portal, now)
                 if when is None or when <= now:
                     continue
                 try:
@@ -153,7 +151,7 @@ class Tick:
         if self._at_risk_at is not None and mono - self._at_risk_at < AT_RISK_EVERY_S:
             return 0
         self._at_risk_at = mono
-        made = await eta.aescalate_at_risk(conn)
+        made = await estimates.aescalate_at_risk(conn)
         if made:
             self.kick_outbox()
         return made
@@ -165,11 +163,11 @@ class Tick:
         page answers; otherwise its next probe is a probe period away. A portal without an
         address, or a node without a browser now, leaves it to a job or an operator."""
         resumed = 0
-        for code in await portals_repo.aidle_probes_due(conn):
+        for code in await portal_rows.aidle_probes_due(conn):
             answered = await self.worker.landing_answers(code)
             if answered is None:
                 continue
-            if await portals_repo.alanding_checked(
+            if await portal_rows.alanding_checked(
                     conn, code, answered=answered,
                     probe_after=timedelta(seconds=self.settings.breaker_probe_seconds)):
                 log.warning("portal %s resumed: its landing page answered", code)
@@ -245,7 +243,7 @@ class Tick:
         next day, and no failure here stops the other duties."""
         skip = {code for code, day in self._holiday_failures.items() if day == now.date()}
         try:
-            refreshed, failed = await calendars.refresh_holidays(conn, now, skip=skip)
+            refreshed, failed = await calendar_cache.refresh_holidays(conn, now, skip=skip)
         except Exception:  # noqa: BLE001 - logged; the other duties still run
             log.exception("storing holidays failed")
             return 0
