@@ -35,7 +35,7 @@ from portalq.jobs.operations import accounts, portal_rows, questions
 from portalq.jobs.secrets import crypto
 from portalq.portals.standin.server import StandinServer
 from portalq.scheduler import status as st
-from portalq.scheduler.cli_common import ExitCode
+from portalq.scheduler.cli.common import ExitCode
 from portalq.scheduler.config import Settings
 from portalq.scheduler.demo_orders import samples
 from portalq.scheduler.service import serve

@@ -36,7 +36,7 @@ def test_the_wheel_installs_one_package_beside_the_apps_own(tmp_path, db, dsn):
     names = zipfile.ZipFile(wheel).namelist()
     # the folders' files are in the wheel as files of the namespace (not as symlinks)
     for member in ("portalq/jobs/queue.py", "portalq/jobs/db/sql/queries.sql",
-                   "portalq/migrations/env.py", "portalq/scheduler/cli.py",
+                   "portalq/migrations/env.py", "portalq/scheduler/cli/__init__.py",
                    "portalq/portals/irs/flow.py", "portalq/scheduler/console/app.py"):
         assert member in names, member
     entry = zipfile.ZipFile(wheel).read("portalq-0.1.0.dist-info/entry_points.txt").decode()

@@ -22,7 +22,7 @@ from portalq.jobs.audit import Actor
 from portalq.jobs.errors import AccountError, HandlerOutcome
 from portalq.jobs.operations import accounts, portal_rows
 from portalq.jobs.secrets import account_secrets
-from portalq.scheduler.cli_common import (
+from portalq.scheduler.cli.common import (
     DbUrl,
     ExitCode,
     cli_actor,

@@ -19,7 +19,7 @@ from portalq.jobs.errors import InputError
 from portalq.jobs.operations import approvals, questions
 from portalq.jobs.secrets import sealing
 from portalq.jobs.types import get
-from portalq.scheduler.cli_common import DbUrl, cli_actor, fail, load_payload, print_json, use_url
+from portalq.scheduler.cli.common import DbUrl, cli_actor, fail, load_payload, print_json, use_url
 
 app = typer.Typer(no_args_is_help=True, help="Inspect and manage jobs.")
 

@@ -17,7 +17,7 @@ import typer
 from portalq.jobs import queue
 from portalq.jobs.secrets import crypto, key_record, key_registry, rotation
 from portalq.jobs.secrets.vault_transit import VaultTransit
-from portalq.scheduler.cli_common import DbUrl, ExitCode, fail, print_json, use_url
+from portalq.scheduler.cli.common import DbUrl, ExitCode, fail, print_json, use_url
 
 app = typer.Typer(no_args_is_help=True, help="Encryption keys: init, status, rotate, retire.")
 

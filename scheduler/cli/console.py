@@ -16,7 +16,7 @@ from portalq.jobs.db import migrate
 from portalq.jobs.db.location import database_url as resolve
 from portalq.jobs.db.location import libpq_dsn
 from portalq.jobs.errors import InputError
-from portalq.scheduler.cli_common import (
+from portalq.scheduler.cli.common import (
     DbUrl,
     ExitCode,
     cli_actor,

@@ -18,7 +18,7 @@ from portalq.jobs.operations import portal_rows
 from portalq.portals import calendar as cal
 from portalq.portals.presets import HOURS_PRESETS
 from portalq.scheduler import calendar_cache
-from portalq.scheduler.cli_common import (
+from portalq.scheduler.cli.common import (
     DbUrl,
     ExitCode,
     cli_actor,

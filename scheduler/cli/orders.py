@@ -19,7 +19,7 @@ import typer
 
 from portalq.jobs import audit, queue
 from portalq.jobs.business import order_runs, results
-from portalq.scheduler.cli_common import DbUrl, cli_actor, fail, load_payload, print_json, use_url
+from portalq.scheduler.cli.common import DbUrl, cli_actor, fail, load_payload, print_json, use_url
 
 app = typer.Typer(no_args_is_help=True,
                   help="Orders: pipelines of jobs across portals, and what became of them.")
