@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from portalq.jobs import clock, worker_api
+from portalq.jobs import clock, types, worker_api
 from portalq.jobs.db import connections
 from portalq.jobs.db.pool import Pool
 from portalq.jobs.kinds import Channel
@@ -364,7 +364,10 @@ class Worker:
             async with asyncio.timeout(self.settings.job_timeout_seconds):
                 result = await handler(ctx)
             outcome = "completed"
-            self._done.append((job["id"], dict(result) if result is not None else None))
+            stored, misfit = types.get(job["job_type"]).stored_result(result)
+            if misfit is not None:
+                log.warning("%s: stored as the flow gave it", misfit, extra=extra)
+            self._done.append((job["id"], stored))
             self._unflushed += 1
             queued = True
             self._done_event.set()
