@@ -85,11 +85,13 @@ class EscalationKind(StrEnum):
     CRASHING = "crashing"      # its worker kept dying
     PORTAL_CHANGED = "portal_changed"   # a page the flow does not know: its portal paused
     AT_RISK = "at_risk"        # its p90 ETA passes its deadline: told before it is missed
+    QUESTION = "question"      # its flow asks a person mid-flow (jobs/operations/questions.py)
+    APPROVAL = "approval"      # it waits at the review page for a person's approval
 
 
 #: an escalation row's ``kind`` as stored (the words of :class:`EscalationKind`)
 EscalationKindName = Literal["business", "uncertain", "attempts", "probe", "crashing",
-                            "portal_changed", "at_risk"]
+                            "portal_changed", "at_risk", "question", "approval"]
 
 
 class NoticeKind(StrEnum):

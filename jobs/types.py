@@ -28,8 +28,9 @@ from pydantic import BaseModel, ValidationError
 from portalq.jobs import plugins
 from portalq.jobs.errors import BusinessError, InputError
 
-#: a flow or handler: ``async def run(ctx) -> dict | None`` (ctx: portals.flows.FlowContext)
-Flow = Callable[[Any], Awaitable[Mapping[str, Any] | None]]
+#: a flow or handler: ``async def run(ctx) -> dict | None`` (ctx: portals.flows.FlowContext),
+#: or returning its job type's result model
+Flow = Callable[[Any], Awaitable[Mapping[str, Any] | BaseModel | None]]
 #: an order source: the business's order id -> the job's payload (validated like any payload)
 OrderSource = Callable[[str], Mapping[str, Any]]
 
@@ -82,6 +83,32 @@ class JobType:
     #: so ``PORTALQ_APPROVAL`` may name it (or its portal); a name whose flow never asks is
     #: refused there, rather than filing without the approval the setting promises
     stops_for_approval: bool = False
+    #: what its flow returns, as a model: the result is stored as the model's JSON form
+    #: (:meth:`stored_result`); None: as the flow returns it
+    result_model: type[BaseModel] | None = None
+
+    def stored_result(self, result: Mapping[str, Any] | BaseModel | None
+                      ) -> tuple[dict[str, Any] | None, str | None]:
+        """What the queue stores of a flow's result, and why it does not fit its model
+        (None: it fits, or there is no model).
+
+        A result the model refuses is stored as the flow gave it: the flow's work is done
+        (past a submission, a filing), and failing the job over the result's shape would
+        send it round again. The refusal names fields and error kinds, never values (a
+        result can hold an EIN, a name)."""
+        if result is None:
+            return None, None
+        if isinstance(result, BaseModel):
+            return result.model_dump(mode="json"), None
+        if self.result_model is None:
+            return dict(result), None
+        try:
+            return self.result_model.model_validate(result).model_dump(mode="json"), None
+        except ValidationError as exc:
+            fields = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(result)'}: "
+                               f"{e['type']}" for e in exc.errors(include_input=False))
+            return dict(result), (f"the result of job type {self.name} does not fit "
+                                  f"{self.result_model.__name__} ({fields})")
 
     def portal_for(self, payload: BaseModel) -> str:
         return self.portal(payload) if callable(self.portal) else self.portal

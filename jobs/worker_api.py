@@ -28,7 +28,7 @@ from portalq.jobs.db import sql
 from portalq.jobs.deferral import DeferIncomplete as DeferIncomplete
 from portalq.jobs.deferral import defer_portal as defer_portal
 from portalq.jobs.kinds import Channel, LockKey
-from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.jobs.operations import portal_rows
 from portalq.jobs.rows import ClaimRow
 from portalq.jobs.secrets import crypto
 
@@ -239,7 +239,7 @@ async def record_outage(conn: AConn, *, portal: str, job_id: int, threshold: int
                                others_failing=row["prev_job"] != job_id)
         if row["outage_streak"] < threshold:
             return OutageState(row["outage_streak"], None, False)
-        paused = await portals_repo.apause(conn, portal, by="breaker", reason=reason,
+        paused = await portal_rows.apause(conn, portal, by="breaker", reason=reason,
                                            probe_at=now + probe_after)
         return OutageState(row["outage_streak"], "breaker", paused)
 

@@ -1,5 +1,6 @@
 """What each queueing portal's lookup may decide, and how a job waiting on it is checked
-(:class:`jobs.waiting.LookupRule`; the facts are in ``../shared/portal-facts.md``).
+(:class:`jobs.waiting.LookupRule`; the facts are on each portal's page in ``docs/portals/``,
+"What a lookup may decide").
 
 None of these registries lists a request its staff have not processed yet in the lookup the
 flows use, as far as the public sources show ([?] in the facts): so for each, a found number

@@ -34,8 +34,8 @@ _EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 _PHONE = r"^\+?[\d\s().-]{7,20}$"
 Done = Mapping[str, StepResult]
 
-#: how long an approved name stays reserved, in days (../shared/portal-facts.md): a filing
-#: that uses the reservation must be in before it expires
+#: how long an approved name stays reserved, in days (docs/portals/sources.md, with the
+#: public sources): a filing that uses the reservation must be in before it expires
 NAME_RESERVATION_DAYS = {"bc_corporate_online": 56, "delaware_icis": 120}
 #: Delaware gives a filing received by 22:30 ET that day's date (31 December matters for
 #: tax years)

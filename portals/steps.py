@@ -2,10 +2,11 @@
 
 BC Registries' payment goes through PayBC, which keeps shorter hours than the registry
 ("PayBC is normally available: Monday to Friday: 6:00am to 9:00pm / Saturday: 12:00am to
-7:00pm / Sunday: 12:00pm to 12:00am", Pacific; ../shared/portals/bc-registries.txt). A job
-that would reach such a step outside its hours waits before it starts (a ``DeferUntil``:
-no attempt spent, no browser opened) rather than failing at the payment page: it must
-never reach "File and Pay" only to leave a saved draft behind (:func:`gate`).
+7:00pm / Sunday: 12:00pm to 12:00am", Pacific: bcgov/business-create-ui's payment error
+dialog; docs/portals/sources.md). A job that would reach such a step outside its hours
+waits before it starts (a ``DeferUntil``: no attempt spent, no browser opened) rather than
+failing at the payment page: it must never reach "File and Pay" only to leave a saved draft
+behind (:func:`gate`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 
 from portalq.jobs import clock
 from portalq.jobs.db.migrate import seed_portals
-from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.jobs.operations import portal_rows
 from portalq.jobs.queue import connect
 from portalq.portals.calendar import (
     Closure,
@@ -94,13 +94,13 @@ def build(portals: Sequence[Mapping[str, Any]], hours: Sequence[Mapping[str, Any
 
 async def load(conn: Any) -> dict[str, Portal]:
     """Every portal's calendar and state, from the database (async connection)."""
-    return build(*await portals_repo.acalendar_rows(conn))
+    return build(*await portal_rows.acalendar_rows(conn))
 
 
 def load_sync(conn: Any, since: datetime | None = None) -> dict[str, Portal]:
     """:func:`load` on a sync psycopg connection (the CLI); ``since``: an earlier instant
     the calendars will be asked about (its closures are loaded too)."""
-    return build(*portals_repo.calendar_rows(conn, since))
+    return build(*portal_rows.calendar_rows(conn, since))
 
 
 def seed_declared_portals(url: str) -> list[str]:
@@ -145,12 +145,12 @@ async def refresh_holidays(conn: Any, now: datetime | None = None, *,
     or end before next year, except ``skip``. Returns (portals refreshed, portals whose
     region could not be computed)."""
     now = now or clock.now()
-    due = [p for p in await portals_repo.aholidays_due(conn, now.year + 1)
+    due = [p for p in await portal_rows.aholidays_due(conn, now.year + 1)
            if p["code"] not in skip]
     if not due:
         return [], []
     rows, failed = _holiday_rows(due, now)
-    await portals_repo.astore_holidays(conn, rows)
+    await portal_rows.astore_holidays(conn, rows)
     return [r["portal"] for r in rows], failed
 
 
@@ -166,9 +166,9 @@ def refresh_holidays_sync(conn: Any, now: datetime | None = None, *, force: bool
     """refresh_holidays on a sync psycopg connection (the CLI); ``force``: every
     portal with a holiday region (e.g. after an upgrade of the `holidays` package)."""
     now = now or clock.now()
-    due = portals_repo.holidays_due(conn, 10_000 if force else now.year + 1)
+    due = portal_rows.holidays_due(conn, 10_000 if force else now.year + 1)
     rows, _ = _holiday_rows(due, now)
-    portals_repo.store_holidays(conn, rows)
+    portal_rows.store_holidays(conn, rows)
     return [r["portal"] for r in rows]
 
 

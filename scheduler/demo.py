@@ -31,12 +31,11 @@ from portalq.jobs import clock, files, queue
 from portalq.jobs.audit import Actor
 from portalq.jobs.db.location import embedded, home
 from portalq.jobs.db.migrate import upgrade
-from portalq.jobs.operations import accounts, questions
-from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.jobs.operations import accounts, portal_rows, questions
 from portalq.jobs.secrets import crypto
 from portalq.portals.standin.server import StandinServer
 from portalq.scheduler import status as st
-from portalq.scheduler.cli_common import ExitCode
+from portalq.scheduler.cli.common import ExitCode
 from portalq.scheduler.config import Settings
 from portalq.scheduler.demo_orders import samples
 from portalq.scheduler.service import serve
@@ -80,8 +79,8 @@ def _shift_hours(url: str) -> None:
     """Every portal 24/7, no holidays; Delaware closed for a short maintenance window."""
     now = clock.now()
     with queue.connect(url) as c:
-        portals_repo.open_around_the_clock(c)
-        portals_repo.add_closure(c, "delaware_icis", now - timedelta(minutes=1),
+        portal_rows.open_around_the_clock(c)
+        portal_rows.add_closure(c, "delaware_icis", now - timedelta(minutes=1),
                                  now + DELAWARE_CLOSED_FOR, "demo: scheduled maintenance")
 
 

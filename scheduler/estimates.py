@@ -17,8 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from portalq.jobs import clock, queue, types
-from portalq.jobs.business import eta_reads as eta_repo
-from portalq.jobs.business import pipelines
+from portalq.jobs.business import eta_reads, pipelines
 from portalq.jobs.errors import InputError
 from portalq.portals import deadlines, lookups, steps
 from portalq.portals.eta import (
@@ -34,7 +33,7 @@ from portalq.portals.eta import (
     run_end,
     text,
 )
-from portalq.scheduler import calendar_cache as calendars
+from portalq.scheduler import calendar_cache
 from portalq.scheduler.config import Settings
 
 #: what a job is, for people
@@ -53,7 +52,7 @@ DEFAULT_WORKERS = 4
 @dataclass(frozen=True)
 class Loaded:
     now: datetime
-    portals: dict[str, calendars.Portal]
+    portals: dict[str, calendar_cache.Portal]
     jobs: dict[int, Job]
     estimates: Estimates
     #: job id -> its row (order, step, status)
@@ -93,7 +92,7 @@ def _durations(measured: list[dict[str, Any]], pairs: set[tuple[str, str]],
     return out
 
 
-def _portal_states(portals: Mapping[str, calendars.Portal], workers: int,
+def _portal_states(portals: Mapping[str, calendar_cache.Portal], workers: int,
                    running: Mapping[str, tuple[datetime, ...]]) -> dict[str, PortalState]:
     out = {}
     for code, p in portals.items():
@@ -191,12 +190,12 @@ def _job(r: Mapping[str, Any], after: tuple[int, ...], cache: Declared, learnt: 
 def load(conn: Any, now: datetime | None = None, *, workers: int | None = None) -> Loaded:
     """Every waiting job's estimate, from one read of the database."""
     now = now or clock.now()
-    portals = calendars.load_sync(conn)
-    rows, run_rows = eta_repo.waiting(conn), eta_repo.running(conn)
-    measured = eta_repo.durations(conn, now - MEASURE_SINCE)
-    decided = _measured(eta_repo.decisions(conn, now - MEASURE_SINCE), rows)
-    used = eta_repo.rate_used(conn, _day_starts(portals, rows, now))
-    return _assemble(now, portals, rows, run_rows, eta_repo.held_orders(conn), measured,
+    portals = calendar_cache.load_sync(conn)
+    rows, run_rows = eta_reads.waiting(conn), eta_reads.running(conn)
+    measured = eta_reads.durations(conn, now - MEASURE_SINCE)
+    decided = _measured(eta_reads.decisions(conn, now - MEASURE_SINCE), rows)
+    used = eta_reads.rate_used(conn, _day_starts(portals, rows, now))
+    return _assemble(now, portals, rows, run_rows, eta_reads.held_orders(conn), measured,
                      decided, used, workers or _workers())
 
 
@@ -204,23 +203,23 @@ async def aload(conn: Any, now: datetime | None = None, *, workers: int | None =
                 ) -> Loaded:
     """:func:`load` on an async connection (the service), the replay in a thread."""
     now = now or clock.now()
-    portals = await calendars.load(conn)
-    rows, run_rows = await eta_repo.awaiting(conn), await eta_repo.arunning(conn)
-    measured = await eta_repo.adurations(conn, now - MEASURE_SINCE)
-    decided = _measured(await eta_repo.adecisions(conn, now - MEASURE_SINCE), rows)
-    used = await eta_repo.arate_used(conn, _day_starts(portals, rows, now))
-    orders = await eta_repo.aheld_orders(conn)
+    portals = await calendar_cache.load(conn)
+    rows, run_rows = await eta_reads.awaiting(conn), await eta_reads.arunning(conn)
+    measured = await eta_reads.adurations(conn, now - MEASURE_SINCE)
+    decided = _measured(await eta_reads.adecisions(conn, now - MEASURE_SINCE), rows)
+    used = await eta_reads.arate_used(conn, _day_starts(portals, rows, now))
+    orders = await eta_reads.aheld_orders(conn)
     return await asyncio.to_thread(_assemble, now, portals, rows, run_rows, orders, measured,
                                    decided, used, workers or _workers())
 
 
-def _day_starts(portals: Mapping[str, calendars.Portal], rows: list[dict[str, Any]],
+def _day_starts(portals: Mapping[str, calendar_cache.Portal], rows: list[dict[str, Any]],
                 now: datetime) -> dict[str, datetime]:
     limited = {r["portal"] for r in rows if r["rate_key"]} & portals.keys()
-    return {p: calendars.portal_day(portals[p], now)[0] for p in sorted(limited)}
+    return {p: calendar_cache.portal_day(portals[p], now)[0] for p in sorted(limited)}
 
 
-def _assemble(now: datetime, portals: dict[str, calendars.Portal], rows: list[dict[str, Any]],
+def _assemble(now: datetime, portals: dict[str, calendar_cache.Portal], rows: list[dict[str, Any]],
               run_rows: list[dict[str, Any]], orders: list[dict[str, Any]],
               measured: list[dict[str, Any]], decided: Measured, used: list[dict[str, Any]],
               workers: int) -> Loaded:
@@ -288,7 +287,7 @@ def job_eta(loaded: Loaded, job_id: int) -> dict[str, Any] | None:
 
 
 def order_steps(conn: Any, order_id: str) -> list[dict[str, Any]]:
-    return eta_repo.order(conn, order_id)
+    return eta_reads.order(conn, order_id)
 
 
 def order_view(loaded: Loaded, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -381,7 +380,7 @@ async def aescalate_at_risk(conn: Any, now: datetime | None = None) -> int:
     made = 0
     for order_id, jid, warning in at_risk_jobs(loaded):
         attempt = int(loaded.rows[jid].get("attempts") or 0)
-        made += await eta_repo.aescalate(conn, jid, attempt, f"order {order_id}: {warning}",
+        made += await eta_reads.aescalate(conn, jid, attempt, f"order {order_id}: {warning}",
                                          loaded.now)
     return made
 

@@ -13,8 +13,7 @@ from typing import Any
 from portalq.jobs import clock, types, worker_api
 from portalq.jobs.errors import PortalChanged
 from portalq.portals.flows.masking import redact
-from portalq.scheduler import calendar_cache as calendars
-from portalq.scheduler import metrics, outcomes
+from portalq.scheduler import calendar_cache, metrics, outcomes
 from portalq.scheduler.config import Settings
 from portalq.scheduler.node_db import Database, first_line
 
@@ -23,7 +22,7 @@ log = logging.getLogger("portalq.worker")
 
 class FailureRecorder:
     def __init__(self, settings: Settings, db: Database, node: str,
-                 portal_of: Callable[[str], calendars.Portal | None],
+                 portal_of: Callable[[str], calendar_cache.Portal | None],
                  refresh_portals: Callable[[], Awaitable[None]], *,
                  landing: Callable[[str], Awaitable[bool | None]] | None = None) -> None:
         self._settings = settings
@@ -85,7 +84,7 @@ class FailureRecorder:
                 landing_down=landing_down,
                 drift_paused=drift_paused,
                 probe_at=portal.probe_at if portal else None,
-                next_startable=(lambda at: calendars.next_startable(portal, at))
+                next_startable=(lambda at: calendar_cache.next_startable(portal, at))
                 if portal is not None else None))
         if t.status == "deferred":
             metrics.DEFERRALS.labels(job["portal"]).inc()

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
+
+from pydantic import BaseModel
 
 from portalq.jobs import clock, types
 from portalq.jobs.errors import (
@@ -24,7 +26,7 @@ from portalq.portals.flows.browser import BrowserKilledAtLaunch, BrowserUnavaila
 
 log = logging.getLogger("portalq.worker")
 
-Handler = Callable[[Any], Awaitable[Mapping[str, Any] | None]]
+Handler = types.Flow
 
 
 def register_handler(job_type: str, handler: Handler, *, uses_browser: bool = False) -> None:
@@ -64,7 +66,7 @@ def browser_guarded(handler: Handler) -> Handler:
     are."""
     kept = (BusinessError, UncertainOutcome, DeferUntil, PortalClosed)
 
-    async def run(ctx: Any) -> Mapping[str, Any] | None:
+    async def run(ctx: Any) -> Mapping[str, Any] | BaseModel | None:
         try:
             return await handler(ctx)
         except AccountError as exc:

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from portalq.jobs import clock, types, worker_api
 from portalq.jobs.errors import AccountError, DeferUntil
 from portalq.jobs.operations import approvals, questions
-from portalq.jobs.secrets import sealing as secrets_at_rest
+from portalq.jobs.secrets import sealing
 from portalq.jobs.submission import Reporting
 from portalq.scheduler.mailer import send
 from portalq.scheduler.people import AccountHold, Asker
@@ -55,7 +55,7 @@ BROWSER_GONE_WAIT_S = 3.0
 
 def secret_values(job_type: str, payload: Mapping[str, Any]) -> list[str]:
     """The payload's secret field values (SSNs, ITINs) for redaction."""
-    return secrets_at_rest.values(job_type, payload)
+    return sealing.values(job_type, payload)
 
 
 class JobContext(Reporting):
@@ -87,12 +87,12 @@ class JobContext(Reporting):
         self._payload: Mapping[str, Any] | None = None
         self._payload_error: BaseException | None = None
         try:
-            self._payload = secrets_at_rest.reveal(job)
+            self._payload = sealing.reveal(job)
         except Exception as exc:  # noqa: BLE001 - raised to the handler, see payload
             self._payload_error = exc
         self._checkpoints: dict[str, Any] = {}
         try:
-            self._checkpoints = secrets_at_rest.open_checkpoint(
+            self._checkpoints = sealing.open_checkpoint(
                 self.job_id, self.job_type, job["checkpoint"])
         except Exception as exc:  # noqa: BLE001 - raised to the handler, see payload
             self._payload_error = self._payload_error or exc
@@ -246,10 +246,10 @@ class JobContext(Reporting):
         async with self._pool.connection() as conn:
             saved = await worker_api.save_checkpoint(
                 conn, job_id=self.job_id, worker=self._node,
-                data=secrets_at_rest.seal_checkpoint(self.job_id, self.job_type, data))
+                data=sealing.seal_checkpoint(self.job_id, self.job_type, data))
         if saved is None:
             raise LostJob(f"job {self.job_id} is no longer held by this worker")
-        self.checkpoints = secrets_at_rest.open_checkpoint(self.job_id, self.job_type,
+        self.checkpoints = sealing.open_checkpoint(self.job_id, self.job_type,
                                                               saved)
 
     async def new_browser_context(self) -> BrowserContext:

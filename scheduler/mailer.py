@@ -357,7 +357,8 @@ def build_notice(settings: Settings, note: NoticeRow) -> EmailMessage:
     msg["To"] = ", ".join(settings.admins())
     msg["Date"] = email.utils.format_datetime(clock.now())   # RFC 5322 requires one
     msg["Message-ID"] = mail_threads.notice_message_id(note["id"], note.get("mail_token"))
-    if note["kind"] == NoticeKind.PASSWORD_EXPIRING:
+    kind = NoticeKind(note["kind"])   # the row's word as the enum (a str Literal is no enum)
+    if kind == NoticeKind.PASSWORD_EXPIRING:
         msg.replace_header("Subject",
                            f"[portalq] portal {_one_line(note['portal'])}: a password expires")
         msg.set_content(f"Portal {note['portal']}: {note['reason']}\n\n"
@@ -366,8 +367,8 @@ def build_notice(settings: Settings, note: NoticeRow) -> EmailMessage:
         return msg
     action = ("Its jobs are deferred (no attempts spent) and one probe job tests it "
               "periodically; it resumes by itself when a probe passes."
-              if note["kind"] == NoticeKind.PAUSED else "Its deferred jobs run again.")
-    other = "resume" if note["kind"] == NoticeKind.PAUSED else "pause"
+              if kind == NoticeKind.PAUSED else "Its deferred jobs run again.")
+    other = "resume" if kind == NoticeKind.PAUSED else "pause"
     msg.set_content(f"Portal {note['portal']} was {note['kind']}: {note['reason']}\n\n"
                     f"{action}\n\n  portalq portals list\n"
                     f"  portalq portals {other} {note['portal']}\n")

@@ -11,7 +11,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from portalq.jobs import readouts as jobs_repo
+from portalq.jobs import readouts
 
 REGISTRY = CollectorRegistry()
 JOBS = Gauge("portalq_jobs", "Jobs by portal and status", ["portal", "status"],
@@ -49,7 +49,7 @@ async def refresh_job_counts(conn: Any) -> None:
     """The jobs-by-portal-and-status gauge, counted when /metrics is scraped (a scan of
     job_queue: kept out of the tick, which would pay it every period for nobody)."""
     JOBS.clear()
-    for row in await jobs_repo.adepth(conn):
+    for row in await readouts.adepth(conn):
         JOBS.labels(row["portal"], row["status"]).set(row["n"])
 
 

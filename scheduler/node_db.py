@@ -35,7 +35,7 @@ class Backoff:
         self.n = 0
 
     def next(self) -> float:
-        ceiling = min(self.cap, self.first * 2 ** self.n)
+        ceiling = min(self.cap, self.first * 2.0 ** self.n)   # a float power: int ** int is Any
         self.n += 1
         return ceiling / 2 + random.random() * ceiling / 2
 

@@ -16,11 +16,9 @@ from portalq.jobs import settings as all_settings
 from portalq.jobs.db.location import database_url, direct_database_url, home, libpq_dsn
 from portalq.jobs.db.migrate import upgrade_if_needed
 from portalq.jobs.operations import approvals
-from portalq.portals.flows import browser as browser_config
+from portalq.portals.flows import browser
 from portalq.portals.flows.remote_browsers import BrowserPool
-from portalq.scheduler import egress, logs, metrics, node_keys
-from portalq.scheduler import job_context as context
-from portalq.scheduler import webhook_sender as webhooks
+from portalq.scheduler import egress, job_context, logs, metrics, node_keys, webhook_sender
 from portalq.scheduler.calendar_cache import seed_declared_portals
 from portalq.scheduler.config import Settings
 from portalq.scheduler.tick import Tick
@@ -43,7 +41,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
                   "recorded as missing", settings.artifacts(),
                   (str(exc).splitlines() or [type(exc).__name__])[0][:300])
 
-        context.said_no_folder()
+        job_context.said_no_folder()
     timeout = settings.connect_timeout_seconds
     url = database_url(settings.database_url, connect_timeout=timeout)
     # behind PgBouncer (transaction pooling) the pool goes through the pooler; what needs
@@ -65,7 +63,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
 
         # remote browsers per portal (or one for all): JobContext takes contexts from it
         worker.browsers.remote = BrowserPool(
-            browser_config.load_config(), endpoints,
+            browser.load_config(), endpoints,
             max_contexts=settings.browser_max_contexts,
             connect_timeout_s=settings.browser_connect_timeout_seconds)
     tick = Tick(settings, worker, direct)
@@ -103,7 +101,7 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
 
         server = await metrics.serve(settings.metrics_host, settings.metrics_port, health,
                                      refresh)
-    hooks = webhooks.Sender(settings, worker.pool, lambda: tick.leader.held)
+    hooks = webhook_sender.Sender(settings, worker.pool, lambda: tick.leader.held)
 
     def on_outbox() -> None:   # an outbox row was written: mail or a webhook delivery
         tick.kick_outbox()

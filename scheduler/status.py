@@ -10,43 +10,41 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from portalq.jobs import clock, waiting
-from portalq.jobs import readouts as jobs_repo
+from portalq.jobs import clock, readouts, waiting
 from portalq.jobs.db import txn
 from portalq.jobs.kinds import FINAL
-from portalq.jobs.operations import outbox
-from portalq.jobs.operations import portal_rows as portals_repo
-from portalq.scheduler import estimates as eta
+from portalq.jobs.operations import outbox, portal_rows
+from portalq.scheduler import estimates
 
 #: the live view recomputes the ETAs at most this often (every waiting job is replayed)
 ETA_EVERY_S = 15.0
-_eta_cache: list[tuple[float, eta.Loaded]] = []
+_eta_cache: list[tuple[float, estimates.Loaded]] = []
 
 
-def _etas(c: Any) -> eta.Loaded:
+def _etas(c: Any) -> estimates.Loaded:
     if _eta_cache and time.monotonic() - _eta_cache[0][0] < ETA_EVERY_S:
         return _eta_cache[0][1]
-    loaded = eta.load(c)
+    loaded = estimates.load(c)
     _eta_cache[:] = [(time.monotonic(), loaded)]
     return loaded
 
 
 def snapshot(conn: Any = None) -> dict[str, Any]:
     with txn.use(conn) as c:
-        counts = jobs_repo.depth(c)
-        running = jobs_repo.running(c)
-        deferred = jobs_repo.deferred(c)
-        failures = jobs_repo.recent_failures(c)
-        portals = portals_repo.portals(c)
+        counts = readouts.depth(c)
+        running = readouts.running(c)
+        deferred = readouts.deferred(c)
+        failures = readouts.recent_failures(c)
+        portals = portal_rows.portals(c)
         loaded = _etas(c)
-    etas = {jid: eta.job_line(loaded, jid) for jid in (r["id"] for r in deferred)}
+    etas = {jid: estimates.job_line(loaded, jid) for jid in (r["id"] for r in deferred)}
     depth: dict[str, dict[str, int]] = {}
     for row in counts:
         depth.setdefault(row["portal"], {})[row["status"]] = row["n"]
     return {"at": clock.now(), "depth": depth, "running": running, "deferred": deferred,
-            "failures": failures, "backlog": eta.portal_backlogs(loaded),
+            "failures": failures, "backlog": estimates.portal_backlogs(loaded),
             "deferred_eta": {str(k): v for k, v in etas.items()},
-            "at_risk": eta.at_risk(loaded),
+            "at_risk": estimates.at_risk(loaded),
             "paused": [p["code"] for p in portals if p["paused_at"] is not None]}
 
 

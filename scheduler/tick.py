@@ -8,16 +8,15 @@ import contextlib
 import logging
 import shutil
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
 from portalq.jobs import clock, worker_api
 from portalq.jobs.business import order_runs
 from portalq.jobs.db import connections
-from portalq.jobs.operations import portal_rows as portals_repo
-from portalq.scheduler import calendar_cache as calendars
-from portalq.scheduler import estimates as eta
-from portalq.scheduler import mailer, metrics
+from portalq.jobs.operations import portal_rows
+from portalq.scheduler import calendar_cache, estimates, mailer, metrics
 from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.tick")
@@ -71,18 +70,20 @@ class Tick:
         now = clock.now()
         async with self.worker.pool.connection() as conn:
             out["holidays_refreshed"] = await self._refresh_holidays(conn, now)
-            duties = (("deferred", lambda: self._defer_closed(conn, now)),
-                      ("rescued", lambda: self._rescue(conn)),
-                      ("escalations_sent", lambda: self._outbox_duty(conn, out)),
-                      ("secrets_erased", lambda: worker_api.erase_failed_secrets(
-                          conn, older_than=timedelta(days=s.secret_retention_days))),
-                      # order steps a crash left held after their predecessors completed
-                      ("order_steps_released", lambda: _released(conn)),
-                      ("pruned", lambda: self._prune(conn)),
-                      ("at_risk_escalated", lambda: self._at_risk(conn)),
-                      ("landing_resumed", lambda: self._probe_idle(conn)),
-                      ("artifacts_pruned", lambda: _prune_artifacts(
-                          s.artifacts(), older_than=timedelta(days=s.retention_days))))
+            # typed: a tuple of different lambdas is joined to an untyped ``function``
+            duties: tuple[tuple[str, Callable[[], Awaitable[int]]], ...] = (
+                ("deferred", lambda: self._defer_closed(conn, now)),
+                ("rescued", lambda: self._rescue(conn)),
+                ("escalations_sent", lambda: self._outbox_duty(conn, out)),
+                ("secrets_erased", lambda: worker_api.erase_failed_secrets(
+                    conn, older_than=timedelta(days=s.secret_retention_days))),
+                # order steps a crash left held after their predecessors completed
+                ("order_steps_released", lambda: _released(conn)),
+                ("pruned", lambda: self._prune(conn)),
+                ("at_risk_escalated", lambda: self._at_risk(conn)),
+                ("landing_resumed", lambda: self._probe_idle(conn)),
+                ("artifacts_pruned", lambda: _prune_artifacts(
+                    s.artifacts(), older_than=timedelta(days=s.retention_days))))
             for name, duty in duties:
                 try:
                     out[name] = await duty()
@@ -111,13 +112,13 @@ class Tick:
         deadline = time.monotonic() + max(1.0, self.settings.tick_seconds / 4)
         for portal in list(self.worker.portals.values()):
             try:
-                if calendars.capacity(portal, now) is not False:
+                if calendar_cache.capacity(portal, now) is not False:
                     continue
                 if portal.paused:
                     # breaker-paused: wait for the probe; operator-paused: until resumed
                     when = portal.probe_at if portal.paused_by == "breaker" else None
                 else:
-                    when = calendars.next_startable(portal, now)
+                    when = calendar_cache.next_startable(portal, now)
                 if when is None or when <= now:
                     continue
                 try:
@@ -150,7 +151,7 @@ class Tick:
         if self._at_risk_at is not None and mono - self._at_risk_at < AT_RISK_EVERY_S:
             return 0
         self._at_risk_at = mono
-        made = await eta.aescalate_at_risk(conn)
+        made = await estimates.aescalate_at_risk(conn)
         if made:
             self.kick_outbox()
         return made
@@ -162,11 +163,11 @@ class Tick:
         page answers; otherwise its next probe is a probe period away. A portal without an
         address, or a node without a browser now, leaves it to a job or an operator."""
         resumed = 0
-        for code in await portals_repo.aidle_probes_due(conn):
+        for code in await portal_rows.aidle_probes_due(conn):
             answered = await self.worker.landing_answers(code)
             if answered is None:
                 continue
-            if await portals_repo.alanding_checked(
+            if await portal_rows.alanding_checked(
                     conn, code, answered=answered,
                     probe_after=timedelta(seconds=self.settings.breaker_probe_seconds)):
                 log.warning("portal %s resumed: its landing page answered", code)
@@ -242,7 +243,7 @@ class Tick:
         next day, and no failure here stops the other duties."""
         skip = {code for code, day in self._holiday_failures.items() if day == now.date()}
         try:
-            refreshed, failed = await calendars.refresh_holidays(conn, now, skip=skip)
+            refreshed, failed = await calendar_cache.refresh_holidays(conn, now, skip=skip)
         except Exception:  # noqa: BLE001 - logged; the other duties still run
             log.exception("storing holidays failed")
             return 0

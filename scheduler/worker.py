@@ -22,13 +22,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from portalq.jobs import clock, worker_api
+from portalq.jobs import clock, types, worker_api
 from portalq.jobs.db import connections
 from portalq.jobs.db.pool import Pool
 from portalq.jobs.kinds import Channel
 from portalq.jobs.rows import ClaimRow
-from portalq.scheduler import calendar_cache as calendars
-from portalq.scheduler import evidence, metrics, roles
+from portalq.scheduler import calendar_cache, evidence, metrics, roles
 from portalq.scheduler.browsers import Browsers
 from portalq.scheduler.config import Settings
 from portalq.scheduler.failures import FailureRecorder
@@ -54,7 +53,7 @@ class Worker:
         self.dsn = dsn
         self.node = settings.node_id
         self.db = Database(pool, settings.reconnect_cap_seconds)
-        self.portals: dict[str, calendars.Portal] = {}
+        self.portals: dict[str, calendar_cache.Portal] = {}
         self.running: dict[int, asyncio.Task[None]] = {}
         self.wake = asyncio.Event()
         self.stopping = asyncio.Event()
@@ -88,7 +87,7 @@ class Worker:
     # -- calendars ---------------------------------------------------------------------
     async def refresh_portals(self) -> None:
         async with self.pool.connection() as conn:
-            fresh = await calendars.load(conn)
+            fresh = await calendar_cache.load(conn)
         # in place: the failure recorder looks portals up in this very dict
         self.portals.clear()
         self.portals.update(fresh)
@@ -113,10 +112,10 @@ class Worker:
         out, until = [], None
         for p in self.portals.values():
             try:
-                cap = calendars.capacity(p, now)
+                cap = calendar_cache.capacity(p, now)
                 if cap is not False:
-                    out.append(worker_api.Capacity(p.code, cap, calendars.portal_day(p, now)))
-                end = calendars.stable_until(p, now)
+                    out.append(worker_api.Capacity(p.code, cap, calendar_cache.portal_day(p, now)))
+                end = calendar_cache.stable_until(p, now)
                 until = end if until is None else min(until, end)
             except ValueError as exc:  # e.g. no holiday data for a year: that portal waits
                 if p.code not in self._calendar_errors:
@@ -365,7 +364,10 @@ class Worker:
             async with asyncio.timeout(self.settings.job_timeout_seconds):
                 result = await handler(ctx)
             outcome = "completed"
-            self._done.append((job["id"], dict(result) if result is not None else None))
+            stored, misfit = types.get(job["job_type"]).stored_result(result)
+            if misfit is not None:
+                log.warning("%s: stored as the flow gave it", misfit, extra=extra)
+            self._done.append((job["id"], stored))
             self._unflushed += 1
             queued = True
             self._done_event.set()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from portalq.scheduler.cli_console import CONSOLE_MODULES
+from portalq.scheduler.cli.console import CONSOLE_MODULES
 
 #: in sys.modules as None, a package is one ``import`` refuses and find_spec does not find
 LAUNCH = ("import sys\n"

@@ -15,10 +15,9 @@ from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.db import sql
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound
 from portalq.jobs.kinds import JobStatus
-from portalq.jobs.operations import approvals, questions
-from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.jobs.operations import approvals, portal_rows, questions
 from portalq.jobs.rows import PortalState
-from portalq.jobs.secrets import redaction as masking
+from portalq.jobs.secrets import redaction
 
 #: states from which each bulk action can act
 BULK_STATES = {"retry": (JobStatus.FAILED, JobStatus.CANCELLED),
@@ -31,7 +30,7 @@ BULK_CAP = 10_000
 
 def _snapshot(conn: Any, job_id: int) -> dict[str, Any]:
     job = queue.get_job(job_id, conn)
-    public = masking.public_job(job)
+    public = redaction.public_job(job)
     return {k: public.get(k) for k in ("status", "attempts", "max_attempts", "payload",
                                        "checkpoint", "result", "run_at")}
 
@@ -43,7 +42,7 @@ def _job_action(conn: Any, actor: Actor, action: str, job_id: int, reason: str,
     with conn.transaction():
         before = _snapshot(conn, job_id)
         change()
-        audit.record(conn, actor, action, f"job:{job_id}", masking.scrub_ssn_like(reason),
+        audit.record(conn, actor, action, f"job:{job_id}", redaction.scrub_ssn_like(reason),
                      before=before,
                      after=_snapshot(conn, job_id))
 
@@ -65,8 +64,8 @@ def retry_with_payload(conn: Any, actor: Actor, job_id: int, reason: str,
     validated by the job type's schema before anything is written. Returns the changed
     top-level keys."""
     job = queue.get_job(job_id, conn)
-    new = masking.unmask_edit(job["job_type"], job["payload"], edited)
-    patch = masking.merge_patch(job["payload"], new)
+    new = redaction.unmask_edit(job["job_type"], job["payload"], edited)
+    patch = redaction.merge_patch(job["payload"], new)
     if not patch:
         raise InputError("the payload is unchanged (use retry)")
     _job_action(conn, actor, "job.retry_with_payload", job_id, reason, lambda: queue.retry(
@@ -167,7 +166,7 @@ def _brief(conn: Any, job_id: int) -> dict[str, Any]:
 
 # -- portals ---------------------------------------------------------------------------------
 def _portal_state(conn: Any, code: str) -> PortalState:
-    found = portals_repo.state(conn, code)
+    found = portal_rows.state(conn, code)
     if found is None:
         raise InputError(f"unknown portal {code!r}")
     return found
@@ -198,7 +197,7 @@ def add_closure(conn: Any, actor: Actor, code: str, starts: datetime, ends: date
         raise InputError("a closure must end after it starts")
     with conn.transaction():
         _portal_state(conn, code)
-        closure = portals_repo.add_closure(conn, code, starts, ends, reason.strip())
+        closure = portal_rows.add_closure(conn, code, starts, ends, reason.strip())
         audit.record(conn, actor, "portal.close", f"portal:{code}", reason, before=None,
                      after={"closure": closure, "from": starts, "to": ends})
         return closure
@@ -207,7 +206,7 @@ def add_closure(conn: Any, actor: Actor, code: str, starts: datetime, ends: date
 def remove_closure(conn: Any, actor: Actor, code: str, closure_id: int, reason: str) -> None:
     with conn.transaction():
         _portal_state(conn, code)
-        row = portals_repo.remove_closure(conn, code, closure_id)
+        row = portal_rows.remove_closure(conn, code, closure_id)
         if row is None:
             raise InputError(f"no closure {closure_id} of {code}")
         audit.record(conn, actor, "portal.reopen", f"portal:{code}", reason,
@@ -221,8 +220,8 @@ def set_hours(conn: Any, actor: Actor, code: str, windows: list[tuple[int, Any, 
     by the caller as ``portalq portals set-hours`` parses them)."""
     with conn.transaction():
         _portal_state(conn, code)
-        before = portals_repo.hours(conn, code)
-        portals_repo.set_hours(conn, code, windows)
+        before = portal_rows.hours(conn, code)
+        portal_rows.set_hours(conn, code, windows)
         audit.record(conn, actor, "portal.set_hours", f"portal:{code}", reason,
                      before={"hours": before}, after={"hours": windows})
 

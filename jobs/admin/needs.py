@@ -20,7 +20,7 @@ from typing import Any
 from portalq.jobs import clock, submission
 from portalq.jobs.admin.actions import BULK_CAP
 from portalq.jobs.db import sql
-from portalq.jobs.secrets import redaction as masking
+from portalq.jobs.secrets import redaction
 
 #: at most this many items of each sort are read (the count in the navigation says more)
 LIMIT = 200
@@ -89,8 +89,8 @@ def failed_groups(conn: Any) -> list[FailedGroup]:
     """Every failed job in the inbox (not past a point of no return), grouped by cause,
     largest group first; the text scrubbed of anything shaped like an SSN."""
     return [FailedGroup(r["portal"], r["job_type"], r["kind"],
-                        str(masking.scrub_ssn_like(r["cause"])),
-                        sample=str(masking.scrub_ssn_like(r["sample"] or "")),
+                        str(redaction.scrub_ssn_like(r["cause"])),
+                        sample=str(redaction.scrub_ssn_like(r["sample"] or "")),
                         ids=list(r["ids"]), first=r["first"], last=r["last"], count=r["n"])
             for r in sql.fetch(conn, "console_needs_failed_groups",
                                {"limit": GROUPS_LIMIT, "ids_cap": BULK_CAP})]
@@ -101,7 +101,7 @@ def uncertain(conn: Any) -> list[dict[str, Any]]:
     out = []
     for r in sql.fetch(conn, "console_needs_uncertain", {"limit": LIMIT}):
         doubt = submission.in_doubt({submission.KEY: r.pop("submissions")})
-        out.append({**r, "last_error": masking.scrub_ssn_like(r["last_error"]),
+        out.append({**r, "last_error": redaction.scrub_ssn_like(r["last_error"]),
                     "submissions": [d.name for d in doubt]})
     return out
 
@@ -193,7 +193,7 @@ def page(conn: Any) -> dict[str, Any]:
     """Everything the "Needs you" page lists, each sort oldest (or most urgent) first."""
     now = clock.now()
     groups, doubtful = failed_groups(conn), uncertain(conn)
-    data: dict[str, Any] = masking.scrub_ssn_like({
+    data: dict[str, Any] = redaction.scrub_ssn_like({
         "questions": sql.fetch(conn, "console_needs_questions", {"now": now,
                                                                   "limit": LIMIT}),
         "approvals": approvals(conn, now),

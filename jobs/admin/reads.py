@@ -24,8 +24,7 @@ from portalq.jobs import clock, queue, types
 from portalq.jobs.db import sql
 from portalq.jobs.errors import InputError
 from portalq.jobs.kinds import JOB_STATUSES
-from portalq.jobs.secrets import crypto
-from portalq.jobs.secrets import redaction as masking
+from portalq.jobs.secrets import crypto, redaction
 
 WINDOW = 20_000
 PAGE = 50
@@ -62,7 +61,7 @@ class JobFilter:
             if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", self.field):
                 raise InputError(f"not a payload field: {self.field!r}")
             scope = [self.job_type] if self.job_type else types.names()
-            if masking.field_is_secret(scope, self.field):
+            if redaction.field_is_secret(scope, self.field):
                 raise InputError(f"{self.field} is a secret field: it cannot be searched")
         if self.value is not None and "\x00" in self.value:
             raise InputError("a NUL character cannot be searched for")
@@ -85,7 +84,7 @@ class JobFilter:
         (migration 0028); this holds where its regular expressions and Python's differ (a
         digit of another script is ``\\d`` to Python's, not to PostgreSQL's): a search never
         finds a job by a text the page hides (issue 48 #13)."""
-        out = [masking.scrub_ssn_like(r) for r in rows]
+        out = [redaction.scrub_ssn_like(r) for r in rows]
         if self.value is None:
             return out
         needle = self.value.lower()
@@ -198,7 +197,7 @@ def job_page(conn: Any, job_id: int) -> dict[str, Any]:
                         for q in sql.fetch(conn, "job_questions", {"job_id": job_id})]
     approval = (job.get("checkpoint") or {}).get("approval") or {}
     job["awaits_approval"] = approval.get("state") == "pending"
-    return masking.public_job(job)
+    return redaction.public_job(job)
 
 
 def mail_text(raw: bytes | memoryview | None) -> str | None:
@@ -271,7 +270,7 @@ def throughput(conn: Any, hours: int = 24,
 
 
 def running(conn: Any) -> list[dict[str, Any]]:
-    return [masking.scrub_ssn_like(r) for r in sql.fetch(conn, "status_running")]
+    return [redaction.scrub_ssn_like(r) for r in sql.fetch(conn, "status_running")]
 
 
 def table_estimate(conn: Any) -> int:
@@ -284,7 +283,7 @@ def escalations_inbox(conn: Any, *, include_resolved: bool = False, limit: int =
     first; with ``include_resolved`` every one, those closed by themselves included."""
     rows = sql.fetch(conn, "console_escalations_all" if include_resolved
                      else "console_escalations_inbox", {"limit": limit, "now": clock.now()})
-    return [masking.scrub_ssn_like(r) for r in rows]
+    return [redaction.scrub_ssn_like(r) for r in rows]
 
 
 #: the navigation counts what needs a person up to this ("999+" beyond)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from portalq.jobs import audit, clock
-from portalq.jobs.admin import users as console_users
+from portalq.jobs.admin import users
 from portalq.jobs.admin.users import Throttle, User
 from portalq.jobs.db import sql
 from portalq.jobs.errors import InputError
@@ -62,7 +62,7 @@ def sign_in(conn: Any, identity: Identity, ip: str, limits: Throttle,
                          "claims", before={"role": row["role"]}, after={"role": identity.role})
         return Outcome(User(updated["id"], updated["name"], updated["role"]))
     try:
-        console_users.check_name(identity.name)
+        users.check_name(identity.name)
     except InputError:
         return _refuse(conn, identity.name[:64], identity, ip, limits,
                        "your sign-on gives no usable user name (letters, digits, . _ @ -)")
@@ -80,5 +80,5 @@ def _refuse(conn: Any, name: str, identity: Identity, ip: str, limits: Throttle,
     audit.record(conn, audit.Actor(name, None, SOURCE), "user.sign_in_refused",
                  f"user:{name}", reason, after={"issuer": identity.issuer,
                                                 "mapped_role": identity.role})
-    console_users.login_failed(conn, name, ip, limits)
+    users.login_failed(conn, name, ip, limits)
     return Outcome(None, reason)

@@ -52,8 +52,7 @@ from portalq.jobs.db import sql
 from portalq.jobs.db.location import schema as portalq_schema
 from portalq.jobs.errors import BatchInputError, InputError
 from portalq.jobs.kinds import EscalationKind
-from portalq.jobs.secrets import redaction as masking
-from portalq.jobs.secrets import sealing
+from portalq.jobs.secrets import redaction, sealing
 
 DEFAULT_TABLE = "public.job_queue"
 #: the columns a legacy queue must have (others, e.g. portal_tz, portal_hours, order_type,
@@ -266,7 +265,7 @@ def _fate(row: LegacyRow, table: Table, type_map: Mapping[str, str],
     job = queue.NewJob(job_type, order_id, payload, run_at=run_at,
                        idempotency_key=table.key(row.id))
     return Plan(row, kind, job_type, job=job, portal=portal,
-                secrets=masking.secret_values(job_type, types.normalised(model)))
+                secrets=redaction.secret_values(job_type, types.normalised(model)))
 
 
 def _payload(jt: types.JobType, row: LegacyRow) -> dict[str, Any]:
@@ -297,7 +296,7 @@ def _legacy_payload(row: LegacyRow) -> Any:
 def _secret_places(job_type: str, payload: Any) -> Iterator[tuple[str, Any, str]]:
     """(path, parent, key) of each secret field of ``job_type`` holding a value in
     ``payload`` (the old table's plaintext)."""
-    for spec in masking.secret_fields(job_type):
+    for spec in redaction.secret_fields(job_type):
         for path, parent, key in sealing.walk_paths(payload, spec.split("."), ""):
             if parent[key] not in (None, ""):
                 yield path, parent, key
@@ -348,7 +347,7 @@ def apply(plans: Sequence[Plan], table: Table, conn: psycopg.Connection[Any]) ->
             checkpoint = submission.started({}, SUBMISSION, table.key(p.row.id), now)
         else:
             legacy = (p.row.last_error or "").strip() or "(no error recorded)"
-            error = masking.scrub(f"failed in {table} (row {p.row.id}): {legacy}",
+            error = redaction.scrub(f"failed in {table} (row {p.row.id}): {legacy}",
                                   p.secrets)[:MAX_ERROR]
             checkpoint = {}
         if p.row.attempts is not None:

@@ -43,8 +43,7 @@ from portalq.jobs.business import pipelines
 from portalq.jobs.db import sql
 from portalq.jobs.db.txn import use as _use
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound
-from portalq.jobs.secrets import crypto, key_registry
-from portalq.jobs.secrets import sealing as secrets_at_rest
+from portalq.jobs.secrets import crypto, key_registry, sealing
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +87,7 @@ def _secret_values(kind: pipelines.OrderKind, normal: dict[str, Any]) -> list[tu
     """(path, value) of the order's secret fields that hold a value."""
     out = []
     for spec in kind.secret_fields:
-        for path, parent, key in secrets_at_rest.walk_paths(normal, spec.split("."), ""):
+        for path, parent, key in sealing.walk_paths(normal, spec.split("."), ""):
             value = parent.get(key) if isinstance(parent, dict) else None
             if isinstance(value, str) and len(value.strip()) >= 4:
                 out.append((path, value.strip()))
@@ -240,7 +239,7 @@ def _release_params(row: Mapping[str, Any],
     job = _step_row(kind, step, row["order_id"], _build(kind, step, model, before),
                     _secret_values(kind, types.normalised(model)), row["priority"], 5)
     job["id"] = row["job_id"]
-    secrets_at_rest.seal_rows([job])
+    sealing.seal_rows([job])
     return {k: job[k] for k in ("id", "payload", "portal", "rate_key", "secret_key_id",
                                 "secret_dek", "secret_data")}
 

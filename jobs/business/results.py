@@ -20,7 +20,7 @@ from portalq.jobs.db import sql
 from portalq.jobs.db.txn import use
 from portalq.jobs.errors import JobNotFound
 from portalq.jobs.queue import get_job
-from portalq.jobs.secrets import redaction as masking
+from portalq.jobs.secrets import redaction
 
 #: the columns of a job shown to the application (never the payload or its seals)
 FIELDS = ("id", "job_type", "order_id", "portal", "status", "attempts", "max_attempts",
@@ -39,7 +39,7 @@ def _view(conn: Any, job: dict[str, Any]) -> dict[str, Any]:
             "events": sql.fetch(conn, "job_events", {"id": job["id"]}),
             "escalations": [{k: e[k] for k in ESCALATION_FIELDS} for e in
                             sql.fetch(conn, "console_job_escalations", {"job_id": job["id"]})]}
-    public = masking.public_job(full)   # secrets scrubbed from every text of the job
+    public = redaction.public_job(full)   # secrets scrubbed from every text of the job
     return {k: public[k] for k in FIELDS}
 
 

@@ -34,8 +34,7 @@ from portalq.jobs import clock, limits, settings
 from portalq.jobs.db import sql
 from portalq.jobs.db.txn import use
 from portalq.jobs.errors import InputError, JobNotFound
-from portalq.jobs.secrets import crypto
-from portalq.jobs.secrets import redaction as masking
+from portalq.jobs.secrets import crypto, redaction
 
 AConn = AsyncConnection[Any]
 
@@ -254,7 +253,7 @@ async def body_of(conn: AConn, delivery: Mapping[str, Any]) -> bytes:
     job = await sql.afetch_one(conn, "webhook_job", {"id": delivery["job_id"]})
     data: dict[str, Any] = {"id": delivery["job_id"], "status": delivery["event"]}
     if job is not None:   # pruned since: the event itself is still true
-        public = masking.public_job(job)
+        public = redaction.public_job(job)
         data = {**{k: public[k] for k in JOB_FIELDS}, "status": delivery["event"]}
     if delivery.get("decision"):   # a "decided" event: what the person decided
         data["decision"] = delivery["decision"]

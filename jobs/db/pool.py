@@ -50,7 +50,7 @@ def _cap_pool_reconnects(cap: float) -> None:
             self.delay = min(self.delay, cap)
 
     if getattr(pool_async, "AttemptWithBackoff", None) is base.AttemptWithBackoff:
-        pool_async.AttemptWithBackoff = CappedAttempt  # type: ignore[misc]
+        pool_async.AttemptWithBackoff = CappedAttempt  # type: ignore[attr-defined]
 
 
 def make_pool(dsn: str, *, max_size: int, options: Mapping[str, Any],

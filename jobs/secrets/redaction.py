@@ -16,7 +16,7 @@ from typing import Any
 
 from portalq.jobs import types
 from portalq.jobs.errors import InputError, PortalqError
-from portalq.jobs.secrets import sealing as secrets_at_rest
+from portalq.jobs.secrets import sealing
 
 #: shown instead of a secret value; sent back unchanged by an edit form it means "keep"
 MASK = "(secret: unchanged)"
@@ -162,10 +162,10 @@ def job_secrets(job: Mapping[str, Any]) -> list[str]:
     if job.get("secret_data") is None:
         return []
     try:
-        revealed = secrets_at_rest.reveal(job, strict=False)
+        revealed = sealing.reveal(job, strict=False)
     except PortalqError:
         return []
-    return secrets_at_rest.values(job["job_type"], revealed)
+    return sealing.values(job["job_type"], revealed)
 
 
 def scrub_all(value: Any, secrets: Iterable[str]) -> Any:

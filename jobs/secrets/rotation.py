@@ -20,8 +20,7 @@ import psycopg
 from portalq.jobs import types
 from portalq.jobs.db import sql, txn
 from portalq.jobs.errors import IllegalTransition
-from portalq.jobs.secrets import crypto, key_registry
-from portalq.jobs.secrets import sealing as secrets_at_rest
+from portalq.jobs.secrets import crypto, key_registry, sealing
 
 BATCH = 500
 
@@ -79,10 +78,10 @@ def _pass(connect: Callable[[], Any], p: crypto.KeyProvider, report: RewrapRepor
             if not rows:
                 break
             for r in rows:
-                patch = {k: secrets_at_rest.rekey_checkpoint_value(r["id"], r["job_type"], k,
+                patch = {k: sealing.rekey_checkpoint_value(r["id"], r["job_type"], k,
                                                                    v, p)
                          for k, v in r["checkpoint"].items()
-                         if isinstance(v, str) and v.startswith(secrets_at_rest.CHECKPOINT_PREFIX)}
+                         if isinstance(v, str) and v.startswith(sealing.CHECKPOINT_PREFIX)}
                 sql.fetch(c, "rewrap_checkpoint", {"id": r["id"], "patch": json.dumps(patch)})
             after = rows[-1]["id"]
             report.checkpoints += len(rows)
@@ -119,10 +118,10 @@ def seal_legacy(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int = 
             if not rows:
                 return done
             for r in rows:
-                public, taken = secrets_at_rest.split(r["job_type"], r["payload"])
+                public, taken = sealing.split(r["job_type"], r["payload"])
                 if not taken:
                     continue
-                sealed = secrets_at_rest.seal_secrets(r["id"], r["job_type"], taken, p)
+                sealed = sealing.seal_secrets(r["id"], r["job_type"], taken, p)
                 sql.fetch(c, "seal_legacy_row", {
                     "id": r["id"], "payload": json.dumps(public),
                     "key_id": sealed["secret_key_id"], "dek": sealed["secret_dek"],
@@ -147,8 +146,8 @@ def bind_unbound(connect: Callable[[], Any], p: crypto.KeyProvider, batch: int =
             for r in rows:
                 taken = json.loads(crypto.open_sealed(
                     r["secret_key_id"], r["secret_dek"], r["secret_data"], p,
-                    aad=crypto.place(r["id"], r["job_type"], secrets_at_rest.SECRETS_FIELD)))
-                sealed = secrets_at_rest.seal_secrets(r["id"], r["job_type"], taken, p)
+                    aad=crypto.place(r["id"], r["job_type"], sealing.SECRETS_FIELD)))
+                sealed = sealing.seal_secrets(r["id"], r["job_type"], taken, p)
                 sql.fetch(c, "bind_sealed_row", {
                     "id": r["id"], "old": r["secret_data"], "key_id": sealed["secret_key_id"],
                     "dek": sealed["secret_dek"], "data": sealed["secret_data"]})

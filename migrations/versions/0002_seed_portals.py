@@ -1,4 +1,5 @@
-"""Seed the portals and their weekly hours (from ../shared/portal-facts.md).
+"""Seed the portals and their weekly hours (each with its public source in
+docs/portals/sources.md, "Seeded hours").
 
 Data, frozen at this revision: later changes of hours go through ``portalq portals
 set-hours`` or a new migration, never by editing this one.

@@ -1,1 +1,1 @@
-"""Local stand-ins for the government portals, faithful to ../shared/portal-facts.md."""
+"""Local stand-ins for the government portals, faithful to each portal's page in docs/portals/."""

@@ -75,7 +75,8 @@ def failure_screenshot(job: dict[str, Any]) -> dict[str, Any] | None:
     last = max(a["attempt"] for a in shots)
     shots = [a for a in shots if a["attempt"] == last]
     named = [a for a in shots if "failure" in str(a["path"]).rsplit("/", 1)[-1].lower()]
-    return (named or shots)[-1]
+    shown: dict[str, Any] = (named or shots)[-1]
+    return shown
 
 
 #: what a retry of a job of this type does, from its payload and checkpoints (the flow
@@ -236,7 +237,7 @@ def routes(console: Console) -> list[Route]:
         job_id = request.path_params["job_id"]
         if not 0 < job_id <= console_repo.MAX_ID:
             raise HTTPException(404, "no such job")
-        what = request.path_params["action"]
+        what: str = request.path_params["action"]
         form = await request.form()
         reason = form_reason(form)
 

@@ -14,7 +14,7 @@ import pytest
 import portalq
 from portalq.jobs import clock, queue, worker_api
 from portalq.jobs.worker_api import Capacity
-from portalq.scheduler.cli_common import _json_default
+from portalq.scheduler.cli.common import _json_default
 from tests import payloads
 from tests.conftest import run_cli
 

@@ -5,6 +5,7 @@ transactional sample run from that app, in a fresh virtualenv."""
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -20,10 +21,19 @@ from tests.conftest import ROOT
 
 
 def _build_wheel(out: Path) -> Path:
+    # from a copy of the tracked files: setuptools reuses the tree's build/ folder, where a
+    # module moved or removed since an earlier build would still be, and enter the wheel
+    src = out.parent / "src"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True,
+                             capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, tracked):
+        if (ROOT / rel).is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, src / rel)
     # the build backend from this environment (no download): the test checks the wheel's
     # contents, not the network
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "-w", str(out), str(ROOT)],
+                    "--no-build-isolation", "-w", str(out), str(src)],
                    check=True, capture_output=True, text=True, timeout=300)
     [wheel] = out.glob("portalq-*.whl")
     return wheel
@@ -35,8 +45,11 @@ def test_the_wheel_installs_one_package_beside_the_apps_own(tmp_path, db, dsn):
     assert tops == {"portalq", "portalq-0.1.0.dist-info"}, tops
     names = zipfile.ZipFile(wheel).namelist()
     # the folders' files are in the wheel as files of the namespace (not as symlinks)
+    # each module once, at its own path (setup.py maps the folders: no links, no copies)
+    assert len(names) == len(set(names))
+    assert not [n for n in names if n.startswith("portalq/scheduler/cli_")], names
     for member in ("portalq/jobs/queue.py", "portalq/jobs/db/sql/queries.sql",
-                   "portalq/migrations/env.py", "portalq/scheduler/cli.py",
+                   "portalq/migrations/env.py", "portalq/scheduler/cli/__init__.py",
                    "portalq/portals/irs/flow.py", "portalq/scheduler/console/app.py"):
         assert member in names, member
     entry = zipfile.ZipFile(wheel).read("portalq-0.1.0.dist-info/entry_points.txt").decode()

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from portalq.scheduler.cli_console import CONSOLE_MODULES
+from portalq.scheduler.cli.console import CONSOLE_MODULES
 from tests.base_install import base_install
 from tests.conftest import ROOT
 

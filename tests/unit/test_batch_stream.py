@@ -1,4 +1,4 @@
-"""``enqueue-batch`` reads its file a chunk at a time (scheduler/cli_batch.chunks): the
+"""``enqueue-batch`` reads its file a chunk at a time (scheduler/cli/batch.chunks): the
 first chunk is there before the rest of the file exists, so a million lines never sit in
 memory at once (a whole 1,000,000-line file took 1.4 GB when it was read first)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from portalq.scheduler.cli_batch import chunks
+from portalq.scheduler.cli.batch import chunks
 
 
 def _line(i: int) -> bytes:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from portalq.scheduler.cli_common import ExitCode
+from portalq.scheduler.cli.common import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
 

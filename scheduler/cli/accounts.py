@@ -20,10 +20,9 @@ import typer
 from portalq.jobs import files, queue
 from portalq.jobs.audit import Actor
 from portalq.jobs.errors import AccountError, HandlerOutcome
-from portalq.jobs.operations import accounts
-from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.jobs.operations import accounts, portal_rows
 from portalq.jobs.secrets import account_secrets
-from portalq.scheduler.cli_common import (
+from portalq.scheduler.cli.common import (
     DbUrl,
     ExitCode,
     cli_actor,
@@ -114,14 +113,14 @@ async def _check(portal: str, creds: Any, urls: dict[str, str]) -> Any:
     from playwright.async_api import async_playwright
 
     # the service, console and flows load only for the command that runs them
-    from portalq.portals.flows import browser as browsers
+    from portalq.portals.flows import browser
     from portalq.portals.flows.signin import sign_in
 
-    config = browsers.load_config()
+    config = browser.load_config()
     with tempfile.TemporaryDirectory(prefix="portalq-check-") as tmp:
         files.private_dir(Path(tmp))
         async with async_playwright() as pw:
-            b = await browsers.launch(pw, config)
+            b = await browser.launch(pw, config)
             try:
                 context = await b.new_context()
                 context.set_default_timeout(config.action_ms)
@@ -146,7 +145,7 @@ def check(portal: str, name: str, database_url: DbUrl = None) -> None:
     use_url(database_url)
     with queue.connect() as conn:
         found = [r for r in accounts.listing(conn, portal) if r["name"] == name]
-        stored = {p["code"]: p["url"] for p in portals_repo.portals(conn)}
+        stored = {p["code"]: p["url"] for p in portal_rows.portals(conn)}
     if not found:
         fail(f"no account {portal}/{name}")
     password = account_secrets.get(portal, name, "password")

@@ -13,13 +13,13 @@ from typing import Annotated, Any
 import typer
 
 from portalq.jobs import audit, queue, waiting
-from portalq.jobs.admin import actions as console_actions
+from portalq.jobs.admin import actions
 from portalq.jobs.audit import Actor
 from portalq.jobs.errors import InputError
 from portalq.jobs.operations import approvals, questions
-from portalq.jobs.secrets import sealing as secrets_at_rest
+from portalq.jobs.secrets import sealing
 from portalq.jobs.types import get
-from portalq.scheduler.cli_common import DbUrl, cli_actor, fail, load_payload, print_json, use_url
+from portalq.scheduler.cli.common import DbUrl, cli_actor, fail, load_payload, print_json, use_url
 
 app = typer.Typer(no_args_is_help=True, help="Inspect and manage jobs.")
 
@@ -32,9 +32,9 @@ def public(job: Mapping[str, Any]) -> dict[str, Any]:
     except InputError:
         secret_fields = ()
     payload = json.loads(json.dumps(out.get("payload") or {}))
-    out["payload"] = secrets_at_rest.for_display(job, payload) if secret_fields else payload
+    out["payload"] = sealing.for_display(job, payload) if secret_fields else payload
     if "checkpoint" in out:
-        out["checkpoint"] = secrets_at_rest.checkpoint_for_display(out["checkpoint"])
+        out["checkpoint"] = sealing.checkpoint_for_display(out["checkpoint"])
     for column in ("rate_key", "secret_key_id", "secret_dek", "secret_data"):
         out.pop(column, None)
     return out
@@ -101,8 +101,8 @@ def jobs_show(job_id: int, as_json: Annotated[bool, typer.Option("--json")] = Fa
     estimate = None
     if job["status"] in ("pending", "deferred"):
         # the estimator (calendars, the replay) only for the commands that show an ETA
-        from portalq.scheduler import estimates as eta
-        estimate = eta.job_eta(eta.load_fresh()[0], job_id)
+        from portalq.scheduler import estimates
+        estimate = estimates.job_eta(estimates.load_fresh()[0], job_id)
     if as_json:   # everything the text shows (its ETA and waiting line) for a program too
         print_json({**job, "eta": estimate,
                     "waiting": {**mark, "text": waiting.describe(mark)} if mark else None})
@@ -179,7 +179,7 @@ def _audited(action: str, job_id: int, reason: str, change: Any) -> None:
     committed together -- as the console records its actions."""
     queue.get_job(job_id)   # an unknown id: one line, exit 2
     with queue.connect() as conn:
-        console_actions.job_action(conn, Actor(cli_actor(), None, "cli"), action, job_id,
+        actions.job_action(conn, Actor(cli_actor(), None, "cli"), action, job_id,
                                    reason, lambda: change(conn))
 
 

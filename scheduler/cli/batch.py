@@ -16,7 +16,7 @@ from typing import Any
 
 from portalq.jobs import queue
 from portalq.jobs.limits import max_payload_bytes
-from portalq.scheduler.cli_common import fail, parse_when
+from portalq.scheduler.cli.common import fail, parse_when
 
 #: lines per batch file: beyond this, split the file (one transaction holds them all)
 MAX_LINES = 1_000_000

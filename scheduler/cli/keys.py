@@ -15,10 +15,9 @@ from typing import Annotated, Any
 import typer
 
 from portalq.jobs import queue
-from portalq.jobs.secrets import crypto, key_record, key_registry
-from portalq.jobs.secrets import rotation as keys
+from portalq.jobs.secrets import crypto, key_record, key_registry, rotation
 from portalq.jobs.secrets.vault_transit import VaultTransit
-from portalq.scheduler.cli_common import DbUrl, ExitCode, fail, print_json, use_url
+from portalq.scheduler.cli.common import DbUrl, ExitCode, fail, print_json, use_url
 
 app = typer.Typer(no_args_is_help=True, help="Encryption keys: init, status, rotate, retire.")
 
@@ -73,7 +72,7 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False,
     use_url(database_url)
     p = _provider()
     with queue.connect() as c:
-        used = keys.usage(c)
+        used = rotation.usage(c)
         out: dict[str, Any] = {"provider": _where(p), "current": p.current_id(),
                                "keys": p.key_ids(), "stored_values": used}
         if isinstance(p, crypto.FileKeyring):
@@ -106,7 +105,7 @@ def rotate(batch: Annotated[int, typer.Option(min=1, help="rows per transaction"
     if add_current is not None:
         new = add_current()
         typer.echo(f"new current key {new} (was {old})")
-    report = keys.rewrap_all(queue.connect, p, batch=batch)
+    report = rotation.rewrap_all(queue.connect, p, batch=batch)
     typer.echo(f"re-wrapped {report.jobs} job(s), {report.documents} document(s) and "
                f"{report.checkpoints} checkpoint(s) under "
                f"{report.current}" + (f"; sealed {report.legacy_sealed} older job(s)"
@@ -140,7 +139,7 @@ def retire(key_id: str, database_url: DbUrl = None,
     for url in also or ():
         if not url.startswith(("postgresql://", "postgresql+psycopg://")):
             fail("--also takes a database URL: postgresql://...")
-    keys.retire(queue.connect, key_id, p, also=also or (), only_recorded=only_recorded)
+    rotation.retire(queue.connect, key_id, p, also=also or (), only_recorded=only_recorded)
     if isinstance(p, crypto.FileKeyring):
         typer.echo(f"key {key_id} deleted from {p.path}")
     elif hasattr(p, "remove"):

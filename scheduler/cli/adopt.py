@@ -16,7 +16,7 @@ import typer
 
 from portalq.jobs import queue
 from portalq.jobs.business import adopt as a
-from portalq.scheduler.cli_common import DbUrl, fail, use_url
+from portalq.scheduler.cli.common import DbUrl, fail, use_url
 
 
 def adopt(

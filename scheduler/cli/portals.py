@@ -11,14 +11,14 @@ from typing import Annotated, Any
 import typer
 
 from portalq.jobs import audit, clock, queue
-from portalq.jobs.admin import actions as console_actions
+from portalq.jobs.admin import actions
 from portalq.jobs.audit import Actor
 from portalq.jobs.limits import check_identifier
-from portalq.jobs.operations import portal_rows as portals_repo
+from portalq.jobs.operations import portal_rows
 from portalq.portals import calendar as cal
 from portalq.portals.presets import HOURS_PRESETS
-from portalq.scheduler import calendar_cache as calendars
-from portalq.scheduler.cli_common import (
+from portalq.scheduler import calendar_cache
+from portalq.scheduler.cli.common import (
     DbUrl,
     ExitCode,
     cli_actor,
@@ -41,11 +41,11 @@ app = typer.Typer(no_args_is_help=True, help="Portals: hours, closures, next ope
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
-def _load(c: Any, since: datetime | None = None) -> dict[str, calendars.Portal]:
-    return calendars.load_sync(c, since)
+def _load(c: Any, since: datetime | None = None) -> dict[str, calendar_cache.Portal]:
+    return calendar_cache.load_sync(c, since)
 
 
-def _portal(portals: dict[str, calendars.Portal], code: str) -> calendars.Portal:
+def _portal(portals: dict[str, calendar_cache.Portal], code: str) -> calendar_cache.Portal:
     if code not in portals:
         fail(f"unknown portal {code!r} (known: {', '.join(sorted(portals))})")
     return portals[code]
@@ -57,11 +57,11 @@ def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _state(p: calendars.Portal, now: datetime) -> dict[str, Any]:
+def _state(p: calendar_cache.Portal, now: datetime) -> dict[str, Any]:
     is_open = cal.is_open(p.calendar, now)
     change = cal.closes_at(p.calendar, now) if is_open else cal.next_open(p.calendar, now)
     return {"code": p.code, "timezone": p.calendar.timezone, "open": is_open,
-            "startable": calendars.startable(p, now), "paused": p.paused,
+            "startable": calendar_cache.startable(p, now), "paused": p.paused,
             "enabled": p.enabled, "max_sessions": p.max_sessions,
             "paused_by": p.paused_by, "pause_reason": p.pause_reason, "held": list(p.held),
             "probe_at": _iso(p.probe_at),
@@ -165,7 +165,7 @@ def set_hours(
     use_url(database_url)
     with queue.connect() as c:
         _portal(_load(c), code)
-        console_actions.set_hours(c, _by(), code,
+        actions.set_hours(c, _by(), code,
                                   [(w.weekday, w.opens, w.closes) for w in parsed], reason)
     typer.echo(f"{code}: {len(parsed)} window(s) set")
 
@@ -187,7 +187,7 @@ def close(code: str,
     use_url(database_url)
     with queue.connect() as c:
         _portal(_load(c), code)
-        closure = console_actions.add_closure(c, _by(), code, starts, ends, reason)
+        closure = actions.add_closure(c, _by(), code, starts, ends, reason)
     typer.echo(f"closure {closure} recorded for {code}")
 
 
@@ -199,7 +199,7 @@ def pause(code: str,
     """Pause a portal by hand: its jobs wait (no attempts spent) until `resume` (audited)."""
     use_url(database_url)
     with queue.connect() as c:
-        console_actions.pause_portal(c, _by(), code, reason)   # paused already: exit 3
+        actions.pause_portal(c, _by(), code, reason)   # paused already: exit 3
     typer.echo(f"{code} paused")
 
 
@@ -210,7 +210,7 @@ def resume(code: str,
     """Resume a paused portal, and the job types held for a changed page (audited)."""
     use_url(database_url)
     with queue.connect() as c:
-        console_actions.resume_portal(c, _by(), code, reason)   # not paused: exit 3
+        actions.resume_portal(c, _by(), code, reason)   # not paused: exit 3
     typer.echo(f"{code} resumed")
 
 
@@ -224,9 +224,9 @@ def refresh_holidays(
     (last year to five years ahead; the service's tick extends them by itself; audited)."""
     use_url(database_url)
     with queue.connect() as c, c.transaction():
-        done = calendars.refresh_holidays_sync(c, force=True)
+        done = calendar_cache.refresh_holidays_sync(c, force=True)
         if done:
-            portals_repo.notify(c, done[0])
+            portal_rows.notify(c, done[0])
         audit.record(c, _by(), "portals.refresh_holidays", "portals", reason,
                      before=None, after={"portals": done})
     typer.echo(f"holidays stored for {len(done)} portal(s)"

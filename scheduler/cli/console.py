@@ -16,7 +16,7 @@ from portalq.jobs.db import migrate
 from portalq.jobs.db.location import database_url as resolve
 from portalq.jobs.db.location import libpq_dsn
 from portalq.jobs.errors import InputError
-from portalq.scheduler.cli_common import (
+from portalq.scheduler.cli.common import (
     DbUrl,
     ExitCode,
     cli_actor,
@@ -55,7 +55,7 @@ def _password(confirm: bool) -> str:
         if not line:
             fail("no password on standard input")
         return line
-    return typer.prompt("password", hide_input=True, confirmation_prompt=confirm)
+    return str(typer.prompt("password", hide_input=True, confirmation_prompt=confirm))
 
 
 def _audit_cli(conn: object, action: str, target: str, reason: str, after: object) -> None:
@@ -69,15 +69,15 @@ def users_add(name: str,
               database_url: DbUrl = None) -> None:
     """Add a console user; the password comes from standard input or a prompt."""
     # argon2 (password hashing) only for the users commands: the CLI's start stays small
-    from portalq.jobs.admin import users as console_users
+    from portalq.jobs.admin import users
 
     # argon2 (password hashing) only for the users commands: the CLI's start stays small
-    if role not in console_users.RANK:
+    if role not in users.RANK:
         fail(f"unknown role {role!r} (one of viewer, operator, admin)")
     password = _password(confirm=True)
     use_url(database_url)
     with queue.connect() as c, c.transaction():
-        row = console_users.add_user(c, name, role, password)
+        row = users.add_user(c, name, role, password)
         _audit_cli(c, "user.add", f"user:{row['name']}", "portalq users add",
                    {"role": row["role"]})
     typer.echo(f"user {row['name']} added ({row['role']})")
@@ -87,13 +87,13 @@ def users_add(name: str,
 def users_passwd(name: str, database_url: DbUrl = None) -> None:
     """Set a user's password (standard input or a prompt)."""
     # argon2 (password hashing) only for the users commands: the CLI's start stays small
-    from portalq.jobs.admin import users as console_users
+    from portalq.jobs.admin import users
 
     # argon2 (password hashing) only for the users commands: the CLI's start stays small
     password = _password(confirm=True)
     use_url(database_url)
     with queue.connect() as c, c.transaction():
-        console_users.set_password(c, name, password)
+        users.set_password(c, name, password)
         _audit_cli(c, "user.passwd", f"user:{name}", "portalq users passwd", None)
     typer.echo(f"password of {name} changed")
 
@@ -102,12 +102,12 @@ def users_passwd(name: str, database_url: DbUrl = None) -> None:
 def users_disable(name: str, database_url: DbUrl = None) -> None:
     """Disable a user: their sessions end at once, they cannot sign in."""
     # argon2 (password hashing) only for the users commands: the CLI's start stays small
-    from portalq.jobs.admin import users as console_users
+    from portalq.jobs.admin import users
 
     # argon2 (password hashing) only for the users commands: the CLI's start stays small
     use_url(database_url)
     with queue.connect() as c, c.transaction():
-        console_users.disable(c, name)
+        users.disable(c, name)
         _audit_cli(c, "user.disable", f"user:{name}", "portalq users disable", None)
     typer.echo(f"user {name} disabled")
 
@@ -117,12 +117,12 @@ def users_list(as_json: Annotated[bool, typer.Option("--json")] = False,
                database_url: DbUrl = None) -> None:
     """Console users, roles, last activity."""
     # argon2 (password hashing) only for the users commands: the CLI's start stays small
-    from portalq.jobs.admin import users as console_users
+    from portalq.jobs.admin import users
 
     # argon2 (password hashing) only for the users commands: the CLI's start stays small
     use_url(database_url)
     with queue.connect() as c:
-        rows = console_users.users(c)
+        rows = users.users(c)
     if as_json:
         print_json(rows)
         return

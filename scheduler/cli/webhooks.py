@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from portalq.jobs.business import webhooks
-from portalq.scheduler.cli_common import DbUrl, cli_actor, print_json, use_url
+from portalq.scheduler.cli.common import DbUrl, cli_actor, print_json, use_url
 
 app = typer.Typer(no_args_is_help=True, help="Webhooks: signed deliveries of job results.")
 

@@ -19,7 +19,7 @@ import typer
 
 from portalq.jobs import audit, queue
 from portalq.jobs.business import order_runs, results
-from portalq.scheduler.cli_common import DbUrl, cli_actor, fail, load_payload, print_json, use_url
+from portalq.scheduler.cli.common import DbUrl, cli_actor, fail, load_payload, print_json, use_url
 
 app = typer.Typer(no_args_is_help=True,
                   help="Orders: pipelines of jobs across portals, and what became of them.")
@@ -101,9 +101,9 @@ def show(order_id: str, as_json: Annotated[bool, typer.Option("--json")] = False
         print_json(view)
         return
     # the estimator (calendars, the replay) only for the commands that show an ETA
-    from portalq.scheduler import estimates as eta
-    loaded, steps = eta.load_fresh(order_id)
-    when = eta.order_view(loaded, steps)
+    from portalq.scheduler import estimates
+    loaded, steps = estimates.load_fresh(order_id)
+    when = estimates.order_view(loaded, steps)
     typer.echo(f"order {view['order_id']}: {len(view['jobs'])} job(s)")
     if when["finish50"] is not None:
         typer.echo(f"expected done {_when(when['finish50'])} "
@@ -120,7 +120,7 @@ def show(order_id: str, as_json: Annotated[bool, typer.Option("--json")] = False
         typer.echo(f"  result: {json.dumps(job['result'], sort_keys=True)}")
         if job["last_error"]:
             typer.echo(f"  last error: {job['last_error']}")
-        if line := eta.job_line(loaded, job["id"]):
+        if line := estimates.job_line(loaded, job["id"]):
             typer.echo(f"  eta: {line}")
         for at, line in _timeline(job):
             typer.echo(f"  {_when(at)} {line}")

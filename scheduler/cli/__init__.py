@@ -1,5 +1,10 @@
 """The ``portalq`` command line. Every option can also come from a ``PORTALQ_*`` variable.
 
+This room of the service holds the command line alone: the app and its top-level commands
+here, each group in a module beside it (``jobs``, ``portals``, ``keys``, ``accounts``,
+``webhooks``, ``orders``, ``adopt``, ``console`` for the console's users and the audit log),
+their shared parts in ``common`` and the batch reader in ``batch``.
+
 Errors are one line on stderr (``portalq: error: ...``) and a non-zero exit; a command that
 fails on bad input writes nothing.
 """
@@ -25,19 +30,19 @@ from portalq.jobs.db import migrate as m
 from portalq.jobs.db.location import database_url as resolve
 from portalq.jobs.db.location import embedded, parse_url
 from portalq.jobs.errors import BatchInputError, IllegalTransition, InputError, PortalqError
-from portalq.scheduler import (
-    cli_accounts,
-    cli_adopt,
-    cli_console,
-    cli_jobs,
-    cli_keys,
-    cli_orders,
-    cli_portals,
-    cli_webhooks,
-)
 from portalq.scheduler.calendar_cache import seed_declared_portals, store_holidays
-from portalq.scheduler.cli_batch import chunks
-from portalq.scheduler.cli_common import (
+from portalq.scheduler.cli import (
+    accounts,
+    adopt,
+    console,
+    jobs,
+    keys,
+    orders,
+    portals,
+    webhooks,
+)
+from portalq.scheduler.cli.batch import chunks
+from portalq.scheduler.cli.common import (
     DbUrl,
     ExitCode,
     database_error,
@@ -122,7 +127,7 @@ def enqueue(
             if result.created:
                 supplied.attach(conn, result.id, name, pdf)
     if as_json:
-        print_json(cli_jobs.public({**queue.get_job(result.id), "created": result.created}))
+        print_json(jobs.public({**queue.get_job(result.id), "created": result.created}))
     else:
         typer.echo(result.id)
 
@@ -187,14 +192,14 @@ def status(once: Annotated[bool, typer.Option("--once", help="one snapshot, then
     # rich only for the commands that draw with it: the CLI starts small
     from rich.console import Console
 
-    console = Console()
+    terminal = Console()   # (``console`` is the console's commands, cli/console.py)
     if once:
-        console.print(st.render(st.snapshot()))
+        terminal.print(st.render(st.snapshot()))
         return
     # rich only for the commands that draw with it: the CLI starts small
     from rich.live import Live
 
-    with Live(st.render(st.snapshot()), console=console, refresh_per_second=4) as live:
+    with Live(st.render(st.snapshot()), console=terminal, refresh_per_second=4) as live:
         try:
             while True:
                 time.sleep(interval)
@@ -269,14 +274,14 @@ def db_url(database_url: DbUrl = None) -> None:
 
 
 def _register() -> None:
-    app.add_typer(cli_jobs.app, name="jobs")
-    app.add_typer(cli_portals.app, name="portals")
-    app.add_typer(cli_webhooks.app, name="webhooks")
-    app.add_typer(cli_keys.app, name="keys")
-    app.add_typer(cli_accounts.app, name="accounts")
-    cli_console.register(app)
-    cli_adopt.register(app)
-    cli_orders.register(app)
+    app.add_typer(jobs.app, name="jobs")
+    app.add_typer(portals.app, name="portals")
+    app.add_typer(webhooks.app, name="webhooks")
+    app.add_typer(keys.app, name="keys")
+    app.add_typer(accounts.app, name="accounts")
+    console.register(app)
+    adopt.register(app)
+    orders.register(app)
 
 
 def _usage_error(exc: Exception) -> tuple[str, bool] | None:
