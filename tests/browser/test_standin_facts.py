@@ -1,5 +1,5 @@
-"""The Delaware, BC Registries and CRTC stand-ins against their facts (copies of
-``shared/portals/*.txt`` in ``tests/facts/``): the controls, values and words the extracts
+"""The Delaware, BC Registries and CRTC stand-ins against their facts (``tests/facts/``,
+extracts of the portals' public material, each naming its sources): the controls, values and words the extracts
 name are the stand-ins' (and the flows'), and what the extracts do not name is not drawn as if
 it were. Pages are fetched over real HTTP from the running stand-ins."""
 
