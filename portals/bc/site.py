@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 PORTAL = "bc_corporate_online"
 NAME_REQUEST, INCORPORATION = "name_request", "incorporation"
 FEES = {"BC": "$350.00", "ULC": "$1,000.00"}
+#: a temporary registration's identifier: "T" and 9 letters or digits, at least one a digit
+#: (bcgov/lear legal-api/src/legal_api/services/bootstrap.py, _generate_temp_identifier)
+TEMPORARY_NUMBER = r"T(?=[A-Za-z]*\d)[A-Za-z0-9]{9}"
 STEPS = ("Define Your Company", "Add People and Roles", "Create Share Structure",
          "Incorporation Agreement", "Review and Confirm")
 ROLE_LABELS = {"completing_party": "Completing Party", "incorporator": "Incorporator",
@@ -261,7 +264,7 @@ class BcPortal(PortalPage):
                 # saved (and paid, unless PayBC failed): the temporary registration; the
                 # registry completes it
                 temp: dict[str, Any] = {"temporary_number": await self.text(
-                    "#temporary-number", "the business dashboard", r"T\d{7}"),
+                    "#temporary-number", "the business dashboard", TEMPORARY_NUMBER),
                     "legal_name": await self.text("#legal-name", "the business dashboard")}
                 if await page.locator("#payment-error").count():
                     temp["draft"] = True   # saved, not paid: pay this draft, never refile

@@ -248,9 +248,8 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
         names = {r: [_full(p) for p in s["people"] if r in p["roles"]] for r in bc.ROLES}
         entry = state.record(state.queue({
             "kind": "incorporation", "incorporation_number": number,
-            "temporary_number": reg.unique(
-                lambda: f"T{secrets.randbelow(9_000_000) + 1_000_000}", "incorporation",
-                "temporary_number"),
+            "temporary_number": reg.unique(bc.temporary_number, "incorporation",
+                                           "temporary_number"),
             "legal_name": c["legal_name"] or f"{number[2:]} B.C. {suffix}",
             "entity_type": c["entity_type"], "nr_number": c["nr_number"] or None,
             "reference": str(data.get("folio", "")).strip(), "status": "COMPLETED",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
+import string
 from datetime import date
 from typing import Any
 
@@ -63,6 +65,17 @@ def paybc_up(state: PortalState) -> bool:
     if state.faults.payment_down:
         return False
     return state.faults.hours != "calendar" or is_open(PAYBC, clock.now())
+
+
+def temporary_number() -> str:
+    """A temporary registration's identifier as bcgov/lear makes it (legal-api
+    src/legal_api/services/bootstrap.py, ``_generate_temp_identifier``): "T" and 9 letters
+    (either case) or digits, at least one a digit."""
+    alphabet = string.ascii_letters + string.digits
+    while True:
+        rest = "".join(secrets.choice(alphabet) for _ in range(9))
+        if any(c.isdigit() for c in rest):
+            return "T" + rest
 
 
 def today() -> date:

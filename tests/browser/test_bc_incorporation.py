@@ -168,7 +168,7 @@ def test_file_and_pay_gives_a_temporary_registration_then_waits(run, portals, ma
     number = obtain_nr(run, make_ctx)
     portals.control(BC, decide_after_seconds=3600)
     ctx = bc_ctx(make_ctx, nr_number=number)
-    with pytest.raises(WaitOnPortal, match=r"the registry to complete T\d{7}"):
+    with pytest.raises(WaitOnPortal, match=r"the registry to complete T[A-Za-z0-9]{9}\b"):
         run(file_entity_bc(ctx))
     [filing] = entries(portals, BC, "incorporation")
     assert record(ctx.checkpoints, "incorporation").confirmation["temporary_number"] == \
