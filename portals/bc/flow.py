@@ -1,14 +1,19 @@
 """BC Registries flows: ``name_search`` (a Name Request) and ``file_entity`` for BC.
 
-Submissions (jobs/submission.py), in this order: ``name_request`` (confirmed with
-``nr_number="NR 1234567"``, ``nr_state``, ``nr_name``, ``nr_expires_on``, which are also kept
-as plain checkpoints) and ``incorporation`` (confirmed with ``incorporation_number="BC1234567"``
-and ``legal_name``); each reference goes in the portal's own reference field.
+Submissions (jobs/submission.py), in this order: ``name_request`` (the NR's creation,
+confirmed with its temporary ``nr_number="NR L123456"`` and ``nr_state="PENDING_PAYMENT"``),
+``nr_payment`` (its payment, confirmed with its real ``nr_number="NR 1234567"``,
+``nr_state``, ``nr_name``, ``nr_expires_on``; the ``nr_*`` keys are also kept as plain
+checkpoints) and ``incorporation`` (confirmed with ``incorporation_number="BC1234567"`` and
+``legal_name``; its reference goes in the Folio or Reference Number).
 
 A retry resumes from them: an ``nr_number`` is never requested again (its state is looked
-up instead); a submission in doubt is reconciled through the portal's lookup by its
-reference — found: that submission is used; not found: what BC's declared rule allows
-(portals/lookups.py: never conclusive, so the job waits and, past the window, a person).
+up by number and the applicant's phone and e-mail, as namerequest's manage page does). A
+lost answer to the NR's creation cannot be looked up (the number came with it): a person. A
+lost answer to its payment is looked up under the temporary number: still there, the
+payment was never created and the NR is paid; gone, namex renumbered it when the payment was
+created: a person, never a second payment (portals/bc/site.py).
+An NR's states each map to one outcome (portals/bc/name_requests.py, ``classify``).
 
 File and Pay leads to PayBC, which keeps shorter hours (portals/steps.py): a job that would
 reach it with PayBC closed defers to PayBC's opening before it starts (no browser, nothing
@@ -37,6 +42,7 @@ from portalq.jobs.errors import BusinessError, DeferUntil, RetryableError
 from portalq.jobs.submission import State, Submission
 from portalq.portals import steps
 from portalq.portals.bc import name_requests
+from portalq.portals.bc.name_requests import WAITING_STATES, Outcome, classify
 from portalq.portals.bc.payload import Applicant, NameSearchPayload
 from portalq.portals.bc.site import INCORPORATION, NAME_REQUEST, PORTAL, BcPortal
 from portalq.portals.entity.payload import FileEntityPayload
@@ -46,10 +52,6 @@ from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.signin import sign_in_with_account
 
 ENTITY = {"BC_COMPANY": "BC", "CORPORATION": "BC", "ULC": "ULC"}
-#: NR states that are not a decision yet (examination queue, payment, interim
-#: reservations): a job waits on them, never fails (../shared/portal-facts.md, BC)
-WAITING_STATES = frozenset({"DRAFT", "PENDING_PAYMENT", "INPROGRESS", "HOLD", "COND-RESERVE",
-                            "RESERVED"})
 
 
 def _nr(text: Any) -> str:
@@ -67,17 +69,18 @@ def _entity(p: FileEntityPayload | NameSearchPayload) -> str:
 def usable_nr(nr: Mapping[str, Any], consent: bool) -> dict[str, Any]:
     """The NR if it can name a company, else the BusinessError saying why not."""
     number, state, name = nr["nr_number"], nr["nr_state"], nr.get("nr_name") or ""
-    if state == "CONDITIONAL" and not consent:
+    outcome = classify(state)
+    if outcome is Outcome.CONDITIONAL and not consent:
         raise BusinessError(f"{number} is CONDITIONAL for {name!r}: consent letter needed; "
                             "a person sends it to BCRegistries@gov.bc.ca and, once it is "
                             "accepted, retries (the NR is re-read, never requested again)")
-    if state == "REJECTED":
+    if outcome is Outcome.REJECTED:
         words = "; ".join(f"{n}: {r}" for n, d, r in nr.get("nr_decisions") or [] if r)
         raise BusinessError(f"{number} is REJECTED: all names were rejected by the registry"
                             + (f" ({words})" if words else ""))
-    if state not in ("APPROVED", "CONDITIONAL"):
-        detail = { "EXPIRED": "the reservation expired",
-                  "CONSUMED": "it was already used"}.get(state, state)
+    if outcome not in (Outcome.APPROVED, Outcome.CONDITIONAL):
+        detail = {"EXPIRED": "the reservation expired",
+                  "CONSUMED": "it was already used"}.get(state, outcome.value)
         raise BusinessError(f"{number} is {state}: {detail}")
     return dict(nr)
 
@@ -118,8 +121,9 @@ async def _retire_nr(ctx: FlowContext[BaseModel]) -> None:
 
 
 async def _examined(ctx: FlowContext[BaseModel], nr: Mapping[str, Any]) -> None:
-    """Returns once the registry decided the NR; a state still in its queue is a wait."""
-    if nr.get("nr_state") in WAITING_STATES:
+    """Returns once the registry decided the NR; a state still in its queue is a wait
+    (NRO_UPDATING included: namex's own temporary state, never a refusal)."""
+    if classify(str(nr.get("nr_state"))) is Outcome.WAIT:
         await waiting.undecided(ctx, ctx.submission(NAME_REQUEST),
                                 f"examination of {nr['nr_number']} ({nr['nr_state']})")
     await waiting.decided(ctx, ctx.submission(NAME_REQUEST))

@@ -89,8 +89,11 @@ def contact_key(contact: str) -> str:
 
 
 def norm_nr(text: str) -> str:
-    digits = re.sub(r"\D", "", text or "")
-    return f"NR {digits}" if len(digits) == 7 else ""
+    """An NR number as namex reads it: ``NR 1234567``, or a temporary ``NR L123456``."""
+    match = re.fullmatch(r"\s*(?:NR)?\s*(L?)\s*(\d{6,7})\s*", (text or "").upper())
+    if match is None or len(match[2]) != (6 if match[1] else 7):
+        return ""
+    return f"NR {match[1]}{match[2]}"
 
 
 def norm_name(name: str) -> str:
@@ -111,10 +114,18 @@ class Registry:
         return next((e for e in self.entries("name_request") if e["nr_number"] == number), None)
 
     def nr_state(self, entry: dict[str, Any]) -> str:
-        if not self.state.decided(entry):   # in the examiners' queue, in order of receipt
-            return "INPROGRESS"
-        if entry.get("staff_outcome") == "hold":
-            return "HOLD"
+        """The NR's namex state now: PENDING_PAYMENT until paid; paid into DRAFT, it waits
+        for the examiners in order of receipt (held: HOLD; namex updating its legacy
+        record: NRO_UPDATING); then the examiners' decision, EXPIRED or CONSUMED."""
+        stored = entry["namex_state"]
+        if stored == "PENDING_PAYMENT":
+            return str(stored)
+        if stored == "DRAFT":
+            if not self.state.decided(entry):
+                return "DRAFT"
+            held = {"hold": "HOLD", "nro_updating": "NRO_UPDATING"}
+            if entry.get("staff_outcome") in held:
+                return held[entry["staff_outcome"]]
         if any(f.get("nr_number") == entry["nr_number"] for f in self.entries("incorporation")):
             return "CONSUMED"
         if entry["state"] in ("APPROVED", "CONDITIONAL") and today() > date.fromisoformat(
@@ -168,6 +179,8 @@ def nr_problem(reg: Registry, number: str, entity: str, consent: bool) -> tuple[
         return "NR_USED", f"Name Request {label} has already been used."
     if status == "REJECTED":
         return "NR_REJECTED", f"Name Request {label} was rejected."
+    if status not in ("APPROVED", "CONDITIONAL"):   # Actions.vue: APPROVED or CONDITIONAL
+        return "NR_NOT_APPROVED", f"Name Request {label} is not approved ({status})."
     if entry["entity_type"] != entity:
         held = ENTITY_LABELS[entry["entity_type"]]
         return "NR_TYPE_MISMATCH", (f"Name Request {label} is for a {held}; it cannot be used "

@@ -86,14 +86,16 @@ def test_named_ulc_requests_its_nr_first(run, portals, make_ctx):
 def test_retry_with_nr_checkpoint_requests_no_second_nr(run, portals, make_ctx):
     ctx = bc_ctx(make_ctx, legal_name="Cedar Harbour Consulting Ltd.")
     crash_after_checkpoint(ctx, portals, "nr_number", maintenance=True)
-    with pytest.raises(PortalClosed):
+    with pytest.raises(PortalClosed):   # created (a temporary number), not paid
         run(file_entity_bc(ctx))
     [nr] = entries(portals, BC, "name_request")
-    assert ctx.checkpoints["nr_number"] == nr["nr_number"]
+    assert ctx.checkpoints["nr_number"] == nr["nr_number"] == nr["temp_number"]
 
     portals.control(BC, maintenance=False)
     result = run(file_entity_bc(ctx.retry()))
-    assert len(entries(portals, BC, "name_request")) == 1  # the NR was not requested again
+    # the NR was not requested again: that one was paid (its real number) and used
+    [nr] = entries(portals, BC, "name_request")
+    assert nr["payment"]["amount"] == "$30.00"
     [filing] = entries(portals, BC, "incorporation")
     assert result["nr_number"] == filing["nr_number"] == nr["nr_number"]
 

@@ -80,9 +80,11 @@ def test_delaware_signin_is_ecorp2s_formcontrolnames(portals):
 # --- BC Registries ----------------------------------------------------------------------
 
 def bc_states() -> set[str]:
+    """namerequest's enum and namex's own states."""
     block = BC[BC.index("== Name Request states"):BC.index("Name-choice states")]
-    return set(re.findall(r"\b[A-Z][A-Z_-]{3,}\b", block)) - {"NOT", "VALID", "STATE",
-                                                                "INTERIM", "LEGACY"}
+    namex = BC[BC.index("== namex NR states"):BC.index("== An NR's life")]
+    return set(re.findall(r"\b[A-Z][A-Z_-]{3,}\b", block + namex)) - {
+        "NOT", "VALID", "STATE", "INTERIM", "LEGACY", "HYPHEN"}
 
 
 def test_bc_name_request_states_are_the_real_ones():
