@@ -44,7 +44,7 @@ from portalq.portals import steps
 from portalq.portals.bc import name_requests
 from portalq.portals.bc.name_requests import WAITING_STATES, Outcome, classify
 from portalq.portals.bc.payload import Applicant, NameSearchPayload
-from portalq.portals.bc.site import INCORPORATION, NAME_REQUEST, PORTAL, BcPortal
+from portalq.portals.bc.site import INCORPORATION, NAME_REQUEST, NR_PAYMENT, PORTAL, BcPortal
 from portalq.portals.entity.payload import FileEntityPayload
 from portalq.portals.flows import wait_on_portal as waiting
 from portalq.portals.flows.base import browser_page
@@ -111,13 +111,20 @@ async def _retire_nr(ctx: FlowContext[BaseModel]) -> None:
     """The job's NR is finished (rejected, expired...) and the payload names others: keep
     it in ``earlier_nrs`` and forget its submission, so a NEW one is requested under a new
     reference."""
+    await _retire(ctx, _NS_KEYS)
+
+
+async def _retire(ctx: FlowContext[BaseModel], keys: tuple[str, ...]) -> None:
+    """Forget the job's NR -- its creation and its payment -- keeping it in
+    ``earlier_nrs``, so a new one is created and paid under new references."""
     cp = ctx.checkpoints
     old = ctx.submission(NAME_REQUEST)
     ref = old.earlier.reference if old.earlier else None
     earlier = cp.get("earlier_nrs")
-    await old.retire(also={**dict.fromkeys(_NS_KEYS), "earlier_nrs": [
+    await ctx.submission(NR_PAYMENT).retire()
+    await old.retire(also={**dict.fromkeys(keys), "earlier_nrs": [
         *(earlier if isinstance(earlier, list) else []),
-        {**{k: cp.get(k) for k in _NS_KEYS}, "name_request_reference": ref}]})
+        {**{k: cp.get(k) for k in keys}, "name_request_reference": ref}]})
 
 
 async def _examined(ctx: FlowContext[BaseModel], nr: Mapping[str, Any]) -> None:
@@ -166,12 +173,7 @@ async def file_entity_bc(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
         bc = BcPortal(ctx, page, evidence)
         if _nr_for_another_name(p, cp):
             # an admin patched the name after a rejection: that NR named the old one
-            old = ctx.submission(NAME_REQUEST)
-            ref = old.earlier.reference if old.earlier else None
-            earlier = cp.get("earlier_nrs")
-            await old.retire(also={**dict.fromkeys(_NR_KEYS), "earlier_nrs": [
-                *(earlier if isinstance(earlier, list) else []),
-                {**{k: cp.get(k) for k in _NR_KEYS}, "name_request_reference": ref}]})
+            await _retire(ctx, _NR_KEYS)
             cp = ctx.checkpoints
         nr_number = _nr(p.nr_number) or _nr(cp.get("nr_number"))
         sub = ctx.submission(INCORPORATION)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from datetime import timedelta
 from zoneinfo import ZoneInfo
@@ -293,3 +294,21 @@ def test_slow_portal_times_out_as_retryable(run, portals, make_ctx, browser_conf
     with pytest.raises(RetryableError, match="Timeout 400ms exceeded"):
         run(name_search(ctx))
     assert portals.ledger(BC) == []
+
+
+def test_new_names_after_a_rejection_are_a_new_nr_created_and_paid_once(
+        run, portals, make_ctx):
+    """The rejected NR's creation and payment are both retired: the new names get their own
+    NR, created and paid once (test first: its payment was taken as already made)."""
+    set_clock(FrozenClock(MONDAY_10_PT))
+    ctx = nr_ctx(make_ctx, names=["Royal Crown Holdings Ltd."])
+    with pytest.raises(BusinessError, match="REJECTED"):
+        run(name_search(ctx))
+    # an admin patches the names (as `jobs retry --payload-patch` does) and retries
+    retry = nr_ctx(make_ctx, names=["Cedar Harbour Consulting Ltd."])
+    retry.job_id, retry.checkpoints = ctx.job_id, copy.deepcopy(ctx.checkpoints)
+    result = run(name_search(retry))
+    first, second = entries(portals, BC, "name_request")
+    assert result["nr_number"] == second["nr_number"] != first["nr_number"]
+    assert first["payment"] and second["payment"]   # each NR paid once
+    assert retry.checkpoints["earlier_nrs"][0]["nr_number"] == first["nr_number"]
