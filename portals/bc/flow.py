@@ -15,9 +15,14 @@ payment was never created and the NR is paid; gone, namex renumbered it when the
 created: a person, never a second payment (portals/bc/site.py).
 An NR's states each map to one outcome (portals/bc/name_requests.py, ``classify``).
 
-File and Pay leads to PayBC, which keeps shorter hours (portals/steps.py): a job that would
-reach it with PayBC closed defers to PayBC's opening before it starts (no browser, nothing
-saved, no attempt); a payment that failed on the saved DRAFT is paid again as that draft.
+The application opens on its temporary registration (``T`` + 9, kept as the checkpoint
+``temporary_number`` before File and Pay). File and Pay leads, as business-create-ui's
+Actions.vue does, to PayBC (whose Pay is the submission ``paybc``) or to the business
+dashboard; PayBC keeps shorter hours (portals/steps.py): a job that would reach it with
+PayBC closed defers to PayBC's opening before it starts (no browser, nothing saved, no
+attempt). The business dashboard of the registration is the one lookup: PAID waits for the
+registry, COMPLETED gives the BC number, a saved unpaid filing is paid again from there
+(never filed again), an application shown not filed was never received.
 
 ``file_entity_bc`` chooses the company name this way: ``nr_number`` in the payload → use
 it; else an NR an earlier attempt obtained; else ``legal_name`` → request an NR for it
@@ -177,16 +182,24 @@ async def file_entity_bc(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
             cp = ctx.checkpoints
         nr_number = _nr(p.nr_number) or _nr(cp.get("nr_number"))
         sub = ctx.submission(INCORPORATION)
-        if sub.confirmation is not None and sub.confirmation.get("draft"):
-            await _pay_draft(ctx, bc, sub)
         if sub.confirmation is not None or sub.in_doubt:
+            temp = str((sub.confirmation or {}).get("temporary_number")
+                       or cp.get("temporary_number") or "")
+            if not temp:   # an attempt from before the dashboard was the lookup
+                await waiting.not_found_after_lost_answer(ctx, sub)
             await ctx.step("looking the filing up")
-            found = await bc.find_filing(sub.reference)   # read-only
-            if found:
-                return await bc.finish(sub, found, nr_number or None, reconciled=True)
-            if sub.confirmation is not None:
-                await waiting.undecided(ctx, sub, _awaiting(sub.confirmation))
-            await waiting.not_found_after_lost_answer(ctx, sub)   # returns only if vouched
+            seen = await bc.dashboard(temp)   # read-only
+            if seen["status"] in ("DRAFT", "PENDING") and seen["filed"]:
+                seen = await _pay_draft(ctx, bc, sub, temp)
+            if "incorporation_number" in seen:
+                return await bc.finish(sub, seen, nr_number or None, reconciled=True)
+            if seen["status"] == "PAID":
+                if sub.confirmation is None:   # its answer was lost: the dashboard vouches
+                    await sub.confirmed(None, temporary_number=temp, draft=False)
+                await waiting.undecided(ctx, sub, _awaiting(seen))
+            # nothing filed on the registration: File and Pay never reached the registry
+            await sub.refused("the business dashboard shows the application not filed")
+            sub = ctx.submission(INCORPORATION)
         ours = not _nr(p.nr_number)   # an NR this job requests (or requested)
         if p.legal_name and ours and (not nr_number or cp.get("nr_state") in WAITING_STATES):
             party = p.completing_party
@@ -198,26 +211,26 @@ async def file_entity_bc(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
             nr_number = usable_nr(nr, consent)["nr_number"]
         _gate_payment()
         filing = await bc.incorporate(p, entity, nr_number, consent, sub)
-        if filing.get("draft"):   # PayBC failed: the draft is paid later, never refiled
+        if filing.get("draft") or filing["status"] in ("DRAFT", "PENDING"):
+            # PayBC failed (or was left): the saved filing is paid later, never refiled
             raise _paybc_unavailable(str(filing["temporary_number"]))
         if "incorporation_number" not in filing:   # a temporary registration: wait
             await waiting.undecided(ctx, sub, _awaiting(filing))
         return await bc.finish(sub, filing, nr_number or None, reconciled=False)
 
 
-async def _pay_draft(ctx: FlowContext[BaseModel], bc: BcPortal, sub: Submission) -> None:
-    """File and Pay saved the filing as a DRAFT (PayBC failed): pay that draft from its
-    dashboard within PayBC's hours -- never a second filing."""
-    conf = dict(sub.confirmation or {})
-    temp = str(conf["temporary_number"])
-    status = await bc.draft_status(temp)   # read-only: a lost payment answer shows here
-    if status == "DRAFT":
-        if steps.step_opens(PORTAL, "payment", clock.now()):
-            raise _paybc_unavailable(temp)
-        status = await bc.pay_draft(temp)
-        if status == "DRAFT":
-            raise _paybc_unavailable(temp)
-    await sub.confirmed(None, **{**conf, "draft": False, "draft_status": status})
+async def _pay_draft(ctx: FlowContext[BaseModel], bc: BcPortal, sub: Submission,
+                     temp: str) -> dict[str, Any]:
+    """The filing is saved, unpaid (PayBC failed, or its answer never came back): pay it
+    from its dashboard within PayBC's hours -- never a second filing."""
+    if steps.step_opens(PORTAL, "payment", clock.now()):
+        raise _paybc_unavailable(temp)
+    seen = await bc.pay_draft(temp)
+    if seen["status"] in ("DRAFT", "PENDING"):
+        raise _paybc_unavailable(temp)
+    await sub.confirmed(None, **{**(sub.confirmation or {}), "temporary_number": temp,
+                                 "draft": False, "draft_status": seen["status"]})
+    return seen
 
 
 def _paybc_unavailable(temp: str) -> Exception:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel
 
@@ -31,15 +32,18 @@ if TYPE_CHECKING:
     from playwright.async_api import Page
 
 PORTAL = "bc_corporate_online"
-#: the submissions (points of no return): the NR's creation, its payment, File and Pay
+#: the submissions (points of no return): the NR's creation, its payment, File and Pay,
+#: PayBC's payment of the filing
 NAME_REQUEST, NR_PAYMENT, INCORPORATION = "name_request", "nr_payment", "incorporation"
+PAYBC = "paybc"
 #: the paths the flows request, by what they do; the submitting POSTs' paths are
 #: SUBMITTING_PATHS (one place, for a guard against a browser's own resend)
 PATHS = {"nr_start": "/nr", "nr_applicant": "/nr/applicant", "nr_payment": "/nr/payment",
          "nr_manage": "/nr/status", "inc_start": "/inc", "inc_review": "/inc/step/5",
-         "dashboard": "/dashboard/{temp}", "draft_payment": "/dashboard/{temp}/pay"}
+         "dashboard": "/dashboard/{temp}", "draft_payment": "/dashboard/{temp}/pay",
+         "paybc": "/paybc/makepayment/{token}/{back}"}
 SUBMITTING_PATHS = {NAME_REQUEST: PATHS["nr_applicant"], NR_PAYMENT: PATHS["nr_payment"],
-                    INCORPORATION: PATHS["inc_review"], "draft_payment": PATHS["draft_payment"]}
+                    INCORPORATION: PATHS["inc_review"], PAYBC: PATHS["paybc"]}
 #: an NR's number: namex's real one, and the temporary one it has until its payment is
 #: created (namex api/namex/services/name_request/utils.py, 'NR L' + digits;
 #: abstract_nr_resource.py, add_new_nr_number)
@@ -254,32 +258,52 @@ class BcPortal(PortalPage):
         return await self._read_nr("the Name Request search")
 
     # ---- Incorporation --------------------------------------------------------------------
-    async def find_filing(self, reference: str) -> dict[str, Any] | None:
-        await self.goto(f"{self.base}/filings", "the filing search")
-        await self.fill("Folio or Reference Number", reference)
-        await self.submit("Search", "the filing search")
-        await self.shot("filing-lookup")
-        row = self.page.locator("tr.filing").first
-        if not await self.page.locator("tr.filing").count():
-            return None   # not completed by the registry yet, or never received
-        return {"incorporation_number": (await row.locator(".number").inner_text()).strip(),
-                "legal_name": (await row.locator(".name").inner_text()).strip(),
-                "certificate": await row.locator("a.certificate").get_attribute("href")}
-
-    async def draft_status(self, temp: str) -> str:
-        """The status of temporary registration ``temp`` on its business dashboard (the
-        registry's own record: DRAFT = saved, not paid)."""
-        await self.goto(f"{self.base}/dashboard/{temp}", "the business dashboard")
+    async def dashboard(self, temp: str) -> dict[str, Any]:
+        """The business dashboard of temporary registration ``temp`` (Actions.vue's return
+        URL, BUSINESS_DASH_URL + the identifier): read-only. ``status`` is lear's filing
+        status (DRAFT, PENDING, PAID, COMPLETED); ``filed``: a filing is there (an unpaid
+        one offers its payment again); COMPLETED carries the BC number and certificate."""
+        await self.goto(f"{self.base}{PATHS['dashboard'].format(temp=temp)}",
+                        "the business dashboard")
         await self.shot("dashboard")
-        return await self.text("#filing-status", "the business dashboard", r"[A-Z_]+")
+        return await self._dashboard_seen(temp)
 
-    async def pay_draft(self, temp: str) -> str:
-        """Retry the payment of the saved draft ``temp`` (never File and Pay again); the
-        status after it (still DRAFT when PayBC failed again)."""
-        await self.ctx.step(f"paying the saved draft {temp}")
-        await self.submit_final("Retry Payment", "the draft's payment", "#filing-status")
-        await self.shot("draft-payment")
-        return await self.text("#filing-status", "the business dashboard", r"[A-Z_]+")
+    async def _dashboard_seen(self, temp: str) -> dict[str, Any]:
+        where, page = "the business dashboard", self.page
+        status = await self.text("#filing-status", where, r"DRAFT|PENDING|PAID|COMPLETED")
+        seen: dict[str, Any] = {"status": status, "temporary_number": temp,
+                                "filed": await page.locator("#legal-name").count() > 0}
+        if seen["filed"]:
+            seen["legal_name"] = await self.text("#legal-name", where)
+        if status == "COMPLETED":
+            seen["incorporation_number"] = await self.text("#incorporation-number", where,
+                                                           r"BC\d{7}")
+            seen["certificate"] = await page.locator("#certificate").get_attribute("href")
+        if await page.locator("#payment-error").count():
+            seen["draft"] = True   # PayBC did not take it: saved, not paid
+        return seen
+
+    async def pay_draft(self, temp: str) -> dict[str, Any]:
+        """Retry the payment of the filed, unpaid ``temp`` from its dashboard: to PayBC
+        again, never File and Pay again."""
+        await self.ctx.step(f"paying the saved filing {temp}")
+        await self.submit("Retry Payment", "the business dashboard")
+        if await self.page.locator("#payment-error").count():
+            return await self._dashboard_seen(temp)
+        return await self.paybc(temp)
+
+    async def paybc(self, temp: str) -> dict[str, Any]:
+        """PayBC's page (Actions.vue: AUTH_WEB_URL + makepayment/<token>/<return URL>): its
+        Pay is a point of no return (submission ``paybc``); paid, PayBC returns to the
+        business dashboard."""
+        await self.text("#paybc-amount", "PayBC", r"Amount: \$[\d,]+\.\d\d")
+        await self.shot("paybc")
+        async with self.ctx.submission(PAYBC) as paid:
+            await self.submit_final("Pay", "PayBC's payment", "#filing-status")
+            seen = await self._dashboard_seen(temp)
+            await paid.confirmed(None, temporary_number=temp, status=seen["status"])
+        await self.shot("paid")
+        return seen
 
     async def step(self, n: int) -> None:
         await self.ctx.step(STEPS[n - 1])
@@ -291,6 +315,15 @@ class BcPortal(PortalPage):
         await self.goto(f"{self.base}/inc", "the incorporation start page")
         await self.shot("inc-start")
         await self.submit("Start Incorporation Application", "the incorporation start page")
+        # business-create-ui is opened on its temporary registration (App.vue reads
+        # $route.query.id): kept before File and Pay, it is what the dashboard is read by
+        temp = parse_qs(urlsplit(page.url).query).get("id", [""])[0]
+        if not re.fullmatch(TEMPORARY_NUMBER, temp):
+            raise PortalChanged(f"{PORTAL}: the application is not opened on a temporary "
+                                f"registration ({temp!r}) — portal changed?",
+                                where="the incorporation start", expected="?id=" +
+                                TEMPORARY_NUMBER)
+        await self.ctx.save_checkpoint(temporary_number=temp)
         await self.step(1)
         if not await self.select("Type of business", entity):
             raise PortalChanged(f"{PORTAL}: entity type {entity} not offered — portal changed?",
@@ -362,26 +395,19 @@ class BcPortal(PortalPage):
         await self.ctx.step("submit")
         async with sub:
             await self.submit_final("File and Pay", "the incorporation filing",
-                                    "#incorporation-number, #temporary-number")
+                                    "#paybc-amount, #filing-status")
+            # Actions.vue: to PayBC when a payment action is required, else the dashboard
             await self.shot("filed")
-            if await page.locator("#temporary-number").count():
-                # saved (and paid, unless PayBC failed): the temporary registration; the
-                # registry completes it
-                temp: dict[str, Any] = {"temporary_number": await self.text(
-                    "#temporary-number", "the business dashboard", TEMPORARY_NUMBER),
-                    "legal_name": await self.text("#legal-name", "the business dashboard")}
-                if await page.locator("#payment-error").count():
-                    temp["draft"] = True   # saved, not paid: pay this draft, never refile
-                await sub.confirmed(None, **temp)
-                return temp
-            where = "the incorporation confirmation"
-            filing = {"incorporation_number": await self.text("#incorporation-number", where,
-                                                              r"BC\d{7}"),
-                      "legal_name": await self.text("#legal-name", where),
-                      "certificate": await page.locator("#certificate").get_attribute("href")}
-            await sub.confirmed(incorporation_number=filing["incorporation_number"],
-                                legal_name=filing["legal_name"])
-        return filing
+            on_paybc = await page.locator("#paybc-amount").count() > 0
+            seen = {"status": "PENDING", "temporary_number": temp} if on_paybc else \
+                await self._dashboard_seen(temp)
+            await sub.confirmed(None, temporary_number=temp, legal_name=shown,
+                                draft=bool(seen.get("draft")))
+        if on_paybc:
+            seen = await self.paybc(temp)
+            if seen.get("draft"):
+                await sub.confirmed(None, **{**(sub.confirmation or {}), "draft": True})
+        return seen
 
     async def finish(self, sub: Submission, filing: dict[str, Any], nr_number: str | None,
                      reconciled: bool) -> dict[str, Any]:

@@ -21,8 +21,12 @@ bcgov/business-create-ui, bcgov/lear):
 * **Incorporation** ``/inc``: Define Your Company → Add People and Roles → Create Share
   Structure → Incorporation Agreement → Review and Confirm, with the registry's rules and
   NR checks (expired, already used/CONSUMED, rejected, type mismatch, consent); a numbered
-  company when no NR is given. Success: ``BC`` + 7 digits and a certificate PDF.
-  ``/filings?reference=`` finds filings by the Folio/Reference Number given on review.
+  company when no NR is given. The temporary registration (``T`` + 9, lear's bootstrap)
+  exists from the start (``?id=T…``). "File and Pay" saves the filing and, as Actions.vue
+  does, sends the browser to PayBC (``/paybc/makepayment/<token>/<the dashboard>``; PayBC
+  failing: the filing stays a DRAFT, PaymentErrorDialog's words); paid, PayBC returns to
+  the business dashboard ``/dashboard/<T…>``: PAID, then COMPLETED with ``BC`` + 7 digits
+  and a certificate PDF once the registry completes it. The dashboard is the only lookup.
 
 The ledger is the registry's memory: every accepted Name Request and filing is an entry,
 and NR states (EXPIRED, CONSUMED) are derived from it and from :func:`jobs.clock.now`.
@@ -98,7 +102,7 @@ def create_app(state: PortalState) -> Starlette:
     @guard
     async def home(request: Request) -> Response:
         links = (("/nr", "Request a Name"), ("/nr/status", "Check a Name Request"),
-                 ("/inc", "Incorporate a Company"), ("/filings", "Find a Filing"))
+                 ("/inc", "Incorporate a Company"))
         return show("BC Registries", "<ul>" + "".join(
             f'<li><a href="{url(request, path)}">{text}</a></li>' for path, text in links)
             + "</ul>")
