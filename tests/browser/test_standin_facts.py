@@ -97,6 +97,26 @@ def test_bc_name_request_states_are_the_real_ones():
         "APPROVED", "CONDITION", "NE", "REJECTED"}
 
 
+def test_bc_manage_page_has_namerequests_fields_button_and_answer(portals):
+    """namerequest's manage page (existing-request-search.vue, store/actions.ts, as the
+    facts record them): the stand-in draws the same fields and button, answers "nothing
+    found" in the same words, and the flow reads it by those (portals/bc/site.py)."""
+    text = flat(BC)
+    labels = re.search(r'manage page \(existing-request-search\.vue\): (.*?), button '
+                       r'"(.*?)"', text)
+    assert labels
+    fields = re.findall(r'"(.*?)"', labels.group(1))
+    assert fields == ["NR Number", "Applicant's Phone Number", "Applicant's Notification Email"]
+    page = get(portals, "bc", "/nr/status")
+    for label in fields:
+        assert f">{label}</label>" in page.replace("&#x27;", "'"), label
+    assert f">{labels.group(2)}</button>" in page
+    answer = flat(get(portals, "bc", "/nr/status?nr=NR+1234567&phone=604-555-0100&email="))
+    assert bc_site.NOT_FOUND in answer and bc_site.NOT_FOUND in text
+    assert flat(bc_site.DUPLICATE) in text
+    assert 'button "Continue to Payment"' in text
+
+
 def test_bc_name_decisions_shown_are_the_real_name_choice_states(run, portals, make_ctx):
     """A conditional name shows the name-choice state CONDITION (the NR's state is
     CONDITIONAL); not examined: NE."""
