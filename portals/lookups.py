@@ -46,15 +46,15 @@ RULES: dict[tuple[str, str], LookupRule] = {
     # hours" [S]
     ("bc_corporate_online", "name_request"): LookupRule(
         portal="bc_corporate_online",
-        says="an NR number found is authoritative, in any state; 'not found' is never "
-             "conclusive",
+        says="the NR found by its number with the applicant's phone and e-mail is "
+             "authoritative, in any state; a lost creation has no number to look up",
         not_found_conclusive_after=None, lost_answer_window=24 * H,
         check_every=30 * MIN, backoff=1.5, check_cap=4 * H, expected_within=24 * H),
     # File and Pay saves the filing; the BC number comes when the registry completes it [S]
     ("bc_corporate_online", "incorporation"): LookupRule(
         portal="bc_corporate_online",
-        says="a BC number found by the folio reference is authoritative; 'not found' is "
-             "never conclusive (a saved or paid filing awaits the registry)",
+        says="the temporary registration's business dashboard is authoritative: COMPLETED "
+             "(the BC number), PAID (awaits the registry), saved unpaid, or not filed",
         not_found_conclusive_after=None, lost_answer_window=24 * H,
         check_every=30 * MIN, backoff=1.5, check_cap=4 * H, expected_within=24 * H),
     # a dated receipt at once; staff process; confirmation letter, then the public list

@@ -1,18 +1,28 @@
 """BC Registries flows: ``name_search`` (a Name Request) and ``file_entity`` for BC.
 
-Submissions (jobs/submission.py), in this order: ``name_request`` (confirmed with
-``nr_number="NR 1234567"``, ``nr_state``, ``nr_name``, ``nr_expires_on``, which are also kept
-as plain checkpoints) and ``incorporation`` (confirmed with ``incorporation_number="BC1234567"``
-and ``legal_name``); each reference goes in the portal's own reference field.
+Submissions (jobs/submission.py), in this order: ``name_request`` (the NR's creation,
+confirmed with its temporary ``nr_number="NR L123456"`` and ``nr_state="PENDING_PAYMENT"``),
+``nr_payment`` (its payment, confirmed with its real ``nr_number="NR 1234567"``,
+``nr_state``, ``nr_name``, ``nr_expires_on``; the ``nr_*`` keys are also kept as plain
+checkpoints) and ``incorporation`` (confirmed with ``incorporation_number="BC1234567"`` and
+``legal_name``; its reference goes in the Folio or Reference Number).
 
 A retry resumes from them: an ``nr_number`` is never requested again (its state is looked
-up instead); a submission in doubt is reconciled through the portal's lookup by its
-reference — found: that submission is used; not found: what BC's declared rule allows
-(portals/lookups.py: never conclusive, so the job waits and, past the window, a person).
+up by number and the applicant's phone and e-mail, as namerequest's manage page does). A
+lost answer to the NR's creation cannot be looked up (the number came with it): a person. A
+lost answer to its payment is looked up under the temporary number: still there, the
+payment was never created and the NR is paid; gone, namex renumbered it when the payment was
+created: a person, never a second payment (portals/bc/site.py).
+An NR's states each map to one outcome (portals/bc/name_requests.py, ``classify``).
 
-File and Pay leads to PayBC, which keeps shorter hours (portals/steps.py): a job that would
-reach it with PayBC closed defers to PayBC's opening before it starts (no browser, nothing
-saved, no attempt); a payment that failed on the saved DRAFT is paid again as that draft.
+The application opens on its temporary registration (``T`` + 9, kept as the checkpoint
+``temporary_number`` before File and Pay). File and Pay leads, as business-create-ui's
+Actions.vue does, to PayBC (whose Pay is the submission ``paybc``) or to the business
+dashboard; PayBC keeps shorter hours (portals/steps.py): a job that would reach it with
+PayBC closed defers to PayBC's opening before it starts (no browser, nothing saved, no
+attempt). The business dashboard of the registration is the one lookup: PAID waits for the
+registry, COMPLETED gives the BC number, a saved unpaid filing is paid again from there
+(never filed again), an application shown not filed was never received.
 
 ``file_entity_bc`` chooses the company name this way: ``nr_number`` in the payload → use
 it; else an NR an earlier attempt obtained; else ``legal_name`` → request an NR for it
@@ -37,8 +47,9 @@ from portalq.jobs.errors import BusinessError, DeferUntil, RetryableError
 from portalq.jobs.submission import State, Submission
 from portalq.portals import steps
 from portalq.portals.bc import name_requests
+from portalq.portals.bc.name_requests import WAITING_STATES, Outcome, classify
 from portalq.portals.bc.payload import Applicant, NameSearchPayload
-from portalq.portals.bc.site import INCORPORATION, NAME_REQUEST, PORTAL, BcPortal
+from portalq.portals.bc.site import INCORPORATION, NAME_REQUEST, NR_PAYMENT, PORTAL, BcPortal
 from portalq.portals.entity.payload import FileEntityPayload
 from portalq.portals.flows import wait_on_portal as waiting
 from portalq.portals.flows.base import browser_page
@@ -46,10 +57,6 @@ from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.signin import sign_in_with_account
 
 ENTITY = {"BC_COMPANY": "BC", "CORPORATION": "BC", "ULC": "ULC"}
-#: NR states that are not a decision yet (examination queue, payment, interim
-#: reservations): a job waits on them, never fails (../shared/portal-facts.md, BC)
-WAITING_STATES = frozenset({"DRAFT", "PENDING_PAYMENT", "INPROGRESS", "HOLD", "COND-RESERVE",
-                            "RESERVED"})
 
 
 def _nr(text: Any) -> str:
@@ -67,17 +74,18 @@ def _entity(p: FileEntityPayload | NameSearchPayload) -> str:
 def usable_nr(nr: Mapping[str, Any], consent: bool) -> dict[str, Any]:
     """The NR if it can name a company, else the BusinessError saying why not."""
     number, state, name = nr["nr_number"], nr["nr_state"], nr.get("nr_name") or ""
-    if state == "CONDITIONAL" and not consent:
+    outcome = classify(state)
+    if outcome is Outcome.CONDITIONAL and not consent:
         raise BusinessError(f"{number} is CONDITIONAL for {name!r}: consent letter needed; "
                             "a person sends it to BCRegistries@gov.bc.ca and, once it is "
                             "accepted, retries (the NR is re-read, never requested again)")
-    if state == "REJECTED":
+    if outcome is Outcome.REJECTED:
         words = "; ".join(f"{n}: {r}" for n, d, r in nr.get("nr_decisions") or [] if r)
         raise BusinessError(f"{number} is REJECTED: all names were rejected by the registry"
                             + (f" ({words})" if words else ""))
-    if state not in ("APPROVED", "CONDITIONAL"):
-        detail = { "EXPIRED": "the reservation expired",
-                  "CONSUMED": "it was already used"}.get(state, state)
+    if outcome not in (Outcome.APPROVED, Outcome.CONDITIONAL):
+        detail = {"EXPIRED": "the reservation expired",
+                  "CONSUMED": "it was already used"}.get(state, outcome.value)
         raise BusinessError(f"{number} is {state}: {detail}")
     return dict(nr)
 
@@ -108,18 +116,26 @@ async def _retire_nr(ctx: FlowContext[BaseModel]) -> None:
     """The job's NR is finished (rejected, expired...) and the payload names others: keep
     it in ``earlier_nrs`` and forget its submission, so a NEW one is requested under a new
     reference."""
+    await _retire(ctx, _NS_KEYS)
+
+
+async def _retire(ctx: FlowContext[BaseModel], keys: tuple[str, ...]) -> None:
+    """Forget the job's NR -- its creation and its payment -- keeping it in
+    ``earlier_nrs``, so a new one is created and paid under new references."""
     cp = ctx.checkpoints
     old = ctx.submission(NAME_REQUEST)
     ref = old.earlier.reference if old.earlier else None
     earlier = cp.get("earlier_nrs")
-    await old.retire(also={**dict.fromkeys(_NS_KEYS), "earlier_nrs": [
+    await ctx.submission(NR_PAYMENT).retire()
+    await old.retire(also={**dict.fromkeys(keys), "earlier_nrs": [
         *(earlier if isinstance(earlier, list) else []),
-        {**{k: cp.get(k) for k in _NS_KEYS}, "name_request_reference": ref}]})
+        {**{k: cp.get(k) for k in keys}, "name_request_reference": ref}]})
 
 
 async def _examined(ctx: FlowContext[BaseModel], nr: Mapping[str, Any]) -> None:
-    """Returns once the registry decided the NR; a state still in its queue is a wait."""
-    if nr.get("nr_state") in WAITING_STATES:
+    """Returns once the registry decided the NR; a state still in its queue is a wait
+    (NRO_UPDATING included: namex's own temporary state, never a refusal)."""
+    if classify(str(nr.get("nr_state"))) is Outcome.WAIT:
         await waiting.undecided(ctx, ctx.submission(NAME_REQUEST),
                                 f"examination of {nr['nr_number']} ({nr['nr_state']})")
     await waiting.decided(ctx, ctx.submission(NAME_REQUEST))
@@ -162,25 +178,28 @@ async def file_entity_bc(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
         bc = BcPortal(ctx, page, evidence)
         if _nr_for_another_name(p, cp):
             # an admin patched the name after a rejection: that NR named the old one
-            old = ctx.submission(NAME_REQUEST)
-            ref = old.earlier.reference if old.earlier else None
-            earlier = cp.get("earlier_nrs")
-            await old.retire(also={**dict.fromkeys(_NR_KEYS), "earlier_nrs": [
-                *(earlier if isinstance(earlier, list) else []),
-                {**{k: cp.get(k) for k in _NR_KEYS}, "name_request_reference": ref}]})
+            await _retire(ctx, _NR_KEYS)
             cp = ctx.checkpoints
         nr_number = _nr(p.nr_number) or _nr(cp.get("nr_number"))
         sub = ctx.submission(INCORPORATION)
-        if sub.confirmation is not None and sub.confirmation.get("draft"):
-            await _pay_draft(ctx, bc, sub)
         if sub.confirmation is not None or sub.in_doubt:
+            temp = str((sub.confirmation or {}).get("temporary_number")
+                       or cp.get("temporary_number") or "")
+            if not temp:   # an attempt from before the dashboard was the lookup
+                await waiting.not_found_after_lost_answer(ctx, sub)
             await ctx.step("looking the filing up")
-            found = await bc.find_filing(sub.reference)   # read-only
-            if found:
-                return await bc.finish(sub, found, nr_number or None, reconciled=True)
-            if sub.confirmation is not None:
-                await waiting.undecided(ctx, sub, _awaiting(sub.confirmation))
-            await waiting.not_found_after_lost_answer(ctx, sub)   # returns only if vouched
+            seen = await bc.dashboard(temp)   # read-only
+            if seen["status"] in ("DRAFT", "PENDING") and seen["filed"]:
+                seen = await _pay_draft(ctx, bc, sub, temp)
+            if "incorporation_number" in seen:
+                return await bc.finish(sub, seen, nr_number or None, reconciled=True)
+            if seen["status"] == "PAID":
+                if sub.confirmation is None:   # its answer was lost: the dashboard vouches
+                    await sub.confirmed(None, temporary_number=temp, draft=False)
+                await waiting.undecided(ctx, sub, _awaiting(seen))
+            # nothing filed on the registration: File and Pay never reached the registry
+            await sub.refused("the business dashboard shows the application not filed")
+            sub = ctx.submission(INCORPORATION)
         ours = not _nr(p.nr_number)   # an NR this job requests (or requested)
         if p.legal_name and ours and (not nr_number or cp.get("nr_state") in WAITING_STATES):
             party = p.completing_party
@@ -192,26 +211,26 @@ async def file_entity_bc(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
             nr_number = usable_nr(nr, consent)["nr_number"]
         _gate_payment()
         filing = await bc.incorporate(p, entity, nr_number, consent, sub)
-        if filing.get("draft"):   # PayBC failed: the draft is paid later, never refiled
+        if filing.get("draft") or filing["status"] in ("DRAFT", "PENDING"):
+            # PayBC failed (or was left): the saved filing is paid later, never refiled
             raise _paybc_unavailable(str(filing["temporary_number"]))
         if "incorporation_number" not in filing:   # a temporary registration: wait
             await waiting.undecided(ctx, sub, _awaiting(filing))
         return await bc.finish(sub, filing, nr_number or None, reconciled=False)
 
 
-async def _pay_draft(ctx: FlowContext[BaseModel], bc: BcPortal, sub: Submission) -> None:
-    """File and Pay saved the filing as a DRAFT (PayBC failed): pay that draft from its
-    dashboard within PayBC's hours -- never a second filing."""
-    conf = dict(sub.confirmation or {})
-    temp = str(conf["temporary_number"])
-    status = await bc.draft_status(temp)   # read-only: a lost payment answer shows here
-    if status == "DRAFT":
-        if steps.step_opens(PORTAL, "payment", clock.now()):
-            raise _paybc_unavailable(temp)
-        status = await bc.pay_draft(temp)
-        if status == "DRAFT":
-            raise _paybc_unavailable(temp)
-    await sub.confirmed(None, **{**conf, "draft": False, "draft_status": status})
+async def _pay_draft(ctx: FlowContext[BaseModel], bc: BcPortal, sub: Submission,
+                     temp: str) -> dict[str, Any]:
+    """The filing is saved, unpaid (PayBC failed, or its answer never came back): pay it
+    from its dashboard within PayBC's hours -- never a second filing."""
+    if steps.step_opens(PORTAL, "payment", clock.now()):
+        raise _paybc_unavailable(temp)
+    seen = await bc.pay_draft(temp)
+    if seen["status"] in ("DRAFT", "PENDING"):
+        raise _paybc_unavailable(temp)
+    await sub.confirmed(None, **{**(sub.confirmation or {}), "temporary_number": temp,
+                                 "draft": False, "draft_status": seen["status"]})
+    return seen
 
 
 def _paybc_unavailable(temp: str) -> Exception:

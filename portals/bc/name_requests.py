@@ -14,11 +14,56 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
-#: NR states after which the NR can never name a company (../shared/portal-facts.md, BC)
-FINISHED_STATES = frozenset({"REJECTED", "EXPIRED", "CANCELLED", "CONSUMED", "REFUNDED",
-                             "REFUND_REQUESTED"})
+from portalq.jobs.errors import PortalChanged
+
+
+class Outcome(Enum):
+    """What an NR's state means to a job."""
+
+    PAY = "created, not paid: its payment is the next step (once)"
+    WAIT = "not decided yet: the job waits on the registry"
+    APPROVED = "the name is approved: it can name a company"
+    CONDITIONAL = "approved on a condition: a consent letter first"
+    REJECTED = "every name was rejected"
+    FINISHED = "it can never name a company"
+
+
+#: every state bcgov's sources know -- namex api/namex/models/state.py (State.ALL_STATES) and
+#: namerequest app/src/enums/nr-state.ts (ASSUMED, REFUNDED) -- and what it means; the life
+#: of an NR is in docs/portals/bc.md ("An NR's life")
+OUTCOMES: dict[str, Outcome] = {
+    # POST /namerequests creates it PENDING_PAYMENT (name_requests.py)
+    "PENDING_PAYMENT": Outcome.PAY,
+    # paid: PENDING_PAYMENT -> DRAFT, queued for examination (payment.py); an examiner has
+    # it (INPROGRESS) or holds it (HOLD); NRO_UPDATING is namex's temporary state while the
+    # legacy record is updated; RESERVED / COND-RESERVE become APPROVED / CONDITIONAL as
+    # their payment completes (payment.py, complete_reservation_payment)
+    **dict.fromkeys(("DRAFT", "INPROGRESS", "HOLD", "NRO_UPDATING", "RESERVED",
+                     "COND-RESERVE"), Outcome.WAIT),
+    "APPROVED": Outcome.APPROVED,
+    "CONDITIONAL": Outcome.CONDITIONAL,
+    "REJECTED": Outcome.REJECTED,
+    **dict.fromkeys(("EXPIRED", "CONSUMED", "CANCELLED", "REFUND_REQUESTED", "REFUNDED",
+                     "COMPLETED", "HISTORICAL", "ASSUMED"), Outcome.FINISHED),
+}
+
+#: NR states after which the NR can never name a company
+FINISHED_STATES = frozenset(s for s, o in OUTCOMES.items()
+                            if o in (Outcome.FINISHED, Outcome.REJECTED))
+#: NR states that are not a decision yet: a job waits on them, never fails
+WAITING_STATES = frozenset(s for s, o in OUTCOMES.items() if o is Outcome.WAIT)
+
+
+def classify(state: str) -> Outcome:
+    """What the NR state ``state`` means; one no source shows is a changed portal."""
+    if state not in OUTCOMES:
+        raise PortalChanged(f"bc_corporate_online: Name Request state {state!r} is not one "
+                            "bcgov's namex knows — portal changed?", where="the NR state",
+                            expected="one of " + ", ".join(sorted(OUTCOMES)))
+    return OUTCOMES[state]
 
 
 def norm(name: str) -> str:

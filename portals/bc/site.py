@@ -11,11 +11,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel
 
-from portalq.jobs.errors import BusinessError, PortalChanged, RetryableError
+from portalq.jobs import clock
+from portalq.jobs.errors import BusinessError, PortalChanged, RetryableError, UncertainOutcome
 from portalq.jobs.submission import Submission
+from portalq.portals import steps
+from portalq.portals.bc.name_requests import classify
 from portalq.portals.bc.payload import Applicant
 from portalq.portals.entity.payload import FileEntityPayload
 from portalq.portals.flows import wait_on_portal as waiting
@@ -28,8 +32,31 @@ if TYPE_CHECKING:
     from playwright.async_api import Page
 
 PORTAL = "bc_corporate_online"
-NAME_REQUEST, INCORPORATION = "name_request", "incorporation"
+#: the submissions (points of no return): the NR's creation, its payment, File and Pay,
+#: PayBC's payment of the filing
+NAME_REQUEST, NR_PAYMENT, INCORPORATION = "name_request", "nr_payment", "incorporation"
+PAYBC = "paybc"
+#: the paths the flows request, by what they do; the submitting POSTs' paths are
+#: SUBMITTING_PATHS (one place, for a guard against a browser's own resend)
+PATHS = {"nr_start": "/nr", "nr_applicant": "/nr/applicant", "nr_payment": "/nr/payment",
+         "nr_manage": "/nr/status", "inc_start": "/inc", "inc_review": "/inc/step/5",
+         "dashboard": "/dashboard/{temp}", "draft_payment": "/dashboard/{temp}/pay",
+         "paybc": "/paybc/makepayment/{token}/{back}"}
+SUBMITTING_PATHS = {NAME_REQUEST: PATHS["nr_applicant"], NR_PAYMENT: PATHS["nr_payment"],
+                    INCORPORATION: PATHS["inc_review"], PAYBC: PATHS["paybc"]}
+#: an NR's number: namex's real one, and the temporary one it has until its payment is
+#: created (namex api/namex/services/name_request/utils.py, 'NR L' + digits;
+#: abstract_nr_resource.py, add_new_nr_number)
+NR_NUMBER, TEMPORARY_NR = r"NR \d{7}", r"NR L\d{6}"
+#: namex's answer to the same names by the same e-mail within 2 minutes (HTTP 500,
+#: api/namex/services/name_request/exceptions.py, NameRequestIsAlreadySubmittedError)
+DUPLICATE = "The request with same name is already submitted."
+#: namerequest's manage page when nothing matches (app/src/store/actions.ts)
+NOT_FOUND = "No records were found that match the information you entered."
 FEES = {"BC": "$350.00", "ULC": "$1,000.00"}
+#: a temporary registration's identifier: "T" and 9 letters or digits, at least one a digit
+#: (bcgov/lear legal-api/src/legal_api/services/bootstrap.py, _generate_temp_identifier)
+TEMPORARY_NUMBER = r"T(?=[A-Za-z]*\d)[A-Za-z0-9]{9}"
 STEPS = ("Define Your Company", "Add People and Roles", "Create Share Structure",
          "Incorporation Agreement", "Review and Confirm")
 ROLE_LABELS = {"completing_party": "Completing Party", "incorporator": "Incorporator",
@@ -67,6 +94,36 @@ def _people(p: FileEntityPayload) -> list[tuple[Person, list[str]]]:
     return list(out.values())
 
 
+def _gate_paybc(what: str) -> None:
+    """An NR is paid through PayBC at once: never start it with PayBC closed on arrival."""
+    steps.gate(PORTAL, "payment", clock.now(), what)
+
+
+def _not_found(number: str) -> PortalChanged:
+    return PortalChanged(f"{PORTAL}: {number} is not found with the applicant's phone and "
+                         "e-mail — portal changed?", where="the Name Request search",
+                         expected=f"{number} on the manage page")
+
+
+def _creation_lost(reference: str) -> UncertainOutcome:
+    return UncertainOutcome(
+        f"{PORTAL}: the answer to the Name Request's creation (reference {reference}) was "
+        "lost. namex gives an NR its (temporary) number in that answer and finds an NR only "
+        "by its number with the applicant's phone or e-mail, so it cannot be looked up; if it "
+        "was created it is unpaid (PENDING_PAYMENT, nothing charged). It is never requested "
+        "again automatically: a person checks the applicant's Name Requests, then resolves "
+        "the job (--confirmed-filed with the NR, or --not-filed to request it again)")
+
+
+def _payment_lost(number: str, reference: str) -> UncertainOutcome:
+    return UncertainOutcome(
+        f"{PORTAL}: the answer to the payment of {number} (reference {reference}) was lost "
+        f"and {number} is no longer found: namex gives an NR its real number when its payment "
+        "is created, so it was created and may be paid. It is never paid again: a person "
+        "finds the NR's real number (the applicant's e-mail from BC Registries, or the "
+        "signed-in advanced search by name and applicant) and resolves the job")
+
+
 class BcPortal(PortalPage):
     def __init__(self, ctx: FlowContext[BaseModel], page: Page, evidence: Evidence) -> None:
         super().__init__(ctx, page, evidence, PORTAL)
@@ -75,24 +132,44 @@ class BcPortal(PortalPage):
     # ---- Name Request ---------------------------------------------------------------------
     async def name_request(self, names: Iterable[str], entity: str,
                            applicant: Applicant) -> dict[str, Any]:
-        cp, contact = self.ctx.checkpoints, applicant.email
-        sub = self.ctx.submission(NAME_REQUEST)
-        if cp.get("nr_number"):  # obtained earlier: never a second NR, re-read its state
-            found = await self.find_nr(contact, nr=str(cp["nr_number"]))
-            if found:
-                return await self._nr_confirmed(sub, found)
-            return {k: cp.get(k) for k in ("nr_number", "nr_state", "nr_name", "nr_expires_on")}
-        if sub.in_doubt:
-            await self.ctx.step("looking the name request up")
-            found = await self.find_nr(contact, reference=sub.reference)
-            if found:
-                return await self._nr_confirmed(sub, found)
-            await waiting.not_found_after_lost_answer(self.ctx, sub)   # returns if vouched
+        """The job's NR as namex runs it: created PENDING_PAYMENT under a temporary number
+        (submission ``name_request``), paid once (``nr_payment``: its real number), then
+        read by its number and the applicant's contact until examined. Never a second NR:
+        a lost answer is looked up where namex can show it, else a person is asked."""
+        cp = self.ctx.checkpoints
+        create, pay = self.ctx.submission(NAME_REQUEST), self.ctx.submission(NR_PAYMENT)
+        number, fresh = str(cp.get("nr_number") or ""), False
+        if not number:
+            if create.in_doubt:
+                raise _creation_lost(create.reference)
+            _gate_paybc("the Name Request")   # never an NR left unpaid by PayBC's hours
+            number, fresh = await self._create(list(names), entity, applicant, create), True
+        if pay.confirmation is None:
+            if not fresh:
+                await self.ctx.step("looking the name request up")
+                found = await self.find_nr(number, applicant)
+                if found is None and pay.in_doubt and re.fullmatch(TEMPORARY_NR, number):
+                    raise _payment_lost(number, pay.reference)   # renumbered: paid or paying
+                if found is None:
+                    raise _not_found(number)
+                if found["nr_state"] != "PENDING_PAYMENT":   # paid; its answer was lost
+                    await pay.confirmed(also=found, **found)
+                    return found
+                _gate_paybc(f"the payment of {number}")
+            return await self._pay(number, pay)
+        found = await self.find_nr(number, applicant)
+        if found is None:
+            raise _not_found(number)
+        await self.ctx.save_checkpoint(**found)
+        return found
+
+    async def _create(self, names: list[str], entity: str, applicant: Applicant,
+                      sub: Submission) -> str:
         # the names this NR is for, before it exists: a retry with other names knows it
         # needs a new one (portals/bc/name_requests.py)
-        await self.ctx.save_checkpoint(nr_for_names=list(names))
+        await self.ctx.save_checkpoint(nr_for_names=names)
         await self.ctx.step("name request")
-        await self.goto(f"{self.base}/nr", "the Name Request")
+        await self.goto(f"{self.base}{PATHS['nr_start']}", "the Name Request")
         if not await self.select("Entity type", entity):
             raise PortalChanged(f"{PORTAL}: entity type {entity} not offered — portal changed?",
                                 where="entity type", expected=f"an option {entity!r}")
@@ -103,23 +180,57 @@ class BcPortal(PortalPage):
         await self.fill("Applicant name", applicant.name)
         await self.fill("Phone", applicant.phone)
         await self.fill("Email", applicant.email)
-        await self.fill("Your reference (optional)", sub.reference)
         await self.text("#fee", "the Name Request payment", r"Fee: \$30\.00")
         await self.shot("nr-applicant")
         await self.ctx.step("submit")
         async with sub:
-            await self.submit_final("Submit and Pay", "the Name Request", "#nr-number")
-            await self.shot("nr-result")
-            return await self._nr_confirmed(sub, await self._read_nr("the Name Request result"))
+            try:
+                await self.submit_final("Submit Name Request", "the Name Request",
+                                        "#nr-number")
+            except RetryableError:
+                if await self.page.get_by_text(DUPLICATE, exact=False).count():
+                    # namex refused it: nothing was created
+                    await sub.refused("namex: the same names by the same e-mail within 2 min")
+                    raise RetryableError(f"{PORTAL}: namex refused the Name Request ("
+                                         f"{DUPLICATE!r}): the same names were sent by the "
+                                         "same e-mail within 2 minutes; nothing was created, "
+                                         "a retry after them may request it") from None
+                raise
+            await self.shot("nr-created")
+            nr = await self._read_nr("the Name Request created")
+            if nr["nr_state"] != "PENDING_PAYMENT" or not re.fullmatch(TEMPORARY_NR,
+                                                                       nr["nr_number"]):
+                raise PortalChanged(f"{PORTAL}: a new Name Request is {nr['nr_state']} "
+                                    f"{nr['nr_number']} — portal changed?", where="the NR "
+                                    "created", expected=f"PENDING_PAYMENT under {TEMPORARY_NR}")
+            await sub.confirmed(also=nr, **nr)
+            return str(nr["nr_number"])
 
-    async def _nr_confirmed(self, sub: Submission, nr: dict[str, Any]) -> dict[str, Any]:
-        await sub.confirmed(also=nr, **nr)
-        return nr
+    async def _pay(self, number: str, sub: Submission) -> dict[str, Any]:
+        """Continue to Payment on the NR's page (created, or found PENDING_PAYMENT): namex
+        creates the payment, which gives the NR its real number, and PayBC takes the fee."""
+        await self.ctx.step(f"paying {number}")
+        async with sub:
+            await self.submit_final("Continue to Payment", "the Name Request's payment",
+                                    "#nr-number")
+            await self.shot("nr-paid")
+            nr = await self._read_nr("the Name Request paid")
+            if nr["nr_state"] == "PENDING_PAYMENT":
+                # PayBC did not take it: the NR keeps its (real) number, unpaid; a retry
+                # pays that NR again, never a new one
+                await sub.refused("PayBC did not take the payment")
+                await self.ctx.save_checkpoint(**nr)
+                raise RetryableError(f"{PORTAL}: PayBC did not take the payment of "
+                                     f"{nr['nr_number']} (still PENDING_PAYMENT); its payment "
+                                     "is retried, never a new Name Request")
+            await sub.confirmed(also=nr, **nr)
+            return nr
 
     async def _read_nr(self, where: str) -> dict[str, Any]:
         nr: dict[str, str | None] = {
-            "nr_number": await self.text("#nr-number", where, r"NR \d{7}"),
+            "nr_number": await self.text("#nr-number", where, f"{NR_NUMBER}|{TEMPORARY_NR}"),
             "nr_state": await self.text("#nr-state", where, r"[A-Z][A-Z_-]*")}
+        classify(str(nr["nr_state"]))   # a state namex does not know: a changed portal
         for key, selector in (("nr_name", "#nr-name"), ("nr_expires_on", "#nr-expires")):
             nr[key] = (await self.page.locator(selector).inner_text()).strip() or None
         # the examiners' decision per name, in their words: (name, decision, reason)
@@ -133,46 +244,66 @@ class BcPortal(PortalPage):
         out["nr_decisions"] = decisions
         return out
 
-    async def find_nr(self, contact: str, *, nr: str = "",
-                      reference: str = "") -> dict[str, Any] | None:
-        """The Name Request by its number (or the client reference) and applicant contact."""
-        await self.goto(f"{self.base}/nr/status", "the Name Request search")
-        await self.fill("NR number", nr)
-        await self.fill("or your reference", reference)
-        await self.fill("Applicant phone or email", contact)
-        await self.submit("Search", "the Name Request search")
+    async def find_nr(self, number: str, applicant: Applicant) -> dict[str, Any] | None:
+        """The NR on namerequest's manage page: its number with the applicant's phone and
+        e-mail (existing-request-search.vue; namex matches either)."""
+        await self.goto(f"{self.base}{PATHS['nr_manage']}", "the Name Request search")
+        await self.fill("NR Number", number)
+        await self.fill("Applicant's Phone Number", applicant.phone)
+        await self.fill("Applicant's Notification Email", applicant.email)
+        await self.submit("Retrieve Name Request", "the Name Request search")
         await self.shot("nr-lookup")
-        if await self.page.locator("#no-results").count():
+        if await self.page.get_by_text(NOT_FOUND, exact=False).count():
             return None
         return await self._read_nr("the Name Request search")
 
     # ---- Incorporation --------------------------------------------------------------------
-    async def find_filing(self, reference: str) -> dict[str, Any] | None:
-        await self.goto(f"{self.base}/filings", "the filing search")
-        await self.fill("Folio or Reference Number", reference)
-        await self.submit("Search", "the filing search")
-        await self.shot("filing-lookup")
-        row = self.page.locator("tr.filing").first
-        if not await self.page.locator("tr.filing").count():
-            return None   # not completed by the registry yet, or never received
-        return {"incorporation_number": (await row.locator(".number").inner_text()).strip(),
-                "legal_name": (await row.locator(".name").inner_text()).strip(),
-                "certificate": await row.locator("a.certificate").get_attribute("href")}
-
-    async def draft_status(self, temp: str) -> str:
-        """The status of temporary registration ``temp`` on its business dashboard (the
-        registry's own record: DRAFT = saved, not paid)."""
-        await self.goto(f"{self.base}/dashboard/{temp}", "the business dashboard")
+    async def dashboard(self, temp: str) -> dict[str, Any]:
+        """The business dashboard of temporary registration ``temp`` (Actions.vue's return
+        URL, BUSINESS_DASH_URL + the identifier): read-only. ``status`` is lear's filing
+        status (DRAFT, PENDING, PAID, COMPLETED); ``filed``: a filing is there (an unpaid
+        one offers its payment again); COMPLETED carries the BC number and certificate."""
+        await self.goto(f"{self.base}{PATHS['dashboard'].format(temp=temp)}",
+                        "the business dashboard")
         await self.shot("dashboard")
-        return await self.text("#filing-status", "the business dashboard", r"[A-Z_]+")
+        return await self._dashboard_seen(temp)
 
-    async def pay_draft(self, temp: str) -> str:
-        """Retry the payment of the saved draft ``temp`` (never File and Pay again); the
-        status after it (still DRAFT when PayBC failed again)."""
-        await self.ctx.step(f"paying the saved draft {temp}")
-        await self.submit_final("Retry Payment", "the draft's payment", "#filing-status")
-        await self.shot("draft-payment")
-        return await self.text("#filing-status", "the business dashboard", r"[A-Z_]+")
+    async def _dashboard_seen(self, temp: str) -> dict[str, Any]:
+        where, page = "the business dashboard", self.page
+        status = await self.text("#filing-status", where, r"DRAFT|PENDING|PAID|COMPLETED")
+        seen: dict[str, Any] = {"status": status, "temporary_number": temp,
+                                "filed": await page.locator("#legal-name").count() > 0}
+        if seen["filed"]:
+            seen["legal_name"] = await self.text("#legal-name", where)
+        if status == "COMPLETED":
+            seen["incorporation_number"] = await self.text("#incorporation-number", where,
+                                                           r"BC\d{7}")
+            seen["certificate"] = await page.locator("#certificate").get_attribute("href")
+        if await page.locator("#payment-error").count():
+            seen["draft"] = True   # PayBC did not take it: saved, not paid
+        return seen
+
+    async def pay_draft(self, temp: str) -> dict[str, Any]:
+        """Retry the payment of the filed, unpaid ``temp`` from its dashboard: to PayBC
+        again, never File and Pay again."""
+        await self.ctx.step(f"paying the saved filing {temp}")
+        await self.submit("Retry Payment", "the business dashboard")
+        if await self.page.locator("#payment-error").count():
+            return await self._dashboard_seen(temp)
+        return await self.paybc(temp)
+
+    async def paybc(self, temp: str) -> dict[str, Any]:
+        """PayBC's page (Actions.vue: AUTH_WEB_URL + makepayment/<token>/<return URL>): its
+        Pay is a point of no return (submission ``paybc``); paid, PayBC returns to the
+        business dashboard."""
+        await self.text("#paybc-amount", "PayBC", r"Amount: \$[\d,]+\.\d\d")
+        await self.shot("paybc")
+        async with self.ctx.submission(PAYBC) as paid:
+            await self.submit_final("Pay", "PayBC's payment", "#filing-status")
+            seen = await self._dashboard_seen(temp)
+            await paid.confirmed(None, temporary_number=temp, status=seen["status"])
+        await self.shot("paid")
+        return seen
 
     async def step(self, n: int) -> None:
         await self.ctx.step(STEPS[n - 1])
@@ -184,6 +315,15 @@ class BcPortal(PortalPage):
         await self.goto(f"{self.base}/inc", "the incorporation start page")
         await self.shot("inc-start")
         await self.submit("Start Incorporation Application", "the incorporation start page")
+        # business-create-ui is opened on its temporary registration (App.vue reads
+        # $route.query.id): kept before File and Pay, it is what the dashboard is read by
+        temp = parse_qs(urlsplit(page.url).query).get("id", [""])[0]
+        if not re.fullmatch(TEMPORARY_NUMBER, temp):
+            raise PortalChanged(f"{PORTAL}: the application is not opened on a temporary "
+                                f"registration ({temp!r}) — portal changed?",
+                                where="the incorporation start", expected="?id=" +
+                                TEMPORARY_NUMBER)
+        await self.ctx.save_checkpoint(temporary_number=temp)
         await self.step(1)
         if not await self.select("Type of business", entity):
             raise PortalChanged(f"{PORTAL}: entity type {entity} not offered — portal changed?",
@@ -255,26 +395,19 @@ class BcPortal(PortalPage):
         await self.ctx.step("submit")
         async with sub:
             await self.submit_final("File and Pay", "the incorporation filing",
-                                    "#incorporation-number, #temporary-number")
+                                    "#paybc-amount, #filing-status")
+            # Actions.vue: to PayBC when a payment action is required, else the dashboard
             await self.shot("filed")
-            if await page.locator("#temporary-number").count():
-                # saved (and paid, unless PayBC failed): the temporary registration; the
-                # registry completes it
-                temp: dict[str, Any] = {"temporary_number": await self.text(
-                    "#temporary-number", "the business dashboard", r"T\d{7}"),
-                    "legal_name": await self.text("#legal-name", "the business dashboard")}
-                if await page.locator("#payment-error").count():
-                    temp["draft"] = True   # saved, not paid: pay this draft, never refile
-                await sub.confirmed(None, **temp)
-                return temp
-            where = "the incorporation confirmation"
-            filing = {"incorporation_number": await self.text("#incorporation-number", where,
-                                                              r"BC\d{7}"),
-                      "legal_name": await self.text("#legal-name", where),
-                      "certificate": await page.locator("#certificate").get_attribute("href")}
-            await sub.confirmed(incorporation_number=filing["incorporation_number"],
-                                legal_name=filing["legal_name"])
-        return filing
+            on_paybc = await page.locator("#paybc-amount").count() > 0
+            seen = {"status": "PENDING", "temporary_number": temp} if on_paybc else \
+                await self._dashboard_seen(temp)
+            await sub.confirmed(None, temporary_number=temp, legal_name=shown,
+                                draft=bool(seen.get("draft")))
+        if on_paybc:
+            seen = await self.paybc(temp)
+            if seen.get("draft"):
+                await sub.confirmed(None, **{**(sub.confirmation or {}), "draft": True})
+        return seen
 
     async def finish(self, sub: Submission, filing: dict[str, Any], nr_number: str | None,
                      reconciled: bool) -> dict[str, Any]:

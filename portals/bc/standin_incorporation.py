@@ -16,6 +16,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -24,7 +25,7 @@ from starlette.routing import Route
 from portalq.jobs import clock
 from portalq.portals.bc import standin_registry as bc
 from portalq.portals.standin.kit import html as ui
-from portalq.portals.standin.kit.control import alert, checkbox, field, radio, search_form, select
+from portalq.portals.standin.kit.control import alert, checkbox, field, radio, select
 from portalq.portals.standin.kit.html import esc, url
 from portalq.portals.standin.kit.pdf import make_pdf, pdf_response
 from portalq.portals.standin.kit.session import Sessions
@@ -58,8 +59,11 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
         body = RENDER[n](request, session)
         return show(bc.STEPS[n - 1], error + body, top=ui.progress(bc.STEPS, n, session["steps"]))
 
-    def go(request: Request, n: int) -> Response:
-        return RedirectResponse(url(request, f"/inc/step/{n}"), status_code=303)
+    def go(request: Request, n: int, temp: str = "") -> Response:
+        # business-create-ui is opened on its temporary registration: ?id=T... (App.vue
+        # reads $route.query.id)
+        query = f"?id={temp}" if temp else ""
+        return RedirectResponse(url(request, f"/inc/step/{n}{query}"), status_code=303)
 
     def continue_form(request: Request, n: int, inner: str = "") -> str:
         return form(url(request, f"/inc/step/{n}"), inner, "Continue")
@@ -176,8 +180,14 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
                 "can incorporate a numbered company.</p>"
                 f'<form method="post" action="{url(request, "/inc")}"><button type="submit">'
                 "Start Incorporation Application</button></form>"))
-        sid, _ = sessions.new(company={}, people=[], shares=[], agreement=None)
-        response = go(request, 1)
+        # the temporary registration (lear's bootstrap) exists from the start
+        taken = {e.get("temporary_number") for e in reg.entries("incorporation")}
+        while (temp := bc.temporary_number()) in taken or f"bootstrap:{temp}" in state.sessions:
+            pass
+        with state.lock:
+            state.sessions[f"bootstrap:{temp}"] = {"temporary_number": temp}
+        sid, _ = sessions.new(company={}, people=[], shares=[], agreement=None, temp=temp)
+        response = go(request, 1, temp)
         sessions.attach(response, sid)
         return response
 
@@ -195,7 +205,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
         if session is None:
             return expired  # type: ignore[return-value]
         if not 1 <= n <= 5 or n > session["steps"] + 1:
-            return go(request, min(session["steps"] + 1, 5))
+            return go(request, min(session["steps"] + 1, 5), session["temp"])
         if request.method == "GET":
             return step_page(request, session, n)
         data = await request.form()
@@ -203,7 +213,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
             return step_page(request, session, n, error)
         if n < 5:
             session["steps"] = max(session["steps"], n)
-            return go(request, n + 1)
+            return go(request, n + 1, session["temp"])
         return await file(request, session, data)
 
     @guard
@@ -213,7 +223,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
             return expired  # type: ignore[return-value]
         kind = "people" if request.url.path.endswith("/people") else "shares"
         if session["steps"] < (1 if kind == "people" else 2):
-            return go(request, session["steps"] + 1)
+            return go(request, session["steps"] + 1, session["temp"])
         data = await request.form()
         if kind == "people":
             person: dict[str, Any] = {k: str(data.get(k, "")).strip() for k in (
@@ -230,7 +240,7 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
                     "SHARE_CLASS_INCOMPLETE", "A share class needs a name and a valid maximum."))
             session["shares"].append({"name": name, "max_shares": int(limit) if limit.strip()
                                       else None})
-        return go(request, 2 if kind == "people" else 3)
+        return go(request, 2 if kind == "people" else 3, session["temp"])
 
     async def file(request: Request, s: dict[str, Any], data: Any) -> Response:
         if not data.get("certify"):
@@ -246,30 +256,68 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
                             "incorporation", "incorporation_number")
         suffix = "Ltd." if c["entity_type"] == "BC" else "Unlimited Liability Company"
         names = {r: [_full(p) for p in s["people"] if r in p["roles"]] for r in bc.ROLES}
-        entry = state.record(state.queue({
+        entry = state.record({
             "kind": "incorporation", "incorporation_number": number,
-            "temporary_number": reg.unique(
-                lambda: f"T{secrets.randbelow(9_000_000) + 1_000_000}", "incorporation",
-                "temporary_number"),
+            "temporary_number": s["temp"],
             "legal_name": c["legal_name"] or f"{number[2:]} B.C. {suffix}",
             "entity_type": c["entity_type"], "nr_number": c["nr_number"] or None,
-            "reference": str(data.get("folio", "")).strip(), "status": "COMPLETED",
+            "reference": str(data.get("folio", "")).strip(), "status": "PENDING",
             "completing_party": names["completing_party"][0],
             "incorporators": names["incorporator"], "directors": names["director"],
             "share_classes": [x["name"] for x in s["shares"]], "agreement": s["agreement"],
             "fee": bc.FEES[c["entity_type"]], "filed_on": bc.today().isoformat(),
-            "payment": {"amount": bc.FEES[c["entity_type"]], "at": clock.now().isoformat()}}))
+            "payment": None, "decide_at": None})
         with state.lock:
             sessions.end(request)
         if not bc.paybc_up(state):
             # File and Pay saved the filing; PayBC failed: a DRAFT, to be paid again
             with state.lock:
-                entry.update(status="DRAFT", payment=None, decide_at=None)
+                entry.update(status="DRAFT")
             return draft_page(request, entry, failed=True)
         if state.faults.drop_after_submit:
             return drop_connection(request)
+        return to_paybc(request, entry)
+
+    def to_paybc(request: Request, entry: dict[str, Any]) -> Response:
+        """Actions.vue, File and Pay: a payment action is required, so the browser goes to
+        AUTH_WEB_URL + "makepayment/<token>/" + encodeURIComponent(<the dashboard>)."""
+        back = quote(url(request, f"/dashboard/{entry['temporary_number']}") +
+                     f"?filing_id={entry['seq']}", safe="")
+        return RedirectResponse(url(request, f"/paybc/makepayment/{entry['seq']}/{back}"),
+                                status_code=303)
+
+    def filing_by_token(token: str) -> dict[str, Any] | None:
+        return next((e for e in reg.entries("incorporation") if str(e["seq"]) == token), None)
+
+    @guard
+    async def paybc(request: Request) -> Response:
+        """PayBC's page for the filing's payment [?: PayBC's own words are not public here];
+        paid, it returns to the dashboard (the return URL)."""
+        entry = filing_by_token(request.path_params["token"])
+        back = request.path_params["back"]
+        if entry is None:
+            return show("PayBC", "<p>No such payment.</p>", status=404)
+        if request.method == "GET" or entry["status"] not in ("PENDING", "DRAFT"):
+            if entry["status"] not in ("PENDING", "DRAFT"):
+                return RedirectResponse(back, status_code=303)
+            return show("PayBC", (
+                f'<p id="paybc-amount">Amount: {entry["fee"]}</p>'
+                + form(url(request, f"/paybc/makepayment/{entry['seq']}/"
+                           f"{quote(back, safe='')}"), "", "Pay", "Pay Now")))
+        if (code := state.take_error()) is not None:
+            return ui.system_error(bc.BRAND, code)
+        if not bc.paybc_up(state):
+            with state.lock:
+                entry.update(status="DRAFT")
+            return draft_page(request, entry, failed=True)
+        with state.lock:
+            entry.update(state.queue({}), status="PAID", payment={
+                "amount": entry["fee"], "at": clock.now().isoformat(),
+                "draft": entry["status"] == "DRAFT"})   # a saved DRAFT's payment retried
+        if state.faults.drop_after_submit:
+            return drop_connection(request)
         await state.hang_if_asked()
-        return answer(request, entry)
+        return RedirectResponse(back, status_code=303)
 
     def draft_page(request: Request, entry: dict[str, Any], failed: bool) -> Response:
         error = (f'<div role="dialog" id="payment-error"><h2>Unable to Process Payment</h2>'
@@ -278,28 +326,31 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
         return show("Business Dashboard", (
             f'{error}<dl><dt>Temporary Registration</dt><dd id="temporary-number">'
             f'{entry["temporary_number"]}</dd><dt>Name</dt><dd id="legal-name">'
-            f'{esc(entry["legal_name"])}</dd><dt>Status</dt><dd id="filing-status">DRAFT</dd>'
-            f'</dl><form method="post" action="{pay}"><button type="submit">Retry Payment'
-            "</button></form>"))
+            f'{esc(entry["legal_name"])}</dd><dt>Status</dt><dd id="filing-status">'
+            f'{entry["status"]}</dd></dl><form method="post" action="{pay}"><button '
+            'type="submit">Retry Payment</button></form>'))
 
     @guard
     async def dashboard(request: Request) -> Response:
-        """The business dashboard of a temporary registration: its status; a DRAFT's
-        payment can be retried (POST .../pay) -- the filing itself is never made again."""
+        """The business dashboard of a temporary registration (Actions.vue's return URL):
+        its filing's status (lear: DRAFT, PENDING, PAID, COMPLETED); an unpaid filing's
+        payment can be retried (POST .../pay: to PayBC again) -- the filing itself is never
+        made again. A registration with nothing filed shows its application as a DRAFT."""
         temp = request.path_params["temp"]
         entry = next((e for e in reg.entries("incorporation")
-                      if e["temporary_number"] == temp), None)
+                      if e.get("temporary_number") == temp), None)
         if entry is None:
-            return show("Not found", "<p>No such registration.</p>", status=404)
-        if request.method == "POST" and entry["status"] == "DRAFT":
-            if not bc.paybc_up(state):
-                return draft_page(request, entry, failed=True)
-            with state.lock:
-                entry.update(state.queue({}), status="COMPLETED", payment={
-                    "amount": entry["fee"], "at": clock.now().isoformat(), "draft": True})
-            if state.faults.drop_after_submit:
-                return drop_connection(request)
-        if entry["status"] == "DRAFT":
+            if f"bootstrap:{temp}" not in state.sessions:
+                return show("Not found", "<p>No such registration.</p>", status=404)
+            return show("Business Dashboard", (
+                f'<dl><dt>Temporary Registration</dt><dd id="temporary-number">{temp}</dd>'
+                '<dt>Status</dt><dd id="filing-status">DRAFT</dd></dl><p>Incorporation '
+                "Application: not filed.</p>"))
+        if entry["status"] in ("DRAFT", "PENDING"):
+            if request.method == "POST":
+                if not bc.paybc_up(state):
+                    return draft_page(request, entry, failed=True)
+                return to_paybc(request, entry)
             return draft_page(request, entry, failed=False)
         return answer(request, entry)
 
@@ -326,7 +377,8 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
         number = request.path_params["number"]
         entry = next((e for e in reg.entries("incorporation")
                       if e["incorporation_number"] == number), None)
-        if entry is None or entry["status"] == "DRAFT" or not state.decided(entry):
+        if entry is None or entry["status"] not in ("PAID", "COMPLETED") or not state.decided(
+                entry):
             return show("Not found", "<p>No such certificate.</p>", status=404)
         pdf = make_pdf([bc.BRAND, "Certificate of Incorporation", f"Date: {bc.today()}"], [
             f"I hereby certify that {entry['legal_name']} was incorporated under the Business "
@@ -335,25 +387,6 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
             "Columbia"], title="Certificate of Incorporation", author=bc.BRAND, paper="Letter")
         return pdf_response(pdf, f"{number}.pdf", inline=True)
 
-    @guard
-    async def filings(request: Request) -> Response:
-        ref = request.query_params.get("reference", "").strip()
-        search = search_form(url(request, "/filings"), "Folio or Reference Number", "reference",
-                             ref)
-        if not ref:
-            return show("Find a Filing", search)
-        rows = "".join(
-            f'<tr class="filing"><td class="number">{e["incorporation_number"]}</td>'
-            f'<td class="name">{esc(e["legal_name"])}</td><td class="status">{e["status"]}</td>'
-            f'<td><a class="certificate" href="{url(request, "/inc/certificate/")}'
-            f'{e["incorporation_number"]}.pdf">Certificate</a></td></tr>'
-            # a filing the registry has not completed has no BC number to list yet
-            for e in reg.entries("incorporation") if e["reference"] == ref
-            and e["status"] != "DRAFT" and state.decided(e))
-        result = f'<table id="filings">{rows}</table>' if rows else (
-            '<p id="no-results">No filings match this reference.</p>')
-        return show("Find a Filing", search + result)
-
     return [Route("/inc", start, methods=["GET", "POST"]),
             Route("/inc/step/{n:int}", step, methods=["GET", "POST"]),
             Route("/inc/people", add, methods=["POST"]),
@@ -361,4 +394,4 @@ def incorporation_routes(state: PortalState, reg: bc.Registry, sessions: Session
             Route("/inc/certificate/{number}.pdf", certificate),
             Route("/dashboard/{temp}", dashboard),
             Route("/dashboard/{temp}/pay", dashboard, methods=["POST"]),
-            Route("/filings", filings)]
+            Route("/paybc/makepayment/{token}/{back:path}", paybc, methods=["GET", "POST"])]

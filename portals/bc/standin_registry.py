@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
+import string
 from datetime import date
 from typing import Any
 
@@ -65,6 +67,17 @@ def paybc_up(state: PortalState) -> bool:
     return state.faults.hours != "calendar" or is_open(PAYBC, clock.now())
 
 
+def temporary_number() -> str:
+    """A temporary registration's identifier as bcgov/lear makes it (legal-api
+    src/legal_api/services/bootstrap.py, ``_generate_temp_identifier``): "T" and 9 letters
+    (either case) or digits, at least one a digit."""
+    alphabet = string.ascii_letters + string.digits
+    while True:
+        rest = "".join(secrets.choice(alphabet) for _ in range(9))
+        if any(c.isdigit() for c in rest):
+            return "T" + rest
+
+
 def today() -> date:
     return clock.now().astimezone(TZ).date()
 
@@ -76,8 +89,11 @@ def contact_key(contact: str) -> str:
 
 
 def norm_nr(text: str) -> str:
-    digits = re.sub(r"\D", "", text or "")
-    return f"NR {digits}" if len(digits) == 7 else ""
+    """An NR number as namex reads it: ``NR 1234567``, or a temporary ``NR L123456``."""
+    match = re.fullmatch(r"\s*(?:NR)?\s*(L?)\s*(\d{6,7})\s*", (text or "").upper())
+    if match is None or len(match[2]) != (6 if match[1] else 7):
+        return ""
+    return f"NR {match[1]}{match[2]}"
 
 
 def norm_name(name: str) -> str:
@@ -98,10 +114,18 @@ class Registry:
         return next((e for e in self.entries("name_request") if e["nr_number"] == number), None)
 
     def nr_state(self, entry: dict[str, Any]) -> str:
-        if not self.state.decided(entry):   # in the examiners' queue, in order of receipt
-            return "INPROGRESS"
-        if entry.get("staff_outcome") == "hold":
-            return "HOLD"
+        """The NR's namex state now: PENDING_PAYMENT until paid; paid into DRAFT, it waits
+        for the examiners in order of receipt (held: HOLD; namex updating its legacy
+        record: NRO_UPDATING); then the examiners' decision, EXPIRED or CONSUMED."""
+        stored = entry["namex_state"]
+        if stored == "PENDING_PAYMENT":
+            return str(stored)
+        if stored == "DRAFT":
+            if not self.state.decided(entry):
+                return "DRAFT"
+            held = {"hold": "HOLD", "nro_updating": "NRO_UPDATING"}
+            if entry.get("staff_outcome") in held:
+                return held[entry["staff_outcome"]]
         if any(f.get("nr_number") == entry["nr_number"] for f in self.entries("incorporation")):
             return "CONSUMED"
         if entry["state"] in ("APPROVED", "CONDITIONAL") and today() > date.fromisoformat(
@@ -155,6 +179,8 @@ def nr_problem(reg: Registry, number: str, entity: str, consent: bool) -> tuple[
         return "NR_USED", f"Name Request {label} has already been used."
     if status == "REJECTED":
         return "NR_REJECTED", f"Name Request {label} was rejected."
+    if status not in ("APPROVED", "CONDITIONAL"):   # Actions.vue: APPROVED or CONDITIONAL
+        return "NR_NOT_APPROVED", f"Name Request {label} is not approved ({status})."
     if entry["entity_type"] != entity:
         held = ENTITY_LABELS[entry["entity_type"]]
         return "NR_TYPE_MISMATCH", (f"Name Request {label} is for a {held}; it cannot be used "

@@ -25,7 +25,6 @@ from portalq.jobs.errors import (
     DeferUntil,
     PortalClosed,
     RetryableError,
-    UncertainOutcome,
 )
 from portalq.jobs.waiting import WaitOnPortal
 from portalq.portals.bc.flow import file_entity_bc, name_search
@@ -67,7 +66,11 @@ def test_numbered_company_end_to_end(run, portals, make_ctx):
     assert record(ctx.checkpoints, "incorporation").confirmation["incorporation_number"] == number
     shots = sorted(p.name for p in ctx.artifacts_dir.glob("*.png"))
     assert shots == ["01-inc-start.png", "02-step1.png", "03-step2.png", "04-step3.png",
-                     "05-step4.png", "06-review.png", "07-filed.png"]
+                     "05-step4.png", "06-review.png", "07-filed.png", "08-paybc.png",
+                     "09-paid.png"]
+    # File and Pay went to PayBC (Actions.vue), whose Pay is its own point of no return
+    assert state(ctx.checkpoints, "paybc") == "confirmed"
+    assert re.fullmatch(r"T[A-Za-z0-9]{9}", ctx.checkpoints["temporary_number"])
 
 
 def test_named_ulc_requests_its_nr_first(run, portals, make_ctx):
@@ -86,14 +89,16 @@ def test_named_ulc_requests_its_nr_first(run, portals, make_ctx):
 def test_retry_with_nr_checkpoint_requests_no_second_nr(run, portals, make_ctx):
     ctx = bc_ctx(make_ctx, legal_name="Cedar Harbour Consulting Ltd.")
     crash_after_checkpoint(ctx, portals, "nr_number", maintenance=True)
-    with pytest.raises(PortalClosed):
+    with pytest.raises(PortalClosed):   # created (a temporary number), not paid
         run(file_entity_bc(ctx))
     [nr] = entries(portals, BC, "name_request")
-    assert ctx.checkpoints["nr_number"] == nr["nr_number"]
+    assert ctx.checkpoints["nr_number"] == nr["nr_number"] == nr["temp_number"]
 
     portals.control(BC, maintenance=False)
     result = run(file_entity_bc(ctx.retry()))
-    assert len(entries(portals, BC, "name_request")) == 1  # the NR was not requested again
+    # the NR was not requested again: that one was paid (its real number) and used
+    [nr] = entries(portals, BC, "name_request")
+    assert nr["payment"]["amount"] == "$30.00"
     [filing] = entries(portals, BC, "incorporation")
     assert result["nr_number"] == filing["nr_number"] == nr["nr_number"]
 
@@ -115,7 +120,12 @@ def test_answer_lost_after_filing_is_reconciled(run, portals, make_ctx):
     assert pdf.startswith(b"%PDF-")
 
 
-def test_system_error_at_filing_waits_never_files_again(run, portals, make_ctx):
+def test_system_error_at_filing_the_dashboard_shows_it_unfiled_and_it_is_filed_once(
+        run, portals, make_ctx):
+    """File and Pay answered a system error before the registry saved anything: the
+    temporary registration's dashboard (the lookup) shows the application not filed, so
+    the retry files it -- once (test first: the invented /filings search could not tell,
+    and the job waited a day for a person)."""
     clock = FrozenClock(MONDAY_10_PT)
     set_clock(clock)
     portals.control(BC, error_code="503", error_times=1)
@@ -124,20 +134,40 @@ def test_system_error_at_filing_waits_never_files_again(run, portals, make_ctx):
         run(file_entity_bc(ctx))
     assert state(ctx.checkpoints, "incorporation") == "submitting"
     assert entries(portals, BC, "incorporation") == []
-    retry = ctx.retry()   # the lookup finds nothing: not conclusive for BC
-    with pytest.raises(WaitOnPortal, match="lookup to find the submission"):
-        run(file_entity_bc(retry))
-    clock.advance(hours=25)
-    with pytest.raises(UncertainOutcome, match="was lost"):
-        run(file_entity_bc(retry.retry()))
-    assert entries(portals, BC, "incorporation") == []
+    result = run(file_entity_bc(ctx.retry()))
+    [filing] = entries(portals, BC, "incorporation")
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert filing["payment"]["amount"] == "$350.00"
+
+
+def test_no_answer_from_paybc_after_paying_is_read_on_the_dashboard_never_paid_twice(
+        run, portals, make_ctx):
+    """PayBC took the payment and the connection dropped before its answer: the dashboard
+    shows the filing PAID -- the job waits for the registry, nothing is paid again."""
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    portals.control(BC, decide_after_seconds=3600)
+    ctx = bc_ctx(make_ctx)
+    crash_after_checkpoint(ctx, portals, "confirmed:incorporation", drop_after_submit=True)
+    with pytest.raises(RetryableError, match="outcome unknown"):
+        run(file_entity_bc(ctx))
+    assert state(ctx.checkpoints, "paybc") == "submitting"
+    portals.control(BC, drop_after_submit=False)
+    with pytest.raises(WaitOnPortal, match="the registry to complete T"):
+        run(file_entity_bc(ctx.retry()))
+    clock.advance(hours=1, seconds=1)
+    result = run(file_entity_bc(ctx.retry().retry()))
+    [filing] = entries(portals, BC, "incorporation")   # one filing, one payment
+    assert result["incorporation_number"] == filing["incorporation_number"]
+    assert filing["payment"]["amount"] == "$350.00"
 
 
 def test_dropped_answer_while_the_registry_completes_later_files_and_pays_once(
         run, portals, make_ctx):
-    """File and Pay's answer is lost while the registry keeps the paid filing as a
-    temporary registration for hours: the job waits (no second filing, no second payment)
-    and ends with the BC number once the registry completes it."""
+    """File and Pay's answer (Actions.vue's redirect to PayBC) is lost: the dashboard shows
+    the filing saved, unpaid; the retry pays it from there (once), then waits while the
+    registry keeps it as a temporary registration for hours (no second filing, no second
+    payment) and ends with the BC number once the registry completes it."""
     clock = FrozenClock(MONDAY_10_PT)
     set_clock(clock)
     number = obtain_nr(run, make_ctx)
@@ -153,7 +183,8 @@ def test_dropped_answer_while_the_registry_completes_later_files_and_pays_once(
         with pytest.raises(WaitOnPortal):
             run(file_entity_bc(attempt))
         assert len(entries(portals, BC, "incorporation")) == 1
-    clock.advance(hours=1, seconds=1)
+        assert entries(portals, BC, "incorporation")[0]["payment"]["amount"] == "$350.00"
+    clock.advance(hours=2, seconds=1)   # paid at the first retry, completed 4 h later
     done = attempt.retry()
     result = run(file_entity_bc(done))
     [filing] = entries(portals, BC, "incorporation")
@@ -168,7 +199,7 @@ def test_file_and_pay_gives_a_temporary_registration_then_waits(run, portals, ma
     number = obtain_nr(run, make_ctx)
     portals.control(BC, decide_after_seconds=3600)
     ctx = bc_ctx(make_ctx, nr_number=number)
-    with pytest.raises(WaitOnPortal, match=r"the registry to complete T\d{7}"):
+    with pytest.raises(WaitOnPortal, match=r"the registry to complete T[A-Za-z0-9]{9}\b"):
         run(file_entity_bc(ctx))
     [filing] = entries(portals, BC, "incorporation")
     assert record(ctx.checkpoints, "incorporation").confirmation["temporary_number"] == \
@@ -246,7 +277,7 @@ def test_jumping_ahead_returns_to_the_earliest_incomplete_step(run, portals, bro
         try:
             await page.goto(portals.url("bc") + "/inc")
             await page.get_by_role("button", name="Start Incorporation Application").click()
-            await page.wait_for_url("**/inc/step/1")
+            await page.wait_for_url("**/inc/step/1?id=T*")
             await page.goto(portals.url("bc") + "/inc/step/4")
             current = page.locator("ol.progress li[aria-current=step]")
             return page.url, await current.inner_text(), await current.get_attribute("class")
@@ -254,7 +285,7 @@ def test_jumping_ahead_returns_to_the_earliest_incomplete_step(run, portals, bro
             await context.close()
 
     url, label, classes = run(scenario())
-    assert url.endswith("/inc/step/1") and label == "Define Your Company"
+    assert "/inc/step/1?id=T" in url and label == "Define Your Company"
     assert "active" in classes.split()
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from datetime import timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from bckit import BC, MONDAY_10_PT, NAME_SEARCH, build, entries
+from bckit import BC, MONDAY_10_PT, NAME_SEARCH, build, crash_after_checkpoint, entries
 
 from portalq.jobs.clock import FrozenClock, set_clock
 from portalq.jobs.errors import BusinessError, PortalClosed, RetryableError, UncertainOutcome
@@ -25,6 +26,8 @@ def nr_ctx(make_ctx, traced=False, **overrides):
 
 
 def test_name_request_end_to_end(run, portals, make_ctx):
+    """As namex runs it: created PENDING_PAYMENT under a temporary number, paid once (the
+    real number comes with the payment), examined."""
     set_clock(FrozenClock(MONDAY_10_PT))
     ctx = nr_ctx(make_ctx, traced=True)
     result = run(name_search(ctx))
@@ -38,15 +41,21 @@ def test_name_request_end_to_end(run, portals, make_ctx):
     assert result["expires_on"] == reserved_until.isoformat() == "2026-04-27"
     [entry] = entries(portals, BC, "name_request")
     assert entry["nr_number"] == result["nr_number"] and entry["fee"] == "$30.00"
+    assert re.fullmatch(r"NR L\d{6}", entry["temp_number"])
+    assert entry["payment"]["amount"] == "$30.00"   # one payment
     assert [d[1] for d in entry["decisions"]] == ["REJECTED", "APPROVED"]
     # names only, no contacts (the whole phone number: "604" alone can be part of an NR number)
     assert "604-555-0100" not in str(entry) and "6045550100" not in str(entry)
     assert "ann@" not in str(entry)
     cp = ctx.checkpoints
-    assert state(cp, "name_request") == "confirmed" and cp["nr_number"] == result["nr_number"]
-    assert record(cp, "name_request").reference == entry["reference"]
+    assert state(cp, "name_request") == "confirmed" and state(cp, "nr_payment") == "confirmed"
+    assert record(cp, "name_request").confirmation["nr_number"] == entry["temp_number"]
+    assert record(cp, "name_request").confirmation["nr_state"] == "PENDING_PAYMENT"
+    assert record(cp, "nr_payment").confirmation["nr_number"] == cp["nr_number"] == \
+        result["nr_number"]
     shots = sorted(p.name for p in ctx.artifacts_dir.glob("*.png"))
-    assert shots == ["01-nr-names.png", "02-nr-applicant.png", "03-nr-result.png"]
+    assert shots == ["01-nr-names.png", "02-nr-applicant.png", "03-nr-created.png",
+                     "04-nr-paid.png"]
 
 
 def test_rejected_names_are_a_business_error(run, portals, make_ctx):
@@ -101,52 +110,143 @@ def test_unexpected_dialog_is_accepted(run, portals, make_ctx):
     assert len(portals.ledger(BC)) == 1
 
 
-def test_system_error_on_submit_waits_then_a_person_never_a_second_request(
+def test_no_answer_to_the_creation_asks_a_person_never_a_second_request(
         run, portals, make_ctx):
+    """The NR's number comes only with the answer to its creation, and namex finds an NR
+    only by its number: a lost answer cannot be looked up -- a person, never a second NR
+    (after 2 minutes namex would accept one, and it would be paid)."""
     clock = FrozenClock(MONDAY_10_PT)
     set_clock(clock)
-    portals.control(BC, error_code="500", error_times=1)
+    portals.control(BC, drop_after_submit=True)
     ctx = nr_ctx(make_ctx)
-    with pytest.raises(RetryableError):
-        run(name_search(ctx))
-    assert state(ctx.checkpoints, "name_request") == "submitting" and portals.ledger(BC) == []
-    # the lookup finds nothing: not conclusive for BC, so the job waits (no 2nd fee) ...
-    retry = ctx.retry()
-    with pytest.raises(WaitOnPortal, match="^waiting on bc_corporate_online since "):
-        run(name_search(retry))
-    clock.advance(hours=25)   # ... and past the declared window a person checks
-    with pytest.raises(UncertainOutcome, match="was lost"):
-        run(name_search(retry.retry()))
-    assert portals.ledger(BC) == []
-
-
-def test_dropped_answer_while_examined_later_waits_and_completes_once(run, portals, make_ctx):
-    """The answer is lost right after "Submit and Pay" while the examiners keep the request
-    queued for hours: the lookup finds it INPROGRESS -- a wait, not an error, never a second
-    request -- and the job completes with the approved name once it is examined."""
-    clock = FrozenClock(MONDAY_10_PT)
-    set_clock(clock)
-    portals.control(BC, drop_after_submit=True, decide_after_seconds=3 * 3600)
-    ctx = nr_ctx(make_ctx, names=["Cedar Harbour Consulting Ltd."])
     with pytest.raises(RetryableError, match="outcome unknown"):
         run(name_search(ctx))
+    assert state(ctx.checkpoints, "name_request") == "submitting"
     portals.control(BC, drop_after_submit=False)
-    attempt = ctx
-    for _ in range(3):
-        clock.advance(minutes=40)
-        attempt = attempt.retry()
-        with pytest.raises(WaitOnPortal, match=r"examination of NR \d{7} \(INPROGRESS\)"):
-            run(name_search(attempt))
-    [entry] = entries(portals, BC, "name_request")
-    assert attempt.checkpoints["nr_number"] == entry["nr_number"]
-    assert attempt.checkpoints["waiting"]["checks"] == 3
-    clock.advance(hours=2)
-    done = attempt.retry()
-    result = run(name_search(done))
-    assert result["nr_state"] == "APPROVED" and result["name"] == "Cedar Harbour Consulting Ltd."
-    assert result["nr_number"] == entry["nr_number"] and done.checkpoints["waiting"] is None
-    [entry] = entries(portals, BC, "name_request")   # one request, one fee
-    assert entry["payment"] == {"amount": "$30.00"}
+    clock.advance(minutes=5)
+    with pytest.raises(UncertainOutcome, match="cannot be looked up.*never requested again"):
+        run(name_search(ctx.retry()))
+    [entry] = portals.ledger(BC)   # one NR, never paid
+    assert entry["namex_state"] == "PENDING_PAYMENT" and entry["payment"] is None
+
+
+def test_killed_between_creation_and_payment_pays_the_same_nr_once(run, portals, make_ctx):
+    set_clock(FrozenClock(MONDAY_10_PT))
+    ctx = nr_ctx(make_ctx, names=["Cedar Harbour Consulting Ltd."])
+    crash_after_checkpoint(ctx, portals, "confirmed:name_request", maintenance=True)
+    with pytest.raises(PortalClosed):
+        run(name_search(ctx))
+    [entry] = portals.ledger(BC)
+    assert entry["namex_state"] == "PENDING_PAYMENT" and entry["payment"] is None
+    assert ctx.checkpoints["nr_number"] == entry["nr_number"] == entry["temp_number"]
+    portals.control(BC, maintenance=False)
+    result = run(name_search(ctx.retry()))   # found under its temporary number, then paid
+    [entry] = portals.ledger(BC)
+    assert result["nr_number"] == entry["nr_number"] != entry["temp_number"]
+    assert result["nr_state"] == "APPROVED" and entry["payment"]["amount"] == "$30.00"
+
+
+def test_no_answer_to_the_payment_never_pays_twice(run, portals, make_ctx):
+    """The payment was made and its answer lost (the connection dropped after namex acted):
+    the NR is no longer under its temporary number, so its payment was created -- a person,
+    never a second payment."""
+    set_clock(FrozenClock(MONDAY_10_PT))
+    ctx = nr_ctx(make_ctx)
+    crash_after_checkpoint(ctx, portals, "confirmed:name_request", drop_after_submit=True)
+    with pytest.raises(RetryableError, match="outcome unknown"):
+        run(name_search(ctx))
+    assert state(ctx.checkpoints, "nr_payment") == "submitting"
+    portals.control(BC, drop_after_submit=False)
+    with pytest.raises(UncertainOutcome, match=r"payment of NR L\d{6}.*never paid again"):
+        run(name_search(ctx.retry()))
+    [entry] = portals.ledger(BC)   # one NR, one payment
+    assert entry["payment"]["amount"] == "$30.00" and entry["namex_state"] == "DRAFT"
+
+
+def test_a_payment_that_never_reached_namex_is_made_once(run, portals, make_ctx):
+    """A system error instead of the payment's answer: the NR is still under its temporary
+    number (namex never created the payment), so the retry pays it -- once."""
+    set_clock(FrozenClock(MONDAY_10_PT))
+    ctx = nr_ctx(make_ctx)
+    crash_after_checkpoint(ctx, portals, "confirmed:name_request", error_code="500",
+                           error_times=1)
+    with pytest.raises(RetryableError):
+        run(name_search(ctx))
+    assert state(ctx.checkpoints, "nr_payment") == "submitting"
+    result = run(name_search(ctx.retry()))
+    [entry] = portals.ledger(BC)
+    assert result["nr_number"] == entry["nr_number"] and entry["payment"]["amount"] == "$30.00"
+
+
+def test_paybc_refusing_keeps_the_nr_and_retries_its_payment(run, portals, make_ctx):
+    set_clock(FrozenClock(MONDAY_10_PT))
+    portals.control(BC, payment_down=True)
+    ctx = nr_ctx(make_ctx)
+    with pytest.raises(RetryableError, match=r"PayBC did not take the payment of NR \d{7}"):
+        run(name_search(ctx))
+    [entry] = portals.ledger(BC)   # renumbered by the payment's creation, not paid
+    assert entry["namex_state"] == "PENDING_PAYMENT" and entry["payment"] is None
+    assert ctx.checkpoints["nr_number"] == entry["nr_number"]
+    portals.control(BC, payment_down=False)
+    result = run(name_search(ctx.retry()))
+    [entry] = portals.ledger(BC)
+    assert result["nr_number"] == entry["nr_number"] and entry["payment"]["amount"] == "$30.00"
+
+
+def test_namex_refuses_the_same_names_within_two_minutes_then_accepts_them(
+        run, portals, make_ctx):
+    """namex's duplicate guard protects for 2 minutes only: after them a second NR for the
+    same names is accepted (and would be charged) -- which is why a job never resubmits."""
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    portals.control(BC, decide_after_seconds=3600)
+    with pytest.raises(WaitOnPortal):
+        run(name_search(nr_ctx(make_ctx)))
+    other = nr_ctx(make_ctx)   # another job, the same names and e-mail
+    with pytest.raises(RetryableError, match="already submitted.*nothing was created"):
+        run(name_search(other))
+    assert state(other.checkpoints, "name_request") == "refused"
+    assert len(portals.ledger(BC)) == 1
+    clock.advance(minutes=2, seconds=1)
+    with pytest.raises(WaitOnPortal):
+        run(name_search(other.retry()))
+    assert len(portals.ledger(BC)) == 2
+
+
+@pytest.mark.parametrize("staff, state_seen", [("approve", "DRAFT"),
+                                               ("nro_updating", "NRO_UPDATING"),
+                                               ("hold", "HOLD")])
+def test_examination_states_are_waits(run, portals, make_ctx, staff, state_seen):
+    clock = FrozenClock(MONDAY_10_PT)
+    set_clock(clock)
+    portals.control(BC, decide_after_seconds=60 if staff != "approve" else 3600,
+                    staff_outcome=staff)
+    ctx = nr_ctx(make_ctx)
+    with pytest.raises(WaitOnPortal, match=r"examination of NR \d{7} \(DRAFT\)"):
+        run(name_search(ctx))
+    clock.advance(minutes=2)
+    with pytest.raises(WaitOnPortal, match=rf"examination of NR \d{{7}} \({state_seen}\)"):
+        run(name_search(ctx.retry()))
+    assert len(portals.ledger(BC)) == 1
+
+
+@pytest.mark.parametrize("names, outcome", [
+    (["Cedar Harbour Consulting Ltd."], None),
+    (["Cedar Trust Ltd."], "CONDITIONAL.*consent letter needed")])
+def test_a_reserved_name_is_approved_as_its_payment_completes(run, portals, make_ctx, names,
+                                                               outcome):
+    """RESERVED / COND-RESERVE become APPROVED / CONDITIONAL when the payment completes
+    (namex payment.py), with no examination to wait for."""
+    set_clock(FrozenClock(MONDAY_10_PT))
+    portals.control(BC, decide_after_seconds=3600, staff_outcome="reserve")
+    ctx = nr_ctx(make_ctx, names=names)
+    if outcome is None:
+        assert run(name_search(ctx))["nr_state"] == "APPROVED"
+    else:
+        with pytest.raises(BusinessError, match=outcome):
+            run(name_search(ctx))
+    [entry] = portals.ledger(BC)
+    assert entry["requested"] in ("RESERVED", "COND-RESERVE")
 
 
 @pytest.mark.parametrize("names, staff, outcome, words", [
@@ -175,7 +275,7 @@ def test_a_request_on_hold_waits_and_escalates_once_past_the_expected_time(
     portals.control(BC, decide_after_seconds=60, staff_outcome="hold")
     ctx = nr_ctx(make_ctx)
     attempt = ctx
-    with pytest.raises(WaitOnPortal, match="INPROGRESS"):
+    with pytest.raises(WaitOnPortal, match=r"\(DRAFT\)"):
         run(name_search(attempt))
     for hours in (2, 20, 4, 4):   # 30 h: past BC's 24 h
         clock.advance(hours=hours)
@@ -187,21 +287,6 @@ def test_a_request_on_hold_waits_and_escalates_once_past_the_expected_time(
     assert len(entries(portals, BC, "name_request")) == 1
 
 
-def test_answer_lost_after_submit_is_reconciled(run, portals, make_ctx):
-    portals.control(BC, drop_after_submit=True)
-    ctx = nr_ctx(make_ctx)
-    with pytest.raises(RetryableError, match="outcome unknown"):
-        run(name_search(ctx))
-    assert state(ctx.checkpoints, "name_request") == "submitting"
-    assert "nr_number" not in ctx.checkpoints
-    portals.control(BC, drop_after_submit=False)
-    retry = ctx.retry()
-    result = run(name_search(retry))
-    [entry] = portals.ledger(BC)  # the request reached the registry exactly once
-    assert result["nr_number"] == entry["nr_number"] == retry.checkpoints["nr_number"]
-    assert result["nr_state"] == "APPROVED"
-
-
 def test_slow_portal_times_out_as_retryable(run, portals, make_ctx, browser_config):
     portals.control(BC, slow_ms=1500)
     ctx = make_ctx("name_search", build(NAME_SEARCH), trace_policy="off",
@@ -209,3 +294,21 @@ def test_slow_portal_times_out_as_retryable(run, portals, make_ctx, browser_conf
     with pytest.raises(RetryableError, match="Timeout 400ms exceeded"):
         run(name_search(ctx))
     assert portals.ledger(BC) == []
+
+
+def test_new_names_after_a_rejection_are_a_new_nr_created_and_paid_once(
+        run, portals, make_ctx):
+    """The rejected NR's creation and payment are both retired: the new names get their own
+    NR, created and paid once (test first: its payment was taken as already made)."""
+    set_clock(FrozenClock(MONDAY_10_PT))
+    ctx = nr_ctx(make_ctx, names=["Royal Crown Holdings Ltd."])
+    with pytest.raises(BusinessError, match="REJECTED"):
+        run(name_search(ctx))
+    # an admin patches the names (as `jobs retry --payload-patch` does) and retries
+    retry = nr_ctx(make_ctx, names=["Cedar Harbour Consulting Ltd."])
+    retry.job_id, retry.checkpoints = ctx.job_id, copy.deepcopy(ctx.checkpoints)
+    result = run(name_search(retry))
+    first, second = entries(portals, BC, "name_request")
+    assert result["nr_number"] == second["nr_number"] != first["nr_number"]
+    assert first["payment"] and second["payment"]   # each NR paid once
+    assert retry.checkpoints["earlier_nrs"][0]["nr_number"] == first["nr_number"]

@@ -175,10 +175,11 @@ def test_worker_killed_after_submit_delaware_reconciles_files_once(
 def test_killed_after_submit_while_the_registry_queues_files_and_pays_once(
         db, dsn, tmp_path, standin_server, portals, case, queued_for):
     """SIGKILL right after the submit click while the stand-in keeps the request queued
-    (its lookup says "not found", or INPROGRESS) for ``queued_for`` seconds (the slow run:
+    (its lookup says "not found", or not decided) for ``queued_for`` seconds (the slow run:
     minutes, many checks): the rescued job waits on the portal -- deferred, no attempt
     spent, checked at the portal's interval -- never submits again, and ends with the
-    registry's number once the stand-in decides."""
+    registry's number once the stand-in decides (a BC Name Request, whose lost creation
+    nothing can look up: with a person asked)."""
     portal, job_type, payload, kind = {
         "delaware": ("delaware_icis", "file_entity", payloads.FILE_ENTITY_DE, None),
         "bc_name_request": ("bc_corporate_online", "name_search", bckit.build(
@@ -198,6 +199,14 @@ def test_killed_after_submit_while_the_registry_queues_files_and_pays_once(
         rescuer.stop()
         mailbox.stop()
     row = queue.show_job(job)
+    if case == "bc_name_request":
+        # killed right after "Submit Name Request": namex gives the NR its number only in
+        # that answer and finds an NR only by its number, so nothing can look it up -- a
+        # person is asked; the NR stays unpaid and is never requested again
+        assert row["status"] == "failed" and "cannot be looked up" in row["last_error"]
+        [entry] = portals.ledger(portal)
+        assert entry["payment"] is None
+        return
     assert row["status"] == "completed", row["last_error"]
     [entry] = portals.ledger(portal)          # one filing, and with it one payment
     assert kind is None or entry["kind"] == kind

@@ -80,9 +80,11 @@ def test_delaware_signin_is_ecorp2s_formcontrolnames(portals):
 # --- BC Registries ----------------------------------------------------------------------
 
 def bc_states() -> set[str]:
+    """namerequest's enum and namex's own states."""
     block = BC[BC.index("== Name Request states"):BC.index("Name-choice states")]
-    return set(re.findall(r"\b[A-Z][A-Z_-]{3,}\b", block)) - {"NOT", "VALID", "STATE",
-                                                                "INTERIM", "LEGACY"}
+    namex = BC[BC.index("== namex NR states"):BC.index("== An NR's life")]
+    return set(re.findall(r"\b[A-Z][A-Z_-]{3,}\b", block + namex)) - {
+        "NOT", "VALID", "STATE", "INTERIM", "LEGACY", "HYPHEN"}
 
 
 def test_bc_name_request_states_are_the_real_ones():
@@ -93,6 +95,26 @@ def test_bc_name_request_states_are_the_real_ones():
     choices = re.search(r"Name-choice states: (.*?)\.", BC)
     assert choices and set(re.findall(r"[A-Z]+", choices.group(1))) == {
         "APPROVED", "CONDITION", "NE", "REJECTED"}
+
+
+def test_bc_manage_page_has_namerequests_fields_button_and_answer(portals):
+    """namerequest's manage page (existing-request-search.vue, store/actions.ts, as the
+    facts record them): the stand-in draws the same fields and button, answers "nothing
+    found" in the same words, and the flow reads it by those (portals/bc/site.py)."""
+    text = flat(BC)
+    labels = re.search(r'manage page \(existing-request-search\.vue\): (.*?), button '
+                       r'"(.*?)"', text)
+    assert labels
+    fields = re.findall(r'"(.*?)"', labels.group(1))
+    assert fields == ["NR Number", "Applicant's Phone Number", "Applicant's Notification Email"]
+    page = get(portals, "bc", "/nr/status")
+    for label in fields:
+        assert f">{label}</label>" in page.replace("&#x27;", "'"), label
+    assert f">{labels.group(2)}</button>" in page
+    answer = flat(get(portals, "bc", "/nr/status?nr=NR+1234567&phone=604-555-0100&email="))
+    assert bc_site.NOT_FOUND in answer and bc_site.NOT_FOUND in text
+    assert flat(bc_site.DUPLICATE) in text
+    assert 'button "Continue to Payment"' in text
 
 
 def test_bc_name_decisions_shown_are_the_real_name_choice_states(run, portals, make_ctx):
