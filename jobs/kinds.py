@@ -41,6 +41,11 @@ class Channel(StrEnum):
     PORTALS = "portalq_portals"    # a portal's hours, closures or pause changed
     OUTBOX = "portalq_outbox"      # an escalation or notice may be due
     ANSWERS = "portalq_answers"    # a person answered a waiting job's question
+    LIVE = "portalq_live"          # a running job's live view has a new frame (console only)
+
+
+#: what the service listens on (the live view's frames are the console's alone)
+SERVICE_CHANNELS = tuple(c for c in Channel if c is not Channel.LIVE)
 
 
 class LockKey(IntEnum):

@@ -21,6 +21,7 @@ from portalq.jobs.errors import AccountError, DeferUntil
 from portalq.jobs.operations import approvals, questions
 from portalq.jobs.secrets import sealing as secrets_at_rest
 from portalq.jobs.submission import Reporting
+from portalq.scheduler import live_frames
 from portalq.scheduler.mailer import send
 from portalq.scheduler.people import AccountHold, Asker
 
@@ -257,6 +258,8 @@ class JobContext(Reporting):
             self.artifacts_dir.mkdir(parents=True, exist_ok=True)
         context = await self._open_context(self.portal, self.artifacts_dir)
         self._browser_contexts.append(context)
+        # the console's live view of the job's page (masked; never decides an outcome)
+        await live_frames.cast(context, self.job_id, self.secrets(), self._pool)
         b = context.browser
         if b is not None and b not in self._watched:
             def gone(*_: object) -> None:

@@ -88,11 +88,14 @@ _INIT_JS = """(() => {
   new MutationObserver(add).observe(document, {childList: true});
 })();"""
 
+# the screenshots' collection of the page's elements (masking.py), kept under a name of its
+# own: a screenshot taken meanwhile must not swap the list these positions refer to
+_COLLECT_JS = masking.COLLECT_JS.replace("__portalqMaskables", "__portalqLiveMaskables")
 # marks the elements Python chose (by position in the page's kept list); the count of
 # those not marked before
 _MARK_JS = """([indices, attr]) => {
-  const els = window.__portalqMaskables || [];
-  delete window.__portalqMaskables;
+  const els = window.__portalqLiveMaskables || [];
+  delete window.__portalqLiveMaskables;
   let fresh = 0;
   for (const i of indices) {
     const el = els[i];
@@ -222,7 +225,7 @@ class Screencast:
                     self.dropped += 1
                     ack = False
                     with contextlib.suppress(Exception):
-                        await page.evaluate(_PAINTED_JS)
+                        await self._in(page.main_frame, page)(_PAINTED_JS, None)
                     self.safe_after = time.time()
                     await self._follow(page)
                     return
@@ -256,18 +259,37 @@ class Screencast:
         try:
             fresh = 0
             for frame in page.frames:
-                elements = await frame.evaluate(masking.COLLECT_JS, True)
+                run = self._in(frame, page)
+                elements = await run(_COLLECT_JS, True)
                 chosen = masking.to_mask(elements, self.forms)
-                fresh += await frame.evaluate(_MARK_JS, [chosen, LIVE_MASK_ATTR])
+                fresh += await run(_MARK_JS, [chosen, LIVE_MASK_ATTR])
                 if self.prefixes:
-                    values = await frame.evaluate(_VALUES_JS)
+                    values = await run(_VALUES_JS, None)
                     typed = [i for i, v in enumerate(values)
                              if v and any(f.startswith(v) for f in self.prefixes)]
                     if typed:
-                        fresh += await frame.evaluate(_MARK_TYPED_JS, [typed, LIVE_MASK_ATTR])
+                        fresh += await run(_MARK_TYPED_JS, [typed, LIVE_MASK_ATTR])
             return fresh
         except Exception:  # noqa: BLE001
             return None
+
+    def _in(self, frame: Any, page: Any) -> Callable[[str, Any], Awaitable[Any]]:
+        """How to run a function in ``frame``: the main frame's through the DevTools
+        session (Playwright's own evaluate is an action of the trace: four a second would
+        bury the flow's steps in the trace viewer), a child frame's through Playwright
+        (it reaches frames of other processes too)."""
+        session = self.session
+        if frame is not page.main_frame or session is None:
+            return frame.evaluate  # type: ignore[no-any-return]
+
+        async def run(function: str, arg: Any) -> Any:
+            reply = await session.send("Runtime.evaluate", {
+                "expression": f"({function})({json.dumps(arg)})", "returnByValue": True,
+                "awaitPromise": True})
+            if "exceptionDetails" in reply:
+                raise RuntimeError("the page could not be read")
+            return reply["result"].get("value")
+        return run
 
     async def stop(self) -> None:
         self._stopped = True

@@ -557,6 +557,28 @@ SELECT attempt, kind, path, note, created_at FROM portalq.job_artifacts WHERE jo
 INSERT INTO portalq.job_artifacts (job_id, attempt, kind, path, note, created_at)
 VALUES (%(job_id)s, %(attempt)s, %(kind)s, %(path)s, %(note)s, %(now)s);
 
+-- name: live_frame_put
+-- The newest live-view frame of a running job (it replaces the one before), and a word to
+-- the consoles on portalq_live: "job id:seq" (they read the frame only if someone watches).
+WITH put AS (
+  INSERT INTO portalq.live_frames AS f (job_id, seq, taken_at, published_at, width, height,
+                                        url, jpeg)
+  VALUES (%(job_id)s, 1, %(taken_at)s, %(now)s, %(width)s, %(height)s, %(url)s, %(jpeg)s)
+  ON CONFLICT (job_id) DO UPDATE SET seq = f.seq + 1, taken_at = EXCLUDED.taken_at,
+    published_at = EXCLUDED.published_at, width = EXCLUDED.width,
+    height = EXCLUDED.height, url = EXCLUDED.url, jpeg = EXCLUDED.jpeg
+  RETURNING job_id, seq)
+SELECT pg_notify('portalq_live', job_id || ':' || seq) FROM put;
+
+-- name: live_frame_get
+SELECT job_id, seq, taken_at, published_at, width, height, url, jpeg
+FROM portalq.live_frames WHERE job_id = %(job_id)s;
+
+-- name: live_frame_drop
+-- The job's browser is closed: no live view any more (the consoles hear "job id:0").
+WITH gone AS (DELETE FROM portalq.live_frames WHERE job_id = %(job_id)s RETURNING job_id)
+SELECT pg_notify('portalq_live', job_id || ':0') FROM gone;
+
 -- name: list_jobs
 SELECT id, job_type, order_id, portal, status, priority, run_at, attempts, max_attempts,
        last_error, created_at, updated_at

@@ -1,0 +1,156 @@
+"""The live view of a running browser job on its console page: the frames the worker
+writes (``live_frames``, masked in the page: portals/flows/live.py) streamed to the page
+as server-sent events, which draws them on a canvas (static/live_view.js).
+
+One LISTEN session per console process on ``portalq_live``, opened when the first page
+watches; a notification names a job and its frame's number, and the frame is read (once,
+whoever watches it) only for a job someone watches. Operators and admins only: a viewer
+sees the evidence after the fact, not the page as a person types on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from portalq.jobs.db import connections
+from portalq.jobs.kinds import Channel
+from portalq.jobs.operations import live_view
+from portalq.scheduler.console.live import SESSION_CHECK_SECONDS
+from portalq.scheduler.console.security import require
+
+if TYPE_CHECKING:
+    from portalq.scheduler.console.app import Console
+
+log = logging.getLogger("portalq.console")
+
+#: what a watcher gets: a frame's event text, or None (the stream ends)
+Event = str | None
+
+
+def frame_event(row: dict[str, Any]) -> str:
+    data = json.dumps({"seq": row["seq"], "taken_at": row["taken_at"], "url": row["url"],
+                       "width": row["width"], "height": row["height"],
+                       "jpeg": base64.b64encode(bytes(row["jpeg"])).decode()})
+    return f"event: frame\ndata: {data}\n\n"
+
+
+ENDED = "event: ended\ndata: \n\n"
+
+
+class Frames:
+    """The console's watchers by job, and the LISTEN session that feeds them."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.watchers: dict[int, set[asyncio.Queue[Event]]] = {}
+        self.task: asyncio.Task[None] | None = None
+        self.listening = asyncio.Event()
+
+    def watch(self, job_id: int) -> asyncio.Queue[Event]:
+        q: asyncio.Queue[Event] = asyncio.Queue(maxsize=2)
+        self.watchers.setdefault(job_id, set()).add(q)
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._listen())
+            self.console.on_close.append(self.stop)
+        return q
+
+    def unwatch(self, job_id: int, q: asyncio.Queue[Event]) -> None:
+        queues = self.watchers.get(job_id, set())
+        queues.discard(q)
+        if not queues:
+            self.watchers.pop(job_id, None)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+
+    def read(self, job_id: int) -> dict[str, Any] | None:
+        with self.console.db() as conn:
+            return live_view.frame(conn, job_id)
+
+    async def _listen(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                async with connections.listening(self.console.dsn, (Channel.LIVE,)) as heard:
+                    self.listening.set()
+                    delay = 0.2
+                    async for note in heard:
+                        job, _, seq = note.payload.partition(":")
+                        if job.isdigit() and int(job) in self.watchers:
+                            await self._send(int(job), seq == "0")
+            except connections.LOST as exc:
+                self.listening.clear()
+                log.warning("live view listener lost the database (%s)", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _send(self, job_id: int, ended: bool) -> None:
+        row = None if ended else await run_in_threadpool(self.read, job_id)
+        if row is None and not ended:
+            return
+        event = ENDED if ended else frame_event(row or {})
+        for q in list(self.watchers.get(job_id, ())):
+            if q.full():   # a slow page skips frames, never falls behind
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    q.get_nowait()
+            q.put_nowait(event)
+
+
+async def stream(console: Console, frames: Frames, job_id: int, token: str,
+                 ) -> AsyncIterator[str]:
+    """A job's frames as they come (the newest first), until its browser closes, the page
+    goes, the server stops or the session ends."""
+    q = frames.watch(job_id)
+    loop = asyncio.get_running_loop()
+    checked = loop.time()
+    try:
+        yield "retry: 2000\n\n"
+        with contextlib.suppress(TimeoutError):   # heard before the first frame is read
+            await asyncio.wait_for(frames.listening.wait(), 10)
+        row = await run_in_threadpool(frames.read, job_id)
+        if row is not None:
+            yield frame_event(row)
+        while not console.hub.stopping.is_set():
+            try:
+                event = await asyncio.wait_for(q.get(), timeout=1.0)
+            except TimeoutError:
+                event = ""
+            if loop.time() - checked >= SESSION_CHECK_SECONDS:
+                checked = loop.time()
+                if not await run_in_threadpool(console.hub.session_live, token):
+                    yield "event: signed-out\ndata: \n\n"
+                    return
+            if event is None:
+                return
+            yield event or ": keep-alive\n\n"
+            if event == ENDED:
+                return
+    finally:
+        frames.unwatch(job_id, q)
+
+
+def routes(console: Console) -> list[Route]:
+    frames = Frames(console)
+
+    def live(request: Request) -> Response:
+        require(request, "operator")
+        job_id = int(request.path_params["job_id"])
+        return StreamingResponse(
+            stream(console, frames, job_id, request.state.session_token),
+            media_type="text/event-stream", headers={"x-accel-buffering": "no"})
+
+    return [Route("/jobs/{job_id:int}/live", live)]

@@ -1,0 +1,111 @@
+"""The live view, end to end but for the service: a browser context screencast by the
+worker's own code (scheduler/live_frames.py) into the database, the console's stream, and
+the job page drawing the frames. Operators and admins see it, a viewer does not; a frame's
+latency (Chromium taking it to the console page drawing it) is measured."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from consolekit import ConsoleServer, add_users, sign_in_page
+from flowkit import SSN
+
+from portalq.jobs import queue
+from portalq.jobs.db.pool import make_pool
+from portalq.scheduler import live_frames
+from tests import payloads
+
+pytestmark = pytest.mark.browser
+
+STANDIN = """<!doctype html><html><body style="font: 22px sans-serif; margin: 20px">
+  <h1>EIN assistant</h1><p>SSN: <input id="ssn" name="taxpayer_id"></p>
+  <p id="step">step 0</p></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    name = pg_server.create()
+    url, dsn = pg_server.url(name), pg_server.dsn(name)
+    patch = pytest.MonkeyPatch()
+    patch.setenv("PORTALQ_DATABASE_URL", url)
+    try:
+        add_users(url)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            job = queue.enqueue("obtain_ein", "ORD-LIVE-1", payloads.OBTAIN_EIN, conn=c).id
+            c.execute("UPDATE portalq.job_queue SET status = 'running', attempts = 1 "
+                      "WHERE id = %s", (job,))
+        with ConsoleServer(dsn, tmp_path_factory.mktemp("live"),
+                           live_refresh_seconds=30) as server:
+            yield {"dsn": dsn, "base": server.base, "job": job}
+    finally:
+        patch.undo()
+        pg_server.drop(name)
+
+
+async def _attr(page: Any, name: str, ok: Any, timeout: float = 15.0) -> str:
+    """The live canvas's attribute ``name`` once ``ok(value)`` (the console's policy forbids
+    the string evaluation wait_for_function uses)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await page.locator("#live-frame").get_attribute(name)
+        if value is not None and ok(value):
+            return str(value)
+        assert time.monotonic() < deadline, f"live view: {name}={value!r}"
+        await asyncio.sleep(0.01)
+
+
+def test_an_operator_watches_the_page_change_and_a_viewer_cannot(env, browser, run):
+    job = env["job"]
+    pool = make_pool(env["dsn"], max_size=4, options={}, reconnect_cap=1.0)
+
+    contexts: list[Any] = []
+
+    async def scenario() -> list[int]:
+        await pool.open(wait=True)
+        flow = await browser.new_context(viewport={"width": 800, "height": 400})
+        try:
+            await live_frames.cast(flow, job, [SSN], pool)   # what the worker does
+            page = await flow.new_page()
+            await page.set_content(STANDIN)
+            await page.fill("#ssn", SSN)
+
+            console = await sign_in_page(browser, env["base"], "operator", contexts)
+            await console.goto(f"/jobs/{job}")
+            seq = int(await _attr(console, "data-seq", str.isdigit))
+            for step in range(1, 21):   # the flow moves on: each change is seen
+                await page.evaluate("n => document.getElementById('step').textContent = "
+                                    "'step ' + n", step)
+                seq = int(await _attr(console, "data-seq", lambda v, s=seq: int(v) > s))
+            assert not console.csp_errors
+            # the frames the console holds never show the SSN: the database's copy is the
+            # one the worker wrote (masked in its page, tests/browser/test_live_view.py)
+            latencies = [int(v) for v in (await console.locator("#live-frame")
+                                          .get_attribute("data-latencies")).split(",")]
+
+            viewer = await sign_in_page(browser, env["base"], "viewer", contexts)
+            await viewer.goto(f"/jobs/{job}")
+            assert await viewer.locator("#live-frame").count() == 0
+            status = await viewer.evaluate(
+                "u => fetch(u).then(r => r.status)", f"/jobs/{job}/live")
+            assert status == 403
+
+            await flow.close()   # the job's browser closes: the page says so
+            await _attr(console, "data-ended", lambda v: v == "1")
+            return latencies
+        finally:
+            for ctx in contexts:
+                await ctx.close()
+            await pool.close()
+
+    latencies = run(scenario())
+    with psycopg.connect(env["dsn"]) as c:
+        assert c.execute("SELECT count(*) FROM portalq.live_frames").fetchone() == (0,)
+    print(f"\nlive view frame latency over {len(latencies)} frames: median "
+          f"{statistics.median(latencies)} ms, max {max(latencies)} ms")
+    assert statistics.median(latencies) < 2000
