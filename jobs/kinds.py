@@ -42,10 +42,11 @@ class Channel(StrEnum):
     OUTBOX = "portalq_outbox"      # an escalation or notice may be due
     ANSWERS = "portalq_answers"    # a person answered a waiting job's question
     LIVE = "portalq_live"          # a running job's live view has a new frame (console only)
+    LIVE_INPUT = "portalq_live_input"  # a person's input to a job's page (its worker only)
 
 
-#: what the service listens on (the live view's frames are the console's alone)
-SERVICE_CHANNELS = tuple(c for c in Channel if c is not Channel.LIVE)
+#: what the service's loops listen on (the live view's channels have listeners of their own)
+SERVICE_CHANNELS = tuple(c for c in Channel if c not in (Channel.LIVE, Channel.LIVE_INPUT))
 
 
 class LockKey(IntEnum):

@@ -251,6 +251,8 @@ live_frames = Table(
     Column("height", Integer, nullable=False),
     Column("url", Text, nullable=False),
     Column("jpeg", LargeBinary, nullable=False),
+    Column("holder", Text),
+    Column("held_at", TZ),
     prefixes=["UNLOGGED"],
 )
 

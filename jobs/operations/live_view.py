@@ -4,6 +4,7 @@ job writes its newest masked frame (scheduler/live_frames.py), the console reads
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from portalq.jobs import clock
@@ -24,3 +25,26 @@ async def drop_frame(conn: Any, job_id: int) -> None:
 def frame(conn: Any, job_id: int) -> dict[str, Any] | None:
     """The job's newest frame (None: no browser of the job is being shown)."""
     return sql.fetch_one(conn, "live_frame_get", {"job_id": job_id})
+
+
+def take(conn: Any, job_id: int, user: str) -> bool:
+    """``user`` holds the job's page (False: it is not live, or another user holds it)."""
+    return sql.fetch_one(conn, "live_take", {"job_id": job_id, "user": user,
+                                             "now": clock.now()}) is not None
+
+
+def release(conn: Any, job_id: int, user: str) -> bool:
+    return sql.fetch_one(conn, "live_release", {"job_id": job_id, "user": user}) is not None
+
+
+def holder(conn: Any, job_id: int) -> str | None:
+    row = sql.fetch_one(conn, "live_holder", {"job_id": job_id})
+    return str(row["holder"]) if row and row["holder"] else None
+
+
+def send_input(conn: Any, job_id: int, user: str, event: dict[str, Any]) -> bool:
+    """Send one input event to the worker driving the page; False if ``user`` does not
+    hold it."""
+    payload = json.dumps({"job": job_id, **event})
+    return bool(sql.fetch(conn, "live_input", {"job_id": job_id, "user": user,
+                                               "event": payload}))

@@ -5,7 +5,8 @@ maybe another host), which hears of each on the ``portalq_live`` channel.
 Unlogged: a frame is worth nothing after a crash (the next one replaces it), and a frame a
 second of a busy page should not fill the write-ahead log or the replicas. One row per job:
 the newest frame replaces the one before, and the row goes when the job's browser does
-(or with the job).
+(or with the job). ``holder``: the console user who took the page over (one at a time);
+their input goes to the worker on ``portalq_live_input``.
 
 Revision ID: 0030
 Revises: 0029
@@ -34,6 +35,9 @@ def upgrade() -> None:
         sa.Column("height", sa.Integer, nullable=False),
         sa.Column("url", sa.Text, nullable=False),
         sa.Column("jpeg", sa.LargeBinary, nullable=False),
+        # the console user driving the page (a takeover), one at a time
+        sa.Column("holder", sa.Text),
+        sa.Column("held_at", sa.DateTime(timezone=True)),
         prefixes=["UNLOGGED"],
     )
 

@@ -122,6 +122,13 @@ _PAINTED_JS = ("() => new Promise(r => requestAnimationFrame(() => "
                "requestAnimationFrame(() => r(true))))")
 
 
+MOUSE_TYPES = ("mousePressed", "mouseReleased", "mouseMoved")
+#: the keys a person may press besides text, with their Windows virtual key codes (the
+#: DevTools protocol's way to name a key to the page)
+KEYS = {"Enter": 13, "Backspace": 8, "Tab": 9, "Escape": 27, "Delete": 46,
+        "ArrowLeft": 37, "ArrowUp": 38, "ArrowRight": 39, "ArrowDown": 40}
+
+
 def _js(text: str) -> str:
     return json.dumps(text)
 
@@ -290,6 +297,32 @@ class Screencast:
                 raise RuntimeError("the page could not be read")
             return reply["result"].get("value")
         return run
+
+    async def input(self, event: dict[str, Any]) -> None:
+        """A person's input to the page (a takeover from the console): a mouse event at
+        the page's CSS pixels, text typed, or a named key. Sent through the DevTools
+        session as the browser's own input events, so the page sees a person's."""
+        session = self.session
+        if session is None:
+            return
+        kind = event.get("kind")
+        if kind == "mouse" and event.get("type") in MOUSE_TYPES:
+            await session.send("Input.dispatchMouseEvent", {
+                "type": event["type"], "x": float(event["x"]), "y": float(event["y"]),
+                "button": "left", "buttons": 1 if event["type"] == "mousePressed" else 0,
+                "clickCount": 1})
+        elif kind == "text" and isinstance(event.get("text"), str):
+            await session.send("Input.insertText", {"text": event["text"][:200]})
+        elif kind == "key" and event.get("key") in KEYS:
+            code = KEYS[event["key"]]
+            down: dict[str, Any] = {"type": "rawKeyDown", "key": event["key"],
+                                    "code": event["key"], "windowsVirtualKeyCode": code}
+            if event["key"] == "Enter":
+                down |= {"type": "keyDown", "text": "\r"}
+            await session.send("Input.dispatchKeyEvent", down)
+            await session.send("Input.dispatchKeyEvent", {
+                "type": "keyUp", "key": event["key"], "code": event["key"],
+                "windowsVirtualKeyCode": code})
 
     async def stop(self) -> None:
         self._stopped = True

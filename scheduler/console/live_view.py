@@ -19,14 +19,17 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from portalq.jobs import audit
 from portalq.jobs.db import connections
 from portalq.jobs.kinds import Channel
 from portalq.jobs.operations import live_view
 from portalq.scheduler.console.live import SESSION_CHECK_SECONDS
+from portalq.scheduler.console.pages_jobs import actor, form_reason
 from portalq.scheduler.console.security import require
 
 if TYPE_CHECKING:
@@ -41,6 +44,7 @@ Event = str | None
 def frame_event(row: dict[str, Any]) -> str:
     data = json.dumps({"seq": row["seq"], "taken_at": row["taken_at"], "url": row["url"],
                        "width": row["width"], "height": row["height"],
+                       "holder": row.get("holder"),
                        "jpeg": base64.b64encode(bytes(row["jpeg"])).decode()})
     return f"event: frame\ndata: {data}\n\n"
 
@@ -143,6 +147,17 @@ async def stream(console: Console, frames: Frames, job_id: int, token: str,
         frames.unwatch(job_id, q)
 
 
+def describe(event: dict[str, Any]) -> str:
+    """An input event as the audit log keeps it: where a click was, how much was typed,
+    never what (a person may type an SSN)."""
+    kind = event.get("kind")
+    if kind == "mouse":
+        return f"{event.get('type')} at {int(event.get('x', 0))},{int(event.get('y', 0))}"
+    if kind == "text":
+        return f"typed {len(str(event.get('text', '')))} character(s) (not recorded)"
+    return f"pressed {str(event.get('key'))[:20]}"
+
+
 def routes(console: Console) -> list[Route]:
     frames = Frames(console)
 
@@ -153,4 +168,60 @@ def routes(console: Console) -> list[Route]:
             stream(console, frames, job_id, request.state.session_token),
             media_type="text/event-stream", headers={"x-accel-buffering": "no"})
 
-    return [Route("/jobs/{job_id:int}/live", live)]
+    async def take(request: Request) -> Response:
+        """An operator takes the page over: nobody else's input goes to it meanwhile."""
+        user = require(request, "operator")
+        job_id = int(request.path_params["job_id"])
+        reason = form_reason(await request.form())
+
+        def run() -> None:
+            with console.db() as conn, conn.transaction():
+                if not live_view.take(conn, job_id, user.name):
+                    held = live_view.holder(conn, job_id)
+                    raise HTTPException(409, f"{held} holds this page: one person at a time"
+                                        if held else "this job's page is not live")
+                audit.record(conn, actor(user), "take over the page", f"job:{job_id}", reason)
+        await run_in_threadpool(run)
+        return RedirectResponse(f"/jobs/{job_id}?done=you+hold+the+page", status_code=303)
+
+    async def release(request: Request) -> Response:
+        user = require(request, "operator")
+        job_id = int(request.path_params["job_id"])
+        reason = form_reason(await request.form())
+
+        def run() -> None:
+            with console.db() as conn, conn.transaction():
+                if live_view.release(conn, job_id, user.name):
+                    audit.record(conn, actor(user), "hand the page back", f"job:{job_id}",
+                                 reason)
+        await run_in_threadpool(run)
+        return RedirectResponse(f"/jobs/{job_id}?done=handed+back", status_code=303)
+
+    async def page_input(request: Request) -> Response:
+        """One input event of the page's holder (JSON): sent to the worker and audited in
+        one transaction; anyone else's is refused (403), nothing sent."""
+        user = require(request, "operator")
+        job_id = int(request.path_params["job_id"])
+        try:
+            event = await request.json()
+        except ValueError:
+            raise HTTPException(400, "an input event is a JSON object") from None
+        if not isinstance(event, dict) or event.get("kind") not in ("mouse", "text", "key"):
+            raise HTTPException(400, "an input event is a mouse event, text or a key")
+        event = {k: event[k] for k in ("kind", "type", "x", "y", "text", "key") if k in event}
+
+        def run() -> bool:
+            with console.db() as conn, conn.transaction():
+                if not live_view.send_input(conn, job_id, user.name, event):
+                    return False
+                audit.record(conn, actor(user), "page input", f"job:{job_id}",
+                             describe(event))
+                return True
+        if not await run_in_threadpool(run):
+            raise HTTPException(403, "you do not hold this page (take it over first)")
+        return Response(status_code=204)
+
+    return [Route("/jobs/{job_id:int}/live", live),
+            Route("/jobs/{job_id:int}/live/take", take, methods=["POST"]),
+            Route("/jobs/{job_id:int}/live/release", release, methods=["POST"]),
+            Route("/jobs/{job_id:int}/live/input", page_input, methods=["POST"])]

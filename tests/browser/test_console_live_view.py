@@ -109,3 +109,84 @@ def test_an_operator_watches_the_page_change_and_a_viewer_cannot(env, browser, r
     print(f"\nlive view frame latency over {len(latencies)} frames: median "
           f"{statistics.median(latencies)} ms, max {max(latencies)} ms")
     assert statistics.median(latencies) < 2000
+
+
+POST_INPUT = """async ([url, event]) => {
+  const token = document.cookie.split('; ').find(c => c.startsWith('csrftoken='));
+  const r = await fetch(url, {method: 'POST', body: JSON.stringify(event),
+    headers: {'content-type': 'application/json', 'x-csrftoken': token.slice(10)}});
+  return [r.status, await r.text()];
+}"""
+
+
+def test_an_operator_takes_the_page_over_alone_and_every_action_is_audited(env, browser, run):
+    job = env["job"]
+    pool = make_pool(env["dsn"], max_size=4, options={}, reconnect_cap=1.0)
+    contexts: list[Any] = []
+
+    async def scenario() -> None:
+        await pool.open(wait=True)
+        flow = await browser.new_context(viewport={"width": 800, "height": 400})
+        try:
+            await live_frames.cast(flow, job, [SSN], pool)
+            page = await flow.new_page()
+            await page.set_content(STANDIN.replace('name="taxpayer_id"',
+                                                   'name="taxpayer_id" id="name-box"'))
+            holder = await sign_in_page(browser, env["base"], "operator", contexts)
+            await holder.goto(f"/jobs/{job}")
+            await _attr(holder, "data-seq", str.isdigit)
+            await holder.fill("#take-over input[name=reason]", "the flow stopped on a new page")
+            await holder.click("#take-over button")
+            await _attr(holder, "data-holding", lambda v: v == "1")
+
+            # a click where the stand-in's input is, then keys: they reach the job's page
+            box = await page.locator("#ssn").bounding_box()
+            canvas = await holder.locator("#live-frame").bounding_box()
+            scale = canvas["width"] / 800
+            await holder.mouse.click(canvas["x"] + (box["x"] + 10) * scale,
+                                     canvas["y"] + (box["y"] + box["height"] / 2) * scale)
+            await holder.keyboard.type("Ada")
+            await holder.keyboard.press("Backspace")
+            deadline = time.monotonic() + 15
+            while await page.locator("#ssn").input_value() != "Ad":
+                assert time.monotonic() < deadline, await page.locator("#ssn").input_value()
+                await asyncio.sleep(0.02)
+
+            # nobody else's input: a second operator (here an admin) and a viewer
+            other = await sign_in_page(browser, env["base"], "admin", contexts)
+            await other.goto(f"/jobs/{job}")
+            await other.fill("#take-over input[name=reason]", "me too")
+            await other.click("#take-over button")
+            assert "operator holds this page" in await other.locator("main").inner_text()
+            url = f"/jobs/{job}/live/input"
+            status, text = await other.evaluate(POST_INPUT, [url, {"kind": "text", "text": "x"}])
+            assert (status, "do not hold" in text) == (403, True)
+            viewer = await sign_in_page(browser, env["base"], "viewer", contexts)
+            status, text = await viewer.evaluate(POST_INPUT, [url, {"kind": "text", "text": "x"}])
+            assert (status, "operator role" in text) == (403, True)
+            assert await page.locator("#ssn").input_value() == "Ad"
+
+            await holder.fill("#hand-back input[name=reason]", "typed the name")
+            await holder.click("#hand-back button")
+            await _attr(holder, "data-holding", lambda v: v == "0")
+            status, _ = await holder.evaluate(POST_INPUT, [url, {"kind": "text", "text": "x"}])
+            assert status == 403   # handed back: the holder's input is refused too
+        finally:
+            for ctx in contexts:
+                await ctx.close()
+            await flow.close()
+            await pool.close()
+
+    run(scenario())
+    with psycopg.connect(env["dsn"]) as c:
+        rows = c.execute("SELECT actor, action, reason FROM portalq.audit_log "
+                         "WHERE target = %s ORDER BY id", (f"job:{job}",)).fetchall()
+    actions = [(a, b) for a, b, _ in rows]
+    assert actions[0] == ("operator", "take over the page")
+    assert actions[-1] == ("operator", "hand the page back")
+    inputs = [r for a, b, r in rows if b == "page input"]
+    assert [r for r in inputs if r.startswith("mouse")] and \
+        sum(r.startswith("typed 1 character") for r in inputs) == 3
+    assert "pressed Backspace" in inputs
+    assert all(a == "operator" for a, _ in actions)   # the refused left nothing
+    assert not any("Ada" in r or "A" == r for _, _, r in rows)

@@ -571,13 +571,34 @@ WITH put AS (
 SELECT pg_notify('portalq_live', job_id || ':' || seq) FROM put;
 
 -- name: live_frame_get
-SELECT job_id, seq, taken_at, published_at, width, height, url, jpeg
+SELECT job_id, seq, taken_at, published_at, width, height, url, jpeg, holder
 FROM portalq.live_frames WHERE job_id = %(job_id)s;
 
 -- name: live_frame_drop
 -- The job's browser is closed: no live view any more (the consoles hear "job id:0").
 WITH gone AS (DELETE FROM portalq.live_frames WHERE job_id = %(job_id)s RETURNING job_id)
 SELECT pg_notify('portalq_live', job_id || ':0') FROM gone;
+
+-- name: live_take
+-- A console user takes the job's page over: only while it is live, and only if nobody
+-- else holds it (a second operator is refused). Returns the holder's row, or nothing.
+UPDATE portalq.live_frames SET holder = %(user)s, held_at = %(now)s
+WHERE job_id = %(job_id)s AND (holder IS NULL OR holder = %(user)s)
+RETURNING job_id, holder, held_at;
+
+-- name: live_release
+UPDATE portalq.live_frames SET holder = NULL, held_at = NULL
+WHERE job_id = %(job_id)s AND holder = %(user)s
+RETURNING job_id;
+
+-- name: live_holder
+SELECT holder, held_at FROM portalq.live_frames WHERE job_id = %(job_id)s;
+
+-- name: live_input
+-- One input event of the page's holder, to the worker driving the page; nothing for
+-- anyone else (checked in the same statement: a hold released meanwhile sends nothing).
+SELECT pg_notify('portalq_live_input', %(event)s) FROM portalq.live_frames
+WHERE job_id = %(job_id)s AND holder = %(user)s;
 
 -- name: list_jobs
 SELECT id, job_type, order_id, portal, status, priority, run_at, attempts, max_attempts,

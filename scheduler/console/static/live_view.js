@@ -23,6 +23,14 @@ document.addEventListener("DOMContentLoaded", function () {
       latencies.push(Math.round(Date.now() - frame.taken_at * 1000));
       if (latencies.length > 500) { latencies.shift(); }
       canvas.setAttribute("data-seq", String(frame.seq));
+      canvas.setAttribute("data-page-width", String(frame.width || image.width));
+      var mine = frame.holder && frame.holder === canvas.getAttribute("data-user");
+      canvas.setAttribute("data-holding", mine ? "1" : "0");
+      var holder = document.getElementById("live-holder");
+      if (holder) {
+        holder.textContent = frame.holder ? (mine ? "You hold this page: your clicks and keys go to it."
+                                                  : frame.holder + " holds this page.") : "";
+      }
       canvas.setAttribute("data-latencies", latencies.join(","));
       say("live: " + frame.url);
     });
@@ -31,6 +39,45 @@ document.addEventListener("DOMContentLoaded", function () {
     source.close();
     say("the job's browser is closed");
     canvas.setAttribute("data-ended", "1");
+  });
+  // a takeover: the holder's clicks and keys, in order, one request each (the console
+  // checks the holder, sends them to the job's browser and audits them)
+  var queue = Promise.resolve();
+  var send = function (event) {
+    if (canvas.getAttribute("data-holding") !== "1") { return; }
+    queue = queue.then(function () {
+      return fetch(canvas.getAttribute("data-input"), {
+        method: "POST", credentials: "same-origin", body: JSON.stringify(event),
+        headers: {"content-type": "application/json",
+                  "x-csrftoken": canvas.getAttribute("data-csrf")}
+      }).then(function (r) { canvas.setAttribute("data-last-input", String(r.status)); });
+    });
+  };
+  var at = function (event) {   // the page's CSS pixels under the pointer
+    var box = canvas.getBoundingClientRect();
+    var scale = (+canvas.getAttribute("data-page-width") || canvas.width) / box.width;
+    return {x: Math.round((event.clientX - box.left) * scale),
+            y: Math.round((event.clientY - box.top) * scale)};
+  };
+  canvas.addEventListener("mousedown", function (event) {
+    var p = at(event);
+    canvas.focus();
+    send({kind: "mouse", type: "mousePressed", x: p.x, y: p.y});
+  });
+  canvas.addEventListener("mouseup", function (event) {
+    var p = at(event);
+    send({kind: "mouse", type: "mouseReleased", x: p.x, y: p.y});
+  });
+  var named = ["Enter", "Backspace", "Tab", "Escape", "Delete",
+               "ArrowLeft", "ArrowUp", "ArrowRight", "ArrowDown"];
+  canvas.addEventListener("keydown", function (event) {
+    if (canvas.getAttribute("data-holding") !== "1") { return; }
+    if (named.indexOf(event.key) >= 0) {
+      send({kind: "key", key: event.key});
+    } else if (event.key.length === 1 && !event.ctrlKey && !event.metaKey) {
+      send({kind: "text", text: event.key});
+    } else { return; }
+    event.preventDefault();
   });
   source.addEventListener("signed-out", function () { source.close(); say("signed out"); });
 });
