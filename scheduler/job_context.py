@@ -21,7 +21,7 @@ from portalq.jobs.errors import AccountError, DeferUntil
 from portalq.jobs.operations import approvals, questions
 from portalq.jobs.secrets import sealing as secrets_at_rest
 from portalq.jobs.submission import Reporting
-from portalq.scheduler import live_frames
+from portalq.scheduler import holds, live_frames
 from portalq.scheduler.mailer import send
 from portalq.scheduler.people import AccountHold, Asker
 
@@ -252,6 +252,13 @@ class JobContext(Reporting):
             raise LostJob(f"job {self.job_id} is no longer held by this worker")
         self.checkpoints = secrets_at_rest.open_checkpoint(self.job_id, self.job_type,
                                                               saved)
+
+    async def hold_browser(self, why: str) -> str:
+        """Keep this job's browser for a person to take over (scheduler/holds.py); what
+        ended the hold."""
+        return await holds.hold(self.job_id, self._pool, self.step, why=why,
+                                seconds=self._settings.browser_hold_seconds,
+                                limit=self._settings.held_browsers)
 
     async def new_browser_context(self) -> BrowserContext:
         with contextlib.suppress(OSError):   # if it cannot be, the browser notes it missing

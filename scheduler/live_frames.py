@@ -67,6 +67,11 @@ async def cast(context: Any, job_id: int, secrets: Iterable[str], pool: Pool) ->
     context.on("close", closed)
 
 
+def casting(job_id: int) -> Screencast | None:
+    """The screencast of the job's page in this process, if it is cast."""
+    return _casts.get(job_id)
+
+
 def _stop_listening() -> None:
     for task in _listener:
         task.cancel()

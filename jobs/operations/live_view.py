@@ -48,3 +48,9 @@ def send_input(conn: Any, job_id: int, user: str, event: dict[str, Any]) -> bool
     payload = json.dumps({"job": job_id, **event})
     return bool(sql.fetch(conn, "live_input", {"job_id": job_id, "user": user,
                                                "event": payload}))
+
+
+async def audit(conn: Any, job_id: int, action: str, reason: str) -> None:
+    """The service's own row in the audit log (a browser held for a person, released)."""
+    await sql.afetch(conn, "live_audit", {"now": clock.now(), "job_id": job_id,
+                                          "action": action, "reason": reason})

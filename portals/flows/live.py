@@ -179,6 +179,9 @@ class Screencast:
         self._checking = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False
+        #: set when the person holding the page hands it back (the console user's name)
+        self.handed_back = asyncio.Event()
+        self.handed_back_by = ""
 
     async def start(self) -> None:
         await self.context.add_init_script(_INIT)
@@ -302,10 +305,14 @@ class Screencast:
         """A person's input to the page (a takeover from the console): a mouse event at
         the page's CSS pixels, text typed, or a named key. Sent through the DevTools
         session as the browser's own input events, so the page sees a person's."""
+        kind = event.get("kind")
+        if kind == "handback":
+            self.handed_back_by = str(event.get("by", ""))[:200]
+            self.handed_back.set()
+            return
         session = self.session
         if session is None:
             return
-        kind = event.get("kind")
         if kind == "mouse" and event.get("type") in MOUSE_TYPES:
             await session.send("Input.dispatchMouseEvent", {
                 "type": event["type"], "x": float(event["x"]), "y": float(event["y"]),

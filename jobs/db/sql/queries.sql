@@ -587,9 +587,21 @@ WHERE job_id = %(job_id)s AND (holder IS NULL OR holder = %(user)s)
 RETURNING job_id, holder, held_at;
 
 -- name: live_release
-UPDATE portalq.live_frames SET holder = NULL, held_at = NULL
-WHERE job_id = %(job_id)s AND holder = %(user)s
-RETURNING job_id;
+-- The holder hands the page back; a flow holding its browser for a person hears it.
+WITH handed AS (
+  UPDATE portalq.live_frames SET holder = NULL, held_at = NULL
+  WHERE job_id = %(job_id)s AND holder = %(user)s
+  RETURNING job_id)
+SELECT job_id, pg_notify('portalq_live_input',
+                         json_build_object('job', job_id, 'kind', 'handback',
+                                           'by', %(user)s::text)::text)
+FROM handed;
+
+-- name: live_audit
+-- What the service did with a job's browser (held for a person, the hold's end).
+INSERT INTO portalq.audit_log (at, actor, role, source, action, target, reason)
+VALUES (%(now)s, 'portalq', NULL, 'service', %(action)s, 'job:' || %(job_id)s,
+        %(reason)s);
 
 -- name: live_holder
 SELECT holder, held_at FROM portalq.live_frames WHERE job_id = %(job_id)s;
