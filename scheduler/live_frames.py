@@ -6,8 +6,9 @@ input of the person holding the page (a takeover) comes back on ``portalq_live_i
 Why through PostgreSQL: the console runs in another process, maybe on another host, and
 the database is what both already reach, with their credentials and no port of the
 worker's to open, find or authenticate. A frame is a JPEG of 20-80 kB: too big for a
-notification (8000 bytes), so the row holds it and the notification names it. At most
-:data:`portals.flows.live.MAX_FPS` frames a second per job, only while its page changes;
+notification (8000 bytes), so the row holds it and the notification names it. Only while
+a console page watches the job (it says so on ``portalq_live_input``), at most
+:data:`portals.flows.live.MAX_FPS` frames a second, only while its page changes;
 docs/takeover.md has the measured latency. One LISTEN session per worker process for the
 input, open while any of its jobs' pages is cast.
 """
@@ -44,7 +45,7 @@ async def cast(context: Any, job_id: int, secrets: Iterable[str], pool: Pool) ->
             await live_view.put_frame(conn, job_id, jpeg=frame.jpeg, taken_at=frame.taken_at,
                                       width=frame.width, height=frame.height, url=frame.url)
 
-    screencast = Screencast(context, secrets, publish)
+    screencast = Screencast(context, secrets, publish, on_demand=True)
 
     async def closed(*_: object) -> None:
         if _casts.get(job_id) is screencast:

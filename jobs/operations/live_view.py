@@ -27,6 +27,11 @@ def frame(conn: Any, job_id: int) -> dict[str, Any] | None:
     return sql.fetch_one(conn, "live_frame_get", {"job_id": job_id})
 
 
+def watch(conn: Any, job_id: int) -> None:
+    """Someone watches the job's page: its worker casts it (renew within 30 s)."""
+    sql.fetch(conn, "live_watch", {"job_id": job_id})
+
+
 def take(conn: Any, job_id: int, user: str) -> bool:
     """``user`` holds the job's page (False: it is not live, or another user holds it)."""
     return sql.fetch_one(conn, "live_take", {"job_id": job_id, "user": user,

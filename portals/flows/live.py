@@ -21,6 +21,9 @@ because a screencast frame cannot be masked after it is taken:
   time is not later than the last new mark's first painted frame plus a margin, and a
   frame whose check marked anything new, or could not read the page, is dropped too.
 
+On demand (the worker's way): the page is cast only while a console page watches it (it
+says so every few seconds); an unwatched page costs no frame, no check, no write.
+
 Flow control: Chromium sends the next frame only after the last one is acknowledged, so
 frames are acknowledged at most :data:`MAX_FPS` times a second: a busy page costs a few
 checks a second, a still page none (the screencast sends frames on change only).
@@ -33,6 +36,7 @@ import base64
 import contextlib
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -47,6 +51,8 @@ log = logging.getLogger("portalq.live")
 #: screenshot's unmarking, which removes :data:`masking.MASK_ATTR`, leaves it)
 LIVE_MASK_ATTR = "data-portalq-live-mask"
 MAX_FPS = 4.0
+#: how long one "watch" keeps an on-demand screencast going (a console page renews it)
+WATCH_S = 30.0
 #: a frame swapped less than this after a new mark's first painted frame is dropped (a
 #: frame committed before the mark may be swapped a little after it)
 MARK_MARGIN_S = 0.15
@@ -164,8 +170,11 @@ class Screencast:
     """The screencast of the newest page of ``context``, masked, to ``publish``."""
 
     def __init__(self, context: Any, secrets: Iterable[str], publish: Publish, *,
-                 max_fps: float = MAX_FPS) -> None:
+                 max_fps: float = MAX_FPS, on_demand: bool = False) -> None:
+        """``on_demand``: cast only while someone watches (:meth:`input` ``watch``
+        events, each good for :data:`WATCH_S`); else always."""
         self.context = context
+        self.watched_until = 0.0 if on_demand else math.inf
         self.forms = live_forms(secrets)
         self.prefixes = [f for f in self.forms if len(re.sub(r"\D", "", f)) == 9]
         self.publish = publish
@@ -199,15 +208,20 @@ class Screencast:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def watched(self) -> bool:
+        return time.monotonic() < self.watched_until
+
     async def _follow(self, page: Any) -> None:
-        """Cast ``page`` (the newest: the one the flow works on) in a new DevTools session;
-        the frames still coming from the one before are dropped."""
+        """Cast ``page`` (the newest: the one the flow works on) in a new DevTools session
+        if someone watches; the frames still coming from the one before are dropped."""
         if self._stopped:
             return
         old, self.session, self.page = self.session, None, page
         if old is not None:
             with contextlib.suppress(Exception):
                 await old.detach()
+        if not self.watched():
+            return
         try:
             session = await self.context.new_cdp_session(page)
             session.on("Page.screencastFrame", lambda event: self._spawn(
@@ -224,6 +238,12 @@ class Screencast:
         try:
             async with self._checking:
                 if session is not self.session or self._stopped:
+                    return
+                if not self.watched():   # nobody watches any more: no frames, no checks
+                    ack = False
+                    self.session = None
+                    with contextlib.suppress(Exception):
+                        await session.detach()
                     return
                 meta = event["metadata"]
                 taken_at = float(meta.get("timestamp", 0.0))
@@ -306,6 +326,12 @@ class Screencast:
         the page's CSS pixels, text typed, or a named key. Sent through the DevTools
         session as the browser's own input events, so the page sees a person's."""
         kind = event.get("kind")
+        if kind == "watch":
+            idle = self.session is None
+            self.watched_until = max(self.watched_until, time.monotonic() + WATCH_S)
+            if idle and self.page is not None:
+                self._spawn(self._follow(self.page))
+            return
         if kind == "handback":
             self.handed_back_by = str(event.get("by", ""))[:200]
             self.handed_back.set()

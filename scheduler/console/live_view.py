@@ -50,6 +50,8 @@ def frame_event(row: dict[str, Any]) -> str:
 
 
 ENDED = "event: ended\ndata: \n\n"
+#: how often an open page tells the worker it still watches (a watch lasts 30 s)
+WATCH_RENEW_SECONDS = 10.0
 
 
 class Frames:
@@ -80,6 +82,11 @@ class Frames:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.task
+
+    def watch_page(self, job_id: int) -> None:
+        """Tell the job's worker that its page is watched (it casts only then)."""
+        with self.console.db() as conn:
+            live_view.watch(conn, job_id)
 
     def read(self, job_id: int) -> dict[str, Any] | None:
         with self.console.db() as conn:
@@ -125,10 +132,15 @@ async def stream(console: Console, frames: Frames, job_id: int, token: str,
         yield "retry: 2000\n\n"
         with contextlib.suppress(TimeoutError):   # heard before the first frame is read
             await asyncio.wait_for(frames.listening.wait(), 10)
+        await run_in_threadpool(frames.watch_page, job_id)
+        watched = loop.time()
         row = await run_in_threadpool(frames.read, job_id)
         if row is not None:
             yield frame_event(row)
         while not console.hub.stopping.is_set():
+            if loop.time() - watched >= WATCH_RENEW_SECONDS:
+                watched = loop.time()
+                await run_in_threadpool(frames.watch_page, job_id)
             try:
                 event = await asyncio.wait_for(q.get(), timeout=1.0)
             except TimeoutError:

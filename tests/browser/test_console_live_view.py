@@ -74,6 +74,12 @@ def test_an_operator_watches_the_page_change_and_a_viewer_cannot(env, browser, r
             page = await flow.new_page()
             await page.set_content(STANDIN)
             await page.fill("#ssn", SSN)
+            # nobody watches yet: no DevTools session casts the page, nothing is written
+            cast = live_frames.casting(job)
+            assert cast is not None and cast.session is None and cast.published == 0
+            async with pool.connection() as c:
+                cur = await c.execute("SELECT count(*) FROM portalq.live_frames")
+                assert await cur.fetchone() == (0,)
 
             console = await sign_in_page(browser, env["base"], "operator", contexts)
             await console.goto(f"/jobs/{job}")

@@ -579,6 +579,11 @@ FROM portalq.live_frames WHERE job_id = %(job_id)s;
 WITH gone AS (DELETE FROM portalq.live_frames WHERE job_id = %(job_id)s RETURNING job_id)
 SELECT pg_notify('portalq_live', job_id || ':0') FROM gone;
 
+-- name: live_watch
+-- A console page watches the job's page: its worker casts it (for a while; renewed).
+SELECT pg_notify('portalq_live_input',
+                 json_build_object('job', %(job_id)s::bigint, 'kind', 'watch')::text);
+
 -- name: live_take
 -- A console user takes the job's page over: only while it is live, and only if nobody
 -- else holds it (a second operator is refused). Returns the holder's row, or nothing.
