@@ -35,12 +35,15 @@ _held: set[int] = set()
 
 
 async def hold(job_id: int, pool: Pool, step: Callable[[str], Awaitable[None]], *,
-               seconds: float, limit: int, why: str) -> str:
+               seconds: float, limit: int, why: str) -> str | None:
     """Keep the job's browser for a person, until handed back or ``seconds``; what ended
-    it: "handed back by NAME", "expired", or why it was not held."""
+    it: "handed back by NAME", "expired", or why it was not held; None when holding is
+    off (nothing to say)."""
+    if seconds <= 0:
+        return None
     screencast = live_frames.casting(job_id)
-    if seconds <= 0 or screencast is None:
-        return "not held (no live view of the page)" if seconds > 0 else "not held (off)"
+    if screencast is None:
+        return "not held (no live view of the page)"
     if len(_held) >= limit:
         return f"not held (this node already holds {len(_held)} browsers)"
     _held.add(job_id)

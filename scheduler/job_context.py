@@ -253,9 +253,9 @@ class JobContext(Reporting):
         self.checkpoints = secrets_at_rest.open_checkpoint(self.job_id, self.job_type,
                                                               saved)
 
-    async def hold_browser(self, why: str) -> str:
+    async def hold_browser(self, why: str) -> str | None:
         """Keep this job's browser for a person to take over (scheduler/holds.py); what
-        ended the hold."""
+        ended the hold (None: holding is off)."""
         return await holds.hold(self.job_id, self._pool, self.step, why=why,
                                 seconds=self._settings.browser_hold_seconds,
                                 limit=self._settings.held_browsers)

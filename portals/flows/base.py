@@ -103,10 +103,10 @@ async def browser_page(ctx: FlowContext[BaseModel]) -> AsyncIterator[tuple[Page,
                 # the service may keep the browser for a person (scheduler/holds.py);
                 # a context without that (tests, scripts) has no such method
                 hold = getattr(ctx, "hold_browser", None)
-                if hold is not None:
+                held = await hold(str(exc)[:500]) if hold is not None else None
+                if held:
                     exc.args = (f"{exc.args[0] if exc.args else exc}; the browser was "
-                                f"held for a person: {await hold(str(exc)[:500])}",
-                                *exc.args[1:])
+                                f"held for a person: {held}", *exc.args[1:])
             raise
         except PlaywrightError as exc:
             await _failure_shot(page, evidence)

@@ -1,6 +1,7 @@
 """The live view of a running flow: Chromium's DevTools screencast of the context's page,
-masked in the page itself before a frame is taken, handed to a sink (the scheduler's
-writes it to the database for the console: scheduler/live_frames.py).
+masked in the page itself before a frame is taken, handed to a sink (the scheduler's sink
+writes it to the database for the console: scheduler/live_frames.py), and a person's input
+to the page (a takeover).
 
     cast = Screencast(context, secrets, publish)   # before the flow opens its page
     await cast.start()
@@ -13,13 +14,15 @@ because a screencast frame cannot be masked after it is taken:
 - by selector (:data:`SENSITIVE_SELECTOR`): a style sheet the context adds to every
   document before its first paint (an init script inserts it as soon as the document has
   a root element, in a microtask, so before any frame) paints those elements over;
-- by value (the job's secrets in every written form, and for a 9-digit number every prefix
-  of 4 digits or more, so a number typed key by key is masked before it is whole): at each
-  frame the page's elements are checked (every frame of the page) and those showing one
-  are marked (:data:`LIVE_MASK_ATTR`), which the same style sheet paints over. A frame
-  taken while an element was not yet marked is dropped: every frame is dropped whose swap
-  time is not later than the last new mark's first painted frame plus a margin, and a
-  frame whose check marked anything new, or could not read the page, is dropped too.
+- by value (the job's secrets in every written form): at each frame the page's elements
+  are checked (every frame of the page) and those showing one are marked
+  (:data:`LIVE_MASK_ATTR`), which the same style sheet paints over; so is an input whose
+  value is the start of a secret's 9-digit form (a number typed key by key, from its first
+  digit), and elsewhere the start of such a number from its 4th character on;
+- a frame taken before a new mark was painted is never shown: when a check marks anything
+  new, that frame is dropped, the DevTools session that took it ends (Chromium keeps up to
+  two frames in flight) and a new one casts the page once the marks are painted (two
+  animation frames later); a frame whose page cannot be read (navigating) is dropped too.
 
 On demand (the worker's way): the page is cast only while a console page watches it (it
 says so every few seconds); an unwatched page costs no frame, no check, no write.
@@ -53,9 +56,6 @@ LIVE_MASK_ATTR = "data-portalq-live-mask"
 MAX_FPS = 4.0
 #: how long one "watch" keeps an on-demand screencast going (a console page renews it)
 WATCH_S = 30.0
-#: a frame swapped less than this after a new mark's first painted frame is dropped (a
-#: frame committed before the mark may be swapped a little after it)
-MARK_MARGIN_S = 0.15
 JPEG_QUALITY = 60
 MAX_WIDTH = 1280
 MAX_HEIGHT = 1600
