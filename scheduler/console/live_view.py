@@ -28,6 +28,7 @@ from portalq.jobs import audit
 from portalq.jobs.db import connections
 from portalq.jobs.kinds import Channel
 from portalq.jobs.operations import live_view
+from portalq.portals.flows.live import KEYS, MOUSE_TYPES
 from portalq.scheduler.console.live import SESSION_CHECK_SECONDS
 from portalq.scheduler.console.pages_jobs import actor, form_reason
 from portalq.scheduler.console.security import require
@@ -159,15 +160,33 @@ async def stream(console: Console, frames: Frames, job_id: int, token: str,
         frames.unwatch(job_id, q)
 
 
+def checked(event: Any) -> dict[str, Any]:
+    """An input event as it may go to the page: a mouse press or release at numbers, up to
+    200 characters of text, or one of the named keys; anything else is refused (400), so
+    no text of the sender's choosing reaches the audit log or the worker."""
+    if isinstance(event, dict):
+        kind = event.get("kind")
+        x, y = event.get("x"), event.get("y")
+        if kind == "mouse" and event.get("type") in MOUSE_TYPES and all(
+                isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < 100_000
+                for v in (x, y)):
+            return {"kind": kind, "type": event["type"], "x": x, "y": y}
+        text = event.get("text")
+        if kind == "text" and isinstance(text, str) and 0 < len(text) <= 200:
+            return {"kind": kind, "text": text}
+        if kind == "key" and event.get("key") in KEYS:
+            return {"kind": kind, "key": event["key"]}
+    raise HTTPException(400, "an input event is a mouse press or release, text or a named key")
+
+
 def describe(event: dict[str, Any]) -> str:
     """An input event as the audit log keeps it: where a click was, how much was typed,
     never what (a person may type an SSN)."""
-    kind = event.get("kind")
-    if kind == "mouse":
-        return f"{event.get('type')} at {int(event.get('x', 0))},{int(event.get('y', 0))}"
-    if kind == "text":
-        return f"typed {len(str(event.get('text', '')))} character(s) (not recorded)"
-    return f"pressed {str(event.get('key'))[:20]}"
+    if event["kind"] == "mouse":
+        return f"{event['type']} at {int(event['x'])},{int(event['y'])}"
+    if event["kind"] == "text":
+        return f"typed {len(event['text'])} character(s) (not recorded)"
+    return f"pressed {event['key']}"
 
 
 def routes(console: Console) -> list[Route]:
@@ -215,12 +234,9 @@ def routes(console: Console) -> list[Route]:
         user = require(request, "operator")
         job_id = int(request.path_params["job_id"])
         try:
-            event = await request.json()
+            event = checked(await request.json())
         except ValueError:
             raise HTTPException(400, "an input event is a JSON object") from None
-        if not isinstance(event, dict) or event.get("kind") not in ("mouse", "text", "key"):
-            raise HTTPException(400, "an input event is a mouse event, text or a key")
-        event = {k: event[k] for k in ("kind", "type", "x", "y", "text", "key") if k in event}
 
         def run() -> bool:
             with console.db() as conn, conn.transaction():

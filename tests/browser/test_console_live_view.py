@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from consolekit import ConsoleServer, add_users, sign_in_page
+from consolekit import ConsoleServer, add_users, assert_no_ssn, sign_in_page
 from flowkit import SSN
 
 from portalq.jobs import queue
@@ -171,6 +171,12 @@ def test_an_operator_takes_the_page_over_alone_and_every_action_is_audited(env, 
             status, text = await viewer.evaluate(POST_INPUT, [url, {"kind": "text", "text": "x"}])
             assert (status, "operator role" in text) == (403, True)
             assert await page.locator("#ssn").input_value() == "Ad"
+            # the holder's own events are checked too: a made-up key or mouse event is
+            # refused, so no text of the sender's choosing reaches the audit log
+            for made_up in ({"kind": "key", "key": SSN},
+                            {"kind": "mouse", "type": SSN, "x": 1, "y": 1}):
+                status, _ = await holder.evaluate(POST_INPUT, [url, made_up])
+                assert status == 400
 
             await holder.fill("#hand-back input[name=reason]", "typed the name")
             await holder.click("#hand-back button")
@@ -196,3 +202,4 @@ def test_an_operator_takes_the_page_over_alone_and_every_action_is_audited(env, 
     assert "pressed Backspace" in inputs
     assert all(a == "operator" for a, _ in actions)   # the refused left nothing
     assert not any("Ada" in r or "A" == r for _, _, r in rows)
+    assert_no_ssn(repr(rows), "the audit log")
