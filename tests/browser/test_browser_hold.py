@@ -123,6 +123,7 @@ def test_an_operator_takes_over_the_stopped_page_and_hands_it_back(env, browser,
             await asyncio.sleep(0.05)
         page = await sign_in_page(browser, env["base"], "operator", contexts)
         await page.goto(f"/jobs/{job}")
+        assert "a person can take over until" in await page.locator("#held").inner_text()
         await page.fill("#take-over input[name=reason]", "the portal shows a new page")
         await page.click("#take-over button")
         while await page.locator("#live-frame").get_attribute("data-holding") != "1":
