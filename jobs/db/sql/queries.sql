@@ -613,9 +613,14 @@ SELECT holder, held_at FROM portalq.live_frames WHERE job_id = %(job_id)s;
 
 -- name: live_input
 -- One input event of the page's holder, to the worker driving the page; nothing for
--- anyone else (checked in the same statement: a hold released meanwhile sends nothing).
-SELECT pg_notify('portalq_live_input', %(event)s) FROM portalq.live_frames
-WHERE job_id = %(job_id)s AND holder = %(user)s;
+-- anyone else (checked in the same statement: a hold released meanwhile sends nothing;
+-- the row locked first, so an input racing a hand-back waits for it and is then refused;
+-- the notification is made from the locked rows only, never from a row the lock rejected).
+WITH held AS (
+  SELECT job_id FROM portalq.live_frames
+  WHERE job_id = %(job_id)s AND holder = %(user)s
+  FOR UPDATE)
+SELECT pg_notify('portalq_live_input', %(event)s) FROM held;
 
 -- name: list_jobs
 SELECT id, job_type, order_id, portal, status, priority, run_at, attempts, max_attempts,
