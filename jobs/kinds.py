@@ -41,6 +41,12 @@ class Channel(StrEnum):
     PORTALS = "portalq_portals"    # a portal's hours, closures or pause changed
     OUTBOX = "portalq_outbox"      # an escalation or notice may be due
     ANSWERS = "portalq_answers"    # a person answered a waiting job's question
+    LIVE = "portalq_live"          # a running job's live view has a new frame (console only)
+    LIVE_INPUT = "portalq_live_input"  # a person's input to a job's page (its worker only)
+
+
+#: what the service's loops listen on (the live view's channels have listeners of their own)
+SERVICE_CHANNELS = tuple(c for c in Channel if c not in (Channel.LIVE, Channel.LIVE_INPUT))
 
 
 class LockKey(IntEnum):

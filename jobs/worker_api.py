@@ -27,7 +27,7 @@ from portalq.jobs.checkpoints import LOOKUP_ANSWERS, past_point_of_no_return, re
 from portalq.jobs.db import sql
 from portalq.jobs.deferral import DeferIncomplete as DeferIncomplete
 from portalq.jobs.deferral import defer_portal as defer_portal
-from portalq.jobs.kinds import Channel, LockKey
+from portalq.jobs.kinds import SERVICE_CHANNELS, Channel, LockKey
 from portalq.jobs.operations import portal_rows
 from portalq.jobs.rows import ClaimRow
 from portalq.jobs.secrets import crypto
@@ -48,7 +48,7 @@ class Capacity:
     job_types: tuple[str, ...] | None = None
 
 
-async def listen(conn: AConn, channels: Sequence[Channel] = tuple(Channel)) -> None:
+async def listen(conn: AConn, channels: Sequence[Channel] = SERVICE_CHANNELS) -> None:
     """LISTEN on ``channels`` (all of portalq's by default) on this session."""
     for channel in channels:
         await conn.execute(psql.SQL("LISTEN {}").format(psql.Identifier(channel)))

@@ -21,6 +21,7 @@ from portalq.jobs.errors import AccountError, DeferUntil
 from portalq.jobs.operations import approvals, questions
 from portalq.jobs.secrets import sealing
 from portalq.jobs.submission import Reporting
+from portalq.scheduler import holds, live_frames
 from portalq.scheduler.mailer import send
 from portalq.scheduler.people import AccountHold, Asker
 
@@ -252,11 +253,20 @@ class JobContext(Reporting):
         self.checkpoints = sealing.open_checkpoint(self.job_id, self.job_type,
                                                               saved)
 
+    async def hold_browser(self, why: str) -> str | None:
+        """Keep this job's browser for a person to take over (scheduler/holds.py); what
+        ended the hold (None: holding is off)."""
+        return await holds.hold(self.job_id, self._pool, self.step, why=why,
+                                seconds=self._settings.browser_hold_seconds,
+                                limit=self._settings.held_browsers)
+
     async def new_browser_context(self) -> BrowserContext:
         with contextlib.suppress(OSError):   # if it cannot be, the browser notes it missing
             self.artifacts_dir.mkdir(parents=True, exist_ok=True)
         context = await self._open_context(self.portal, self.artifacts_dir)
         self._browser_contexts.append(context)
+        # the console's live view of the job's page (masked; never decides an outcome)
+        await live_frames.cast(context, self.job_id, self.secrets(), self._pool)
         b = context.browser
         if b is not None and b not in self._watched:
             def gone(*_: object) -> None:

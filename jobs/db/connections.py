@@ -19,7 +19,7 @@ from typing import Any, Literal
 import psycopg
 
 from portalq.jobs import worker_api
-from portalq.jobs.kinds import Channel
+from portalq.jobs.kinds import SERVICE_CHANNELS, Channel
 
 Connection = psycopg.AsyncConnection[Any]
 Notification = psycopg.Notify
@@ -46,7 +46,7 @@ def closed_error() -> Exception:
 
 
 @asynccontextmanager
-async def listening(dsn: str, channels: Sequence[Channel] = tuple(Channel)
+async def listening(dsn: str, channels: Sequence[Channel] = SERVICE_CHANNELS
                     ) -> AsyncIterator[AsyncIterator[Notification]]:
     """A session of its own LISTENing on ``channels``; yields its notifications. Raises
     one of :data:`LOST` when the server goes away (the caller reconnects)."""

@@ -13,6 +13,7 @@ from sqlalchemy import (
     Column,
     Date,
     DateTime,
+    Float,
     ForeignKey,
     Identity,
     Index,
@@ -243,6 +244,23 @@ job_artifacts = Table(
     # kind 'missing': evidence that could not be made, and why
     Column("note", Text),
     Index("job_artifacts_job", "job_id", "attempt"),
+)
+
+# the newest masked frame of a running browser job's live view (migration 0032; unlogged)
+live_frames = Table(
+    "live_frames", metadata,
+    Column("job_id", BigInteger, ForeignKey("job_queue.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("seq", BigInteger, nullable=False),
+    Column("taken_at", Float, nullable=False),
+    Column("published_at", TZ, nullable=False),
+    Column("width", Integer, nullable=False),
+    Column("height", Integer, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("jpeg", LargeBinary, nullable=False),
+    Column("holder", Text),
+    Column("held_at", TZ),
+    prefixes=["UNLOGGED"],
 )
 
 # one row per job that showed an outage sign on a portal (the breaker's window)

@@ -113,6 +113,16 @@ class ServiceSettings(Section):
                                              "a flow waits for a person's answer (an "
                                              "e-mailed code, portalq jobs answer) before its "
                                              "attempt is refunded")
+    browser_hold_seconds: float = Field(0.0, ge=0, le=86400, description="how long a "
+                                        "flow stopped on a page it does not know keeps its "
+                                        "browser for a person to take over from the console "
+                                        "(0 = not kept, the default: the portal's "
+                                        "drift pause waits for the hold's end; e.g. 600); "
+                                        "keep it below PORTALQ_JOB_TIMEOUT_SECONDS, which "
+                                        "cuts it short")
+    held_browsers: int = Field(2, ge=0, description="browsers a node keeps held for a "
+                               "person at once; a stop beyond them goes to the people "
+                               "queue at once (each holds a worker and ~50 MB)")
     log_format: str = Field("text", pattern="^(text|json)$", description="text (key=value) "
                             "or json (one object per line)")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING, ERROR or CRITICAL")

@@ -100,6 +100,13 @@ async def browser_page(ctx: FlowContext[BaseModel]) -> AsyncIterator[tuple[Page,
                                 "deferred" if isinstance(exc, DeferUntil) else "failure")
             if isinstance(exc, PortalChanged):   # the page beside the one expected
                 await keep_evidence(page, ctx, exc)
+                # the service may keep the browser for a person (scheduler/holds.py);
+                # a context without that (tests, scripts) has no such method
+                hold = getattr(ctx, "hold_browser", None)
+                held = await hold(str(exc)[:500]) if hold is not None else None
+                if held:
+                    exc.args = (f"{exc.args[0] if exc.args else exc}; the browser was "
+                                f"held for a person: {held}", *exc.args[1:])
             raise
         except PlaywrightError as exc:
             await _failure_shot(page, evidence)

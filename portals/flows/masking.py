@@ -124,6 +124,10 @@ def _to_mask(elements: list[list[Any]], forms: list[str]) -> list[int]:
             if shows(parts) or (text_hit[i] and i not in has_hit_child)]
 
 
+#: for the live view (portals/flows/live.py), which marks the same elements its own way
+COLLECT_JS, to_mask = _COLLECT_JS, _to_mask
+
+
 class FrameUnreadable(Exception):
     """A frame of the page could not be checked for secret values: no screenshot."""
 

@@ -36,6 +36,7 @@ from portalq.jobs.db.pool import make_sync_pool
 from portalq.jobs.errors import IllegalTransition, InputError, JobNotFound, PortalqError
 from portalq.scheduler.config import Settings
 from portalq.scheduler.console import (
+    live_view,
     pages_admin,
     pages_jobs,
     pages_orders,
@@ -218,6 +219,7 @@ def create_app(dsn: str, settings: ConsoleSettings | None = None,
     console = Console(dsn, settings or ConsoleSettings(), service or Settings())
     sso = Config.from_settings(console.settings, console.service)  # InputError: one line
     routes = [*pages_overview.routes(console), *needs_routes(console),
+              *live_view.routes(console),
               *pages_jobs.routes(console), *pages_orders.routes(console),
               *pages_admin.routes(console), *(pages_sso.routes(console, sso) if sso else []),
               *trace_viewer.mount(),

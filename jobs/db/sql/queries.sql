@@ -560,6 +560,71 @@ SELECT attempt, kind, path, note, created_at FROM portalq.job_artifacts WHERE jo
 INSERT INTO portalq.job_artifacts (job_id, attempt, kind, path, note, created_at)
 VALUES (%(job_id)s, %(attempt)s, %(kind)s, %(path)s, %(note)s, %(now)s);
 
+-- name: live_frame_put
+-- The newest live-view frame of a running job (it replaces the one before), and a word to
+-- the consoles on portalq_live: "job id:seq" (they read the frame only if someone watches).
+WITH put AS (
+  INSERT INTO portalq.live_frames AS f (job_id, seq, taken_at, published_at, width, height,
+                                        url, jpeg)
+  VALUES (%(job_id)s, 1, %(taken_at)s, %(now)s, %(width)s, %(height)s, %(url)s, %(jpeg)s)
+  ON CONFLICT (job_id) DO UPDATE SET seq = f.seq + 1, taken_at = EXCLUDED.taken_at,
+    published_at = EXCLUDED.published_at, width = EXCLUDED.width,
+    height = EXCLUDED.height, url = EXCLUDED.url, jpeg = EXCLUDED.jpeg
+  RETURNING job_id, seq)
+SELECT pg_notify('portalq_live', job_id || ':' || seq) FROM put;
+
+-- name: live_frame_get
+SELECT job_id, seq, taken_at, published_at, width, height, url, jpeg, holder
+FROM portalq.live_frames WHERE job_id = %(job_id)s;
+
+-- name: live_frame_drop
+-- The job's browser is closed: no live view any more (the consoles hear "job id:0").
+WITH gone AS (DELETE FROM portalq.live_frames WHERE job_id = %(job_id)s RETURNING job_id)
+SELECT pg_notify('portalq_live', job_id || ':0') FROM gone;
+
+-- name: live_watch
+-- A console page watches the job's page: its worker casts it (for a while; renewed).
+SELECT pg_notify('portalq_live_input',
+                 json_build_object('job', %(job_id)s::bigint, 'kind', 'watch')::text);
+
+-- name: live_take
+-- A console user takes the job's page over: only while it is live, and only if nobody
+-- else holds it (a second operator is refused). Returns the holder's row, or nothing.
+UPDATE portalq.live_frames SET holder = %(user)s, held_at = %(now)s
+WHERE job_id = %(job_id)s AND (holder IS NULL OR holder = %(user)s)
+RETURNING job_id, holder, held_at;
+
+-- name: live_release
+-- The holder hands the page back; a flow holding its browser for a person hears it.
+WITH handed AS (
+  UPDATE portalq.live_frames SET holder = NULL, held_at = NULL
+  WHERE job_id = %(job_id)s AND holder = %(user)s
+  RETURNING job_id)
+SELECT job_id, pg_notify('portalq_live_input',
+                         json_build_object('job', job_id, 'kind', 'handback',
+                                           'by', %(user)s::text)::text)
+FROM handed;
+
+-- name: live_audit
+-- What the service did with a job's browser (held for a person, the hold's end).
+INSERT INTO portalq.audit_log (at, actor, role, source, action, target, reason)
+VALUES (%(now)s, 'portalq', NULL, 'service', %(action)s, 'job:' || %(job_id)s,
+        %(reason)s);
+
+-- name: live_holder
+SELECT holder, held_at FROM portalq.live_frames WHERE job_id = %(job_id)s;
+
+-- name: live_input
+-- One input event of the page's holder, to the worker driving the page; nothing for
+-- anyone else (checked in the same statement: a hold released meanwhile sends nothing;
+-- the row locked first, so an input racing a hand-back waits for it and is then refused;
+-- the notification is made from the locked rows only, never from a row the lock rejected).
+WITH held AS (
+  SELECT job_id FROM portalq.live_frames
+  WHERE job_id = %(job_id)s AND holder = %(user)s
+  FOR UPDATE)
+SELECT pg_notify('portalq_live_input', %(event)s) FROM held;
+
 -- name: list_jobs
 SELECT id, job_type, order_id, portal, status, priority, run_at, attempts, max_attempts,
        last_error, created_at, updated_at
