@@ -52,7 +52,7 @@ def _function(guarded: bool) -> None:
         def execute(text: Any) -> None:
             said.append(str(text))
 
-    m0024.op = Capture
+    setattr(m0024, "op", Capture)   # noqa: B010 - the module's own name, replaced
     m0024._events_function(m0024.EVENTS_SOURCE, decision=True)
     assert said and "BEGIN\n" in said[0]
     if guarded:
