@@ -5,6 +5,9 @@ The console's search finds the jobs above the mark (not indexed yet) as well."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import psycopg
 
 from portalq.jobs import queue, search_index
@@ -94,3 +97,33 @@ def test_portalq_search_rebuild(conn, db):
     assert out.stdout.strip() == f"search index rebuilt: indexed up to job {ids[-1]}"
     assert conn.execute("SELECT legal_name FROM portalq.job_search WHERE job_id = %s",
                         (ids[1],)).fetchone()[0] == "Larch 1 Ltd."
+
+
+def test_the_services_loop_indexes_on_the_leader_only(conn, dsn):
+    """scheduler.search_indexer.loop as the service runs it, one round at a time: a node
+    that does not lead leaves the index alone; the leader's round indexes what is above
+    the mark. (Each round asks is_leader first: the answers given end the loop.)"""
+    from psycopg_pool import AsyncConnectionPool
+
+    from portalq.scheduler import search_indexer
+
+    jobs = [_named(f"Maple {i} Ltd.", conn) for i in range(2)]
+
+    def rounds(*answers: bool) -> None:
+        told = iter(answers)
+
+        def is_leader() -> bool:
+            for answer in told:
+                return answer
+            raise asyncio.CancelledError   # the rounds asked for are done
+
+        async def run() -> None:
+            async with AsyncConnectionPool(dsn, min_size=1, max_size=2, open=False) as pool:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await search_indexer.loop(pool, is_leader, interval=0)
+        asyncio.run(run())
+
+    rounds(False)
+    assert _indexed(conn) == []
+    rounds(True)
+    assert _indexed(conn) == jobs and search_index.mark(conn).indexed_to == jobs[-1]
