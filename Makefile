@@ -60,9 +60,9 @@ docs: venv  ## build the documentation site with --strict (generated references 
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$tmp/site"
 
-bench: venv  ## portalq vs PGQueuer vs Procrastinate, same run (../shared/bench/peers)
-	DRIVER_DIRS=bench EXTRA_PIP="-e ." LIBS="portalq pgqueuer procrastinate" \
-	  ../shared/bench/peers/run.sh
+# the peers are installed into a venv of the bench's own ($(VENV)-bench), never into portalq's
+bench: venv  ## portalq vs PGQueuer vs Procrastinate, same run (bench/peers; N, REPS, LIBS, PGPORT)
+	BENCH_VENV=$(abspath $(VENV))-bench PORTALQ_PYTHON=$(abspath $(PY)) $(PY) bench/peers/run.py
 
 bench-browser: venv browser  ## a browser job through portalq vs the same flow as a bare script
 	$(PY) bench/browser_bench.py

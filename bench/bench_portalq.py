@@ -1,15 +1,12 @@
-"""portalq driver for the peer-queue benchmark (../shared/bench/peers; see common.py there).
+"""portalq's driver for the peer benchmark (bench/peers: the method in common.py there).
 
-Usage (from the repo root; one command measures portalq and both peers in the same run):
+Usage (from the repository's root; one command measures portalq and both peers in the same
+run): ``make bench`` (``bench/peers/run.py``), or directly, against a server on $PGPORT:
+``python bench/bench_portalq.py setup|meta|run``.
 
-    DRIVER_DIRS=bench EXTRA_PIP="-e ." LIBS="portalq pgqueuer procrastinate" \
-        ../shared/bench/peers/run.sh          # or: make bench
-
-or directly, against a server on $PGPORT: python bench/bench_portalq.py setup|meta|run
-
-Same method as bench_pgqueuer.py / bench_procrastinate.py: no-op jobs, worker processes
-released after their imports (READY/GO handshake), queue-empty polling, pickup latency
-from the return of the enqueue call (committed) to the start of the handler.
+Same method as bench/peers/bench_pgqueuer.py and bench_procrastinate.py: no-op jobs, worker
+processes released after their imports (READY/GO handshake), queue-empty polling, pickup
+latency from the return of the enqueue call (committed) to the start of the handler.
 
 Public API only:
   * schema: ``jobs.db.migrate.upgrade(url)`` + ``scheduler.calendar_cache.store_holidays(url)``
@@ -47,7 +44,7 @@ import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import common  # noqa: E402
 import psycopg  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
@@ -61,7 +58,7 @@ PORTAL = "bench"
 ORDER = "bench"
 DEF_WORKERS = os.environ.get("PQ_DEF_WORKERS", "50")   # "default": Settings() as is
 WORKER_MODE = os.environ.get("PQ_WORKER", "worker")   # worker | serve
-HOME = os.environ.get("PORTALQ_HOME", "/tmp/peerbench/portalq-home")
+HOME = os.environ.get("PORTALQ_HOME", "/tmp/pq-peers/portalq-home")
 
 
 class NoopPayload(BaseModel):

@@ -1,5 +1,5 @@
 """Shared parts of the scale benchmarks (bench/scale_bench.py): the bench's own PostgreSQL,
-the two adapters (portalq's bench_portalq.py and the peer harness's bench_pgqueuer.py,
+the two adapters (portalq's bench_portalq.py and bench/peers/bench_pgqueuer.py,
 unchanged), server-side fills, and drain / pickup-latency figures that leave the waiting
 jobs and the history in place (the peer harness's figures TRUNCATE between runs).
 
@@ -20,10 +20,7 @@ from typing import Any
 HOME = Path(os.environ.get("PQB_HOME", "/tmp/pq-bench"))
 PORT = os.environ.get("PQB_PORT", "55436")
 PGBIN = Path(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"))
-PEERS = Path(os.environ.get("PEERS_DIR",
-                            Path(__file__).resolve().parents[2] / "shared/bench/peers"))
-if not PEERS.is_dir():
-    PEERS = Path("/work/shared/bench/peers")
+PEERS = Path(__file__).resolve().parent / "peers"
 
 # the adapters read these at import time
 os.environ.update({"PGHOST": "127.0.0.1", "PGPORT": PORT, "PGUSER": "postgres",

@@ -18,7 +18,8 @@ from portalq.jobs.db.migrate import upgrade_if_needed
 from portalq.jobs.operations import approvals
 from portalq.portals.flows import browser
 from portalq.portals.flows.remote_browsers import BrowserPool
-from portalq.scheduler import egress, job_context, logs, metrics, node_keys, webhook_sender
+from portalq.scheduler import (egress, job_context, logs, metrics, node_keys, search_indexer,
+                               webhook_sender)
 from portalq.scheduler.calendar_cache import seed_declared_portals
 from portalq.scheduler.config import Settings
 from portalq.scheduler.tick import Tick
@@ -112,6 +113,8 @@ async def serve(settings: Settings, *, ready: asyncio.Event | None = None,
     loops = worker.start_loops()
     loops.append(asyncio.create_task(tick.outbox_loop(), name="outbox"))
     loops.append(asyncio.create_task(hooks.loop(), name="webhooks"))
+    loops.append(asyncio.create_task(
+        search_indexer.loop(worker.pool, lambda: tick.leader.held), name="search-index"))
     log.info("portalq running: node=%s workers=%d tick=%ss role: %s", settings.node_id,
              settings.workers, settings.tick_seconds, worker.role.describe())
     if ready is not None:

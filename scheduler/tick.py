@@ -16,7 +16,7 @@ from portalq.jobs import clock, worker_api
 from portalq.jobs.business import order_runs
 from portalq.jobs.db import connections
 from portalq.jobs.operations import portal_rows
-from portalq.scheduler import calendar_cache, estimates, mailer, metrics
+from portalq.scheduler import calendar_cache, estimates, metrics
 from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.tick")
@@ -199,6 +199,8 @@ class Tick:
         return len(rescued)
 
     async def _outbox_duty(self, conn: Any, out: dict[str, int]) -> int:
+        from portalq.scheduler import mailer  # the leader's: see outbox_loop
+
         esc, notes, _ = await mailer.send_outbox(self.settings, conn)
         out["notices_sent"] = notes
         self.kick_outbox()   # the outbox loop plans its next try from what is left
@@ -213,6 +215,10 @@ class Tick:
         next tick), and while the mail server is down tries again every few seconds. Each
         message is locked while it is sent and committed as sent right after: none goes
         twice, whichever node sends it."""
+        # imported here: a node that never leads never loads the mailer (jinja2, smtplib:
+        # ~2.6 MiB of an idle worker; issue 49.2)
+        from portalq.scheduler import mailer
+
         retry = mailer.SERVER_RETRY.total_seconds()
         timeout: float | None = None
         while True:

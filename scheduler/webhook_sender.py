@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 from portalq.jobs import clock
 from portalq.jobs.business import webhooks
 from portalq.jobs.db import connections
-from portalq.scheduler import mailer
 from portalq.scheduler.config import Settings
 
 log = logging.getLogger("portalq.webhooks")
@@ -186,6 +185,8 @@ async def tell_paused(settings: Settings, conn: Any) -> int:
                 "last backoff step, and the subscription is active again as soon as it "
                 "answers. To send at once when the endpoint is fixed:\n\n"
                 f"  portalq webhooks log {sub['id']}\n  portalq webhooks resume {sub['id']}\n")
+            from portalq.scheduler import mailer  # the leader's, when a pause is told
+
             await mailer.send(settings, msg)
             await webhooks.pause_told(conn, sub["id"])
             told += 1

@@ -20,7 +20,7 @@ from email import message_from_bytes, policy
 from email.message import EmailMessage
 from typing import Any
 
-from portalq.jobs import clock, queue, types
+from portalq.jobs import clock, queue, search_index, types
 from portalq.jobs.db import sql
 from portalq.jobs.errors import InputError
 from portalq.jobs.kinds import JOB_STATUSES
@@ -35,6 +35,10 @@ MAX_ID = 2**63 - 1
 SEARCH_FIELDS = ("legal_name", "company_name", "names", "applicant.name")
 #: a trigram index needs three characters of the searched text to narrow anything
 SEARCH_MIN = 3
+#: the most jobs above the search indexer's mark one page tests on the queue (the indexer
+#: keeps it to a few seconds' worth; a service stopped for long lets it grow): beyond, the
+#: page says where it stopped, as a window does
+UNINDEXED = 200_000
 
 
 @dataclass
@@ -138,8 +142,26 @@ def jobs_page(conn: Any, flt: JobFilter, *, before_id: int | None = None,
     scanned = summary["scanned"] or 0
     if scanned >= window and summary["scanned_to"] is not None:
         if flt.indexed():   # few matches near the top: the index finds the rest below it
+            below = summary["scanned_to"]
+            indexed_to = search_index.mark(conn).indexed_to
+            if below > indexed_to + 1:
+                # the newest jobs the indexer has not reached (a few seconds' worth): tested
+                # on the queue, as the window does
+                tail = {**params, "before_id": below, "floor_id": max(floor, indexed_to + 1),
+                        "window": UNINDEXED, "limit": limit - len(found)}
+                more = sql.fetch(conn, "console_jobs_page", tail)
+                found += more
+                hits += flt.shown(more)
+                if len(found) >= limit:
+                    return Page(hits, found[-1]["id"], False, scanned)
+                rest = sql.fetch_one(conn, "console_jobs_window", tail)
+                assert rest is not None
+                scanned += rest["scanned"] or 0
+                if (rest["scanned"] or 0) >= UNINDEXED:   # the indexer is far behind
+                    return Page(hits, rest["scanned_to"], True, scanned)
+                below = indexed_to + 1
             more = sql.fetch(conn, "console_jobs_search", {
-                **params, "before_id": summary["scanned_to"], "limit": limit - len(found)})
+                **params, "before_id": below, "limit": limit - len(found)})
             found += more
             hits += flt.shown(more)
             return Page(hits, found[-1]["id"] if len(found) >= limit else None, False,

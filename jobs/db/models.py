@@ -362,8 +362,8 @@ Index("job_queue_waiting_id", job_queue.c.id, postgresql_include=["portal", "sta
 Index("job_queue_portal_id", job_queue.c.portal, job_queue.c.id)
 Index("job_queue_type_id", job_queue.c.job_type, job_queue.c.id)
 # the console's substring search: job_search, one row per job that has a searchable payload
-# field (jobs.admin.reads.SEARCH_FIELDS, "." as "_"), written once per job by migration
-# 0026's triggers (not at each transition, as an index on job_queue is), with a trigram
+# field (jobs.admin.reads.SEARCH_FIELDS, "." as "_"), written once per job by the indexer
+# (migration 0033; not at each transition, as an index on job_queue is), with a trigram
 # (pg_trgm) index per field (migration 0026 names pg_trgm's schema in the opclass)
 job_search = Table(
     "job_search", metadata,
@@ -376,6 +376,17 @@ for _column in ("legal_name", "company_name", "names", "applicant_name"):
     Index(f"job_search_{_column}", job_search.c[_column], postgresql_using="gin",
           postgresql_ops={_column: "gin_trgm_ops"},
           postgresql_where=text(f"{_column} IS NOT NULL"))
+# the indexer's high-water mark (migration 0033, jobs/search_index.py): one row
+job_search_mark = Table(
+    "job_search_mark", metadata,
+    Column("one", Boolean, primary_key=True, server_default=text("true")),
+    Column("indexed_to", BigInteger, nullable=False),
+    Column("checked_at", TZ, nullable=False, server_default=text("now()")),
+    Column("pending_to", BigInteger),
+    Column("pending_xmax", BigInteger),
+    Column("pending_since", TZ),
+    CheckConstraint("one", name="job_search_mark_one_check"),
+)
 
 portal_accounts = Table(
     "portal_accounts", metadata,

@@ -24,15 +24,16 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING, NamedTuple
 
 from portalq.jobs import settings
 from portalq.jobs.db.location import home
 from portalq.jobs.errors import KeyError_
+from portalq.jobs.secrets import aead as aead_lib
 from portalq.jobs.secrets.key_providers import NONCE, EnvKeys, FileKeyring, KeyProvider
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 __all__ = ["NONCE", "PROVIDERS", "V2", "V3", "EnvKeys", "FileKeyring", "KeyError_",
            "KeyProvider", "NotItsPlace", "Sealed", "forget_opened", "is_sealed_blob",
@@ -156,9 +157,10 @@ def seal(plaintext: bytes, p: KeyProvider | None = None, *, aad: bytes | None = 
     with the same ``aad``; without, format 1 (one fixed associated data)."""
     p = p or provider()
     [dek], [nonce], [(key_id, wrapped)] = _fresh_keys(1, p)
+    cipher = aead_lib.aesgcm()
     if aad is None:
-        return Sealed(key_id, wrapped, nonce + AESGCM(dek).encrypt(nonce, plaintext, _DATA_AAD))
-    return Sealed(key_id, wrapped, V3 + nonce + AESGCM(dek).encrypt(nonce, plaintext, aad))
+        return Sealed(key_id, wrapped, nonce + cipher(dek).encrypt(nonce, plaintext, _DATA_AAD))
+    return Sealed(key_id, wrapped, V3 + nonce + cipher(dek).encrypt(nonce, plaintext, aad))
 
 
 def seal_many(items: Iterable[tuple[bytes, bytes]], p: KeyProvider | None = None,
@@ -186,8 +188,9 @@ def seal_runs(plaintexts: Sequence[bytes], aads: Sequence[bytes], p: KeyProvider
         return []
     p = p or provider()
     deks, nonces, wrapped = _fresh_keys(len(plaintexts), p)
+    cipher = aead_lib.aesgcm()
     datas = map(bytes.__add__, map(V3.__add__, nonces),
-                map(AESGCM.encrypt, map(AESGCM, deks), nonces, plaintexts, aads))
+                map(cipher.encrypt, map(cipher, deks), nonces, plaintexts, aads))
     return [(key_id, w, [data]) for (key_id, w), data in zip(wrapped, datas, strict=True)]
 
 
@@ -207,7 +210,7 @@ def open_sealed(key_id: str, wrapped_dek: bytes, data: bytes,
     cache_key = (p, key_id, wrapped_dek)
     aead = _opened.get(cache_key)
     if aead is None:
-        aead = AESGCM(p.unwrap(key_id, wrapped_dek))
+        aead = aead_lib.aesgcm()(p.unwrap(key_id, wrapped_dek))
         _opened[cache_key] = aead
         if len(_opened) > _OPENED_MAX:
             _opened.popitem(last=False)
@@ -215,11 +218,11 @@ def open_sealed(key_id: str, wrapped_dek: bytes, data: bytes,
     if data[:4] in (V2, V3):
         try:
             return aead.decrypt(data[4:4 + NONCE], data[4 + NONCE:], aad or b"")
-        except InvalidTag:
+        except aead_lib.invalid_tag():
             pass   # not its place -- or, once in 2**32, an older value starting so
     try:
         return aead.decrypt(data[:NONCE], data[NONCE:], _DATA_AAD)
-    except InvalidTag:
+    except aead_lib.invalid_tag():
         raise NotItsPlace("sealed data does not open here (altered, or copied from "
                           "another job or field)") from None
 

@@ -32,14 +32,15 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from portalq.jobs import files
 from portalq.jobs.errors import InputError, KeyError_
+from portalq.jobs.secrets import aead as aead_lib
 from portalq.jobs.secrets import key_record
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 NONCE = 12
 
@@ -69,13 +70,14 @@ class KeyProvider(Protocol):
 
 def _aes_wrap(kek: bytes, key_id: str, dek: bytes) -> bytes:
     nonce = os.urandom(NONCE)
-    return nonce + AESGCM(kek).encrypt(nonce, dek, key_id.encode())
+    return nonce + aead_lib.aesgcm()(kek).encrypt(nonce, dek, key_id.encode())
 
 
 def _aes_unwrap(kek: bytes, key_id: str, wrapped: bytes) -> bytes:
     try:
-        return AESGCM(kek).decrypt(wrapped[:NONCE], wrapped[NONCE:], key_id.encode())
-    except InvalidTag:
+        cipher = aead_lib.aesgcm()(kek)
+        return cipher.decrypt(wrapped[:NONCE], wrapped[NONCE:], key_id.encode())
+    except aead_lib.invalid_tag():
         raise KeyError_(f"key {key_id!r} does not open this data key (tampered?)") from None
 
 
@@ -199,7 +201,7 @@ class FileKeyring:
             b64 = data["keks"].get(key_id)  # type: ignore[attr-defined]
             if b64 is None:
                 raise KeyError_(f"key {key_id!r} is not in {self.path} (removed?)")
-            aead = self._aead[key_id] = AESGCM(unb64(b64, key_id))
+            aead = self._aead[key_id] = aead_lib.aesgcm()(unb64(b64, key_id))
         return aead
 
     def init(self) -> bool:
@@ -219,7 +221,8 @@ class FileKeyring:
         if self.path.exists():
             return
         key_id = f"k{_random.token_hex(4)}"
-        self._write({"current": key_id, "keks": {key_id: b64(AESGCM.generate_key(256))},
+        new = b64(aead_lib.aesgcm().generate_key(256))
+        self._write({"current": key_id, "keks": {key_id: new},
                      "hmac": b64(os.urandom(32))}, exclusive=True)
         key_record.begin(self.path)   # the databases using it: none yet (issue 35)
 
@@ -260,7 +263,7 @@ class FileKeyring:
         try:
             return self._kek(key_id, data).decrypt(wrapped[:NONCE], wrapped[NONCE:],
                                                    key_id.encode())
-        except InvalidTag:
+        except aead_lib.invalid_tag():
             raise KeyError_(f"key {key_id!r} does not open this data key (tampered?)") from None
 
     def hmac_key(self) -> bytes:
@@ -277,7 +280,7 @@ class FileKeyring:
         """A new KEK, made current; the old ones stay until retired."""
         data = dict(self._load())
         key_id = f"k{_random.token_hex(4)}"
-        data["keks"] = {**self._keks(), key_id: b64(AESGCM.generate_key(256))}
+        data["keks"] = {**self._keks(), key_id: b64(aead_lib.aesgcm().generate_key(256))}
         data["current"] = key_id
         self._write(data)
         return key_id

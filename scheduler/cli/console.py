@@ -1,4 +1,4 @@
-"""``portalq console``, ``portalq users ...`` and ``portalq audit``."""
+"""``portalq console``, ``portalq users ...``, ``portalq audit`` and ``portalq search``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 from pydantic import ValidationError
 
 from portalq.jobs import audit as audit_log
-from portalq.jobs import queue
+from portalq.jobs import queue, search_index
 from portalq.jobs.db import migrate
 from portalq.jobs.db.location import database_url as resolve
 from portalq.jobs.db.location import libpq_dsn
@@ -27,6 +27,7 @@ from portalq.scheduler.cli.common import (
 )
 
 users_app = typer.Typer(no_args_is_help=True, help="Console users and their roles.")
+search_app = typer.Typer(no_args_is_help=True, help="The console search's index.")
 
 #: what the console and its users need beyond the base install (the console extra)
 CONSOLE_MODULES = ("starlette", "uvicorn", "python_multipart", "argon2", "itsdangerous",
@@ -196,7 +197,18 @@ def console(host: Annotated[str | None, typer.Option(
     serve(libpq_dsn(url), settings)
 
 
+@search_app.command("rebuild")
+def search_rebuild(database_url: DbUrl = None) -> None:
+    """Rebuild the console search's index from the jobs (the service's indexer keeps it up
+    to date; this starts it over). Searches meanwhile read the queue itself."""
+    use_url(database_url)
+    with queue.connect() as c:
+        search_index.rebuild(c)
+        typer.echo(f"search index rebuilt: indexed up to job {search_index.mark(c).indexed_to}")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(users_app, name="users")
+    app.add_typer(search_app, name="search")
     app.command("audit")(audit)
     app.command("console")(console)

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from portalq.jobs import queue, types
+from portalq.jobs import queue, search_index, types
 from portalq.jobs.admin import actions as console_actions
 from portalq.jobs.admin import needs as console_needs
 from portalq.jobs.admin import reads as console_repo
@@ -179,7 +179,9 @@ def routes(console: Console) -> list[Route]:
         with console.db() as conn:
             portals = portals_repo.codes(conn)
             estimates, exact = console_repo.status_counts(conn)
-        return console.render(request, "jobs.html", status=status, page=page, query=query,
+            index = search_index.mark(conn)
+        return console.render(request, "jobs.html", index=index, status=status, page=page,
+                              query=query,
                               next_url=next_url, error=error, statuses=JOB_STATUSES,
                               portals=portals, job_types=types.names(),
                               can_act=user.can("operator"), filter_qs=urlencode(query),

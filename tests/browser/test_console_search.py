@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from consolekit import console_env
 
-from portalq.jobs import queue
+from portalq.jobs import queue, search_index
 from portalq.jobs.admin.reads import WINDOW
 from tests import payloads
 from tests.needs_seed import png
@@ -113,3 +113,20 @@ def test_a_failed_job_opens_with_its_failure_screenshot_beside_the_error(env, si
     assert abs(shot_box["y"] - error_box["y"]) < 120          # beside it, at the top
     run(page.set_viewport_size({"width": 390, "height": 844}))
     assert run(image.bounding_box())["width"] <= 390
+
+
+def test_the_search_says_how_far_its_index_reaches(env, signin, run):
+    """Issue 49.1: the index is filled by the service's indexer, a moment after the
+    enqueue; the list says up to which job it reaches (newer jobs are searched on the queue
+    itself), and says so again once the indexer has moved on."""
+    page = signin("viewer")
+    run(page.goto("/jobs?field=legal_name&value=okapi"))
+    hint = run(page.locator("#search-index").inner_text())
+    assert "not indexed yet" in hint and "searched on the queue" in hint, hint
+    with psycopg.connect(env["dsn"], autocommit=True) as c:
+        search_index.catch_up(c, settle_seconds=0)
+        top = search_index.mark(c).indexed_to
+    run(page.goto("/jobs?field=legal_name&value=okapi"))
+    hint = run(page.locator("#search-index").inner_text())
+    assert f"indexed up to job {top:,}" in hint, hint
+    assert [job for job, _ in _rows(run, page)] == ["5", "4", "3"]   # the same results

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from portalq.jobs import types
+from portalq.jobs import search_index, types
 from portalq.jobs.admin import reads as console_repo
 from portalq.jobs.admin.reads import SEARCH_FIELDS, WINDOW, JobFilter
 from portalq.jobs.db.sql import query
@@ -134,6 +134,7 @@ def test_filters_and_the_search_read_their_indexes(conn):
     _fill(conn, 5_000)
     _fill(conn, 50, job_type="process_crtc", portal="crtc")
     conn.execute("ANALYZE portalq.job_queue")
+    search_index.catch_up(conn)   # the service's indexer (migration 0033) has filled it
     # the state autovacuum brings job_search to: its trigram indexes' pending lists (where
     # the enqueues' entries wait) merged, which the planner's cost of them counts
     conn.execute("VACUUM ANALYZE portalq.job_search")

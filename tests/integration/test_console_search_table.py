@@ -1,7 +1,7 @@
-"""job_search, the console search's table beside the queue (migration 0026): every write
-path fills it in the job's own statement (single enqueue, a batch's INSERT and COPY, a raw
-INSERT), a payload patch rewrites it, a status change never touches it, the job's deletion
-takes its row, and it never holds a secret field's value."""
+"""job_search, the console search's table beside the queue (migration 0026): the indexer
+(migration 0033) fills it for every write path (single enqueue, a batch's INSERT and COPY, a
+raw INSERT), a payload patch rewrites it, a status change never touches it, the job's
+deletion takes its row, and it never holds a secret field's value."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from portalq.jobs import clock, queue
+from portalq.jobs import clock, queue, search_index
 from portalq.jobs.admin import reads as console_repo
 from portalq.jobs.admin.reads import SEARCH_FIELDS, JobFilter
 from portalq.jobs.db import migrate, sql
@@ -54,6 +54,7 @@ def test_every_enqueue_path_fills_it_and_no_secret_reaches_it(conn):
                        "status, run_at, created_at, updated_at) VALUES ('file_entity', 'ORD-R', "
                        "'delaware_icis', %s::jsonb, 'pending', now(), now(), now()) "
                        "RETURNING id", ('{"legal_name": "Raw Row Inc."}',)).fetchone()[0]
+    search_index.catch_up(conn, settle_seconds=0)   # one connection: no id in flight
     rows = _rows(conn)
     assert rows[single] == {"legal_name": "Widgets LLC"}
     assert rows[keyed[0].id] == {"names": '["Maple Leaf Widgets Ltd."]',
@@ -74,6 +75,7 @@ def test_every_enqueue_path_fills_it_and_no_secret_reaches_it(conn):
 
 def test_a_payload_patch_rewrites_it_a_status_change_does_not_touch_it(conn):
     job = queue.enqueue("file_entity", "ORD-1", payloads.FILE_ENTITY_DE, conn=conn).id
+    search_index.catch_up(conn, settle_seconds=0)   # one connection: no id in flight
     where = "SELECT ctid FROM portalq.job_search WHERE job_id = %s"
     before = conn.execute(where, (job,)).fetchone()
     # claim, heartbeat, failure: updates that leave the payload alone
@@ -103,6 +105,7 @@ def test_the_jobs_row_goes_with_the_job(conn):
     old = clock.now() - timedelta(days=400)
     jobs = [queue.enqueue("file_entity", f"ORD-{i}", payloads.FILE_ENTITY_DE, conn=conn).id
             for i in range(3)]
+    search_index.catch_up(conn, settle_seconds=0)   # one connection: no id in flight
     conn.execute("UPDATE portalq.job_queue SET status = 'completed', finished_at = %s "
                  "WHERE id = ANY(%s)", (old, jobs[:2]))
     pruned = sql.fetch(conn, "prune_finished", {"before": clock.now(),
@@ -206,9 +209,9 @@ def test_migrate_says_in_one_line_what_to_ask_when_pg_trgm_cannot_be_created(
         pg_server.drop(name)
 
 
-def test_the_app_role_writes_it_through_the_triggers(pg_server, db):
+def test_the_app_role_writes_it_through_the_indexer_and_the_triggers(pg_server, db):
     """portalq's processes run as a role without superuser rights (embedded server): its
-    enqueues, payload edits and deletions write job_search through the triggers."""
+    indexer, payload edits and deletions write job_search."""
     from portalq.jobs.db import embedded
 
     if getattr(pg_server, "embedded", None) is None:
@@ -219,6 +222,8 @@ def test_the_app_role_writes_it_through_the_triggers(pg_server, db):
         assert c.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
                          ).fetchone() == (False,)
         job = queue.enqueue("file_entity", "ORD-1", payloads.FILE_ENTITY_DE, conn=c).id
+        assert _rows(c) == {}
+        assert search_index.step(c).indexed_to == job
         assert _rows(c) == {job: {"legal_name": "Widgets LLC"}}
         c.execute("UPDATE portalq.job_queue SET payload = payload || "
                   "'{\"legal_name\": \"Gadgets LLC\"}' WHERE id = %s", (job,))

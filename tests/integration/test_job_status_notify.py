@@ -158,3 +158,24 @@ def test_a_persons_decision_is_heard_with_what_was_decided(dsn, frozen, listener
         [told(no, "NO", "cancelled")],
         [told(filed, "FILED", "completed"), told(filed, "FILED", "decided", "filed")],
         [told(not_filed, "NOT", "decided", "not_filed")]]
+
+
+def test_a_claims_events_are_not_read_again_by_the_trigger(conn):
+    """Issue 48 #22 / 49.2: the status trigger returns at once for a statement whose events
+    it tells nothing of (a claim's ``running`` rows): before, it ran its whole query -- the
+    events read again, the job and the subscriptions joined -- 0.15 ms of a 0.38 ms claim.
+    Seen in the transaction's own statistics: no read of ``job_events`` by the trigger."""
+    job = queue.enqueue("file_entity", "ORD-1", payloads.FILE_ENTITY_DE, conn=conn).id
+
+    def reads(c: psycopg.Connection[Any], to_status: str) -> int:
+        with c.transaction():
+            c.execute("INSERT INTO portalq.job_events (job_id, at, attempt, from_status, "
+                      "to_status, worker) VALUES (%s, now(), 1, 'pending', %s, 'w')",
+                      (job, to_status))
+            row = c.execute("SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) "
+                            "FROM pg_stat_xact_user_tables WHERE relid IN "
+                            "('portalq.job_queue'::regclass)").fetchone()
+            return int(row[0]) if row else 0
+
+    assert reads(conn, "running") == 0          # a claim's event: nothing read
+    assert reads(conn, "completed") > 0         # a told one: the job read for its element

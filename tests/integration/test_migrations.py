@@ -191,7 +191,7 @@ def test_0028_masks_the_search_texts_in_place_and_its_downgrade_restores_them(db
     stored texts back, and the triggers index new jobs unmasked again."""
     from alembic import command
 
-    from portalq.jobs import queue
+    from portalq.jobs import queue, search_index
     from tests import payloads
 
     def texts(c: psycopg.Connection) -> list[str]:
@@ -207,6 +207,7 @@ def test_0028_masks_the_search_texts_in_place_and_its_downgrade_restores_them(db
         assert texts(c) == ["Acme *** LLC"]
         queue.enqueue("file_entity", "O-2", {**payloads.FILE_ENTITY_DE,
                                              "legal_name": "Birch 123 45 6789 Inc."}, conn=c)
+        search_index.catch_up(c, settle_seconds=0)   # at head: the indexer writes it (0033)
         assert texts(c) == ["Acme *** LLC", "Birch *** Inc."]
         command.downgrade(migrate.alembic_config(db), "0027")
         assert texts(c) == ["Acme 987-65-4321 LLC", "Birch 123 45 6789 Inc."]

@@ -1677,6 +1677,71 @@ WHERE s.job_id + 0 < %(before_id)s AND s.job_id + 0 >= %(floor_id)s
   AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
 ORDER BY s.job_id + 0 DESC LIMIT %(limit)s;
 
+-- name: search_mark
+-- The search indexer's high-water mark (migration 0033) and, where it stopped at a gap in
+-- the ids, whether that gap has settled: %(settle_seconds)s have passed since it was seen
+-- (ripe: an id is written at most that long after it is taken, jobs.id_blocks), and every
+-- transaction that existed once it was ripe is over (``pending_xmax``, noted then, at most
+-- the current snapshot's xmin; not noted yet: none may run now). Locked: one indexer at a
+-- time, whatever the number of nodes.
+SELECT indexed_to, pending_to, ripe,
+       ripe AND coalesce(pending_xmax, pg_snapshot_xmax(pg_current_snapshot())::text::bigint)
+                <= pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS settled
+FROM (SELECT *, pending_since <= clock_timestamp() - make_interval(secs => %(settle_seconds)s)
+                AS ripe
+      FROM portalq.job_search_mark FOR UPDATE) m;
+
+-- name: search_mark_read
+-- The mark as the console shows it: the job it is at, and whether newer jobs are above it.
+SELECT m.indexed_to, m.checked_at, j.created_at AS indexed_at,
+       EXISTS (SELECT 1 FROM portalq.job_queue WHERE id > m.indexed_to) AS behind
+FROM portalq.job_search_mark m LEFT JOIN portalq.job_queue j ON j.id = m.indexed_to;
+
+-- name: search_behind
+-- Whether there is anything above the mark: read without a lock or an xid (an idle indexer
+-- writes nothing).
+SELECT EXISTS (SELECT 1 FROM portalq.job_queue
+               WHERE id > (SELECT indexed_to FROM portalq.job_search_mark)) AS behind;
+
+-- name: search_ids_above
+-- The ids above the mark, in order (the primary key only): where they run on without a gap
+-- the mark can follow them.
+SELECT id FROM portalq.job_queue WHERE id > %(after)s ORDER BY id LIMIT %(limit)s;
+
+-- name: search_index_range
+-- The rows of the jobs in (%(after)s, %(upto)s] that have a searchable field, masked as the
+-- pages show them (migration 0028). ON CONFLICT DO NOTHING: a payload patch's row trigger
+-- may have written a job's row already, with a newer text than this statement's snapshot.
+INSERT INTO portalq.job_search (job_id, legal_name, company_name, names, applicant_name)
+SELECT * FROM (
+    SELECT n.id, portalq.portalq_search_text(n.payload #>> '{legal_name}'::text[]) AS a,
+           portalq.portalq_search_text(n.payload #>> '{company_name}'::text[]) AS b,
+           portalq.portalq_search_text(n.payload #>> '{names}'::text[]) AS c,
+           portalq.portalq_search_text(n.payload #>> '{applicant,name}'::text[]) AS d
+    FROM portalq.job_queue n WHERE n.id > %(after)s AND n.id <= %(upto)s
+) f WHERE num_nonnulls(a, b, c, d) > 0
+ON CONFLICT (job_id) DO NOTHING;
+
+-- name: search_mark_set
+-- A new gap: seen now, its transactions noted once it is ripe (see search_mark).
+UPDATE portalq.job_search_mark
+SET indexed_to = %(indexed_to)s, checked_at = clock_timestamp(),
+    pending_to = %(pending_to)s,
+    pending_since = CASE WHEN %(pending_to)s::bigint IS NULL THEN NULL
+                         WHEN %(new_gap)s THEN clock_timestamp() ELSE pending_since END,
+    pending_xmax = CASE WHEN %(pending_to)s::bigint IS NULL OR %(new_gap)s THEN NULL
+                        WHEN %(ripe)s AND pending_xmax IS NULL
+                            THEN pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+                        ELSE pending_xmax END;
+
+-- name: search_rebuild
+-- The index started over: every row out (the search tests the queue meanwhile), the mark at 0.
+WITH gone AS (DELETE FROM portalq.job_search RETURNING 1)
+UPDATE portalq.job_search_mark SET indexed_to = 0, pending_to = NULL, pending_xmax = NULL,
+    pending_since = NULL, checked_at = clock_timestamp()
+RETURNING (SELECT count(*) FROM gone) AS removed,
+          (SELECT max(id) FROM portalq.job_queue) AS newest;
+
 -- name: console_status_counts_small
 -- Jobs per status counted exactly, from at most %(limit)s rows (bounded however big the
 -- table): when fewer are read, the table holds no more and the counts are exact -- at small
