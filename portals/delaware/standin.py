@@ -142,6 +142,9 @@ def create_app(state: PortalState) -> Starlette:
         await state.hang_if_asked()
         if state.faults.drop_after_submit:
             return drop_connection(request)
+        if state.faults.answer_after_submit:   # acted, and an answer no flow may trust
+            return JSONResponse({"message": state.faults.answer_after_submit},
+                                status_code=401)
         return JSONResponse({"serviceRequestNumber": entry["service_request"]})
 
     @guard

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -126,6 +127,22 @@ def test_dropped_answer_is_reconciled_by_lookup(run, portals, de_ctx):
     assert retry.checkpoints["reconciled"] == "found"
     assert retry.documents.by_job[ctx.job_id][0][2].startswith(b"%PDF-")
     assert len(portals.ledger(PORTAL)) == 1  # filed exactly once
+
+
+def test_unrecognised_payment_answer_then_a_retry_pays_once(run, portals, de_ctx):
+    """The portal took the filing and its payment, then answered in words the flow does
+    not know (here "session has timed out", which no source shows as a refusal): the
+    outcome is unknown, never a refusal, so the retry does not file and pay again."""
+    portals.control(PORTAL, answer_after_submit="Your session has timed out. Please sign "
+                                                "in again.")
+    ctx = de_ctx()
+    fails(run, ctx, RetryableError)
+    portals.control(PORTAL, answer_after_submit=None)
+    retry = ctx.retry()
+    with suppress(RetryableError, WaitOnPortal, UncertainOutcome):
+        run(file_entity_de(retry))
+    assert [e["payment"]["amount"] for e in portals.ledger(PORTAL)] == ["$110.00"]
+    assert state(ctx.checkpoints, "formation") == "submitting"   # in doubt, never refused
 
 
 def test_system_error_at_submit_waits_then_goes_to_a_person_never_files_again(

@@ -15,7 +15,8 @@ Faults: ``maintenance`` (maintenance page), ``slow_ms`` (delay every page), ``er
 ``dialog`` (an unexpected alert on the form pages), ``changed_selector`` (the Continue
 control renamed, as after a portal redesign), ``hours`` ("always" | "closed" | "calendar"),
 ``drop_after_submit`` / ``drop_before_submit`` (the connection dies after / before the
-submission is recorded), ``hang_after_submit`` (recorded, then no answer at all);
+submission is recorded), ``hang_after_submit`` (recorded, then no answer at all),
+``answer_after_submit`` (recorded, then an error answer in these words);
 ``decide_after_seconds`` (a registry that queues: a submission is acknowledged with its
 number or receipt and decided by staff that long after it was recorded -- its lookup does
 not list it before) and ``staff_outcome`` (what staff decide, where the portal knows
@@ -75,6 +76,9 @@ class Faults:
     drop_before_submit: bool = False
     # record the submission, then never answer (a worker can be killed "after submit")
     hang_after_submit: bool = False
+    # record the submission, then answer with these words as an error (a real portal's
+    # answer after acting may say anything: a flow must not read a refusal into it)
+    answer_after_submit: str | None = None
     # staff decide a queued submission this long after it was recorded (0: at once)
     decide_after_seconds: float = 0.0
     # a registry that publishes its decisions (the CRTC's registration list, "within 24
