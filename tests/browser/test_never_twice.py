@@ -27,3 +27,30 @@ def test_delaware_payment_dropped_after_acting_reaches_the_portal_once(
     assert state(ctx.checkpoints, "formation") == "submitting"
     reference = record(ctx.checkpoints, "formation").reference
     assert list(ctx.checkpoints["sent"][reference]) == ["POST /delaware/api/e-filing"]
+
+
+def test_irs_submit_dropped_after_acting_reaches_the_irs_once(
+        run, portals, make_ctx, ein_payload):
+    from portalq.portals.irs.flow import obtain_ein
+
+    portals.control("irs_ein", drop_after_acting="/applyein/api/application")
+    ctx = make_ctx("obtain_ein", ein_payload())
+    with pytest.raises(UncertainOutcome):
+        run(obtain_ein(ctx))
+    assert portals.arrivals("irs_ein").get("/irs/applyein/api/application") == 1
+    assert len(portals.ledger("irs_ein")) == 1           # one application
+    assert state(ctx.checkpoints, "ein_application") == "submitting"
+
+
+def test_crtc_submit_dropped_after_acting_reaches_the_crtc_once(run, portals, make_ctx):
+    from bckit import CRTC_PAYLOAD, build
+
+    from portalq.portals.crtc.flow import process_crtc
+
+    portals.control("crtc", drop_after_acting="/register/documents")
+    ctx = make_ctx("process_crtc", build(CRTC_PAYLOAD), trace_policy="off")
+    with pytest.raises(Exception) as lost:   # noqa: PT011 - whichever way the flow says "unknown"
+        run(process_crtc(ctx))
+    assert portals.arrivals("crtc").get("/crtc/register/documents") == 1
+    assert len(portals.ledger("crtc")) == 1               # one registration
+    assert state(ctx.checkpoints, "crtc_registration") == "submitting", lost.value
