@@ -6,16 +6,15 @@ second filing or a second charge no flow asked for. So each portal declares its 
 requests (:class:`Submitting`: method and path, in ``portals/<p>/submitting.py``, found like
 the lookup authorities) and :func:`guard` routes them in every flow's browser context:
 
-- a submitting request leaves only inside a started submission (its ``submitting`` record
-  is in the checkpoint before the request leaves), and is recorded as that submission's,
-  under :data:`KEY`, before it leaves;
+- a submitting request is recorded as the started submission's (the flow wrote its
+  ``submitting`` record before the click) under :data:`KEY`, before it leaves;
 - it is sent once, by Playwright's own client with no retries (``route.fetch``), and its
   answer handed to the page (``route.fulfill``); Chromium's network stack, the one that
   resends, never carries it;
 - a connection dropped before the answer aborts it: the page sees a network error, the
   flow's answer is unknown and the job goes the lost-answer way;
 - a second identical request of the same submission (the page's own retry, a later
-  attempt's) is stopped before it leaves.
+  attempt's), or of the same browser context, is stopped before it leaves.
 """
 
 from __future__ import annotations
@@ -82,6 +81,8 @@ async def guard(ctx: FlowContext[BaseModel], context: BrowserContext) -> None:
     if not points:
         return
 
+    here: set[str] = set()   # sent from this context
+
     def which(method: str, url: str) -> Submitting | None:
         path = urlsplit(url).path
         return next((p for p in points if p.method == method and re.search(p.path, path)),
@@ -93,19 +94,21 @@ async def guard(ctx: FlowContext[BaseModel], context: BrowserContext) -> None:
             await route.fallback()
             return
         key = f"{request.method} {urlsplit(request.url).path}"
-        doubt = submission.in_doubt(ctx.checkpoints)
         earlier = ctx.checkpoints.get(KEY)
         sent: dict[str, Any] = dict(earlier) if isinstance(earlier, dict) else {}
-        refs = [r.reference or r.name for r in doubt]
-        if not refs or any(key in (sent.get(ref) or {}) for ref in refs):
-            # outside a started submission, or its second time: it never leaves
-            log.warning("job %s: %s stopped before it left (%s)", ctx.job_id, point.what,
-                        "a second time" if refs else "no submission started")
+        # the submissions it belongs to: those started and unconfirmed (a confirmed one's
+        # later step, e.g. paying a saved draft, is sent once in this context)
+        refs = [r.reference or r.name for r in submission.in_doubt(ctx.checkpoints)]
+        if key in here or any(key in (sent.get(ref) or {}) for ref in refs):
+            log.warning("job %s: %s stopped before it left: a second time", ctx.job_id,
+                        point.what)
             await route.abort("blockedbyclient")
             return
-        for ref in refs:
-            sent[ref] = {**(sent.get(ref) or {}), key: clock.now().isoformat()}
-        await ctx.save_checkpoint(**{KEY: sent})   # before it leaves
+        here.add(key)
+        if refs:
+            for ref in refs:
+                sent[ref] = {**(sent.get(ref) or {}), key: clock.now().isoformat()}
+            await ctx.save_checkpoint(**{KEY: sent})   # before it leaves
         try:
             answer = await route.fetch(max_retries=0, max_redirects=0, timeout=0)
         except Exception as exc:  # noqa: BLE001 - the line died: the page must see it so

@@ -14,6 +14,11 @@ from tests.checkpoints import record, state
 pytestmark = pytest.mark.browser
 
 
+def ends_found(run, flow, number: str) -> None:
+    """The retry's lookup finds the one filing: the job ends with the registry's number."""
+    assert run(flow)[number]
+
+
 def test_delaware_payment_dropped_after_acting_reaches_the_portal_once(
         run, portals, make_ctx, de_payload):
     portals.control("delaware_icis", drop_after_acting="/api/e-filing")
@@ -54,3 +59,45 @@ def test_crtc_submit_dropped_after_acting_reaches_the_crtc_once(run, portals, ma
     assert portals.arrivals("crtc").get("/crtc/register/documents") == 1
     assert len(portals.ledger("crtc")) == 1               # one registration
     assert state(ctx.checkpoints, "crtc_registration") == "submitting", lost.value
+    portals.control("crtc", drop_after_acting=None)
+    ends_found(run, process_crtc(ctx.retry()), "confirmation")   # its lookup finds it
+    assert len(portals.ledger("crtc")) == 1
+
+
+def test_bc_name_request_dropped_after_acting_reaches_the_registry_once(
+        run, portals, make_ctx):
+    from bckit import BC, NAME_SEARCH, build, entries
+
+    from portalq.portals.bc.flow import name_search
+
+    portals.control(BC, drop_after_acting="/nr/applicant")
+    ctx = make_ctx("name_search", build(NAME_SEARCH, names=["Cedar Harbour Consulting Ltd."]),
+                   trace_policy="off")
+    with pytest.raises(Exception):   # noqa: B017,PT011 - whichever way the flow says "unknown"
+        run(name_search(ctx))
+    assert portals.arrivals(BC).get("/bc/nr/applicant") == 1
+    [nr] = entries(portals, BC, "name_request")           # one NR, one payment
+    assert nr["payment"]
+    assert state(ctx.checkpoints, "name_request") == "submitting"
+    portals.control(BC, drop_after_acting=None)
+    ends_found(run, name_search(ctx.retry()), "nr_number")
+    assert len(entries(portals, BC, "name_request")) == 1
+
+
+def test_bc_file_and_pay_dropped_after_acting_reaches_the_registry_once(
+        run, portals, make_ctx):
+    from bckit import ANN, BC, FILE_ENTITY, build, entries
+
+    from portalq.portals.bc.flow import file_entity_bc
+
+    portals.control(BC, drop_after_acting="/inc/step/5")
+    ctx = make_ctx("file_entity", build(FILE_ENTITY, directors=[ANN]), trace_policy="off")
+    with pytest.raises(Exception):   # noqa: B017,PT011 - whichever way the flow says "unknown"
+        run(file_entity_bc(ctx))
+    assert portals.arrivals(BC).get("/bc/inc/step/5") == 1
+    [filing] = entries(portals, BC, "incorporation")      # one filing, one payment
+    assert filing["payment"]
+    assert state(ctx.checkpoints, "incorporation") == "submitting"
+    portals.control(BC, drop_after_acting=None)
+    ends_found(run, file_entity_bc(ctx.retry()), "incorporation_number")
+    assert len(entries(portals, BC, "incorporation")) == 1
