@@ -101,3 +101,29 @@ def test_bc_file_and_pay_dropped_after_acting_reaches_the_registry_once(
     portals.control(BC, drop_after_acting=None)
     ends_found(run, file_entity_bc(ctx.retry()), "incorporation_number")
     assert len(entries(portals, BC, "incorporation")) == 1
+
+
+def test_a_second_identical_request_is_stopped_before_it_leaves(
+        run, portals, make_ctx, de_payload):
+    """The page itself posting the payment again -- in the same attempt, or in a later one
+    of the same submission -- never reaches the portal: one arrival."""
+    from portalq.portals.flows.base import browser_page
+
+    ctx = make_ctx("file_entity", de_payload())
+    api = f"{ctx.portal_urls['delaware_icis'].rstrip('/')}/api/e-filing"
+    post = "(url) => fetch(url, {method: 'POST', body: new FormData()}).then(r => r.status, " \
+           "e => 'stopped: ' + e.message)"
+
+    async def twice(c) -> list[object]:
+        sub = c.submission("formation")
+        async with browser_page(c) as (page, _):
+            await page.goto(ctx.portal_urls["delaware_icis"])
+            async with sub:   # started before anything leaves, as a flow does
+                return [await page.evaluate(post, api), await page.evaluate(post, api)]
+
+    first, second = run(twice(ctx))
+    assert first == 401 and str(second).startswith("stopped: ")   # the session, not ours
+    assert portals.arrivals("delaware_icis") == {"/delaware/api/e-filing": 1}
+    later = ctx.retry()                                    # the same submission, in doubt
+    assert all(str(r).startswith("stopped: ") for r in run(twice(later)))
+    assert portals.arrivals("delaware_icis") == {"/delaware/api/e-filing": 1}
