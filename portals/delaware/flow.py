@@ -189,7 +189,8 @@ async def file_entity_de(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
                 number = await de.pay_and_submit(method)
             except AnswerUnknown as unknown:
                 raise _lost(ctx, sub, str(p.legal_name), doc_type, str(unknown)) from None
-            await sub.confirmed(None, service_request=number)
+            # the name as filed: a person's --confirmed-filed keeps it for the order's EIN
+            await sub.confirmed(None, service_request=number, entity_name=str(p.legal_name))
     await _with_staff(ctx, sub, str(p.legal_name), doc_type)
 
 

@@ -81,7 +81,7 @@ def test_llc_formation_submits_then_a_person_checks_at_the_expected_time(
     assert entry["payment"] == {**entry["payment"], "type": "CREDITCARD", "card": "1111",
                                 "amount": "$110.00"}
     assert record(ctx.checkpoints, "formation").confirmation == {
-        "service_request": entry["service_request"]}
+        "service_request": entry["service_request"], "entity_name": "Blue Heron Ventures LLC"}
     assert wait.when == frozen.instant + EXPECTED     # one wait, to the expected time
     assert f"service request {entry['service_request']}" in str(wait)
     assert [p.name for p in sorted(ctx.artifacts_dir.glob("*.png"))] == [

@@ -120,6 +120,9 @@ def test_an_escalated_filing_holds_the_ein_step_until_a_person_fixes_it(
         mailbox.stop()
     ein = queue.get_job(created.jobs["obtain_ein"])
     assert ein["status"] == "completed", ein["last_error"]
+    # the EIN application carries the name as filed (the person's fix), not as the order
+    # typed it -- also when a person confirmed the filing (its submission's record)
+    assert ein["payload"]["legal_name"] == "Widgets LLC"
     assert queue.get_job(created.jobs["deliver"])["status"] == "completed"
     assert len(portals.ledger(DE)) == 1 and len(portals.ledger("irs_ein")) == 1
 
