@@ -10,7 +10,9 @@ the lookup authorities) and :func:`guard` routes them in every flow's browser co
   ``submitting`` record before the click) under :data:`KEY`, before it leaves;
 - it is sent once, by Playwright's own client with no retries (``route.fetch``), and its
   answer handed to the page (``route.fulfill``); Chromium's network stack, the one that
-  resends, never carries it;
+  resends, never carries it -- except in a context whose portal has an egress proxy
+  (:data:`~portals.flows.browser.PROXIED`): that client does not go through the proxy as
+  the browser does, so there Chromium sends it (the other rules hold);
 - a connection dropped before the answer aborts it: the page sees a network error, the
   flow's answer is unknown and the job goes the lost-answer way;
 - a second identical request of the same submission (the page's own retry, a later
@@ -31,6 +33,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from portalq.jobs import clock, submission
+from portalq.portals.flows.browser import PROXIED
 from portalq.portals.flows.context import FlowContext
 
 if TYPE_CHECKING:
@@ -109,6 +112,12 @@ async def guard(ctx: FlowContext[BaseModel], context: BrowserContext) -> None:
             for ref in refs:
                 sent[ref] = {**(sent.get(ref) or {}), key: clock.now().isoformat()}
             await ctx.save_checkpoint(**{KEY: sent})   # before it leaves
+        if getattr(context, PROXIED, False):
+            # Playwright's own client does not leave through the portal's egress proxy the
+            # way the browser does: Chromium sends it (recorded, and never a second time
+            # from the page; its own resend on a dropped reused connection stays possible)
+            await route.continue_()
+            return
         try:
             answer = await route.fetch(max_retries=0, max_redirects=0, timeout=0)
         except Exception as exc:  # noqa: BLE001 - the line died: the page must see it so
