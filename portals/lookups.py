@@ -15,10 +15,13 @@ test sees a person asked within seconds.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import cache
 
+import portalq.portals as package
 from portalq.jobs import settings
 from portalq.jobs.waiting import LookupRule
 
@@ -120,11 +123,6 @@ def authorities() -> dict[tuple[str, str], LookupAuthority]:
     """Every portal's declared lookup authority, by (portal, submission): each portal
     package's ``lookup_authority.AUTHORITIES`` (found, not listed here, so that adding a
     portal edits no shared file)."""
-    import importlib
-    import pkgutil
-
-    import portalq.portals as package
-
     found: dict[tuple[str, str], LookupAuthority] = {}
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if not info.ispkg:

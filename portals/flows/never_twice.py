@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+import portalq.portals as package
 from portalq.jobs import clock, submission
 from portalq.portals.flows.browser import PROXIED
 from portalq.portals.flows.context import FlowContext
@@ -60,8 +61,6 @@ class Submitting:
 def declared() -> dict[str, tuple[Submitting, ...]]:
     """Every portal's submitting requests, by portal: each portal package's
     ``submitting.SUBMITTING`` (found, so that adding a portal edits no shared file)."""
-    import portalq.portals as package
-
     found: dict[str, tuple[Submitting, ...]] = {}
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         name = f"{package.__name__}.{info.name}.submitting"
