@@ -183,7 +183,11 @@ def resolve_filed(job_id: int, confirmation: str, *, actor: str = "admin",
         if job["status"] != JobStatus.FAILED:
             raise IllegalTransition(f"job {job_id} is {job['status']}: only failed jobs can "
                                     "be confirmed as filed")
-        result = {**(job["result"] or {}), "confirmation": confirmation.strip(),
+        # what the portal had confirmed before the person was asked (Delaware's service
+        # request and the name as filed) stays in the result: the order's next steps read it
+        earlier = {k: v for r in submission.records(job["checkpoint"]).values()
+                   if r.state is submission.State.CONFIRMED for k, v in r.confirmation.items()}
+        result = {**earlier, **(job["result"] or {}), "confirmation": confirmation.strip(),
                   "confirmed_by": actor}
         sql.fetch(c, "admin_complete", {
             "id": job_id, "result": Jsonb(result), "now": clock.now(), "actor": actor,

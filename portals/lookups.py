@@ -16,30 +16,52 @@ test sees a person asked within seconds.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import importlib
+import pkgutil
+from dataclasses import dataclass, replace
 from datetime import timedelta
+from functools import cache
 
+import portalq.portals as package
 from portalq.jobs import settings
 from portalq.jobs.waiting import LookupRule
 
 H = timedelta(hours=1)
 MIN = timedelta(minutes=1)
 
+
+@dataclass(frozen=True)
+class LookupAuthority:
+    """Which real page can vouch for a submitted filing, written down with its public source
+    (issue 53). Each portal declares its own beside its flow
+(``portals/<p>/lookup_authority.py``, ``AUTHORITIES``);
+    its flow reads it, and ``docs/portals/lookup-authority.md`` is checked against it. A
+    page that no source shows is never read: where none is known (``page`` None) the flow
+    looks at nothing and a person checks at the expected decision time."""
+
+    portal: str
+    submission: str
+    #: the real page (URL or where it is), None: no page known to exist
+    page: str | None
+    #: what a record found there settles
+    vouches: str
+    #: "not found" proves nothing was received only this long after the submission
+    #: (None: never)
+    not_found_conclusive_after: timedelta | None
+    #: the public source of the page (repository + path, or URL), or why there is none
+    source: str
+
 RULES: dict[tuple[str, str], LookupRule] = {
     # eCorp2's Document Filing service: a Service Request Number on the answer; staff file
-    # later, the file number and stamped document come through the account's request
-    # status [S]. The form has no client-reference field [S], so a lost answer is looked up
-    # by corporation name and document type submitted since the submission, never one of
-    # the job's requests staff rejected (a fixed retry is a new service request); whether
-    # the status lists a request before staff take it up is [?]. Normal processing decides
-    # within days, priority within hours [I]
+    # later [S]. No page known to exist shows a request's later status (the declared
+    # authority, portals/delaware/portal.py), so nothing is looked up: a person checks at
+    # the expected time, and a lost answer goes to a person at once. Normal processing
+    # decides within days, priority within hours [I]
     ("delaware_icis", "formation"): LookupRule(
         portal="delaware_icis",
-        says="a service request found in the account's request status (by its number, or "
-             "by corporation name and document type since the submission) is "
-             "authoritative: pending, filed (file number) or rejected (staff's reason); "
-             "'not found' is never conclusive (the status may not list a request staff "
-             "have not taken up)",
+        says="no page known to exist shows an eCorp2 service request's later status or "
+             "finds a request whose answer was lost; a person checks the filing agent's "
+             "eCorp2 account",
         not_found_conclusive_after=None, lost_answer_window=48 * H,
         check_every=15 * MIN, backoff=2.0, check_cap=4 * H, expected_within=48 * H),
     # Name Request: examined by staff in order of receipt, priority "normally within 24
@@ -97,10 +119,48 @@ def processing(job_type: str, portal: str) -> tuple[timedelta, timedelta] | None
     return within / 2, within
 
 
+@cache
+def authorities() -> dict[tuple[str, str], LookupAuthority]:
+    """Every portal's declared lookup authority, by (portal, submission): each portal
+    package's ``lookup_authority.AUTHORITIES`` (found, not listed here, so that adding a
+    portal edits no shared file)."""
+    found: dict[tuple[str, str], LookupAuthority] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if not info.ispkg:
+            continue
+        try:
+            module = importlib.import_module(f"{package.__name__}.{info.name}.lookup_authority")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{package.__name__}.{info.name}.lookup_authority":
+                raise
+            continue
+        for a in module.AUTHORITIES:
+            found[(a.portal, a.submission)] = a
+    return found
+
+
+def authority_table() -> str:
+    """The docs' table (docs/portals/lookup-authority.md), from the declarations."""
+    def when(a: LookupAuthority) -> str:
+        after = a.not_found_conclusive_after
+        return "never" if after is None else f"after {after}"
+
+    rows = ["| Portal | Submission | The page that can vouch | What it settles | "
+            "\"Not found\" conclusive | Source |", "|---|---|---|---|---|---|"]
+    rows += [f"| `{a.portal}` | `{a.submission}` | {a.page or 'none known'} | {a.vouches} | "
+             f"{when(a)} | {a.source} |" for a in authorities().values()]
+    return "\n".join(rows) + "\n"
+
+
 def rule(portal: str, submission: str) -> LookupRule:
     """The declared rule of ``portal``'s submission ``submission`` (KeyError: none declared,
-    which is a programming error: every queueing flow declares its own)."""
+    which is a programming error: every queueing flow declares its own). How conclusive a
+    "not found" is comes from the portal's lookup authority, where it declares one."""
     found = RULES[(portal, submission)]
+    declared = authorities().get((portal, submission))
+    if declared is not None:
+        found = replace(found,
+                        not_found_conclusive_after=declared.not_found_conclusive_after)
     knobs = settings.current(settings.TestSettings)
     if knobs.portal_check_seconds is not None:
         every = timedelta(seconds=knobs.portal_check_seconds)

@@ -5,7 +5,8 @@ portals, a local SMTP server that keeps what it receives in ``$PORTALQ_HOME/demo
 and the scheduler service; enqueues a realistic set of orders and shows them flow through
 to their outcomes. To make the demo work at any hour, the stand-in portals' hours are
 shifted: every portal is open 24/7 except Delaware, which is closed for a short
-maintenance window at start-up, so its filing is deferred and then runs when it reopens.
+maintenance window at start-up, so its filing is deferred and then runs when it reopens
+(then, no page being known to show Delaware's decision, a person is asked to check it).
 """
 
 from __future__ import annotations

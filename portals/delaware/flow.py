@@ -1,25 +1,25 @@
-"""``file_entity`` for Delaware through eCorp2's Document Filing service
-(``../shared/portal-facts.md``, ``../shared/portals/delaware.txt``).
+"""``file_entity`` for Delaware through eCorp2's Document Filing service (facts and their
+sources: ``docs/portals/delaware.md``).
 
 eCorp2 takes no per-field entity form: the flow signs in (the account the job holds), opens
 ``services/e-filing``, chooses the priority, "document filing", the return method, types
 the corporation name and document type, **uploads the signed certificate as a PDF**
 (the business's own ``--document``, else built from the payload: :mod:`.certificate`),
 Continue, confirms the dialog, pays, and reads "Your request has been successfully
-submitted" with its **Service Request Number**. Staff file it later: the job waits on the
-portal (:mod:`.waiting`) and each check reads the account's request status (read-only)
-until the request is filed (file number, stamped document) or rejected (their reason).
+submitted" with its **Service Request Number**. Staff file it later.
+
+No page of the real portal is known to show a request's later status (the portal's declared
+lookup authority, :mod:`portals.delaware.lookup_authority`), so the flow reads none: a
+submitted request waits, holding nothing, until its expected decision time, then a person
+checks the account (:func:`~portals.flows.wait_on_portal.person_when_expected`). After the
+payment click every answer but the Service Request Number -- none, or any words at all: no
+source shows eCorp2 refusing a payment in words -- leaves the submission in doubt, and a
+submission in doubt goes to a person (nothing can vouch that it was not taken): never
+submitted, never paid again by the flow. A person who finds it filed completes the job with
+``--confirmed-filed FILE_NUMBER``; one who finds nothing says ``--not-filed``.
 
 Submission ``formation``: its reference stays in portalq (the form has no client-reference
-field) and is new for each submission: a request staff rejected ends that submission
-(refused, with their words), and a person's retry after fixing the payload files a NEW
-service request under a new key. Confirmed with ``service_request``, then ``file_number``
-and ``certificate_url``. A retry of a submission whose answer was lost finds it in the
-request status by corporation name and document type, submitted since the submission
-began, never one of the job's earlier rejected requests (checkpoint ``de_rejected``: the
-rejection came minutes before, the status still lists it): found -> that request (never
-filed again); not found -> what the portal's declared rule allows (portals/lookups.py):
-for Delaware never conclusive, so the job waits and, past the window, goes to a person.
+field), confirmed with ``service_request``.
 
 Payment: the method is a secret of the secrets provider (``jobs.secrets.account_secrets``), as the
 pseudo-account ``payment`` key ``method`` -- e.g. ``PORTALQ_ACCOUNT_DELAWARE_ICIS_PAYMENT_
@@ -32,26 +32,22 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import BaseModel
 
-from portalq.jobs import clock
 from portalq.jobs.business import supplied
-from portalq.jobs.errors import BusinessError, RetryableError
+from portalq.jobs.errors import BusinessError, RetryableError, UncertainOutcome
 from portalq.jobs.secrets import account_secrets
 from portalq.jobs.submission import Submission
-from portalq.portals.calendar import zone
 from portalq.portals.delaware.certificate import certificate_pdf, check_name, document_type
+from portalq.portals.delaware.lookup_authority import FORMATION as LOOKUP
 from portalq.portals.entity.payload import FileEntityPayload
 from portalq.portals.flows import wait_on_portal as waiting
-from portalq.portals.flows.base import Evidence, browser_page, fetch_document, has_document
+from portalq.portals.flows.base import Evidence, browser_page
 from portalq.portals.flows.browser import trace_secrets
 from portalq.portals.flows.context import FlowContext
-from portalq.portals.flows.pages import WordedPage, absolute_url
+from portalq.portals.flows.pages import WordedPage
 from portalq.portals.flows.signin import sign_in_with_account
 
 if TYPE_CHECKING:
@@ -65,33 +61,15 @@ SERVICE = "Document Filing and Certificate Request Service"
 SUCCESS = "Your request has been successfully submitted"
 PRIORITY = "NormalProcessing"       # _1HourService | _2HourService | SameDayService | ...
 RETURN_METHOD = "RegularMail"
-DE_TZ = zone("America/New_York")
-#: the request status shows minutes, our clock and the portal's may differ a little
-CLOCK_SLACK = timedelta(minutes=5)
 API_TIMEOUT_S = 120.0
+#: where a person can see what became of a request: the filing agent's account, and the
+#: Division's entity search (docs/portals/delaware.md gives their sources)
+ENTITY_SEARCH = "https://icis.corp.delaware.gov/ecorp/entitysearch/namesearch.aspx"
 
 
-#: checkpoint key: the service request numbers of this job that staff rejected
-REJECTED_KEY = "de_rejected"
-
-
-class Rejected(BusinessError):
-    """Staff refused a queued request (their reason in the message): nothing was filed."""
-
-    def __init__(self, message: str, service_request: str) -> None:
-        super().__init__(message)
-        self.service_request = service_request
-
-
-@dataclass(frozen=True)
-class Request:
-    """A row of the account's request status."""
-
-    service_request: str
-    status: str                     #: "Pending" | "Filed" | "Rejected" (others: unknown)
-    file_number: str | None = None
-    document_url: str | None = None
-    reason: str = ""
+class AnswerUnknown(RetryableError):
+    """After the payment click, no Service Request Number: the request may have been taken
+    and paid (what came instead, in its words)."""
 
 
 def payment_method() -> dict[str, str]:
@@ -109,7 +87,7 @@ def payment_method() -> dict[str, str]:
 
 
 class ECorp2(WordedPage):
-    """Page object of eCorp2's e-filing app and the account's request status."""
+    """Page object of eCorp2's e-filing app."""
 
     step_from = "heading"
     expired_phrases = (("session has timed out", "session timed out"),)
@@ -149,8 +127,7 @@ class ECorp2(WordedPage):
 
     async def pay_and_submit(self, method: dict[str, str]) -> str:
         """Fill the payment and submit (the point of no return): the Service Request Number.
-        No answer, or one not recognised, is an unknown outcome (retryable: the retry
-        reconciles through the request status)."""
+        No answer, or any other (:class:`AnswerUnknown`), leaves the outcome unknown."""
         trace_secrets(self.page.context, [method.get("number", ""), method.get("expiry", "")])
         await self.choose("paymentType", method["type"])
         for name, key in (("cardName", "name"), ("cardNumber", "number"),
@@ -163,94 +140,19 @@ class ECorp2(WordedPage):
         await button.click()
         try:
             await answer.first.wait_for(state="visible", timeout=API_TIMEOUT_S * 1000)
-        except Exception:
-            raise RetryableError("Delaware: no answer after the payment; outcome unknown, the "
-                                 "next attempt reconciles via the request status") from None
+        except Exception:  # noqa: BLE001 - after the click every failure is "unknown"
+            raise AnswerUnknown("no answer within "
+                                f"{API_TIMEOUT_S:.0f} s") from None
         await self.shot("submitted")
         text = " ".join((await self.page.locator("body").inner_text()).split())
         if SUCCESS in text:
             number = (await self.page.locator("table.table-borderless td").nth(1).inner_text())
             if re.fullmatch(r"\d+", number.strip()):
                 return number.strip()
+        # no source shows eCorp2 refusing a payment in words, so none is read into any:
+        # whatever else the page says, the request may have been taken and paid
         alert = self.clean(await self.page.locator(".alert-danger").inner_text())
-        if "session has timed out" in alert:
-            raise _NotReceived(f"Delaware: {alert}")
-        raise RetryableError(f"Delaware: after the payment the page says {alert!r}; outcome "
-                             "unknown, the next attempt reconciles via the request status")
-
-    async def requests(self) -> list[tuple[Request, str, str, str]]:
-        """The account's requests: (request, corporation name, document type, submitted)."""
-        await self.goto(f"{self.base}/services/request-status", "the request status")
-        await self.expect_step("Request Status")
-        await self.shot("status")
-        rows = await self.page.locator("#requests tbody tr").evaluate_all("""rows => rows.map(r => {
-          const t = (s) => { const n = r.querySelector(s); return n ? n.innerText.trim() : ''; };
-          const a = r.querySelector('a.document');
-          return [t('.service-request'), t('.status'), t('.file-number'),
-                  a ? a.getAttribute('href') : '', t('.reason'), t('.corporation'),
-                  r.children[2] ? r.children[2].innerText.trim() : '', t('.submitted')]; })""")
-        return [(Request(sr, status, number or None,
-                         absolute_url(self.page.url, href) if href else None, reason),
-                 corp, doc, submitted)
-                for sr, status, number, href, reason, corp, doc, submitted in rows]
-
-    async def lookup(self, *, service_request: str | None, corporation: str, doc_type: str,
-                     since: datetime, not_these: frozenset[str] = frozenset()
-                     ) -> Request | None:
-        """The request by its number, else the one for this corporation and document
-        submitted since ``since`` that is none of ``not_these`` (the job's requests staff
-        rejected); None if the status shows none."""
-        def norm(s: str) -> str:
-            return " ".join(s.split()).casefold()
-
-        for request, corp, doc, submitted in await self.requests():
-            if service_request:
-                if request.service_request == service_request:
-                    return self._decided(request)
-                continue
-            if request.service_request in not_these:
-                continue
-            try:
-                at = datetime.strptime(submitted, "%m/%d/%Y %I:%M %p").replace(tzinfo=DE_TZ)
-            except ValueError:
-                raise RetryableError(f"Delaware: unreadable submission time {submitted!r} in "
-                                     "the request status — portal changed?") from None
-            if norm(corp) == norm(corporation) and norm(doc) == norm(doc_type) \
-                    and at >= since - CLOCK_SLACK:
-                return self._decided(request)
-        return None
-
-    @staticmethod
-    def _decided(request: Request) -> Request:
-        if request.status == "Rejected":
-            raise Rejected(f"Delaware rejected service request {request.service_request}: "
-                           f"{request.reason}", request.service_request)
-        if request.status == "Filed" and not (request.file_number and request.document_url):
-            raise RetryableError("Delaware: a filed request without its file number or "
-                                 "document — portal changed?")
-        if request.status not in ("Pending", "Filed"):
-            raise RetryableError(f"Delaware: request status {request.status!r} not "
-                                 "recognised — portal changed?")
-        return request
-
-
-def _rejected(ctx: FlowContext[BaseModel]) -> frozenset[str]:
-    numbers = ctx.checkpoints.get(REJECTED_KEY)
-    return frozenset(str(n) for n in numbers) if isinstance(numbers, list) else frozenset()
-
-
-async def _refused(ctx: FlowContext[BaseModel], sub: Submission, refused: Rejected) -> None:
-    """Staff rejected ``sub``'s request: the submission ends refused (a retry makes a new
-    one, under a new key) and its number is remembered, so that no later lookup by
-    corporation and document takes that rejected request for a new one."""
-    await ctx.save_checkpoint(**{REJECTED_KEY: sorted(_rejected(ctx) | {
-        refused.service_request})})
-    await sub.refused(str(refused))
-    await waiting.decided(ctx, sub)
-
-
-class _NotReceived(RetryableError):
-    """The portal answered that it did not take the request (its session had ended)."""
+        raise AnswerUnknown(f"the page says {alert!r}")
 
 
 async def _the_document(ctx: FlowContext[BaseModel], p: FileEntityPayload
@@ -268,85 +170,57 @@ async def _the_document(ctx: FlowContext[BaseModel], p: FileEntityPayload
 
 async def file_entity_de(ctx: FlowContext[FileEntityPayload]) -> dict[str, Any]:
     p = ctx.args
-    # the reference is the submission's own: after a rejection (refused) a new one
     sub = ctx.submission(SUBMISSION)
-    if sub.confirmation is not None and sub.confirmation.get("file_number"):
-        return await _certificate_only(ctx, sub.confirmation)
     doc_type = document_type(p)
+    if sub.confirmation is not None:   # submitted, with staff: nothing to look at
+        await _with_staff(ctx, sub, str(p.legal_name), doc_type)
+    if sub.in_doubt:
+        raise _lost(ctx, sub, str(p.legal_name), doc_type, "an earlier attempt's answer")
     doc_name, upload = await _the_document(ctx, p)   # before the browser: bad input stops here
     async with browser_page(ctx) as (page, evidence):
         de = ECorp2(ctx, page, evidence)
         await sign_in_with_account(ctx, page)   # the filing agent's account, when configured
-        found: Request | None = None
-        if sub.in_doubt or sub.confirmation is not None:
-            # a lost answer, or a request awaiting staff: the request status (read-only)
-            await ctx.step("looking the request up")
+        method = payment_method()
+        await ctx.step("request")
+        await de.fill_request(str(p.legal_name), doc_type, doc_name, upload)
+        await ctx.step("submit")
+        async with sub:
             try:
-                found = await de.lookup(
-                    service_request=(sub.confirmation or {}).get("service_request"),
-                    corporation=str(p.legal_name), doc_type=doc_type,
-                    since=waiting.submitted_at(ctx, sub), not_these=_rejected(ctx))
-            except Rejected as refused:
-                await _refused(ctx, sub, refused)   # decided: a person fixes it and retries
-                raise
-            if sub.in_doubt:
-                await ctx.save_checkpoint(reconciled="found" if found else "not_found")
-                if found is not None:
-                    await sub.confirmed(None, service_request=found.service_request)
-            if found is None and sub.confirmation is not None:
-                await waiting.undecided(ctx, sub, "the request status to list service request "
-                                        f"{sub.confirmation.get('service_request')}")
-            elif found is None:
-                await waiting.not_found_after_lost_answer(ctx, sub)  # returns if vouched
-        if found is None:
-            method = payment_method()
-            await ctx.step("request")
-            await de.fill_request(str(p.legal_name), doc_type, doc_name, upload)
-            await ctx.step("submit")
-            async with sub:
-                try:
-                    number = await de.pay_and_submit(method)
-                except _NotReceived:
-                    await sub.refused("the portal's session had ended; not received")
-                    raise
-                await sub.confirmed(None, service_request=number)
-            # one read of the request status at once: a request staff already filed (a
-            # priority one) ends now; a page that cannot be read just leaves it to the checks
-            try:
-                found = await de.lookup(service_request=number, corporation="", doc_type="",
-                                        since=clock.now())
-            except Rejected as refused:
-                await _refused(ctx, sub, refused)
-                raise
-            except RetryableError as exc:
-                log.info("job %s: request status not read after submitting (%s)",
-                         ctx.job_id, exc)
-            found = found or Request(number, "Pending")
-        if found.status == "Filed":
-            assert found.file_number and found.document_url
-            await sub.confirmed(None, **{**(sub.confirmation or {}),
-                                         "file_number": found.file_number,
-                                         "certificate_url": found.document_url})
-            await ctx.step("certificate")
-            name = found.document_url.rsplit("/", 1)[-1]
-            pdf = await de.pdf(found.document_url, "the stamped document")
-    if found.status != "Filed":   # queued for staff: wait, holding no browser
-        await waiting.undecided(ctx, sub, f"staff to file service request "
-                                f"{found.service_request}")
-    await waiting.decided(ctx, sub)
-    await ctx.store_document(name, "application/pdf", pdf)
-    await ctx.save_checkpoint(documents=[name])
-    return {"file_number": found.file_number, "service_request": found.service_request,
-            "entity_name": p.legal_name, "documents": [name]}
+                number = await de.pay_and_submit(method)
+            except AnswerUnknown as unknown:
+                raise _lost(ctx, sub, str(p.legal_name), doc_type, str(unknown)) from None
+            # the name as filed: a person's --confirmed-filed keeps it for the order's EIN
+            await sub.confirmed(None, service_request=number, entity_name=str(p.legal_name))
+    await _with_staff(ctx, sub, str(p.legal_name), doc_type)
 
 
-async def _certificate_only(ctx: FlowContext[BaseModel], cp: Mapping[str, Any]
-                            ) -> dict[str, Any]:
-    """Filed by an earlier attempt: never the portal's form again, only the document."""
-    url = cp.get("certificate_url", "")
-    name = url.rsplit("/", 1)[-1] if url else ""
-    if name and not await has_document(ctx, name):
-        name, pdf = await fetch_document(ctx, url)
-        await ctx.store_document(name, "application/pdf", pdf)
-        await ctx.save_checkpoint(documents=[name])
-    return {"file_number": cp["file_number"], "documents": [name] if name else []}
+def _account(ctx: FlowContext[BaseModel]) -> str:
+    return (f"sign in to eCorp2 ({ctx.portal_urls[PORTAL].rstrip('/')}/) with the filing "
+            "agent's account")
+
+
+async def _with_staff(ctx: FlowContext[BaseModel], sub: Submission, corporation: str,
+                      doc_type: str) -> NoReturn:
+    """Submitted: staff file it later, and no page known to exist shows when (``LOOKUP``)."""
+    assert LOOKUP.page is None, "a sourced request-status page: read it here"
+    number = (sub.confirmation or {}).get("service_request")
+    await waiting.person_when_expected(
+        ctx, sub, what=f"staff to file service request {number}; a person checks then",
+        check=f"{_account(ctx)} and see what became of service request {number} "
+              f"({corporation}, {doc_type}), or find {corporation} in the entity search "
+              f"({ENTITY_SEARCH}). Filed: portalq jobs retry {ctx.job_id} --confirmed-filed "
+              f"FILE_NUMBER; rejected: cancel the job and enqueue the fixed order anew (a new "
+              f"request, paid anew); still pending: change nothing, check again later")
+
+
+def _lost(ctx: FlowContext[BaseModel], sub: Submission, corporation: str, doc_type: str,
+          what: str) -> UncertainOutcome:
+    """The answer to the payment is unknown: the request may have been taken and paid, and
+    no page known to exist can show it (``LOOKUP``), so a person checks; never a new one."""
+    return UncertainOutcome(
+        f"Delaware: after the payment for {corporation} ({doc_type}; submission "
+        f"{sub.reference}) {what}: no Service Request Number was read, the request may have "
+        f"been taken and paid, and no page portalq knows of can tell. Nothing is filed again "
+        f"by itself: {_account(ctx)} and look for a request for {corporation} submitted since "
+        f"{waiting.submitted_at(ctx, sub):%Y-%m-%d %H:%M} UTC. Found: portalq jobs retry "
+        f"{ctx.job_id} --confirmed-filed SERVICE_REQUEST_OR_FILE_NUMBER; none: --not-filed")

@@ -1,5 +1,5 @@
 """Delaware Division of Corporations stand-in: eCorp2's "Document Filing and Certificate
-Request Service" (``../shared/portals/delaware.txt``).
+Request Service" (the facts and their sources: ``docs/portals/delaware.md``).
 
     GET  /                          home: the service tiles (``.service-item a``)
     GET  /services/e-filing         the e-filing app (:mod:`.delaware_spa`): priority,
@@ -10,22 +10,16 @@ Request Service" (``../shared/portals/delaware.txt``).
                                     Request Number; /services/payment and
                                     /services/confirmation are the same app (deep links)
     POST /api/e-filing              the app's request: filing, document and payment [?]
-    GET  /services/request-status   the account's requests [?]: service request number,
-                                    corporation name, document type, submitted, status;
-                                    once staff filed one, its file number and stamped document
-    GET  /documents/<token>/<name>  the stamped document of a filed request
 
-Staff decide later (``decide_after_seconds``; ``staff_outcome`` "approve" or
-"reject: <reason>"); until then a request is "Pending" and has no file number. The upload
-must be a PDF (``%PDF-``) [?: the real portal's check and words unknown]. Sign-in is the
+No page of the real portal is known to show a request's later status (docs/portals/
+delaware.md), so the stand-in has none either: what staff do later is not modelled. The
+upload must be a PDF (``%PDF-``) [?: the real portal's check and words unknown]. Sign-in is the
 kit's gate (off unless switched on), drawn with eCorp2's ``formcontrolname`` inputs.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import random
 from datetime import timedelta
 from typing import Any
 
@@ -41,7 +35,6 @@ from portalq.portals.delaware import standin_page as spa
 from portalq.portals.standin.kit import html as pages
 from portalq.portals.standin.kit.control import dialog_script
 from portalq.portals.standin.kit.html import esc, layout, root
-from portalq.portals.standin.kit.pdf import make_pdf, pdf_response
 from portalq.portals.standin.kit.session import Sessions
 from portalq.portals.standin.kit.state import PortalState, drop_connection
 
@@ -81,14 +74,11 @@ def _problem(form: dict[str, str], upload: Any) -> str | None:
 def create_app(state: PortalState) -> Starlette:
     sessions = Sessions(state, "de_session", timedelta(minutes=30))
     guard = pages.guard(state, pages.us_gate(state, TITLE, CLOSED))
-    documents_guard = pages.guard(state, pages.us_maintenance_gate(state, TITLE))
 
     @guard
     async def home(request: Request) -> Response:
         return layout(TITLE, f"<h1>{TITLE}</h1><div class=service-item><a href='{root(request)}"
-                      f"/services/e-filing'>Document Filing</a></div><div class=service-item>"
-                      f"<a href='{root(request)}/services/request-status'>Request Status</a>"
-                      "</div>")
+                      f"/services/e-filing'>Document Filing</a></div>")
 
     @guard
     async def app(request: Request) -> Response:
@@ -124,72 +114,27 @@ def create_app(state: PortalState) -> Starlette:
         now = clock.now()
         with state.lock:
             seq = len(state.ledger) + 1
-        file_number = f"{7_100_000 + seq * 37:07d}"
-        token = hashlib.sha256(f"{file_number}{now}{random.random()}".encode()).hexdigest()[:20]
-        entry = state.record(state.queue({
-            "file_number": file_number, "service_request": f"{20260000 + seq}",
+        entry = state.record({
+            "service_request": f"{20260000 + seq}",
             "corporation_name": form["corporationName"], "document_type": form["documentType"],
             "priority": form["workFlowPriority"], "request_type": form["documentUploadRequestType"],
             "return_method": form["returnMethod"],
             "document": {"name": upload.filename, "size": len(pdf),
                          "pdf": base64.b64encode(pdf).decode()},
             "submitted": now.astimezone(DE_TZ).strftime("%m/%d/%Y %I:%M %p"),
-            "token": token, "stamped": f"Certificate_{file_number}.pdf",
             # never the card number: the last four digits, as a receipt shows them
             "payment": {"type": form["paymentType"], "amount": FEE, "at": now.isoformat(),
                         "card": form["cardNumber"][-4:]},
-        }))
+        })
         await state.hang_if_asked()
         if state.faults.drop_after_submit:
             return drop_connection(request)
+        if state.faults.answer_after_submit:   # acted, and an answer no flow may trust
+            return JSONResponse({"message": state.faults.answer_after_submit},
+                                status_code=401)
         return JSONResponse({"serviceRequestNumber": entry["service_request"]})
-
-    @guard
-    async def status(request: Request) -> Response:
-        with state.lock:
-            entries = list(state.ledger)
-        rows = "".join(row(request, e) for e in entries)
-        return layout(TITLE, "<h1>Request Status</h1><table id=requests class=table><thead><tr>"
-                      "<th>Service Request Number</th><th>Corporation Name</th><th>Document "
-                      "Type</th><th>Submitted</th><th>Status</th><th>File Number</th><th>"
-                      f"Document</th></tr></thead><tbody>{rows}</tbody></table>")
-
-    def row(request: Request, e: dict[str, Any]) -> str:
-        """One request: pending until staff decide; filed (its file number and stamped
-        document) or rejected (their reason) after."""
-        cells = (f"<td class=service-request>{e['service_request']}</td><td class=corporation>"
-                 f"{esc(e['corporation_name'])}</td><td>{esc(e['document_type'])}</td><td "
-                 f"class=submitted>{e['submitted']}</td>")
-        if not state.decided(e):
-            return f"<tr class=pending>{cells}<td class=status>Pending</td><td></td><td></td></tr>"
-        outcome = str(e.get("staff_outcome") or "")
-        if outcome.startswith("reject"):
-            reason = outcome.partition(":")[2].strip() or "Rejected by the Division."
-            return (f"<tr class=rejected>{cells}<td class=status>Rejected</td><td "
-                    f"class=reason colspan=2>{esc(reason)}</td></tr>")
-        href = f"{root(request)}/documents/{e['token']}/{e['stamped']}"
-        return (f"<tr class=filed>{cells}<td class=status>Filed</td><td class=file-number>"
-                f"{e['file_number']}</td><td><a class=document href='{href}'>Stamped "
-                "document</a></td></tr>")
-
-    @documents_guard
-    async def document(request: Request) -> Response:
-        token, name = request.path_params["token"], request.path_params["name"]
-        e = state.find(token=token, stamped=name)
-        if e is None or not state.decided(e) or str(e.get("staff_outcome")).startswith("reject"):
-            return layout(TITLE, "<h1>Document not found</h1>", status=404)
-        # [?] the real stamped document is the uploaded one with the Division's stamp; here
-        # a stamp page naming it
-        filed = clock.now().astimezone(DE_TZ).strftime("%m/%d/%Y %I:%M %p")
-        pdf = make_pdf(["State of Delaware", "Secretary of State", "Division of Corporations",
-                        f"Delivered and FILED {filed}", f"SR {e['service_request']} - "
-                        f"File Number {e['file_number']}", "", e["document_type"].upper()],
-                       [f"{e['corporation_name']}", f"Document received: "
-                        f"{e['document']['name']} ({e['document']['size']} bytes)"])
-        return pdf_response(pdf, name)
 
     return Starlette(routes=[
         Route("/", home), Route("/services/e-filing", app), Route("/services/payment", app),
-        Route("/services/confirmation", app), Route("/services/request-status", status),
-        Route("/api/e-filing", api, methods=["POST"]), Route("/documents/{token}/{name}", document),
+        Route("/services/confirmation", app), Route("/api/e-filing", api, methods=["POST"]),
     ])

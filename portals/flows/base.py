@@ -21,6 +21,7 @@ from portalq.jobs.errors import (
     PortalUnavailable,
     RetryableError,
 )
+from portalq.portals.flows import never_twice
 from portalq.portals.flows.browser import close_context, note_missing
 from portalq.portals.flows.context import FlowContext
 from portalq.portals.flows.drift import keep_evidence
@@ -85,6 +86,7 @@ async def browser_page(ctx: FlowContext[BaseModel]) -> AsyncIterator[tuple[Page,
     from playwright.async_api import Error as PlaywrightError
 
     context = await ctx.new_browser_context()
+    await never_twice.guard(ctx, context)   # a point of no return is never sent twice
     evidence = Evidence(ctx)
     failed = True
     try:

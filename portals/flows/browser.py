@@ -437,6 +437,10 @@ def trace_secrets(context: BrowserContext, values: Iterable[str]) -> None:
         trace.secrets.update(v for v in values if v)
 
 
+#: a context attribute: its traffic must leave through the portal's egress proxy
+PROXIED = "portalq_proxied"
+
+
 async def new_context(browser: Browser, config: BrowserConfig, artifacts_dir: Path,
                       **options: Any) -> Any:
     """A fresh BrowserContext with the configured timeouts, traced per the trace policy."""
@@ -448,6 +452,7 @@ async def new_context(browser: Browser, config: BrowserConfig, artifacts_dir: Pa
         note_missing(artifacts_dir, "evidence folder", exc)
         folder = False
     context = await browser.new_context(accept_downloads=True, **options)
+    setattr(context, PROXIED, "proxy" in options)   # never_twice: not through Playwright's client
     context.set_default_timeout(config.action_ms)
     context.set_default_navigation_timeout(config.navigation_ms)
     if config.trace_policy != "off" and folder:

@@ -8,6 +8,8 @@ spent, no browser kept):
   received (the caller may submit again); else waits, and past the window raises for a
   person with the evidence.
 - :func:`undecided`: the portal gave its number or receipt but has not decided yet.
+- :func:`person_when_expected`: likewise, where no known page shows the decision: one wait
+  to the expected time, then a person.
 
 A check is the flow's lookup, which is read-only: neither helper ever submits.
 """
@@ -20,7 +22,8 @@ from typing import NoReturn
 
 from pydantic import BaseModel
 
-from portalq.jobs import clock, waiting
+from portalq.jobs import clock, settings, waiting
+from portalq.jobs.errors import UncertainOutcome
 from portalq.jobs.submission import Submission
 from portalq.portals import lookups
 from portalq.portals.flows.context import FlowContext
@@ -102,3 +105,29 @@ async def _wait(ctx: FlowContext[BaseModel], rule: waiting.LookupRule, name: str
         await ctx.save_checkpoint(**{waiting.KEY: mark})
     await ctx.step(waiting.describe(mark))
     raise waiting.wait(mark)
+
+
+async def person_when_expected(ctx: FlowContext[BaseModel], sub: Submission, *, what: str,
+                               check: str) -> NoReturn:
+    """Submitted and acknowledged, on a portal where no page known to exist shows the
+    registry's later decision (its declared lookup authority has none): nothing is looked
+    at -- a guessed page would fail "portal changed" at every check. The job waits, holding
+    nothing, until the portal's expected decision time, and then a person is asked (the job
+    ends uncertain: one mail, the console's Needs you), told ``check``: what to look at and
+    where. Under ``PORTALQ_PORTAL_CHECK_SECONDS`` (tests, demos) the first check is that
+    time, so a demo's person is asked within seconds."""
+    rule = lookups.rule(ctx.portal, sub.name)
+    since, now = submitted_at(ctx, sub), clock.now()
+    short = settings.current(settings.TestSettings).portal_check_seconds is not None
+    due = since + (rule.check_every if short else rule.expected_within)
+    if now < due:
+        mark = waiting.waiting(ctx.checkpoints, rule, since=since, now=now, what=what,
+                               submission=sub.name)
+        mark["next_check"] = due.isoformat()
+        await ctx.save_checkpoint(**{waiting.KEY: mark})
+        await ctx.step(waiting.describe(mark))
+        raise waiting.wait(mark)
+    raise UncertainOutcome(
+        f"{rule.portal}: submission {sub.name!r} (reference {sub.reference}), submitted at "
+        f"{since:%Y-%m-%d %H:%M} UTC, was expected to be decided by {due:%Y-%m-%d %H:%M} UTC; "
+        f"no page known to exist shows the decision, so portalq does not look: {check}")

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
+from portalq.portals.standin.kit.network import DropAfterActing
 from portalq.portals.standin.kit.sign_in_gate import SigninGate
 from portalq.portals.standin.kit.state import PortalState, StandinState
 
@@ -63,6 +64,10 @@ def create_app(state: StandinState | None = None, *, smtp_url: str | None = None
         return JSONResponse(list(portal.ledger))
 
     @per_portal
+    async def arrivals(request: Request, portal: PortalState) -> JSONResponse:
+        return JSONResponse(dict(portal.arrivals))
+
+    @per_portal
     async def signins(request: Request, portal: PortalState) -> JSONResponse:
         return JSONResponse(portal.accounts.ledger())
 
@@ -75,6 +80,7 @@ def create_app(state: StandinState | None = None, *, smtp_url: str | None = None
         Route("/_control/{portal}", control, methods=["POST"]),
         Route("/_ledger/{portal}", ledger),
         Route("/_ledger/{portal}/signins", signins),
+        Route("/_ledger/{portal}/arrivals", arrivals),
         Route("/_reset", reset, methods=["POST"]),
     ]
     for prefix, (module_name, code) in PORTALS.items():
@@ -85,7 +91,8 @@ def create_app(state: StandinState | None = None, *, smtp_url: str | None = None
                 raise
             continue  # portal not built yet
         portal = state[code]
-        gate = SigninGate(module.create_app(portal), portal.accounts, module.signin_look,
+        gate = SigninGate(DropAfterActing(module.create_app(portal), portal), portal.accounts,
+                          module.signin_look,
                           getattr(module, "PUBLIC_PATHS", ()))
         routes.append(Mount(f"/{prefix}", app=gate))
     app = Starlette(routes=routes)

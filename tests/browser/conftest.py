@@ -161,6 +161,10 @@ class Portals:
     def ledger(self, portal: str) -> list[dict[str, Any]]:
         return self._call(f"/_ledger/{portal}")  # type: ignore[no-any-return]
 
+    def arrivals(self, portal: str) -> dict[str, int]:
+        """POSTs that reached the portal, by path (the kit counts them)."""
+        return self._call(f"/_ledger/{portal}/arrivals")  # type: ignore[no-any-return]
+
     def reset(self) -> None:
         self._call("/_reset", {})
 

@@ -1,8 +1,8 @@
 """Orders as pipelines (issue 41) run by the real service (`portalq run`) against the
-stand-ins: a Delaware LLC order files with Delaware (whose staff decide the request a little
-later), applies for the EIN with the filed entity's data, and mails the certificate and the
-CP 575; an escalated filing holds the EIN step until a person fixes it; cancelling mid-way
-cancels only what has not run."""
+stand-ins: a Delaware LLC order files with Delaware (no page known to exist shows what its
+staff decide, so a person confirms the filing at its expected time, issue 53), applies for
+the EIN, and mails the CP 575; an escalated filing holds the EIN step until a person fixes
+it; cancelling mid-way cancels only what has not run."""
 
 from __future__ import annotations
 
@@ -23,12 +23,22 @@ DE = "delaware_icis"
 CUSTOMER = DELAWARE_LLC["contact_email"]
 
 
-def _service(db, tmp_path, standin_server, mailbox):
-    # the registry's decision is checked every second (PORTALQ_PORTAL_CHECK_SECONDS)
+def _service(db, tmp_path, standin_server, mailbox, check: int | None = 1):
+    # the registry's decision is checked every second (PORTALQ_PORTAL_CHECK_SECONDS): for
+    # Delaware, whose decision no known page shows, the person is asked after a second
+    env = {"PORTALQ_PORTAL_CHECK_SECONDS": check} if check is not None else {}
     return Service(db, tmp_path, "orders", PORTALQ_STANDIN_URL=standin_server.base_url,
                    PORTALQ_ADMIN_EMAILS="ops@example.com", PORTALQ_SMTP_URL=mailbox.url,
-                   PORTALQ_RETRY_BASE_SECONDS=0.2, PORTALQ_WORKERS=3,
-                   PORTALQ_PORTAL_CHECK_SECONDS=1)
+                   PORTALQ_RETRY_BASE_SECONDS=0.2, PORTALQ_WORKERS=3, **env)
+
+
+def _person_confirms_the_filing(order_id, job_id):
+    """Delaware's filing waits, then asks a person; they found it filed on eCorp2."""
+    wait_until(lambda: _status(order_id, "file_entity") == "failed", 120,
+               "the person asked about the filing")
+    assert "eCorp2" in (queue.get_job(job_id)["last_error"] or "")
+    out = run_cli("jobs", "retry", str(job_id), "--confirmed-filed", "7100037")
+    assert out.returncode == 0, out.stderr
 
 
 def _sweep(dsn):
@@ -48,11 +58,14 @@ def _status(order_id, step):
 
 def test_a_delaware_llc_order_end_to_end(db, dsn, tmp_path, standin_server, portals):
     open_all_hours(dsn)
-    portals.control(DE, decide_after_seconds=2)   # staff decide the request 2 s later
     mailbox = Mailbox().start()
-    created = order_runs.enqueue_order("delaware_llc", "ORD-1001", DELAWARE_LLC)
+    # in person: the IRS gives the CP 575 online, the delivery's one document (Delaware's
+    # stamped certificate goes back by its return method, not through portalq)
+    created = order_runs.enqueue_order("delaware_llc", "ORD-1001", {
+        **DELAWARE_LLC, "applicant": "responsible_party"})
     svc = _service(db, tmp_path, standin_server, mailbox).start()
     try:
+        _person_confirms_the_filing("ORD-1001", created.jobs["file_entity"])
         wait_until(lambda: _status("ORD-1001", "deliver") in ("completed", "failed"), 180,
                    "the order's delivery")
         [mail] = [m for m in mailbox.wait_for(1, 10) if m["To"] == CUSTOMER]
@@ -65,17 +78,13 @@ def test_a_delaware_llc_order_end_to_end(db, dsn, tmp_path, standin_server, port
     filed, ein = jobs["file_entity"], jobs["obtain_ein"]
     assert "service_request" in filed["checkpoint"]["submissions"]["formation"][
         "confirmation"]                                # it waited for Delaware's staff
-    # the EIN step received the filed entity's data, and started only after the filing
-    assert ein["payload"]["legal_name"] == filed["result"]["entity_name"]
+    assert filed["result"]["confirmation"] == "7100037"   # as the person found it
+    # the EIN step started only after the filing, with the order's name
+    assert ein["payload"]["legal_name"] == "Widgets LLC"
     assert ein["payload"]["state"] == "DE" and ein["started_at"] > filed["finished_at"]
-    # the firm applies as the third-party designee: the IRS mails the CP 575 to the applicant
-    # (no digital letter for a designee; tests/facts/irs-ein-assignment.txt §5), so the
-    # delivery carries the certificate alone
-    assert ein["result"]["documents"] == []
-    assert jobs["deliver"]["payload"]["documents"] == [{"source_job_id": filed["id"]}]
+    assert jobs["deliver"]["payload"]["documents"] == [{"source_job_id": ein["id"]}]
     attached = sorted(p.get_filename() for p in mail.walk() if p.get_filename())
-    assert len(attached) == 1 and not any("CP575" in n.upper().replace("_", "")
-                                          for n in attached), attached
+    assert len(attached) == 1 and "CP575" in attached[0].upper().replace("_", ""), attached
     assert len(portals.ledger(DE)) == 1 and len(portals.ledger("irs_ein")) == 1
     with psycopg.connect(dsn) as c:   # nothing waits for the order's input: erased
         assert c.execute("SELECT input_data FROM portalq.orders").fetchone()[0] is None
@@ -87,8 +96,8 @@ def test_an_escalated_filing_holds_the_ein_step_until_a_person_fixes_it(
     open_all_hours(dsn)
     mailbox = Mailbox().start()
     # the order's name lacks the ending Delaware requires: the filing fails for a person
-    created = order_runs.enqueue_order("delaware_llc", "ORD-1002",
-                                       {**DELAWARE_LLC, "legal_name": "Widgets"})
+    created = order_runs.enqueue_order("delaware_llc", "ORD-1002", {
+        **DELAWARE_LLC, "legal_name": "Widgets", "applicant": "responsible_party"})
     svc = _service(db, tmp_path, standin_server, mailbox).start()
     try:
         wait_until(lambda: _status("ORD-1002", "file_entity") == "failed", 120,
@@ -103,6 +112,7 @@ def test_an_escalated_filing_holds_the_ein_step_until_a_person_fixes_it(
         out = run_cli("jobs", "retry", str(created.jobs["file_entity"]), "--payload-patch",
                       '{"legal_name": "Widgets LLC"}', "--note", "the name needs its ending")
         assert out.returncode == 0, out.stderr
+        _person_confirms_the_filing("ORD-1002", created.jobs["file_entity"])
         wait_until(lambda: _status("ORD-1002", "deliver") in ("completed", "failed"), 180,
                    "the rest of the order after the person's fix")
     finally:
@@ -110,7 +120,8 @@ def test_an_escalated_filing_holds_the_ein_step_until_a_person_fixes_it(
         mailbox.stop()
     ein = queue.get_job(created.jobs["obtain_ein"])
     assert ein["status"] == "completed", ein["last_error"]
-    # the EIN application carries the name as filed, not as the order typed it
+    # the EIN application carries the name as filed (the person's fix), not as the order
+    # typed it -- also when a person confirmed the filing (its submission's record)
     assert ein["payload"]["legal_name"] == "Widgets LLC"
     assert queue.get_job(created.jobs["deliver"])["status"] == "completed"
     assert len(portals.ledger(DE)) == 1 and len(portals.ledger("irs_ein")) == 1
@@ -120,10 +131,10 @@ def test_an_escalated_filing_holds_the_ein_step_until_a_person_fixes_it(
 def test_cancelling_mid_way_cancels_only_what_has_not_run(
         db, dsn, tmp_path, standin_server, portals):
     open_all_hours(dsn)
-    portals.control(DE, decide_after_seconds=3600)   # filed, staff decide in an hour
     mailbox = Mailbox().start()
     created = order_runs.enqueue_order("delaware_llc", "ORD-1003", DELAWARE_LLC)
-    svc = _service(db, tmp_path, standin_server, mailbox).start()
+    # filed: waits for its expected decision time (48 h: no short checks here)
+    svc = _service(db, tmp_path, standin_server, mailbox, check=None).start()
     try:
         wait_until(lambda: len(portals.ledger(DE)) == 1
                    and _status("ORD-1003", "file_entity") == "deferred", 120,

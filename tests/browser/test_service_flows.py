@@ -49,7 +49,6 @@ def test_every_job_type_end_to_end(db, dsn, tmp_path, standin_server, portals):
             "name": queue.enqueue("name_search", "ORD-1", bckit.build(
                 bckit.NAME_SEARCH, names=["Cedar Harbour Consulting Ltd."])).id,
             "bc": queue.enqueue("file_entity", "ORD-2", bckit.FILE_ENTITY).id,
-            "de": queue.enqueue("file_entity", "ORD-3", payloads.FILE_ENTITY_DE).id,
             # in person: a designee's application gets its letter by post, none to deliver
                 "ein": queue.enqueue("obtain_ein", "ORD-3", {
                     **payloads.OBTAIN_EIN, "applicant": "responsible_party"}).id,
@@ -69,9 +68,8 @@ def test_every_job_type_end_to_end(db, dsn, tmp_path, standin_server, portals):
     assert re.fullmatch(r"NR \d{7}", rows["name"]["result"]["nr_number"])
     assert re.fullmatch(r"BC\d{7}", rows["bc"]["result"]["incorporation_number"])
     assert re.fullmatch(r"\d{2}-\d{7}", rows["ein"]["result"]["ein"])
-    assert re.fullmatch(r"\d{7}", str(rows["de"]["result"]["file_number"]))
     assert rows["crtc"]["result"]["confirmation"].startswith("CRTC-")
-    for key in ("bc", "de", "ein", "crtc"):
+    for key in ("bc", "ein", "crtc"):
         docs = _documents(dsn, jobs[key])
         assert docs and all(d.startswith(b"%PDF-") for d in docs.values()), key
     assert queue.get_job(deliver)["status"] == "completed"
@@ -84,7 +82,6 @@ def test_every_job_type_end_to_end(db, dsn, tmp_path, standin_server, portals):
     # each filing reached its portal exactly once
     assert len(bckit.entries(portals, "bc_corporate_online", "incorporation")) == 1
     assert len(portals.ledger("irs_ein")) == 1
-    assert len(portals.ledger("delaware_icis")) == 1
     assert len(portals.ledger("crtc")) == 1
     # evidence: screenshots per attempt, listed by `jobs show`
     shown = queue.show_job(jobs["ein"])
@@ -149,29 +146,63 @@ def _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox, port
 
 
 @pytest.mark.e2e
-def test_worker_killed_after_submit_delaware_reconciles_files_once(
+def test_a_delaware_filing_asks_a_person_at_its_expected_time_who_confirms_it(
         db, dsn, tmp_path, standin_server, portals):
+    """No page known to exist shows what Delaware's staff did (issue 53): the submitted
+    filing waits on the portal, then (its expected time, here the first check) a person is
+    asked in one mail what to check and where; their --confirmed-filed completes it."""
+    from tests.conftest import run_cli
+
+    open_all_hours(dsn)
+    mailbox = Mailbox().start()
+    svc = _service(db, tmp_path, standin_server, mailbox, PORTALQ_PORTAL_CHECK_SECONDS=1)
+    svc.start()
+    try:
+        job = queue.enqueue("file_entity", "ORD-3", payloads.FILE_ENTITY_DE).id
+        wait_until(lambda: _final(job), 60, "the person asked")
+        [mail] = mailbox.wait_for(1, 30)
+    finally:
+        svc.stop()
+        mailbox.stop()
+    row = queue.show_job(job)
+    [entry] = portals.ledger("delaware_icis")
+    assert row["status"] == "failed" and "uncertain" in mail["Subject"]
+    text = _text_of(mail)
+    assert f"service request {entry['service_request']}" in text and "eCorp2" in text
+    assert any("waiting on delaware_icis" in (e["error"] or "") for e in row["events"])
+    out = run_cli("jobs", "retry", str(job), "--confirmed-filed", "7100037")
+    assert out.returncode == 0, out.stderr
+    assert queue.get_job(job)["status"] == "completed"
+    assert len(portals.ledger("delaware_icis")) == 1
+
+
+@pytest.mark.e2e
+def test_worker_killed_after_submit_delaware_asks_a_person_files_once(
+        db, dsn, tmp_path, standin_server, portals):
+    """Killed right after the payment click: the rescued job's submission is in doubt and
+    no page can look it up, so a person is asked; nothing is filed or paid again."""
     open_all_hours(dsn)
     mailbox = Mailbox().start()
     job = queue.enqueue("file_entity", "ORD-K1", payloads.FILE_ENTITY_DE).id
     rescuer = _kill_after_submit(db, dsn, tmp_path, standin_server, portals, mailbox,
                                  "delaware_icis", job)
     try:
-        wait_until(lambda: _final(job), 60, "rescue and reconciliation")
+        wait_until(lambda: _final(job), 60, "rescue to a person")
+        [mail] = mailbox.wait_for(1, 30)
     finally:
         rescuer.stop()
         mailbox.stop()
     row = queue.show_job(job)
-    assert row["status"] == "completed", row["last_error"]
-    assert row["result"]["file_number"] == portals.ledger("delaware_icis")[0]["file_number"]
-    assert len(portals.ledger("delaware_icis")) == 1  # filed exactly once
+    assert row["status"] == "failed" and "uncertain" in mail["Subject"], row["last_error"]
+    assert "may have been taken and paid" in _text_of(mail)
+    assert len(portals.ledger("delaware_icis")) == 1  # filed and paid exactly once
     assert any((e["detail"] or {}).get("event") == "rescued" for e in row["events"])
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("queued_for", [20, pytest.param(180, marks=pytest.mark.slow)],
                          ids=["20s", "3min"])
-@pytest.mark.parametrize("case", ["delaware", "bc_name_request", "bc_incorporation", "crtc"])
+@pytest.mark.parametrize("case", ["bc_name_request", "bc_incorporation", "crtc"])
 def test_killed_after_submit_while_the_registry_queues_files_and_pays_once(
         db, dsn, tmp_path, standin_server, portals, case, queued_for):
     """SIGKILL right after the submit click while the stand-in keeps the request queued
@@ -181,7 +212,6 @@ def test_killed_after_submit_while_the_registry_queues_files_and_pays_once(
     registry's number once the stand-in decides (a BC Name Request, whose lost creation
     nothing can look up: with a person asked)."""
     portal, job_type, payload, kind = {
-        "delaware": ("delaware_icis", "file_entity", payloads.FILE_ENTITY_DE, None),
         "bc_name_request": ("bc_corporate_online", "name_search", bckit.build(
             bckit.NAME_SEARCH, names=["Cedar Harbour Consulting Ltd."]), "name_request"),
         "bc_incorporation": ("bc_corporate_online", "file_entity", bckit.FILE_ENTITY,
@@ -211,7 +241,7 @@ def test_killed_after_submit_while_the_registry_queues_files_and_pays_once(
     [entry] = portals.ledger(portal)          # one filing, and with it one payment
     assert kind is None or entry["kind"] == kind
     assert case == "crtc" or entry["payment"]   # (a CRTC registration has no fee)
-    number = {"delaware": "file_number", "bc_name_request": "nr_number",
+    number = {"bc_name_request": "nr_number",
               "bc_incorporation": "incorporation_number", "crtc": "confirmation"}[case]
     assert row["result"][number] == entry[number]
     waits = [e for e in row["events"] if "waiting on " in (e["error"] or "")]

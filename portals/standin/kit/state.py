@@ -15,7 +15,9 @@ Faults: ``maintenance`` (maintenance page), ``slow_ms`` (delay every page), ``er
 ``dialog`` (an unexpected alert on the form pages), ``changed_selector`` (the Continue
 control renamed, as after a portal redesign), ``hours`` ("always" | "closed" | "calendar"),
 ``drop_after_submit`` / ``drop_before_submit`` (the connection dies after / before the
-submission is recorded), ``hang_after_submit`` (recorded, then no answer at all);
+submission is recorded), ``hang_after_submit`` (recorded, then no answer at all),
+``answer_after_submit`` (recorded, then an error answer in these words),
+``drop_after_acting`` (a path: acted on, then the connection closes bare, :mod:`.network`);
 ``decide_after_seconds`` (a registry that queues: a submission is acknowledged with its
 number or receipt and decided by staff that long after it was recorded -- its lookup does
 not list it before) and ``staff_outcome`` (what staff decide, where the portal knows
@@ -75,6 +77,12 @@ class Faults:
     drop_before_submit: bool = False
     # record the submission, then never answer (a worker can be killed "after submit")
     hang_after_submit: bool = False
+    # a path (e.g. "/api/e-filing"): a POST there acts, then its connection closes with no
+    # answer, as a real network drops it (kit/network.py; Chromium may resend by itself)
+    drop_after_acting: str | None = None
+    # record the submission, then answer with these words as an error (a real portal's
+    # answer after acting may say anything: a flow must not read a refusal into it)
+    answer_after_submit: str | None = None
     # staff decide a queued submission this long after it was recorded (0: at once)
     decide_after_seconds: float = 0.0
     # a registry that publishes its decisions (the CRTC's registration list, "within 24
@@ -110,6 +118,8 @@ class PortalState:
     ledger: list[dict[str, Any]] = field(default_factory=list)
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: POSTs that reached the portal, by path (:mod:`.network`)
+    arrivals: dict[str, int] = field(default_factory=dict)
     #: accounts and sign-in (off by default; ``{"signin": {...}}`` through the control API)
     accounts: Accounts = field(default_factory=Accounts)
 
@@ -168,6 +178,7 @@ class PortalState:
             self.faults = Faults()
             self.ledger.clear()
             self.sessions.clear()
+            self.arrivals.clear()
         self.accounts.reset()
 
     def snapshot(self) -> dict[str, Any]:
