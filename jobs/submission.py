@@ -34,6 +34,10 @@ from typing import TYPE_CHECKING, Any
 from portalq.jobs import clock
 
 KEY = "submissions"
+#: the requests a submission sent, by its reference (portals/flows/never_twice.py): a
+#: second identical one is stopped while the submission is in doubt; forgotten when the
+#: portal (refused) or an admin (not filed) says nothing was filed
+SENT = "sent"
 STEP = "step"
 
 
@@ -109,20 +113,34 @@ def confirmed(checkpoint: Mapping[str, Any] | None, name: str, data: Mapping[str
                                      earlier.submitted if earlier else None))
 
 
+def _unsent(checkpoint: Mapping[str, Any] | None, refs: list[str]) -> dict[str, Any]:
+    """The checkpoint patch that forgets the requests sent for ``refs`` (nothing was filed:
+    a later attempt may send them again)."""
+    sent = checkpoint.get(SENT) if isinstance(checkpoint, Mapping) else None
+    if not isinstance(sent, Mapping) or not any(r in sent for r in refs):
+        return {}
+    return {SENT: {k: v for k, v in sent.items() if k not in refs}}
+
+
 def refused(checkpoint: Mapping[str, Any] | None, name: str, reason: str,
             now: datetime) -> dict[str, Any]:
     earlier = records(checkpoint).get(name)
-    return _patch(checkpoint, Record(name, State.REFUSED, earlier.reference if earlier else None,
-                                     {"reason": reason}, now.isoformat(),
-                                     earlier.submitted if earlier else None))
+    return {**_unsent(checkpoint, [(earlier.reference if earlier else None) or name]),
+            **_patch(checkpoint, Record(name, State.REFUSED,
+                                        earlier.reference if earlier else None,
+                                        {"reason": reason}, now.isoformat(),
+                                        earlier.submitted if earlier else None))}
 
 
 def resolved(checkpoint: Mapping[str, Any] | None, state: State, now: datetime,
              **confirmation: Any) -> dict[str, Any]:
     """An admin's answer for every submission in doubt (NOT_FILED or CONFIRMED)."""
-    return _patch(checkpoint, *(Record(r.name, state, r.reference, confirmation,
-                                       now.isoformat(), r.submitted)
-                                for r in in_doubt(checkpoint)))
+    doubt = in_doubt(checkpoint)
+    unsent = (_unsent(checkpoint, [r.reference or r.name for r in doubt])
+              if state is State.NOT_FILED else {})
+    return {**unsent, **_patch(checkpoint, *(Record(r.name, state, r.reference, confirmation,
+                                                    now.isoformat(), r.submitted)
+                                             for r in doubt))}
 
 
 def new_reference(job_id: int, name: str) -> str:

@@ -156,6 +156,9 @@ class BcPortal(PortalPage):
                     await pay.confirmed(also=found, **found)
                     return found
                 _gate_paybc(f"the payment of {number}")
+                if pay.in_doubt:   # namex vouches: still unpaid under its number
+                    await pay.refused(f"namex shows {number} PENDING_PAYMENT: its payment "
+                                      "was never created")
             return await self._pay(number, pay)
         found = await self.find_nr(number, applicant)
         if found is None:

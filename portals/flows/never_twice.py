@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("portalq.flows")
 
-#: checkpoint key: {submission reference: {"POST /path": when it left}}
-KEY = "sent"
+#: checkpoint key: {submission reference: {"POST /path": when it left}} (forgotten when the
+#: portal refuses the submission or an admin finds it not filed: jobs/submission.py)
+KEY = submission.SENT
 
 
 @dataclass(frozen=True)

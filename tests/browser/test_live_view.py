@@ -19,12 +19,15 @@ pytestmark = pytest.mark.browser
 
 SSN = "123-45-6789"
 
+# the review box starts blank (no dark placeholder text): a frame published before the echo
+# would otherwise count as showing text -- under load a frame came between the page's
+# content and the echo, and the test failed on a "-", not on the secret
 PAGE = """<!doctype html><html><body style="font: 22px sans-serif; margin: 20px">
   <p>Untelling input: <input id="box" name="field7" size="14"
      style="font: 22px monospace; color: #000; background: #fff"></p>
   <p>By its name: <input id="ssn" name="applicant_ssn" size="14"
      style="font: 22px monospace; color: #000; background: #fff"></p>
-  <p>Review: <b id="echo" style="display: inline-block; min-width: 200px">-</b></p>
+  <p>Review: <b id="echo" style="display: inline-block; min-width: 200px">&nbsp;</b></p>
   <p>Changes: <span data-sensitive id="tick">0</span></p>
 </body></html>"""
 

@@ -66,41 +66,77 @@ def test_crtc_submit_dropped_after_acting_reaches_the_crtc_once(run, portals, ma
 
 def test_bc_name_request_dropped_after_acting_reaches_the_registry_once(
         run, portals, make_ctx):
-    from bckit import BC, NAME_SEARCH, build, entries
+    from bckit import BC, MONDAY_10_PT, NAME_SEARCH, build, entries
 
+    from portalq.jobs.clock import FrozenClock, set_clock
     from portalq.portals.bc.flow import name_search
 
+    set_clock(FrozenClock(MONDAY_10_PT))   # PayBC's hours
     portals.control(BC, drop_after_acting="/nr/applicant")
     ctx = make_ctx("name_search", build(NAME_SEARCH, names=["Cedar Harbour Consulting Ltd."]),
                    trace_policy="off")
     with pytest.raises(Exception):   # noqa: B017,PT011 - whichever way the flow says "unknown"
         run(name_search(ctx))
     assert portals.arrivals(BC).get("/bc/nr/applicant") == 1
-    [nr] = entries(portals, BC, "name_request")           # one NR, one payment
-    assert nr["payment"]
+    [nr] = entries(portals, BC, "name_request")           # one NR, created unpaid (namex)
+    assert nr["payment"] is None
     assert state(ctx.checkpoints, "name_request") == "submitting"
     portals.control(BC, drop_after_acting=None)
-    ends_found(run, name_search(ctx.retry()), "nr_number")
+    # its number came only with the lost answer: a person, never a second NR
+    with pytest.raises(UncertainOutcome):
+        run(name_search(ctx.retry()))
+    assert len(entries(portals, BC, "name_request")) == 1
+    assert portals.arrivals(BC).get("/bc/nr/applicant") == 1
+
+
+def test_bc_name_request_payment_dropped_after_acting_is_paid_once(run, portals, make_ctx):
+    from bckit import BC, MONDAY_10_PT, NAME_SEARCH, build, entries
+
+    from portalq.jobs.clock import FrozenClock, set_clock
+    from portalq.portals.bc.flow import name_search
+
+    set_clock(FrozenClock(MONDAY_10_PT))   # PayBC's hours
+    portals.control(BC, drop_after_acting="/nr/payment")
+    ctx = make_ctx("name_search", build(NAME_SEARCH, names=["Cedar Harbour Consulting Ltd."]),
+                   trace_policy="off")
+    with pytest.raises(Exception):   # noqa: B017,PT011 - whichever way the flow says "unknown"
+        run(name_search(ctx))
+    assert portals.arrivals(BC).get("/bc/nr/payment") == 1
+    [nr] = entries(portals, BC, "name_request")           # one NR, one payment
+    assert nr["payment"]
+    assert state(ctx.checkpoints, "nr_payment") == "submitting"
+    portals.control(BC, drop_after_acting=None)
+    with pytest.raises(UncertainOutcome):   # renumbered at its payment: a person, not a 2nd
+        run(name_search(ctx.retry()))
+    assert portals.arrivals(BC).get("/bc/nr/payment") == 1
     assert len(entries(portals, BC, "name_request")) == 1
 
 
 def test_bc_file_and_pay_dropped_after_acting_reaches_the_registry_once(
         run, portals, make_ctx):
-    from bckit import ANN, BC, FILE_ENTITY, build, entries
+    from bckit import ANN, BC, FILE_ENTITY, MONDAY_10_PT, build, entries
 
+    from portalq.jobs.clock import FrozenClock, set_clock
+    from portalq.jobs.waiting import WaitOnPortal
     from portalq.portals.bc.flow import file_entity_bc
 
+    set_clock(FrozenClock(MONDAY_10_PT))   # PayBC's hours
     portals.control(BC, drop_after_acting="/inc/step/5")
     ctx = make_ctx("file_entity", build(FILE_ENTITY, directors=[ANN]), trace_policy="off")
     with pytest.raises(Exception):   # noqa: B017,PT011 - whichever way the flow says "unknown"
         run(file_entity_bc(ctx))
     assert portals.arrivals(BC).get("/bc/inc/step/5") == 1
-    [filing] = entries(portals, BC, "incorporation")      # one filing, one payment
-    assert filing["payment"]
+    [filing] = entries(portals, BC, "incorporation")      # one filing, saved before PayBC
+    assert filing["payment"] is None
     assert state(ctx.checkpoints, "incorporation") == "submitting"
     portals.control(BC, drop_after_acting=None)
-    ends_found(run, file_entity_bc(ctx.retry()), "incorporation_number")
-    assert len(entries(portals, BC, "incorporation")) == 1
+    try:   # the dashboard shows it saved, unpaid: paid from there, once
+        run(file_entity_bc(ctx.retry()))
+    except WaitOnPortal:
+        pass   # paid; the registry completes it later
+    assert portals.arrivals(BC).get("/bc/inc/step/5") == 1
+    [filing] = entries(portals, BC, "incorporation")
+    assert filing["payment"]["amount"] == "$350.00"
 
 
 def test_a_second_identical_request_is_stopped_before_it_leaves(
