@@ -135,3 +135,20 @@ def test_a_submission_in_doubt_cannot_be_retired():
                                   {"stage": "submitting"}])
 def test_shapes_that_are_no_record(junk):
     assert submission.in_doubt(junk) == [] and not past_point_of_no_return(junk)
+
+
+def test_the_requests_sent_are_forgotten_only_when_nothing_was_filed():
+    """never_twice stops a request sent before for a submission still in doubt; once the
+    portal refuses it, or an admin finds it not filed, a later attempt may send it again --
+    and a confirmation forgets nothing."""
+    pressed = submission.started({}, "payment", "ref-1", NOW)
+    sent = {submission.SENT: {"ref-1": {"POST /pay": NOW.isoformat()},
+                              "ref-2": {"POST /other": NOW.isoformat()}}}
+    checkpoint = {**pressed, **sent}
+    refused = submission.refused(checkpoint, "payment", "no", NOW)
+    assert refused[submission.SENT] == {"ref-2": {"POST /other": NOW.isoformat()}}
+    not_filed = submission.resolved(checkpoint, State.NOT_FILED, NOW)
+    assert not_filed[submission.SENT] == {"ref-2": {"POST /other": NOW.isoformat()}}
+    confirmed = submission.resolved(checkpoint, State.CONFIRMED, NOW, number="1")
+    assert submission.SENT not in confirmed
+    assert submission.SENT not in submission.refused(pressed, "payment", "no", NOW)
