@@ -1,7 +1,7 @@
 """The certificate a Delaware filing uploads: built from the payload as a small valid PDF.
 
 eCorp2 takes no per-field entity form: the signed certificate itself is uploaded as a PDF
-(``../shared/portals/delaware.txt``). A business may supply its own signed PDF
+(docs/portals/delaware.md, source D1). A business may supply its own signed PDF
 (``portalq enqueue ... --document``); otherwise the flow builds one here.
 
 The PDF itself: :mod:`.pdfdoc` (no PDF library in the base install).

@@ -1,7 +1,7 @@
 """The page of the Delaware stand-in's eCorp2 e-filing service: one Angular-like page whose
 steps (form -> confirmation dialog -> payment -> answer) change without a document load.
 
-Sourced (``../shared/portals/delaware.txt`` [D1]): the ``formcontrolname`` of each control
+Sourced (docs/portals/delaware.md, source D1): the ``formcontrolname`` of each control
 and the option values, the file input, "Continue", the Kendo dialog (``.k-dialog``, its
 ``.k-primary``), the payment type select (CREDITCARD | ACH), the submit
 ``button[type=submit].btn-primary``, "Your request has been successfully submitted" and the

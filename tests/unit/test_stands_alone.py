@@ -13,10 +13,7 @@ from tests.conftest import ROOT
 OUTSIDE = re.compile(r"\.\./shared\b|/work/shared\b"
                      r"|\bshared/(portal-facts\.md|portals/|bench/peers|DESIGN\.md|STYLE\.md)")
 
-# Being cleaned by other branches of issue 50 at the time of writing: the lead removes this
-# list when they are merged (the test then holds for the whole repository).
-EXEMPT = ("portals/delaware/", "docs/portals/delaware.md",
-          "bench/", "Makefile", "docs/benchmarks.md")
+EXEMPT: tuple[str, ...] = ()
 
 
 def references(root: Path, paths: list[str]) -> list[str]:
