@@ -18,8 +18,15 @@ from portalq.jobs.db.migrate import upgrade_if_needed
 from portalq.jobs.operations import approvals
 from portalq.portals.flows import browser
 from portalq.portals.flows.remote_browsers import BrowserPool
-from portalq.scheduler import (egress, job_context, logs, metrics, node_keys, search_indexer,
-                               webhook_sender)
+from portalq.scheduler import (
+    egress,
+    job_context,
+    logs,
+    metrics,
+    node_keys,
+    search_indexer,
+    webhook_sender,
+)
 from portalq.scheduler.calendar_cache import seed_declared_portals
 from portalq.scheduler.config import Settings
 from portalq.scheduler.tick import Tick
