@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 @cache
 def aesgcm() -> type[AESGCM]:
+    # imported at first use: an idle worker never loads it (the module's docstring)
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     return AESGCM
@@ -21,6 +22,7 @@ def aesgcm() -> type[AESGCM]:
 @cache
 def invalid_tag() -> type[Exception]:
     """What a wrong key or altered data raises (``except invalid_tag():``)."""
+    # imported at first use, as aesgcm()
     from cryptography.exceptions import InvalidTag
 
     return InvalidTag
