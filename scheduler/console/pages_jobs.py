@@ -22,6 +22,7 @@ from portalq.jobs.admin import actions as console_actions
 from portalq.jobs.admin import needs as console_needs
 from portalq.jobs.admin import reads as console_repo
 from portalq.jobs.admin.users import User
+from portalq.jobs.business.order_runs import HELD_UNTIL
 from portalq.jobs.audit import Actor
 from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.clock import parse_instant
@@ -212,7 +213,12 @@ def routes(console: Console) -> list[Route]:
         uncertain = past_point_of_no_return(data["checkpoint"])
         with console.db() as conn:   # its times in the portal's zone too
             zone = portal_zones(conn).get(data["portal"])
+        # an order's step held behind the steps before it: its last_error says what it
+        # waits for (order_runs), which is no error
+        held = data["status"] == "deferred" and data["run_at"] is not None \
+            and data["run_at"] >= HELD_UNTIL
         return console.render(request, "job.html", job=data, attempts=attempts, done=done,
+                              held_for=data["last_error"] if held else None,
                               zone=zone, failure_shot=failure_screenshot(data),
                               can_act=user.can("operator"), uncertain=uncertain,
                               a=pending_approval(data), back="", plan=retry_plan(data),

@@ -111,3 +111,15 @@ def test_an_order_past_its_deadline_is_flagged_at_risk(env, signin, run):
     assert "22:30" in steps["file_entity"]["deadline"]
     assert steps["file_entity"]["state"] == "pending"
 
+
+
+def test_a_held_steps_job_page_says_what_it_waits_for_not_as_an_error(env, signin, run):
+    """The job page of a held step says "waiting for name_search" as what the job waits
+    for, not in red as its "last error" (the order page already did)."""
+    page = signin("viewer")
+    run(page.goto(f"/jobs/{env['orders'][OK].jobs['file_entity']}"))
+    errors = run(page.locator(".err").all_inner_texts())
+    assert not [e for e in errors if "waiting for" in e], errors
+    assert run(page.locator("dt", has_text="last error").count()) == 0
+    waits = run(page.locator("#waiting-for").inner_text())
+    assert "waiting for name_search" in waits, waits
