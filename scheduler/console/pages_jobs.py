@@ -22,8 +22,8 @@ from portalq.jobs.admin import actions as console_actions
 from portalq.jobs.admin import needs as console_needs
 from portalq.jobs.admin import reads as console_repo
 from portalq.jobs.admin.users import User
-from portalq.jobs.business.order_runs import HELD_UNTIL
 from portalq.jobs.audit import Actor
+from portalq.jobs.business.order_runs import HELD_UNTIL
 from portalq.jobs.checkpoints import past_point_of_no_return
 from portalq.jobs.clock import parse_instant
 from portalq.jobs.errors import InputError
