@@ -103,12 +103,13 @@ def test_new_names_after_a_rejection_get_a_new_name_request_same_names_are_refus
     assert len(requests) == 2   # the rejected one and one new, never the same one again
     assert requests[0] == rejected
     assert [d[0] for d in requests[1]["decisions"]] == [NEW_NAME]
-    assert requests[1]["reference"] != rejected["reference"]
+    # a new NR (namex's own numbers: the form has no reference of the client's)
+    assert requests[1]["temp_number"] != rejected["temp_number"]
     assert requests[1]["nr_number"] == job["result"]["nr_number"] != rejected["nr_number"]
     cp = job["checkpoint"]
-    assert record(cp, "name_request").reference == requests[1]["reference"]
     [earlier] = cp["earlier_nrs"]
     assert earlier["nr_number"] == rejected["nr_number"] and earlier["nr_state"] == "REJECTED"
-    assert earlier["name_request_reference"] == rejected["reference"]
+    # the new NR was requested under a new submission of the job's, not the rejected one's
+    assert record(cp, "name_request").reference != earlier["name_request_reference"]
     # one escalation: the rejection; the fixed job opened none
     assert _escalations(dsn, job_id) == ["business"]

@@ -361,9 +361,12 @@ def test_no_ssn_in_any_artifact_log_email_or_error_of_a_service_run(
         again = queue.enqueue("obtain_ein", "ORD-S2", {**payloads.OBTAIN_EIN,
                               "legal_name": "Other Widgets LLC"}).id
         wait_until(lambda: queue.get_job(again)["status"] == "deferred", 60, "rate limit")
-        bad = queue.enqueue("obtain_ein", "ORD-S3", {**payloads.OBTAIN_EIN, "state": "ZZ",
-                            "responsible_party": {**payloads.OBTAIN_EIN["responsible_party"],
-                                                  "ssn": "123-45-6780"}}).id
+        # the IRS refuses the next party at its identity check (401/102: the TIN and name do
+        # not match), after the SSN was typed: a business error and its mail
+        portals.control("irs_ein", error_code="identity:401/102", error_times=1)
+        bad = queue.enqueue("obtain_ein", "ORD-S3", {
+            **payloads.OBTAIN_EIN, "responsible_party": {
+                **payloads.OBTAIN_EIN["responsible_party"], "ssn": "123-45-6780"}}).id
         wait_until(lambda: _final(bad), 60, "a business error with an escalation")
         mailbox.wait_for(1, 30)
     finally:
