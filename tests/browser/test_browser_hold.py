@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from consolekit import ConsoleServer, add_users, sign_in_page
+from consolekit import console_env, sign_in_page
 
 from portalq.jobs import queue, worker_api
 from portalq.jobs.errors import PortalChanged
@@ -32,23 +32,17 @@ CHANGED = """<!doctype html><html><body style="font: 22px sans-serif; margin: 20
   <p>Confirm your e-mail: <input id="mail" name="confirm_mail"></p></body></html>"""
 
 
-@pytest.fixture(scope="module")
-def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def _ledger_portal(dsn: str, _artifacts: Any) -> dict[str, Any]:
     import tests.plugins.ledger  # noqa: F401 - registers ledger_job
 
-    name = pg_server.create()
-    url, dsn = pg_server.url(name), pg_server.dsn(name)
-    patch = pytest.MonkeyPatch()
-    patch.setenv("PORTALQ_DATABASE_URL", url)
-    try:
-        add_users(url)
-        add_local_portal(dsn)
-        with ConsoleServer(dsn, tmp_path_factory.mktemp("hold"),
-                           live_refresh_seconds=30) as server:
-            yield {"url": url, "dsn": dsn, "base": server.base}
-    finally:
-        patch.undo()
-        pg_server.drop(name)
+    add_local_portal(dsn)
+    return {}
+
+
+@pytest.fixture(scope="module")
+def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    with console_env(pg_server, tmp_path_factory.mktemp("hold"), _ledger_portal) as found:
+        yield found
 
 
 async def _held_flow(env: dict[str, Any], browser: Any, browser_config: Any, folder: Path,

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from consolekit import ConsoleServer, add_users, assert_no_ssn, sign_in_page
+from consolekit import assert_no_ssn, console_env, sign_in_page
 from flowkit import SSN
 
 from portalq.jobs import queue
@@ -28,24 +28,19 @@ STANDIN = """<!doctype html><html><body style="font: 22px sans-serif; margin: 20
   <p id="step">step 0</p></body></html>"""
 
 
+def _running_ein(dsn: str, _artifacts: Any) -> dict[str, Any]:
+    """An EIN job, running (its page is what the live view casts)."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        job = queue.enqueue("obtain_ein", "ORD-LIVE-1", payloads.OBTAIN_EIN, conn=c).id
+        c.execute("UPDATE portalq.job_queue SET status = 'running', attempts = 1 "
+                  "WHERE id = %s", (job,))
+    return {"job": job}
+
+
 @pytest.fixture(scope="module")
 def env(pg_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    name = pg_server.create()
-    url, dsn = pg_server.url(name), pg_server.dsn(name)
-    patch = pytest.MonkeyPatch()
-    patch.setenv("PORTALQ_DATABASE_URL", url)
-    try:
-        add_users(url)
-        with psycopg.connect(dsn, autocommit=True) as c:
-            job = queue.enqueue("obtain_ein", "ORD-LIVE-1", payloads.OBTAIN_EIN, conn=c).id
-            c.execute("UPDATE portalq.job_queue SET status = 'running', attempts = 1 "
-                      "WHERE id = %s", (job,))
-        with ConsoleServer(dsn, tmp_path_factory.mktemp("live"),
-                           live_refresh_seconds=30) as server:
-            yield {"dsn": dsn, "base": server.base, "job": job}
-    finally:
-        patch.undo()
-        pg_server.drop(name)
+    with console_env(pg_server, tmp_path_factory.mktemp("live"), _running_ein) as found:
+        yield found
 
 
 async def _attr(page: Any, name: str, ok: Any, timeout: float = 15.0) -> str:

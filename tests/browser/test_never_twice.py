@@ -64,51 +64,34 @@ def test_crtc_submit_dropped_after_acting_reaches_the_crtc_once(run, portals, ma
     assert len(portals.ledger("crtc")) == 1
 
 
+@pytest.mark.parametrize(("path", "submission", "paid"), [
+    # the creation: the NR's number came only with the lost answer -- a person, never a
+    # second NR (namex creates it unpaid)
+    ("/nr/applicant", "name_request", False),
+    # the payment: renumbered at its payment -- a person, never a second payment
+    ("/nr/payment", "nr_payment", True),
+])
 def test_bc_name_request_dropped_after_acting_reaches_the_registry_once(
-        run, portals, make_ctx):
+        run, portals, make_ctx, path, submission, paid):
     from bckit import BC, MONDAY_10_PT, NAME_SEARCH, build, entries
 
     from portalq.jobs.clock import FrozenClock, set_clock
     from portalq.portals.bc.flow import name_search
 
     set_clock(FrozenClock(MONDAY_10_PT))   # PayBC's hours
-    portals.control(BC, drop_after_acting="/nr/applicant")
+    portals.control(BC, drop_after_acting=path)
     ctx = make_ctx("name_search", build(NAME_SEARCH, names=["Cedar Harbour Consulting Ltd."]),
                    trace_policy="off")
     with pytest.raises(Exception):   # noqa: B017,PT011 - whichever way the flow says "unknown"
         run(name_search(ctx))
-    assert portals.arrivals(BC).get("/bc/nr/applicant") == 1
-    [nr] = entries(portals, BC, "name_request")           # one NR, created unpaid (namex)
-    assert nr["payment"] is None
-    assert state(ctx.checkpoints, "name_request") == "submitting"
+    assert portals.arrivals(BC).get(f"/bc{path}") == 1
+    [nr] = entries(portals, BC, "name_request")           # one NR, paid at most once
+    assert bool(nr["payment"]) is paid
+    assert state(ctx.checkpoints, submission) == "submitting"
     portals.control(BC, drop_after_acting=None)
-    # its number came only with the lost answer: a person, never a second NR
     with pytest.raises(UncertainOutcome):
         run(name_search(ctx.retry()))
-    assert len(entries(portals, BC, "name_request")) == 1
-    assert portals.arrivals(BC).get("/bc/nr/applicant") == 1
-
-
-def test_bc_name_request_payment_dropped_after_acting_is_paid_once(run, portals, make_ctx):
-    from bckit import BC, MONDAY_10_PT, NAME_SEARCH, build, entries
-
-    from portalq.jobs.clock import FrozenClock, set_clock
-    from portalq.portals.bc.flow import name_search
-
-    set_clock(FrozenClock(MONDAY_10_PT))   # PayBC's hours
-    portals.control(BC, drop_after_acting="/nr/payment")
-    ctx = make_ctx("name_search", build(NAME_SEARCH, names=["Cedar Harbour Consulting Ltd."]),
-                   trace_policy="off")
-    with pytest.raises(Exception):   # noqa: B017,PT011 - whichever way the flow says "unknown"
-        run(name_search(ctx))
-    assert portals.arrivals(BC).get("/bc/nr/payment") == 1
-    [nr] = entries(portals, BC, "name_request")           # one NR, one payment
-    assert nr["payment"]
-    assert state(ctx.checkpoints, "nr_payment") == "submitting"
-    portals.control(BC, drop_after_acting=None)
-    with pytest.raises(UncertainOutcome):   # renumbered at its payment: a person, not a 2nd
-        run(name_search(ctx.retry()))
-    assert portals.arrivals(BC).get("/bc/nr/payment") == 1
+    assert portals.arrivals(BC).get(f"/bc{path}") == 1
     assert len(entries(portals, BC, "name_request")) == 1
 
 
